@@ -1,0 +1,11 @@
+"""What an arm is and how it is measured.
+
+runtimes/  one adapter per runtime (launch argv, health, identity, where counters live)
+simulator/ the embedded serving simulator (a real server process)
+server.py  start / wait healthy / stop a server process group, with its log
+client.py  the streaming OpenAI-compatible client and its timestamps
+metrics.py the measurement definitions (the one place they are written)
+probes/    cache-probe, decode, and the rest; each writes rows through a sink
+
+May import `campaign.schema` and `campaign.states`; never `flows/` or `reports/`.
+"""

@@ -1,0 +1,131 @@
+"""cache-probe: does the server reuse what it has already seen, in five shapes of reuse?
+
+Each scenario primes the server with a prompt, then probes it with a related one:
+  cold             a never-seen prompt (baseline TTFT; reuse ~0)
+  identical        the primed prompt again (~1.0)
+  append           primed conversation + its reply + a new user turn
+  tool_turn        primed conversation + an assistant tool call + its result + follow-up
+  middle_mutation  one word changed mid-prompt (reuse ~ the share before the change)
+Reuse is what the server reports (cached / prompt tokens, with the field it came from);
+expected reuse is what the prompts were built to allow. Reuse is never inferred from TTFT.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from arms.metrics import extract_cached_tokens, prompt_tokens, record_payload, reuse, ttft_s
+from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
+from arms.probes.prompts import conversation, expected_reuse, mutate_middle, words
+from campaign.states import Mode
+
+SCENARIOS = ("cold", "identical", "append", "tool_turn", "middle_mutation")
+
+LOOKUP_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look up a record by key.",
+        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+    },
+}
+
+
+class CacheProbeParams(BaseModel):
+    prompt_tokens: int = Field(default=1024, ge=16, description="size of each primed prompt")
+    max_tokens: int = Field(default=8, ge=1)
+    modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL, Mode.GREEDY])
+    scenarios: list[str] = Field(default_factory=lambda: list(SCENARIOS))
+    context: int = 0
+
+
+def _probe_messages(scenario: str, primed: list[dict[str, Any]], reply: str, salt: str) -> list[dict[str, Any]]:
+    if scenario == "identical":
+        return primed
+    if scenario == "append":
+        return [*primed, {"role": "assistant", "content": reply}, {"role": "user", "content": words(64, f"{salt}/next")}]
+    if scenario == "tool_turn":
+        call_id = "call_" + salt[-8:]
+        return [
+            *primed,
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"key": salt[-6:]})}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": words(96, f"{salt}/tool")},
+            {"role": "user", "content": words(32, f"{salt}/follow")},
+        ]
+    if scenario == "middle_mutation":
+        return mutate_middle(primed)[0]
+    raise ValueError(f"unknown cache-probe scenario {scenario!r}")
+
+
+async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None:
+    run_id = uuid.uuid4().hex[:8]
+    system = params.prompt_tokens // 4
+    user = params.prompt_tokens - system
+    async with target.client(2) as http:
+        for mode in params.modes:
+            before = await read_counters(http, target)
+            for scenario in params.scenarios:
+                salt = f"cache-{run_id}-{mode}-{scenario}"
+                primed = conversation(system, user, salt)
+                tools = [LOOKUP_TOOL] if scenario == "tool_turn" else None
+                if scenario == "cold":
+                    record = await chat(http, target, primed, mode, params.max_tokens, tools=tools)
+                    sink.request(record, scenario=scenario, mode=mode)
+                    _emit(sink, target, record, scenario, mode, params.context, expected=0.0, expected_source="constructed")
+                    continue
+                prime = await chat(http, target, primed, mode, params.max_tokens, tools=tools)
+                sink.request(prime, scenario=f"{scenario}:prime", mode=mode)
+                if not prime.ok:
+                    continue
+                probe_msgs = _probe_messages(scenario, primed, prime.text.strip() or "ok", salt)
+                expected, source = await expected_reuse(http, primed, probe_msgs)
+                record = await chat(http, target, probe_msgs, mode, params.max_tokens, tools=tools)
+                sink.request(record, scenario=scenario, mode=mode)
+                cold = ttft_s(prime)
+                if cold is not None:
+                    sink.measurement(metric="ttft_cold_s", value=cold, unit="s", mode=mode, scenario=scenario, context=params.context)
+                _emit(sink, target, record, scenario, mode, params.context, expected=expected, expected_source=source)
+                warm = ttft_s(record)
+                if cold and warm:
+                    sink.measurement(metric="warm_speedup", value=cold / warm, unit="x", mode=mode, scenario=scenario, context=params.context)
+            await record_counter_deltas(http, target, sink, before, mode=mode, context=params.context)
+
+
+def _emit(
+    sink: Sink,
+    target: ProbeTarget,
+    record: Any,
+    scenario: str,
+    mode: Mode,
+    context: int,
+    *,
+    expected: float,
+    expected_source: str,
+) -> None:
+    sink.measurement(metric="expected_reuse", value=expected, unit="ratio", mode=mode, scenario=scenario, context=context, source=expected_source)
+    if not record.ok:
+        sink.measurement(metric="errors", value=1, unit="count", mode=mode, scenario=scenario, context=context, source=record.error or "")
+        return
+    ttft = ttft_s(record)
+    if ttft is not None:
+        sink.measurement(metric="ttft_s", value=ttft, unit="s", mode=mode, scenario=scenario, context=context)
+    payload = record_payload(record)
+    cached, field = extract_cached_tokens(payload, prefer=target.adapter.cached_tokens_field)
+    prompt = prompt_tokens(payload)
+    if prompt is not None:
+        sink.measurement(metric="prompt_tokens", value=prompt, unit="tokens", mode=mode, scenario=scenario, context=context, source="usage.prompt_tokens")
+    if cached is not None:
+        sink.measurement(metric="cached_tokens", value=cached, unit="tokens", mode=mode, scenario=scenario, context=context, source=field)
+        value = reuse(cached, prompt)
+        if value is not None:
+            sink.measurement(metric="reuse", value=value, unit="ratio", mode=mode, scenario=scenario, context=context, source=field)

@@ -1,0 +1,1 @@
+"""Runtime adapters, one module per runtime, registered by name in `registry`."""

@@ -1,0 +1,98 @@
+"""The embedded simulator as a runtime: the recipe becomes a simulator profile.
+
+The runtime entry's `options.profile` holds engine knobs (rates, time scale, faults); the
+arm's recipe supplies slots, chunks, cache sizes and speculation, as it would for a real
+runtime, so the same campaign file shape serves both.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, ClassVar
+
+from arms.runtimes.base import LaunchContext, LaunchSpec, RuntimeAdapter
+from arms.runtimes.registry import register
+
+REFUSED_EXIT_CODE = 3
+
+
+def profile_for(ctx: LaunchContext) -> dict[str, Any]:
+    recipe = ctx.arm.recipe
+    profile: dict[str, Any] = dict(ctx.runtime.options.get("profile", {}))
+    profile.update(
+        model=ctx.model.served_id or f"{ctx.model.name}-{ctx.model.quant}",
+        slots=recipe.slots,
+        ctx_size=ctx.arm.context,
+        prefill_chunk=recipe.prefill_chunk,
+        seed=ctx.seed,
+    )
+    if recipe.interleave_chunk is not None:
+        profile["interleave_chunk"] = recipe.interleave_chunk
+    kv = ctx.model.kv_bytes_per_token
+    profile["prefix_cache_tokens"] = (recipe.prefix_cache // kv) if recipe.prefix_cache else 0
+    if recipe.session_cache_cap is not None:
+        profile["session_cap_tokens"] = recipe.session_cache_cap // kv
+    profile["draft_k"] = recipe.draft_k if recipe.speculative else 0
+    # Quants: fewer bits per weight decode faster on a memory-bound engine.
+    reference_bits = ctx.runtime.options.get("reference_bits")
+    if reference_bits and "decode_tps" in profile:
+        profile["decode_tps"] = profile["decode_tps"] * float(reference_bits) / ctx.model.bits_per_weight
+    for key, value in ctx.overrides.items():
+        if key.startswith("sim."):
+            profile[key[4:]] = value
+    return profile
+
+
+@register
+class SimulatorAdapter(RuntimeAdapter):
+    name: ClassVar[str] = "simulator"
+    simulated: ClassVar[bool] = True
+    description: ClassVar[str] = "embedded serving simulator (rows are marked simulated)"
+    cached_tokens_field: ClassVar[str] = "usage.prompt_tokens_details.cached_tokens"
+    metric_names: ClassVar[dict[str, str]] = {
+        "cache_lookups": "sim_cache_lookups_total",
+        "cache_hits": "sim_cache_hits_total",
+        "prompt_tokens": "sim_prompt_tokens_total",
+        "cached_prompt_tokens": "sim_prompt_tokens_cached_total",
+        "generation_tokens": "sim_generation_tokens_total",
+        "draft_tokens": "sim_draft_tokens_total",
+        "accepted_tokens": "sim_draft_accepted_tokens_total",
+        "queue_depth": "sim_requests_deferred",
+        "slots_busy": "sim_slots_busy",
+        "memory_bytes": "sim_memory_bytes",
+    }
+    blocked_exit_codes = frozenset({REFUSED_EXIT_CODE})
+
+    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
+        if ctx.runtime.url:
+            return None
+        profile = profile_for(ctx)
+        style = profile.get("cached_tokens_style")
+        argv = [
+            sys.executable,
+            "-m",
+            "arms.simulator",
+            "--host",
+            ctx.host,
+            "--port",
+            str(ctx.port),
+            "--profile-json",
+            json.dumps(profile, sort_keys=True),
+        ]
+        if style:
+            self.cached_tokens_field = _STYLE_FIELDS[style]
+        return LaunchSpec(
+            argv=argv,
+            env=dict(ctx.runtime.env),
+            health_path=ctx.runtime.health_path,
+            startup_timeout_s=ctx.runtime.startup_timeout_s,
+        )
+
+
+_STYLE_FIELDS = {
+    "openai": "usage.prompt_tokens_details.cached_tokens",
+    "llamacpp": "timings.cache_n",
+    "omlx": "usage.cached_tokens",
+    "dspark": "x_mlx_dspark.cached_tokens",
+}

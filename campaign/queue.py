@@ -1,0 +1,161 @@
+"""The campaign queue as a state machine over the store.
+
+Why here and not in Prefect: the queue must survive a killed process, be read by
+`campaign status` from another terminal, and decide what runs next from states alone.
+The flows call these functions; nothing here knows about Prefect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from arms.server import kill_orphan
+from campaign.schema import CampaignSpec, QueueItem, file_digest
+from campaign.states import TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
+from campaign.store import (
+    ArmRow,
+    AttemptRow,
+    CampaignRow,
+    ProbeRunRow,
+    QueueItemRow,
+    Store,
+    utcnow,
+)
+
+
+def register(store: Store, spec: CampaignSpec, source_path: str = "") -> CampaignRow:
+    """Create or refresh the campaign's rows from its file; states of known items are kept."""
+    from arms.runtimes import registry
+
+    with store.session() as s:
+        from sqlmodel import select
+
+        row = s.exec(select(CampaignRow).where(CampaignRow.name == spec.campaign.name)).first()
+        if row is None:
+            row = CampaignRow(name=spec.campaign.name)
+        row.title = spec.campaign.title or spec.campaign.name
+        row.source_path = str(source_path)
+        row.file_digest = file_digest(source_path) if source_path and os.path.exists(source_path) else ""
+        row.spec_json = spec.model_dump_json(by_alias=True)
+        row.updated_at = utcnow()
+        s.add(row)
+        s.commit()
+        s.refresh(row)
+        campaign_id = row.id
+        assert campaign_id is not None
+
+        arms = {a.arm_id: a for a in s.exec(select(ArmRow).where(ArmRow.campaign_id == campaign_id))}
+        for arm in spec.arms:
+            model = spec.model_for(arm)
+            runtime = spec.runtime(arm.runtime)
+            adapter = registry.get(runtime.adapter)
+            rec = arms.get(arm.id) or ArmRow(campaign_id=campaign_id, arm_id=arm.id, model="", quant="", bits_per_weight=0, runtime="", adapter="", context=0, klass="", group="", recipe_json="")
+            rec.model, rec.quant, rec.bits_per_weight = model.name, model.quant, model.bits_per_weight
+            rec.runtime, rec.adapter, rec.context = runtime.name, runtime.adapter, arm.context
+            rec.klass, rec.group = arm.klass, arm.group
+            rec.recipe_json = arm.recipe.model_dump_json()
+            rec.simulated = adapter.simulated
+            s.add(rec)
+
+        items = {i.key: i for i in s.exec(select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id))}
+        for position, item in enumerate(spec.queue):
+            rec = items.get(item.key) or QueueItemRow(campaign_id=campaign_id, key=item.key, position=position, title=item.title)
+            rec.position, rec.title, rec.gate = position, item.title, item.gate
+            rec.spec_json = item.model_dump_json()
+            s.add(rec)
+        s.commit()
+    return row
+
+
+def recover(store: Store, campaign_id: int) -> list[str]:
+    """After a crash: attempts left `running` by a dead process become `interrupted`, their
+    servers are stopped (if still ours), and running items go back to pending."""
+    notes: list[str] = []
+    for att in store.attempts(campaign_id):
+        if att.state != AttemptState.RUNNING:
+            continue
+        if att.owner_pid and att.owner_pid != os.getpid() and _alive(att.owner_pid):
+            raise RuntimeError(
+                f"attempt {att.id} ({att.item_key}/{att.arm_id}) is being run by live process {att.owner_pid}; "
+                "is another `campaign run` still going?"
+            )
+        if att.server_pgid and kill_orphan(att.server_pgid, att.server_cmdline):
+            notes.append(f"stopped server process group {att.server_pgid} left by attempt {att.id}")
+        store.update(AttemptRow, att.id, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error="interrupted (campaign process died)")
+        for run in store.probe_runs(att.id or 0):
+            if run.state == ProbeRunState.RUNNING:
+                store.update(ProbeRunRow, run.id, state=ProbeRunState.INTERRUPTED, ended_at=utcnow())
+        notes.append(f"attempt {att.id} ({att.item_key}/{att.arm_id}) was interrupted; it will be continued")
+    for item in store.items(campaign_id):
+        if item.state == ItemState.RUNNING:
+            store.set_item_state(campaign_id, item.key, ItemState.PENDING, "interrupted; resuming")
+    return notes
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class Readiness:
+    ready: bool
+    reason: str = ""
+
+
+def readiness(spec: CampaignSpec, states: dict[str, str], item: QueueItem) -> Readiness:
+    """Can this item run now? Items wait for dependencies; a blocked or failed dependency
+    keeps them waiting (with the reason) instead of running on a broken premise."""
+    for dep in item.depends_on:
+        state = states.get(dep, ItemState.PENDING)
+        if state != ItemState.DONE:
+            return Readiness(False, f"waiting on {dep!r} ({state})")
+    return Readiness(True)
+
+
+def next_item(store: Store, spec: CampaignSpec, campaign_id: int) -> QueueItem | None:
+    states = {row.key: row.state for row in store.items(campaign_id)}
+    for item in spec.queue:
+        if states.get(item.key) in TERMINAL_ITEM_STATES:
+            continue
+        if readiness(spec, states, item).ready:
+            return item
+    return None
+
+
+def waiting_reasons(store: Store, spec: CampaignSpec, campaign_id: int) -> dict[str, str]:
+    states = {row.key: row.state for row in store.items(campaign_id)}
+    out = {}
+    for item in spec.queue:
+        if states.get(item.key) == ItemState.PENDING:
+            r = readiness(spec, states, item)
+            if not r.ready:
+                out[item.key] = r.reason
+    return out
+
+
+def blocked_arms(store: Store, campaign_id: int) -> dict[str, str]:
+    """Arms whose newest attempt is blocked, with the external reason word for word."""
+    latest: dict[str, AttemptRow] = {}
+    for att in store.attempts(campaign_id):
+        latest[att.arm_id] = att
+    return {arm: att.error for arm, att in latest.items() if att.state == AttemptState.BLOCKED}
+
+
+def resumable_attempt(store: Store, campaign_id: int, item_key: str, arm_id: str) -> AttemptRow | None:
+    """The interrupted attempt to continue, if the newest attempt of this item/arm is one."""
+    attempts = store.attempts(campaign_id, item_key, arm_id)
+    if attempts and attempts[-1].state == AttemptState.INTERRUPTED:
+        return attempts[-1]
+    return None
+
+
+def overrides_of(attempt: AttemptRow) -> dict[str, object]:
+    return json.loads(attempt.overrides_json or "{}")

@@ -1,0 +1,456 @@
+"""The campaign file: a TOML document validated by pydantic.
+
+Why so strict: a campaign runs for hours, and a typo found at arm 9 costs all the arms
+before it. Unknown keys are refused, every reference is checked before anything starts,
+and every error names the file, the field path (`arms[3].recipe.slots`), what was found
+and what was expected -- never a traceback for a user's mistake.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from campaign.states import Mode, ProbeName
+
+_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(value: int | str) -> int:
+    """Byte sizes as people write them in serving recipes ("8G", "48GB", "512MiB")."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 8G or a number of bytes")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("expected a size >= 0")
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"expected a size such as 8G, 512M or a number of bytes, found {value!r}")
+    number, unit, _ = match.groups()
+    return int(float(number) * _UNITS[unit.upper()])
+
+
+ByteSize = Annotated[int, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+
+
+class CampaignMeta(_Strict):
+    name: str = Field(pattern=_ID, description="short name; keys the campaign in the store")
+    title: str = ""
+    description: str = ""
+    default_max_tokens: int = Field(default=64, ge=1)
+
+
+class Sampling(_Strict):
+    """The model vendor's sampling parameters: what `canonical` mode sends."""
+
+    temperature: float = Field(default=1.0, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
+
+
+class ModelEntry(_Strict):
+    name: str
+    quant: str
+    bits_per_weight: float = Field(gt=0, le=32)
+    served_id: str | None = Field(
+        default=None, description="the id the server should report; identity is checked against it"
+    )
+    path: str | None = Field(default=None, description="model file or directory, for runtimes that load one")
+    kv_bytes_per_token: int = Field(
+        default=131072, ge=1, description="converts cache sizes in bytes to tokens"
+    )
+    sampling: Sampling = Field(default_factory=Sampling)
+    description: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}/{self.quant}"
+
+
+class RuntimeEntry(_Strict):
+    name: str = Field(pattern=_ID)
+    adapter: str
+    argv: list[str] = Field(default_factory=list, description="launch argv template; {placeholders} filled per arm")
+    env: dict[str, str] = Field(default_factory=dict)
+    health_path: str = "/health"
+    startup_timeout_s: float = Field(default=120.0, gt=0)
+    url: str | None = Field(default=None, description="external server: measure this URL, launch nothing")
+    seeks: str = Field(default="", description="what this runtime offers")
+    how: str = ""
+    cost: str = Field(default="", description="what it costs")
+    options: dict[str, Any] = Field(default_factory=dict, description="adapter-specific settings")
+
+
+class Recipe(_Strict):
+    """The serving recipe: the knobs a person tunes."""
+
+    slots: int = Field(default=1, ge=1, le=1024)
+    prefill_chunk: int = Field(default=512, ge=1)
+    interleave_chunk: int | None = Field(default=None, ge=1)
+    prefix_cache: int | None = Field(default=None, description="prefix-cache size (bytes, or 8G); absent = off")
+    session_cache_cap: int | None = Field(default=None, description="per-session cache cap (bytes, or 48G)")
+    speculative: bool = False
+    draft: str | None = Field(default=None, description="draft model or speculative method")
+    draft_k: int = Field(default=4, ge=1, le=64)
+    offloads: list[str] = Field(default_factory=list)
+    extra_args: list[str] = Field(default_factory=list, description="appended to the runtime argv")
+
+    @field_validator("prefix_cache", "session_cache_cap", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        return None if value is None else parse_size(value)
+
+    @model_validator(mode="after")
+    def _draft_needs_spec(self) -> Recipe:
+        if self.draft and not self.speculative:
+            raise ValueError("draft is set but speculative = false; set speculative = true or remove draft")
+        return self
+
+
+class ArmEntry(_Strict):
+    id: str = Field(pattern=_ID)
+    model: str
+    quant: str | None = None
+    runtime: str
+    context: int = Field(ge=256, description="the server's context size in tokens")
+    klass: str = Field(default="default", alias="class", description="workload class; E2E is never compared across classes")
+    group: str = "default"
+    recipe: Recipe = Field(default_factory=Recipe)
+    description: str = ""
+
+
+class GateEntry(_Strict):
+    id: str = Field(pattern=_ID)
+    title: str = ""
+    predicate: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    subjects: list[str] = Field(min_length=1)
+    baseline: list[str] = Field(default_factory=list, description="baseline or control arms")
+
+
+class QueueItem(_Strict):
+    id: str | None = Field(default=None, pattern=_ID)
+    title: str
+    arms: list[str] = Field(min_length=1)
+    probes: list[ProbeName] = Field(min_length=1)
+    contexts: list[int] = Field(default_factory=list)
+    modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
+    gate: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    repeats: int = Field(default=1, ge=1, le=50)
+
+    @field_validator("contexts")
+    @classmethod
+    def _positive(cls, value: list[int]) -> list[int]:
+        for ctx in value:
+            if ctx < 1:
+                raise ValueError(f"contexts must be positive token counts, found {ctx}")
+        return value
+
+    @property
+    def key(self) -> str:
+        return self.id or slugify(self.title)
+
+
+class CampaignSpec(_Strict):
+    campaign: CampaignMeta
+    models: list[ModelEntry] = Field(min_length=1)
+    runtimes: list[RuntimeEntry] = Field(min_length=1)
+    arms: list[ArmEntry] = Field(min_length=1)
+    gates: list[GateEntry] = Field(default_factory=list)
+    queue: list[QueueItem] = Field(min_length=1)
+
+    # -- lookups used everywhere downstream ---------------------------------------
+
+    def arm(self, arm_id: str) -> ArmEntry:
+        return next(a for a in self.arms if a.id == arm_id)
+
+    def runtime(self, name: str) -> RuntimeEntry:
+        return next(r for r in self.runtimes if r.name == name)
+
+    def gate(self, gate_id: str) -> GateEntry:
+        return next(g for g in self.gates if g.id == gate_id)
+
+    def item(self, key: str) -> QueueItem:
+        return next(q for q in self.queue if q.key == key)
+
+    def model_for(self, arm: ArmEntry) -> ModelEntry:
+        return next(m for m in self.models if m.name == arm.model and (arm.quant is None or m.quant == arm.quant))
+
+
+def slugify(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug or "item"
+
+
+class CampaignFileError(Exception):
+    """A user's mistake in a campaign file: printed as a paragraph, exit code 2."""
+
+    def __init__(self, path: str | Path, problems: list[str]):
+        self.path = str(path)
+        self.problems = problems
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        head = f"{self.path}: the campaign file is not valid ({len(self.problems)} problem{'s' if len(self.problems) != 1 else ''})."
+        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+
+
+# -- error formatting ---------------------------------------------------------------
+
+
+def _loc_path(loc: tuple[Any, ...], data: Any) -> str:
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            label = f"[{part}]"
+            if isinstance(node, list) and part < len(node):
+                node = node[part]
+                ident = node.get("id") if isinstance(node, dict) else None
+                if ident is not None:
+                    label += f" (id {ident!r})"
+            else:
+                node = None
+            out += label
+        else:
+            out += ("." if out else "") + str(part)
+            node = node.get(part) if isinstance(node, dict) else None
+    return out or "(top level)"
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = CampaignSpec
+    for part in loc:
+        if model is None or isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            field = next((f for f in model.model_fields.values() if f.alias == part), None)
+        if field is None:
+            return None
+        model = _inner_model(field.annotation)
+    return model
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _describe(err: dict[str, Any], data: Any) -> str:
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = ""
+        if parent is not None:
+            names = sorted(f.alias or n for n, f in parent.model_fields.items())
+            allowed = f"; expected one of: {', '.join(names)}"
+        return f"{_loc_path(loc[:-1], data)}: unknown key {loc[-1]!r}{allowed}"
+    if kind == "missing":
+        return f"{_loc_path(loc, data)}: missing required key {loc[-1]!r}"
+    found = err.get("input")
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    shown = repr(found)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{_loc_path(loc, data)}: found {shown}, expected: {msg[0].lower() + msg[1:]}"
+
+
+# -- reference checks -----------------------------------------------------------------
+
+
+def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known_predicates: set[str] | None) -> list[str]:
+    problems: list[str] = []
+
+    def dupes(kind: str, keys: list[str]) -> None:
+        seen: set[str] = set()
+        for i, key in enumerate(keys):
+            if key in seen:
+                problems.append(f"{kind}[{i}]: duplicate id {key!r}")
+            seen.add(key)
+
+    dupes("runtimes", [r.name for r in spec.runtimes])
+    dupes("arms", [a.id for a in spec.arms])
+    dupes("gates", [g.id for g in spec.gates])
+    dupes("queue", [q.key for q in spec.queue])
+    dupes("models", [m.key for m in spec.models])
+
+    runtimes = {r.name for r in spec.runtimes}
+    arms = {a.id for a in spec.arms}
+    gates = {g.id for g in spec.gates}
+    items = {q.key for q in spec.queue}
+
+    if known_adapters is not None:
+        for i, rt in enumerate(spec.runtimes):
+            if rt.adapter not in known_adapters:
+                problems.append(
+                    f"runtimes[{i}] (name {rt.name!r}).adapter: found {rt.adapter!r}, expected one of: {', '.join(sorted(known_adapters))}"
+                )
+    for i, arm in enumerate(spec.arms):
+        where = f"arms[{i}] (id {arm.id!r})"
+        if arm.runtime not in runtimes:
+            problems.append(f"{where}.runtime: found {arm.runtime!r}, expected one of the runtimes: {', '.join(sorted(runtimes))}")
+        matches = [m for m in spec.models if m.name == arm.model and (arm.quant is None or m.quant == arm.quant)]
+        if not matches:
+            offered = ", ".join(sorted(m.key for m in spec.models))
+            wanted = f"{arm.model}/{arm.quant}" if arm.quant else arm.model
+            problems.append(f"{where}.model: found {wanted!r}, expected one of the models (name/quant): {offered}")
+        elif len(matches) > 1:
+            problems.append(f"{where}.quant: model {arm.model!r} has several quants ({', '.join(m.quant for m in matches)}); name one")
+    for i, gate in enumerate(spec.gates):
+        where = f"gates[{i}] (id {gate.id!r})"
+        if known_predicates is not None and gate.predicate not in known_predicates:
+            problems.append(f"{where}.predicate: found {gate.predicate!r}, expected one of: {', '.join(sorted(known_predicates))}")
+        for field in ("subjects", "baseline"):
+            for arm_id in getattr(gate, field):
+                if arm_id not in arms:
+                    problems.append(f"{where}.{field}: arm {arm_id!r} does not exist (arms: {', '.join(sorted(arms))})")
+    for i, item in enumerate(spec.queue):
+        where = f"queue[{i}] ({item.title!r})"
+        for arm_id in item.arms:
+            if arm_id not in arms:
+                problems.append(f"{where}.arms: arm {arm_id!r} does not exist (arms: {', '.join(sorted(arms))})")
+            else:
+                arm = spec.arm(arm_id)
+                for ctx in item.contexts:
+                    if ctx > arm.context:
+                        problems.append(f"{where}.contexts: {ctx} exceeds arm {arm_id!r}'s context {arm.context}")
+        if item.gate is not None and item.gate not in gates:
+            problems.append(f"{where}.gate: found {item.gate!r}, expected one of the gates: {', '.join(sorted(gates)) or '(none defined)'}")
+        for dep in item.depends_on:
+            if dep not in items:
+                problems.append(f"{where}.depends_on: found {dep!r}, expected one of the queue item ids: {', '.join(sorted(items))}")
+    cycle = _find_cycle({q.key: [d for d in q.depends_on if d in items] for q in spec.queue})
+    if cycle:
+        problems.append(f"queue.depends_on: dependency cycle {' -> '.join(cycle)}")
+    return problems
+
+
+def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if state.get(nxt) is None:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in graph:
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+# -- loading --------------------------------------------------------------------------
+
+
+def parse_campaign(
+    data: dict[str, Any],
+    path: str | Path = "<campaign>",
+    *,
+    known_adapters: set[str] | None = None,
+    known_predicates: set[str] | None = None,
+    predicate_params: dict[str, type[BaseModel]] | None = None,
+) -> CampaignSpec:
+    try:
+        spec = CampaignSpec.model_validate(data)
+    except ValidationError as exc:
+        raise CampaignFileError(path, [_describe(e, data) for e in exc.errors()]) from None
+    problems = _check_references(spec, known_adapters, known_predicates)
+    for i, gate in enumerate(spec.gates):
+        model = (predicate_params or {}).get(gate.predicate)
+        if model is None:
+            continue
+        try:
+            model.model_validate(gate.params)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = ("gates", i, "params", *err["loc"])
+                text = _describe({**err, "loc": loc}, data)
+                if err["type"] == "extra_forbidden":
+                    names = ", ".join(sorted(model.model_fields))
+                    text = f"{_loc_path(loc[:-1], data)}: unknown parameter {err['loc'][-1]!r} for predicate {gate.predicate!r}; expected one of: {names}"
+                problems.append(text)
+    if problems:
+        raise CampaignFileError(path, problems)
+    return spec
+
+
+def load_campaign(path: str | Path, *, check_registries: bool = True) -> CampaignSpec:
+    """Read, validate and cross-check a campaign file.
+
+    With `check_registries`, adapter and predicate names are checked against what is
+    registered (imports arms.runtimes and gates lazily so the schema stays importable alone).
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CampaignFileError(path, ["file not found"]) from None
+    except OSError as exc:
+        raise CampaignFileError(path, [f"cannot be read: {exc.strerror}"]) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CampaignFileError(path, ["not UTF-8 text"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CampaignFileError(path, [f"TOML syntax error: {exc}"]) from None
+    adapters = predicates = None
+    param_models: dict[str, type[BaseModel]] | None = None
+    if check_registries:
+        from arms.runtimes import registry as runtime_registry
+        from gates import predicates as gate_predicates
+
+        adapters = set(runtime_registry.names())
+        predicates = set(gate_predicates.names())
+        param_models = {name: gate_predicates.params_model(name) for name in predicates}
+    return parse_campaign(
+        data, path, known_adapters=adapters, known_predicates=predicates, predicate_params=param_models
+    )
+
+
+def file_digest(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]

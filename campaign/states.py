@@ -1,0 +1,66 @@
+"""State, verdict and mode names: the one place each vocabulary word is defined.
+
+Every other module compares against these enums, never against bare strings, so that a
+renamed state cannot silently split the queue into two spellings.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ItemState(StrEnum):
+    """Where a queue item stands. A failed *gate* still leaves its item `done`;
+    `failed` means the measurement itself broke."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+class AttemptState(StrEnum):
+    """One run of one arm of one queue item. `interrupted` is what a crash leaves
+    behind (found `running` with no live owner); resume continues it."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    INTERRUPTED = "interrupted"
+
+
+class ProbeRunState(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    BLOCKED = "blocked"
+    CONTROL = "control"
+    PENDING = "pending"
+    INCONCLUSIVE = "inconclusive"
+
+
+class Mode(StrEnum):
+    """`canonical` uses the vendor's sampling and is the only mode a gate may read;
+    `greedy` (temperature 0) is diagnostic and shown dimmed."""
+
+    CANONICAL = "canonical"
+    GREEDY = "greedy"
+
+
+class ProbeName(StrEnum):
+    CACHE_PROBE = "cache-probe"
+    DECODE = "decode"
+    TOOL_LOOP = "tool-loop"
+    AGENT_LOAD = "agent-load"
+    CACHE_CEILING = "cache-ceiling"
+
+
+TERMINAL_ITEM_STATES = frozenset({ItemState.DONE, ItemState.FAILED, ItemState.BLOCKED})

@@ -1,0 +1,392 @@
+"""The campaign database: SQLModel tables on SQLite (WAL) or any SQLAlchemy URL.
+
+Why our own store and not Prefect's: Prefect observes and schedules, but its state does
+not survive a killed process the way a campaign must. Here attempts are never overwritten,
+every measurement is committed the moment it exists, and a resumed run can tell exactly
+which probe runs finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Index, UniqueConstraint, event
+from sqlalchemy.engine import Engine
+from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class CampaignRow(SQLModel, table=True):
+    __tablename__ = "campaign"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    title: str = ""
+    source_path: str = ""
+    file_digest: str = ""
+    spec_json: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ArmRow(SQLModel, table=True):
+    __tablename__ = "arm"
+    __table_args__ = (UniqueConstraint("campaign_id", "arm_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="campaign.id", index=True)
+    arm_id: str
+    model: str
+    quant: str
+    bits_per_weight: float
+    runtime: str
+    adapter: str
+    context: int
+    klass: str
+    group: str
+    recipe_json: str
+    simulated: bool = False
+
+
+class QueueItemRow(SQLModel, table=True):
+    __tablename__ = "queue_item"
+    __table_args__ = (UniqueConstraint("campaign_id", "key"),)
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="campaign.id", index=True)
+    key: str
+    position: int
+    title: str
+    state: str = ItemState.PENDING
+    gate: str | None = None
+    reason: str = ""
+    spec_json: str = ""
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class AttemptRow(SQLModel, table=True):
+    """One run of one arm for one queue item; a rerun or a retry is a new row."""
+
+    __tablename__ = "attempt"
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="campaign.id", index=True)
+    item_key: str = Field(index=True)
+    arm_id: str = Field(index=True)
+    number: int
+    state: str = AttemptState.RUNNING
+    started_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+    error: str = ""
+    overrides_json: str = "{}"
+    owner_pid: int | None = None
+    server_pgid: int | None = None
+    server_cmdline: str = ""
+    server_log: str = ""
+    served_model: str = ""
+    fingerprint: str = ""
+    identity_json: str = "{}"
+    rss_bytes: int | None = None
+
+
+class ProbeRunRow(SQLModel, table=True):
+    """Marks a probe as finished for an attempt, so resume neither repeats nor loses it."""
+
+    __tablename__ = "probe_run"
+    id: int | None = Field(default=None, primary_key=True)
+    attempt_id: int = Field(foreign_key="attempt.id", index=True)
+    probe: str
+    context: int
+    state: str = ProbeRunState.RUNNING
+    error: str = ""
+    started_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+
+
+class RequestRow(SQLModel, table=True):
+    __tablename__ = "request_record"
+    id: int | None = Field(default=None, primary_key=True)
+    probe_run_id: int = Field(foreign_key="probe_run.id", index=True)
+    scenario: str = ""
+    mode: str = ""
+    trial: int = 0
+    ok: bool = True
+    error: str = ""
+    raw_json: str = "{}"
+
+
+class MeasurementRow(SQLModel, table=True):
+    __tablename__ = "measurement"
+    __table_args__ = (
+        UniqueConstraint("probe_run_id", "scenario", "mode", "context", "trial", "metric"),
+        Index("ix_measurement_arm_metric", "campaign_id", "arm_id", "metric"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="campaign.id", index=True)
+    attempt_id: int = Field(foreign_key="attempt.id", index=True)
+    probe_run_id: int = Field(foreign_key="probe_run.id")
+    item_key: str
+    arm_id: str
+    probe: str
+    scenario: str = ""
+    mode: str
+    context: int = 0
+    trial: int = 0
+    metric: str
+    value: float
+    unit: str = ""
+    source: str = ""
+    simulated: bool = False
+
+
+class SampleRow(SQLModel, table=True):
+    __tablename__ = "sample"
+    id: int | None = Field(default=None, primary_key=True)
+    probe_run_id: int = Field(foreign_key="probe_run.id", index=True)
+    series: str
+    t_s: float
+    value: float
+    label: str = ""
+
+
+class VerdictRow(SQLModel, table=True):
+    __tablename__ = "verdict"
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="campaign.id", index=True)
+    gate_id: str = Field(index=True)
+    verdict: str
+    reason: str
+    evidence_json: str = "{}"
+    computed_at: datetime = Field(default_factory=utcnow)
+
+
+class EventRow(SQLModel, table=True):
+    __tablename__ = "event"
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="campaign.id", index=True)
+    item_key: str = ""
+    arm_id: str = ""
+    kind: str
+    from_state: str = ""
+    to_state: str = ""
+    message: str = ""
+    at: datetime = Field(default_factory=utcnow)
+
+
+def default_db_url() -> str:
+    env = os.environ.get("CAMPAIGN_DB")
+    if env:
+        return db_url(env)
+    return db_url(".campaign/campaign.db")
+
+
+def db_url(value: str) -> str:
+    """Accept a SQLAlchemy URL or a plain file path (the common case)."""
+    if "://" in value:
+        return value
+    path = Path(value).expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+
+class Store:
+    """Thin, typed access to the campaign database. Every write commits at once."""
+
+    def __init__(self, url: str | None = None):
+        self.url = url or default_db_url()
+        kwargs: dict[str, Any] = {}
+        if self.url.startswith("sqlite"):
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        self.engine = create_engine(self.url, **kwargs)
+        if self.url.startswith("sqlite"):
+            _sqlite_pragmas(self.engine)
+        SQLModel.metadata.create_all(self.engine)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    def add(self, row: SQLModel) -> Any:
+        with self.session() as s:
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+            return row
+
+    def add_all(self, rows: Iterable[SQLModel]) -> None:
+        with self.session() as s:
+            s.add_all(list(rows))
+            s.commit()
+
+    def update(self, row_type: type[SQLModel], row_id: int, **fields: Any) -> Any:
+        with self.session() as s:
+            row = s.get(row_type, row_id)
+            if row is None:
+                raise KeyError(f"{row_type.__name__} {row_id} not found")
+            for key, value in fields.items():
+                setattr(row, key, value)
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+            return row
+
+    # -- campaigns ----------------------------------------------------------------
+
+    def campaign(self, name: str | None = None) -> CampaignRow | None:
+        """The named campaign, or the most recently updated one."""
+        with self.session() as s:
+            query = select(CampaignRow)
+            if name:
+                query = query.where(CampaignRow.name == name)
+            return s.exec(query.order_by(CampaignRow.updated_at.desc())).first()  # type: ignore[attr-defined]
+
+    def campaigns(self) -> list[CampaignRow]:
+        with self.session() as s:
+            return list(s.exec(select(CampaignRow).order_by(CampaignRow.name)))
+
+    def items(self, campaign_id: int) -> list[QueueItemRow]:
+        with self.session() as s:
+            q = select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id).order_by(QueueItemRow.position)
+            return list(s.exec(q))
+
+    def item_row(self, campaign_id: int, key: str) -> QueueItemRow | None:
+        with self.session() as s:
+            q = select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id, QueueItemRow.key == key)
+            return s.exec(q).first()
+
+    def arms(self, campaign_id: int) -> list[ArmRow]:
+        with self.session() as s:
+            return list(s.exec(select(ArmRow).where(ArmRow.campaign_id == campaign_id).order_by(ArmRow.arm_id)))
+
+    def set_item_state(self, campaign_id: int, key: str, state: ItemState, reason: str = "") -> None:
+        """Move a queue item and log the transition as an event, in one commit."""
+        with self.session() as s:
+            row = s.exec(
+                select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id, QueueItemRow.key == key)
+            ).one()
+            before = row.state
+            row.state = state
+            row.reason = reason
+            row.updated_at = utcnow()
+            s.add(row)
+            s.add(
+                EventRow(
+                    campaign_id=campaign_id, item_key=key, kind="item-state", from_state=before, to_state=state, message=reason
+                )
+            )
+            s.commit()
+
+    def log_event(self, campaign_id: int, kind: str, message: str = "", item_key: str = "", arm_id: str = "") -> None:
+        self.add(EventRow(campaign_id=campaign_id, kind=kind, message=message, item_key=item_key, arm_id=arm_id))
+
+    # -- attempts -----------------------------------------------------------------
+
+    def attempts(self, campaign_id: int, item_key: str | None = None, arm_id: str | None = None) -> list[AttemptRow]:
+        with self.session() as s:
+            q = select(AttemptRow).where(AttemptRow.campaign_id == campaign_id)
+            if item_key is not None:
+                q = q.where(AttemptRow.item_key == item_key)
+            if arm_id is not None:
+                q = q.where(AttemptRow.arm_id == arm_id)
+            return list(s.exec(q.order_by(AttemptRow.id)))
+
+    def new_attempt(self, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any]) -> AttemptRow:
+        number = len(self.attempts(campaign_id, item_key, arm_id)) + 1
+        return self.add(
+            AttemptRow(
+                campaign_id=campaign_id,
+                item_key=item_key,
+                arm_id=arm_id,
+                number=number,
+                overrides_json=json.dumps(overrides, sort_keys=True),
+                owner_pid=os.getpid(),
+            )
+        )
+
+    def probe_runs(self, attempt_id: int) -> list[ProbeRunRow]:
+        with self.session() as s:
+            return list(s.exec(select(ProbeRunRow).where(ProbeRunRow.attempt_id == attempt_id).order_by(ProbeRunRow.id)))
+
+    # -- measurements -------------------------------------------------------------
+
+    def measurements_frame(self, campaign_id: int, latest_only: bool = True) -> pd.DataFrame:
+        """Measurements as a frame; with `latest_only`, only those of the newest finished
+        attempt per (item, arm) and of probe runs that completed -- what verdicts read."""
+        with self.session() as s:
+            rows = s.exec(select(MeasurementRow).where(MeasurementRow.campaign_id == campaign_id)).all()
+            done_runs = {
+                r.id
+                for r in s.exec(
+                    select(ProbeRunRow).join(AttemptRow).where(
+                        AttemptRow.campaign_id == campaign_id, ProbeRunRow.state == ProbeRunState.DONE
+                    )
+                )
+            }
+            attempts = s.exec(select(AttemptRow).where(AttemptRow.campaign_id == campaign_id)).all()
+        columns = list(MeasurementRow.model_fields)
+        frame = pd.DataFrame([r.model_dump() for r in rows], columns=columns)
+        if not latest_only or frame.empty:
+            return frame
+        newest: dict[tuple[str, str], int] = {}
+        for att in attempts:
+            if att.state == AttemptState.DONE:
+                key = (att.item_key, att.arm_id)
+                newest[key] = max(newest.get(key, 0), att.id or 0)
+        keep = set(newest.values())
+        return frame[frame["attempt_id"].isin(keep) & frame["probe_run_id"].isin(done_runs)].reset_index(drop=True)
+
+    def samples(self, probe_run_ids: Iterable[int]) -> list[SampleRow]:
+        ids = list(probe_run_ids)
+        if not ids:
+            return []
+        with self.session() as s:
+            return list(s.exec(select(SampleRow).where(SampleRow.probe_run_id.in_(ids))))  # type: ignore[attr-defined]
+
+    def requests(self, probe_run_ids: Iterable[int]) -> list[RequestRow]:
+        ids = list(probe_run_ids)
+        if not ids:
+            return []
+        with self.session() as s:
+            return list(s.exec(select(RequestRow).where(RequestRow.probe_run_id.in_(ids))))  # type: ignore[attr-defined]
+
+    # -- verdicts -----------------------------------------------------------------
+
+    def latest_verdicts(self, campaign_id: int) -> dict[str, VerdictRow]:
+        with self.session() as s:
+            rows = s.exec(select(VerdictRow).where(VerdictRow.campaign_id == campaign_id).order_by(VerdictRow.id)).all()
+        latest: dict[str, VerdictRow] = {}
+        for row in rows:
+            latest[row.gate_id] = row
+        return latest
+
+    def verdict_history(self, campaign_id: int, gate_id: str) -> list[VerdictRow]:
+        with self.session() as s:
+            q = select(VerdictRow).where(VerdictRow.campaign_id == campaign_id, VerdictRow.gate_id == gate_id)
+            return list(s.exec(q.order_by(VerdictRow.id)))
+
+    def events(self, campaign_id: int) -> list[EventRow]:
+        with self.session() as s:
+            return list(s.exec(select(EventRow).where(EventRow.campaign_id == campaign_id).order_by(EventRow.id)))
+
+
+VERDICT_ORDER = [Verdict.PASS, Verdict.FAIL, Verdict.CONTROL, Verdict.BLOCKED, Verdict.INCONCLUSIVE, Verdict.PENDING]

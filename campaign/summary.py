@@ -1,0 +1,119 @@
+"""The campaign as people read it: one summary object that the terminal status, the HTML
+report and Prefect artifacts all render, so they can never disagree."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from campaign.schema import CampaignSpec
+from campaign.states import AttemptState, Verdict
+from campaign.store import Store
+
+
+@dataclass
+class ItemView:
+    key: str
+    title: str
+    state: str
+    reason: str
+    gate: str | None
+    arms: list[str]
+    probes: list[str]
+    attempts: int
+
+
+@dataclass
+class GateView:
+    id: str
+    title: str
+    verdict: str
+    reason: str
+    subjects: list[str]
+    baseline: list[str]
+    predicate: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class IdentityFlag:
+    arm_id: str
+    message: str
+
+
+@dataclass
+class Summary:
+    name: str
+    title: str
+    campaign_id: int
+    spec: CampaignSpec
+    items: list[ItemView]
+    gates: list[GateView]
+    flags: list[IdentityFlag]
+    simulated_arms: set[str]
+
+
+def summarize(store: Store, name: str | None = None) -> Summary:
+    row = store.campaign(name)
+    if row is None or row.id is None:
+        raise LookupError(f"no campaign {name!r} in the database")
+    spec = CampaignSpec.model_validate_json(row.spec_json)
+    attempts = store.attempts(row.id)
+    per_item: dict[str, int] = {}
+    for att in attempts:
+        per_item[att.item_key] = per_item.get(att.item_key, 0) + 1
+    items = [
+        ItemView(
+            key=r.key, title=r.title, state=r.state, reason=r.reason, gate=r.gate,
+            arms=json.loads(r.spec_json).get("arms", []) if r.spec_json else [],
+            probes=json.loads(r.spec_json).get("probes", []) if r.spec_json else [],
+            attempts=per_item.get(r.key, 0),
+        )
+        for r in store.items(row.id)
+    ]
+    latest = store.latest_verdicts(row.id)
+    gates = []
+    for gate in spec.gates:
+        v = latest.get(gate.id)
+        gates.append(
+            GateView(
+                id=gate.id, title=gate.title or gate.id,
+                verdict=v.verdict if v else Verdict.PENDING,
+                reason=v.reason if v else "not evaluated yet",
+                subjects=gate.subjects, baseline=gate.baseline, predicate=gate.predicate,
+                evidence=json.loads(v.evidence_json) if v else {},
+            )
+        )
+    flags = _identity_flags(store, row.id, spec)
+    simulated = {a.arm_id for a in store.arms(row.id) if a.simulated}
+    return Summary(row.name, row.title, row.id, spec, items, gates, flags, simulated)
+
+
+def _identity_flags(store: Store, campaign_id: int, spec: CampaignSpec) -> list[IdentityFlag]:
+    """Mismatches with the campaign entry, and arms claiming one model with different
+    fingerprints (two machines serving different weights under the same name)."""
+    flags: list[IdentityFlag] = []
+    latest: dict[str, Any] = {}
+    for att in store.attempts(campaign_id):
+        if att.fingerprint or att.identity_json != "{}":
+            latest[att.arm_id] = att
+    for arm_id, att in latest.items():
+        for message in json.loads(att.identity_json or "{}").get("flags", []):
+            flags.append(IdentityFlag(arm_id, message))
+    by_model: dict[str, dict[str, list[str]]] = {}
+    for arm_id, att in latest.items():
+        if not att.fingerprint or att.state != AttemptState.DONE:
+            continue
+        arm = next((a for a in spec.arms if a.id == arm_id), None)
+        if arm is None:
+            continue
+        model = spec.model_for(arm)
+        by_model.setdefault(model.key, {}).setdefault(att.fingerprint, []).append(arm_id)
+    for model_key, prints in by_model.items():
+        if len(prints) > 1:
+            groups = "; ".join(f"{'/'.join(sorted(arms))} -> {fp[:8]}" for fp, arms in prints.items())
+            for arms in prints.values():
+                for arm_id in arms:
+                    flags.append(IdentityFlag(arm_id, f"{model_key}: arms claim the same model but fingerprints differ ({groups})"))
+    return flags

@@ -1,0 +1,5 @@
+"""Prefect flows: campaign flow -> one flow run per arm -> one task per probe.
+
+Prefect observes and schedules; the campaign database is the source of truth, so a flow
+can be killed at any point and `campaign resume` carries on from the store.
+"""

@@ -1,0 +1,245 @@
+"""One arm of one queue item: start its server, check identity, run each probe as a task.
+
+The server is stopped on every exit path (success, exception, cancellation), and its
+process group and command line are written to the attempt row before health is awaited,
+so a killed campaign leaves enough behind for resume to clean up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+
+from arms.probes import registry as probes
+from arms.probes.base import ProbeTarget, identify
+from arms.runtimes import registry as runtimes
+from arms.runtimes.base import LaunchContext, RuntimeAdapter
+from arms.server import ServerProcess, ServerStartError, free_port, rss_of_group
+from campaign.queue import resumable_attempt
+from campaign.schema import CampaignSpec, QueueItem
+from campaign.states import AttemptState, ProbeName, ProbeRunState
+from campaign.store import AttemptRow, ProbeRunRow, Store, utcnow
+from flows.progress import emit
+from flows.sink import StoreSink
+
+
+@dataclass
+class ArmOutcome:
+    arm_id: str
+    state: AttemptState
+    message: str = ""
+    attempt_id: int | None = None
+    identity: dict[str, Any] = field(default_factory=dict)
+
+
+def probe_params(spec: CampaignSpec, item: QueueItem, probe: ProbeName, context: int, overrides: dict[str, Any]) -> Any:
+    """A probe's parameters: defaults, then what the item and its overrides say."""
+    pspec = probes.get(probe)
+    fields = pspec.params.model_fields
+    values: dict[str, Any] = {}
+    if "modes" in fields:
+        values["modes"] = list(item.modes)
+    if "max_tokens" in fields and probe == ProbeName.DECODE:
+        values["max_tokens"] = spec.campaign.default_max_tokens
+    if probe == ProbeName.DECODE:
+        values["contexts"] = [context]
+    if probe == ProbeName.CACHE_PROBE:
+        values["context"] = context
+        if item.contexts:
+            values["prompt_tokens"] = max(16, int(context * 0.8))
+    values.update({k: v for k, v in overrides.items() if k in fields})
+    return pspec.params.model_validate(values)
+
+
+@task(name="probe", task_run_name="{probe}@{context}")
+def run_probe(
+    store_url: str,
+    campaign_id: int,
+    attempt_id: int,
+    item_key: str,
+    arm_id: str,
+    probe: str,
+    context: int,
+    base_url: str,
+    adapter_name: str,
+    served_model: str,
+    sampling: dict[str, Any],
+    params_json: str,
+    cached_tokens_field: str,
+) -> int:
+    store = Store(store_url)
+    adapter = runtimes.get(adapter_name)
+    adapter.cached_tokens_field = cached_tokens_field
+    run = store.add(ProbeRunRow(attempt_id=attempt_id, probe=probe, context=context))
+    sink = StoreSink(store, campaign_id, attempt_id, run.id, item_key, arm_id, probe, adapter.simulated, context)
+    target = ProbeTarget(base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated)
+    pspec = probes.get(probe)
+    params = pspec.params.model_validate_json(params_json)
+    emit("probe-start", arm=arm_id, probe=probe, context=context)
+    try:
+        asyncio.run(pspec.run(target, sink, params))
+    except BaseException as exc:
+        store.update(ProbeRunRow, run.id, state=ProbeRunState.FAILED, error=f"{type(exc).__name__}: {exc}", ended_at=utcnow())
+        raise
+    store.update(ProbeRunRow, run.id, state=ProbeRunState.DONE, ended_at=utcnow())
+    emit("probe-done", arm=arm_id, probe=probe, context=context)
+    return run.id or 0
+
+
+def _launch_context(spec: CampaignSpec, arm_id: str, port: int, overrides: dict[str, Any], workdir: Path, tools: bool) -> LaunchContext:
+    arm = spec.arm(arm_id)
+    return LaunchContext(
+        arm=arm,
+        model=spec.model_for(arm),
+        runtime=spec.runtime(arm.runtime),
+        port=port,
+        overrides=overrides,
+        workdir=workdir,
+        seed=abs(hash((spec.campaign.name, arm_id))) % 10_000,
+        tools=tools,
+    )
+
+
+def _identity_flags(spec: CampaignSpec, arm_id: str, identity: dict[str, Any]) -> list[str]:
+    model = spec.model_for(spec.arm(arm_id))
+    flags = []
+    served = identity.get("served_models") or []
+    if model.served_id and served and model.served_id not in served:
+        flags.append(f"serves {', '.join(served)!s} but the campaign says {model.served_id}")
+    if identity.get("error"):
+        flags.append(identity["error"])
+    return flags
+
+
+@flow(name="arm", flow_run_name="{campaign_name}/{item_key}/{arm_id}", log_prints=False, persist_result=False)
+def arm_flow(
+    campaign_name: str,
+    item_key: str,
+    arm_id: str,
+    spec_json: str,
+    store_url: str,
+    campaign_id: int,
+    overrides: dict[str, Any],
+    workdir: str,
+) -> dict[str, Any]:
+    spec = CampaignSpec.model_validate_json(spec_json)
+    store = Store(store_url)
+    item = spec.item(item_key)
+    attempt = resumable_attempt(store, campaign_id, item_key, arm_id)
+    if attempt is not None:
+        attempt = store.update(AttemptRow, attempt.id, state=AttemptState.RUNNING, error="", owner_pid=_pid())
+        store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {attempt.number}", item_key, arm_id)
+    else:
+        attempt = store.new_attempt(campaign_id, item_key, arm_id, overrides)
+    outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
+    return {"arm_id": outcome.arm_id, "state": str(outcome.state), "message": outcome.message, "attempt_id": outcome.attempt_id}
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def _run_arm(
+    spec: CampaignSpec,
+    store: Store,
+    campaign_id: int,
+    item: QueueItem,
+    arm_id: str,
+    attempt: AttemptRow,
+    overrides: dict[str, Any],
+    workdir: Path,
+) -> ArmOutcome:
+    arm = spec.arm(arm_id)
+    adapter: RuntimeAdapter = runtimes.get(spec.runtime(arm.runtime).adapter)
+    port = free_port()
+    tools = ProbeName.TOOL_LOOP in item.probes
+    ctx = _launch_context(spec, arm_id, port, overrides, workdir, tools)
+    launch = adapter.launch(ctx)
+    base_url = adapter.base_url(ctx)
+    log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-attempt{attempt.id}.log"
+    done_before = {(r.probe, r.context) for r in store.probe_runs(attempt.id or 0) if r.state == ProbeRunState.DONE}
+    emit("arm-start", arm=arm_id, item=item.key)
+
+    def on_started(pgid: int, cmdline: str) -> None:
+        store.update(AttemptRow, attempt.id, server_pgid=pgid, server_cmdline=cmdline, server_log=str(log_path))
+
+    server = None
+    try:
+        if launch is not None:
+            server = ServerProcess(
+                argv=launch.argv,
+                base_url=base_url,
+                log_path=log_path,
+                env=launch.env,
+                health_path=launch.health_path,
+                startup_timeout_s=launch.startup_timeout_s,
+                on_started=on_started,
+            )
+            try:
+                server.__enter__()
+            except ServerStartError as exc:
+                verdict = adapter.classify_start_failure(exc.exit_code, exc.log_tail)
+                state = AttemptState.BLOCKED if verdict.blocked else AttemptState.FAILED
+                message = verdict.message if verdict.blocked else f"{exc}: {verdict.message}"
+                store.update(AttemptRow, attempt.id, state=state, error=message, ended_at=utcnow())
+                store.log_event(campaign_id, f"arm-{state}", message, item.key, arm_id)
+                emit("arm-done", arm=arm_id, item=item.key, state=str(state))
+                return ArmOutcome(arm_id, state, message, attempt.id)
+
+        model = spec.model_for(arm)
+        target = ProbeTarget(
+            base_url=base_url,
+            model=model.served_id or f"{model.name}-{model.quant}",
+            adapter=adapter,
+            sampling=model.sampling.model_dump(exclude_none=True),
+            simulated=adapter.simulated,
+        )
+        identity = asyncio.run(identify(target))
+        flags = _identity_flags(spec, arm_id, identity)
+        identity["flags"] = flags
+        served = identity.get("served_models") or []
+        store.update(
+            AttemptRow,
+            attempt.id,
+            served_model=", ".join(served),
+            fingerprint=identity.get("fingerprint", ""),
+            identity_json=json.dumps(identity, default=str),
+        )
+        for flag in flags:
+            store.log_event(campaign_id, "identity-mismatch", flag, item.key, arm_id)
+
+        contexts = item.contexts or [arm.context]
+        for probe in item.probes:
+            pspec = probes.get(probe)
+            for context in contexts if pspec.per_context else [0]:
+                if (str(probe), context) in done_before:
+                    continue  # finished before a crash: never measured twice
+                params = probe_params(spec, item, probe, context, overrides)
+                run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
+                    store.url, campaign_id, attempt.id or 0, item.key, arm_id, str(probe), context,
+                    base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
+                    adapter.cached_tokens_field,
+                )
+        rss = rss_of_group(server.pgid) if server and server.pgid else None
+        store.update(AttemptRow, attempt.id, state=AttemptState.DONE, ended_at=utcnow(), rss_bytes=rss)
+        emit("arm-done", arm=arm_id, item=item.key, state="done")
+        return ArmOutcome(arm_id, AttemptState.DONE, "", attempt.id, identity)
+    except Exception as exc:
+        tail = ""
+        if server is not None and server.proc is not None and server.proc.poll() is not None:
+            tail = f" (server exited with code {server.proc.returncode})"
+        message = f"{type(exc).__name__}: {exc}{tail}"
+        store.update(AttemptRow, attempt.id, state=AttemptState.FAILED, error=message, ended_at=utcnow())
+        store.log_event(campaign_id, "arm-failed", message, item.key, arm_id)
+        emit("arm-done", arm=arm_id, item=item.key, state="failed")
+        return ArmOutcome(arm_id, AttemptState.FAILED, message, attempt.id)
+    finally:
+        if server is not None:
+            server.stop()

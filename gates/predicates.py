@@ -1,0 +1,173 @@
+"""The predicate library. A predicate is registered by name with a pydantic params model;
+campaign files name it and pass params, which are validated when the file is loaded.
+
+Every predicate receives canonical rows only (see `engine.canonical_only`), aggregates
+by median, and writes its reason in the seed's style: the numbers first, then the rule.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from campaign.schema import GateEntry
+from campaign.states import Verdict
+from gates.result import GateResult, pending
+
+Predicate = Callable[[pd.DataFrame, GateEntry, Any], GateResult]
+
+_REGISTRY: dict[str, tuple[Predicate, type[BaseModel]]] = {}
+
+
+def register(name: str, params: type[BaseModel]) -> Callable[[Predicate], Predicate]:
+    """Register a predicate (built-in or a user's own) under a name campaign files use."""
+
+    def deco(fn: Predicate) -> Predicate:
+        _REGISTRY[name] = (fn, params)
+        return fn
+
+    return deco
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> Predicate:
+    return _REGISTRY[name][0]
+
+
+def params_model(name: str) -> type[BaseModel]:
+    return _REGISTRY[name][1]
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Selector(_Params):
+    """Which rows a predicate reads: a metric, optionally narrowed by probe/scenario/context."""
+
+    metric: str
+    probe: str | None = None
+    scenario: str | None = None
+    context: int | None = None
+
+
+def select(rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = None) -> pd.Series:
+    if rows.empty:
+        return pd.Series(dtype=float)
+    mask = (rows["arm_id"] == arm) & (rows["metric"] == sel.metric)
+    if sel.probe:
+        mask &= rows["probe"] == sel.probe
+    scen = scenario if scenario is not None else sel.scenario
+    if scen:
+        mask &= rows["scenario"] == scen
+    if sel.context is not None:
+        mask &= rows["context"] == sel.context
+    if "trial" in rows:
+        mask &= rows["trial"] >= 0  # per-trial rows only; summaries are derived, not re-read
+    return rows.loc[mask, "value"].astype(float)
+
+
+def median_of(rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = None) -> float | None:
+    values = select(rows, sel, arm, scenario)
+    return None if values.empty else float(values.median())
+
+
+def fmt(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def pct(value: float) -> str:
+    return f"{value * 100:+.0f}%"
+
+
+# -- relative improvement ---------------------------------------------------------------
+
+
+class RelativeParams(Selector):
+    min_gain: float = Field(description="minimum relative gain, 0.10 = +10%")
+    higher_is_better: bool = True
+
+
+@register("relative_improvement", RelativeParams)
+def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams) -> GateResult:
+    """Subjects must beat the baseline by at least `min_gain` on one metric (median)."""
+    if not gate.baseline:
+        return pending("relative_improvement needs a baseline arm")
+    base_arm = gate.baseline[0]
+    base = median_of(rows, p, base_arm)
+    if base is None or base == 0:
+        return pending(f"no canonical {p.metric} for baseline {base_arm} yet")
+    gains: dict[str, float] = {}
+    values: dict[str, float] = {base_arm: base}
+    for arm in gate.subjects:
+        value = median_of(rows, p, arm)
+        if value is None:
+            return pending(f"no canonical {p.metric} for {arm} yet")
+        values[arm] = value
+        gains[arm] = (value - base) / base if p.higher_is_better else (base - value) / base
+    ok = all(g >= p.min_gain for g in gains.values())
+    parts = ", ".join(f"{arm} {fmt(values[arm])} ({pct(g)})" for arm, g in gains.items())
+    direction = "" if p.higher_is_better else " lower"
+    reason = f"{p.metric}: {parts} vs {base_arm} {fmt(base)}; needs {pct(p.min_gain)}{direction}"
+    return GateResult(
+        verdict=Verdict.PASS if ok else Verdict.FAIL,
+        reason=reason,
+        evidence={"metric": p.metric, "baseline": base_arm, "values": values, "gains": gains, "min_gain": p.min_gain},
+    )
+
+
+# -- threshold ------------------------------------------------------------------------
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    ">": operator.gt,
+    "<=": operator.le,
+    "<": operator.lt,
+}
+
+
+class ThresholdParams(Selector):
+    op: Literal[">=", ">", "<=", "<"] = ">="
+    value: float
+    scenarios: list[str] = Field(default_factory=list, description="each must hold; empty = all rows together")
+
+
+@register("threshold", ThresholdParams)
+def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateResult:
+    """Each subject's median must satisfy `metric op value` (per scenario if named)."""
+    check = _OPS[p.op]
+    scenarios: list[str | None] = list(p.scenarios) or [None]
+    observed: dict[str, dict[str, float]] = {}
+    failures: list[str] = []
+    for arm in gate.subjects:
+        for scen in scenarios:
+            value = median_of(rows, p, arm, scen)
+            label = scen or p.metric
+            if value is None:
+                return pending(f"no canonical {p.metric}{' ' + scen if scen else ''} for {arm} yet")
+            observed.setdefault(arm, {})[label] = value
+            if not check(value, p.value):
+                failures.append(f"{arm} {label} {fmt(value)}")
+    shown = "; ".join(
+        f"{arm} " + ", ".join(f"{k} {fmt(v)}" for k, v in vals.items()) for arm, vals in observed.items()
+    )
+    if failures:
+        reason = f"{p.metric} misses {p.op} {fmt(p.value)}: {', '.join(failures)} ({shown})"
+    else:
+        reason = f"{p.metric} {p.op} {fmt(p.value)} holds: {shown}"
+    return GateResult(
+        verdict=Verdict.FAIL if failures else Verdict.PASS,
+        reason=reason,
+        evidence={"metric": p.metric, "op": p.op, "threshold": p.value, "observed": observed},
+    )

@@ -1,0 +1,157 @@
+"""Campaign-file validation: every error names the file, the field path, found and expected."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from campaign.schema import CampaignFileError, load_campaign, parse_size
+
+GOOD = textwrap.dedent(
+    """
+    [campaign]
+    name = "t"
+
+    [[models]]
+    name = "m"
+    quant = "q4"
+    bits_per_weight = 4.5
+
+    [[runtimes]]
+    name = "sim"
+    adapter = "simulator"
+
+    [[arms]]
+    id = "A"
+    model = "m"
+    runtime = "sim"
+    context = 4096
+    recipe = { slots = 2 }
+
+    [[arms]]
+    id = "B"
+    model = "m"
+    runtime = "sim"
+    context = 4096
+
+    [[gates]]
+    id = "g"
+    predicate = "threshold"
+    params = { metric = "reuse", value = 0.9 }
+    subjects = ["A"]
+
+    [[queue]]
+    id = "one"
+    title = "one"
+    arms = ["A"]
+    probes = ["decode"]
+    gate = "g"
+
+    [[queue]]
+    id = "two"
+    title = "two"
+    arms = ["B"]
+    probes = ["cache-probe"]
+    depends_on = ["one"]
+    """
+)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "campaign.toml"
+    path.write_text(text)
+    return path
+
+
+def problems(tmp_path: Path, text: str) -> list[str]:
+    with pytest.raises(CampaignFileError) as info:
+        load_campaign(write(tmp_path, text))
+    assert str(tmp_path / "campaign.toml") in info.value.render()
+    return info.value.problems
+
+
+def test_good_file_loads(tmp_path: Path) -> None:
+    spec = load_campaign(write(tmp_path, GOOD))
+    assert [a.id for a in spec.arms] == ["A", "B"]
+    assert spec.arm("A").recipe.slots == 2
+    assert spec.item("two").depends_on == ["one"]
+
+
+def test_bad_slot_type_names_path_found_and_expected(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, GOOD.replace("recipe = { slots = 2 }", 'recipe = { slots = "four" }'))
+    assert msg.startswith("arms[0] (id 'A').recipe.slots: found 'four', expected")
+    assert "integer" in msg
+
+
+def test_unknown_key_is_refused_with_the_allowed_keys(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, GOOD.replace("recipe = { slots = 2 }", "recipe = { slotz = 2 }"))
+    assert "arms[0] (id 'A').recipe: unknown key 'slotz'" in msg
+    assert "slots" in msg and "prefill_chunk" in msg
+
+
+def test_missing_runtime_reference(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, GOOD.replace('runtime = "sim"\ncontext = 4096\nrecipe', 'runtime = "vllm"\ncontext = 4096\nrecipe'))
+    assert msg == "arms[0] (id 'A').runtime: found 'vllm', expected one of the runtimes: sim"
+
+
+def test_queue_item_naming_a_missing_gate(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, GOOD.replace('gate = "g"', 'gate = "nope"'))
+    assert msg == "queue[0] ('one').gate: found 'nope', expected one of the gates: g"
+
+
+def test_dependency_cycle(tmp_path: Path) -> None:
+    text = GOOD.replace('probes = ["decode"]\ngate = "g"', 'probes = ["decode"]\ngate = "g"\ndepends_on = ["two"]')
+    (msg,) = problems(tmp_path, text)
+    assert msg.startswith("queue.depends_on: dependency cycle")
+    assert "one -> two -> one" in msg or "two -> one -> two" in msg
+
+
+def test_unknown_predicate_and_bad_params(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, GOOD.replace('predicate = "threshold"', 'predicate = "thresh"'))
+    assert "gates[0] (id 'g').predicate: found 'thresh', expected one of:" in msg
+    missing, unknown = problems(tmp_path, GOOD.replace("value = 0.9", "valu = 0.9"))
+    assert missing == "gates[0] (id 'g').params.value: missing required key 'value'"
+    assert unknown.startswith("gates[0] (id 'g').params: unknown parameter 'valu' for predicate 'threshold'; expected one of:")
+
+
+def test_unknown_probe_and_adapter(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, GOOD.replace('probes = ["decode"]', 'probes = ["decod"]'))
+    assert msg.startswith("queue[0] (id 'one').probes[0]: found 'decod', expected")
+    (msg,) = problems(tmp_path, GOOD.replace('adapter = "simulator"', 'adapter = "vllmm"'))
+    assert "runtimes[0] (name 'sim').adapter: found 'vllmm'" in msg
+
+
+def test_toml_syntax_error_and_missing_file(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, GOOD + "\n[[arms]\n")
+    assert msg.startswith("TOML syntax error")
+    with pytest.raises(CampaignFileError, match="file not found"):
+        load_campaign(tmp_path / "absent.toml")
+
+
+def test_sizes() -> None:
+    assert parse_size("8G") == 8 * 1024**3
+    assert parse_size("48GB") == 48 * 1024**3
+    assert parse_size("512MiB") == 512 * 1024**2
+    assert parse_size(1000) == 1000
+    with pytest.raises(ValueError):
+        parse_size("lots")
+
+
+def test_cli_prints_a_paragraph_and_exits_2(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("context = 4096\nrecipe", "context = -1\nrecipe"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "campaign.cli", "run", str(path), "--db", str(tmp_path / "x.db")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "arms[0] (id 'A').context: found -1, expected" in proc.stderr
+
+
+def test_examples_are_valid(examples: Path) -> None:
+    for path in sorted(examples.glob("*.toml")):
+        load_campaign(path)
