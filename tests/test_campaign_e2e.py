@@ -1,0 +1,189 @@
+"""End to end through Prefect: a small campaign on the simulator, verdicts checked against
+the stored numbers, a blocked arm, and no server left running."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from campaign.states import AttemptState, ItemState, Verdict
+from campaign.store import Store
+
+pytestmark = pytest.mark.integration
+
+CAMPAIGN = textwrap.dedent(
+    """
+    [campaign]
+    name = "e2e"
+    default_max_tokens = 24
+
+    [[models]]
+    name = "m"
+    quant = "q4"
+    bits_per_weight = 4.5
+    served_id = "m-q4"
+
+    [[runtimes]]
+    name = "sim"
+    adapter = "simulator"
+    [runtimes.options.profile]
+    prefill_tps = 20000.0
+    decode_tps = 100.0
+
+    [[runtimes]]
+    name = "ane"
+    adapter = "simulator"
+    [runtimes.options.profile.faults]
+    refuse_start = "Private ANE procedure-bank compiler is unavailable"
+
+    [[arms]]
+    id = "B"
+    model = "m"
+    runtime = "sim"
+    context = 4096
+    recipe = { slots = 2, prefix_cache = "1G" }
+
+    [[arms]]
+    id = "C"
+    model = "m"
+    runtime = "sim"
+    context = 4096
+    recipe = { slots = 2, prefix_cache = "1G", speculative = true, draft_k = 4 }
+
+    [[arms]]
+    id = "O"
+    model = "m"
+    runtime = "ane"
+    context = 4096
+
+    [[gates]]
+    id = "spec"
+    predicate = "relative_improvement"
+    params = { metric = "decode_tps", probe = "decode", min_gain = 0.10 }
+    subjects = ["C"]
+    baseline = ["B"]
+
+    [[gates]]
+    id = "cache"
+    predicate = "threshold"
+    params = { metric = "reuse", op = ">=", value = 0.95, scenarios = ["identical"] }
+    subjects = ["B"]
+
+    [[gates]]
+    id = "ane"
+    predicate = "relative_improvement"
+    params = { metric = "decode_tps", min_gain = 0.0 }
+    subjects = ["O"]
+    baseline = ["B"]
+
+    [[queue]]
+    id = "probe"
+    title = "cache-probe + decode B/C"
+    arms = ["B", "C"]
+    probes = ["cache-probe", "decode"]
+    contexts = [1024]
+    modes = ["canonical", "greedy"]
+    gate = "spec"
+    overrides = { repeats = 2 }
+
+    [[queue]]
+    id = "cache"
+    title = "cache gate"
+    arms = ["B"]
+    probes = ["cache-probe"]
+    gate = "cache"
+    depends_on = ["probe"]
+    overrides = { prompt_tokens = 256 }
+
+    [[queue]]
+    id = "ane"
+    title = "ANE"
+    arms = ["O"]
+    probes = ["decode"]
+    gate = "ane"
+
+    [[queue]]
+    id = "after-ane"
+    title = "needs ANE"
+    arms = ["B"]
+    probes = ["decode"]
+    depends_on = ["ane"]
+    """
+)
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
+    from flows.campaign_flow import campaign_flow
+    from gates.predicates import median_of, Selector
+
+    path = tmp_path / "e2e.toml"
+    path.write_text(CAMPAIGN)
+    store = Store(f"sqlite:///{tmp_path / 'e2e.db'}")
+    result = campaign_flow(str(path), store.url, str(tmp_path / "work"))
+
+    assert result["items"] == {"probe": "done", "cache": "done", "ane": "blocked", "after-ane": "pending"}
+    camp = store.campaign("e2e")
+    items = {i.key: i for i in store.items(camp.id)}
+    assert items["ane"].reason == "O: Private ANE procedure-bank compiler is unavailable"
+    assert items["after-ane"].reason == "waiting on 'ane' (blocked)"
+
+    verdicts = store.latest_verdicts(camp.id)
+    assert verdicts["ane"].verdict == Verdict.BLOCKED
+    assert "Private ANE procedure-bank compiler is unavailable" in verdicts["ane"].reason
+
+    # the spec verdict is what the stored canonical numbers say, not something written in
+    frame = store.measurements_frame(camp.id)
+    canonical = frame[frame["mode"] == "canonical"]
+    sel = Selector(metric="decode_tps", probe="decode")
+    b, c = median_of(canonical, sel, "B"), median_of(canonical, sel, "C")
+    assert b and c
+    expected = Verdict.PASS if (c - b) / b >= 0.10 else Verdict.FAIL
+    assert verdicts["spec"].verdict == expected == Verdict.PASS  # speculation at 0.8 acceptance wins
+    assert f"{c:.0f}" in verdicts["spec"].reason or f"{c:.1f}" in verdicts["spec"].reason
+
+    # greedy rows were measured and stored, but the verdict used canonical only
+    assert set(frame["mode"]) == {"canonical", "greedy"}
+    reuse = frame[(frame["metric"] == "reuse") & (frame["scenario"] == "identical")]
+    assert (reuse["value"] > 0.95).all()
+    assert verdicts["cache"].verdict == Verdict.PASS
+    cold = frame[(frame["metric"] == "reuse") & (frame["scenario"] == "cold")]
+    assert (cold["value"] < 0.1).all()
+    sources = set(frame[frame["metric"] == "cached_tokens"]["source"])
+    assert sources == {"usage.prompt_tokens_details.cached_tokens"}
+    assert frame["simulated"].all()
+
+    # identity recorded, servers gone
+    attempts = store.attempts(camp.id)
+    done = [a for a in attempts if a.state == AttemptState.DONE]
+    assert done and all(a.served_model == "m-q4" and len(a.fingerprint) == 16 for a in done)
+    assert len({a.fingerprint for a in done}) == 1
+    for att in attempts:
+        if att.server_pgid:
+            assert not _alive(att.server_pgid), f"server of attempt {att.id} still running"
+
+    # running again is a no-op for finished items: no new attempts, no duplicate rows
+    before = len(store.measurements_frame(camp.id, latest_only=False))
+    campaign_flow(str(path), store.url, str(tmp_path / "work"))
+    assert len(store.measurements_frame(camp.id, latest_only=False)) == before
+    assert [i.state for i in store.items(camp.id)] == [ItemState.DONE, ItemState.DONE, ItemState.BLOCKED, ItemState.PENDING]
+
+    # the report lists every gate and every queue item
+    from reports.site import write_site
+
+    index = write_site(store, "e2e", tmp_path / "site")
+    html = index.read_text()
+    for gate in ("spec", "cache", "ane"):
+        assert f"gates/{gate}.html" in html
+    for title in ("cache-probe + decode B/C", "cache gate", "ANE", "needs ANE"):
+        assert title in html
