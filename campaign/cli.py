@@ -169,7 +169,13 @@ def simulate(
     raise typer.Exit(code or 0)
 
 
+def _register_extra_commands() -> None:
+    """Command groups kept in their own modules so each stays small."""
+    import campaign.cli_reports  # noqa: F401
+
+
 def main() -> None:
+    _register_extra_commands()
     try:
         app(standalone_mode=False)
     except CampaignFileError as exc:

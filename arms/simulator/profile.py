@@ -66,7 +66,7 @@ class SimProfile(BaseModel):
     )
     prefix_cache_tokens: int = Field(0, ge=0, description="Prefix cache capacity in tokens; 0 = off.")
     session_cap_tokens: int | None = Field(
-        None, ge=1, description="A cache entry longer than this is not stored."
+        None, ge=0, description="A cache entry longer than this is not stored."
     )
     cache_min_match: int = Field(16, ge=1, description="Shortest prefix worth resuming from.")
     draft_k: int = Field(0, ge=0, description="Speculative draft length; 0 = speculation off.")
