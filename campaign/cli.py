@@ -23,7 +23,7 @@ app = typer.Typer(
     help="Gated experiment campaigns for LLM serving: run arms, probe servers, compute verdicts.",
     pretty_exceptions_enable=False,
 )
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 DbOption = Annotated[
@@ -171,6 +171,7 @@ def simulate(
 
 def _register_extra_commands() -> None:
     """Command groups kept in their own modules so each stays small."""
+    import campaign.cli_probe  # noqa: F401
     import campaign.cli_reports  # noqa: F401
 
 

@@ -20,16 +20,22 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
     console.print(f"[bold]{s.title}[/bold]  campaign [cyan]{s.name}[/cyan]{sim}")
 
     gates = Table(title="Gate verdicts", title_justify="left", expand=True)
-    for col in ("gate", "title", "verdict", "arms", "reason"):
-        gates.add_column(col, overflow="fold", ratio=4 if col == "reason" else None)
+    gates.add_column("gate", no_wrap=True)
+    gates.add_column("title", max_width=32, overflow="fold")
+    gates.add_column("verdict", no_wrap=True)
+    gates.add_column("arms", no_wrap=True)
+    gates.add_column("reason", min_width=40, ratio=1, overflow="fold")
     for g in s.gates:
         arms = "/".join(g.subjects) + (f" vs {'/'.join(g.baseline)}" if g.baseline else "")
         gates.add_row(g.id, g.title, f"[{STATE_STYLE.get(g.verdict, '')}]{g.verdict}[/]", arms, g.reason)
     console.print(gates)
 
     queue = Table(title="Campaign queue", title_justify="left", expand=True)
-    for col in ("#", "item", "arms", "gate", "state", "attempts", "note"):
-        queue.add_column(col, overflow="fold")
+    queue.add_column("#", no_wrap=True)
+    queue.add_column("item", min_width=24, ratio=2, overflow="fold")
+    for col in ("arms", "gate", "state", "attempts"):
+        queue.add_column(col, no_wrap=True)
+    queue.add_column("note", ratio=1, overflow="fold")
     for i, item in enumerate(s.items, 1):
         queue.add_row(
             str(i), item.title, "/".join(item.arms), item.gate or "",

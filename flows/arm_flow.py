@@ -37,7 +37,9 @@ class ArmOutcome:
     identity: dict[str, Any] = field(default_factory=dict)
 
 
-def probe_params(spec: CampaignSpec, item: QueueItem, probe: ProbeName, context: int, overrides: dict[str, Any]) -> Any:
+def probe_params(
+    spec: CampaignSpec, item: QueueItem, probe: ProbeName, context: int, overrides: dict[str, Any], arm_context: int = 0
+) -> Any:
     """A probe's parameters: defaults, then what the item and its overrides say."""
     pspec = probes.get(probe)
     fields = pspec.params.model_fields
@@ -48,8 +50,9 @@ def probe_params(spec: CampaignSpec, item: QueueItem, probe: ProbeName, context:
         values["max_tokens"] = spec.campaign.default_max_tokens
     if probe == ProbeName.DECODE:
         values["contexts"] = [context]
+    if "context" in fields:
+        values["context"] = context or arm_context
     if probe == ProbeName.CACHE_PROBE:
-        values["context"] = context
         if item.contexts:
             values["prompt_tokens"] = max(16, int(context * 0.8))
     values.update({k: v for k, v in overrides.items() if k in fields})
@@ -221,7 +224,7 @@ def _run_arm(
             for context in contexts if pspec.per_context else [0]:
                 if (str(probe), context) in done_before:
                     continue  # finished before a crash: never measured twice
-                params = probe_params(spec, item, probe, context, overrides)
+                params = probe_params(spec, item, probe, context, overrides, arm.context)
                 run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
                     store.url, campaign_id, attempt.id or 0, item.key, arm_id, str(probe), context,
                     base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),

@@ -69,8 +69,8 @@ def select(rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = N
         mask &= rows["scenario"] == scen
     if sel.context is not None:
         mask &= rows["context"] == sel.context
-    if "trial" in rows:
-        mask &= rows["trial"] >= 0  # per-trial rows only; summaries are derived, not re-read
+    if "trial" in rows and scen != "summary":
+        mask &= rows["trial"] >= 0  # per-trial rows only, unless a summary row is asked for
     return rows.loc[mask, "value"].astype(float)
 
 
@@ -117,9 +117,10 @@ def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams)
         values[arm] = value
         gains[arm] = (value - base) / base if p.higher_is_better else (base - value) / base
     ok = all(g >= p.min_gain for g in gains.values())
-    parts = ", ".join(f"{arm} {fmt(values[arm])} ({pct(g)})" for arm, g in gains.items())
-    direction = "" if p.higher_is_better else " lower"
-    reason = f"{p.metric}: {parts} vs {base_arm} {fmt(base)}; needs {pct(p.min_gain)}{direction}"
+    sign = 1 if p.higher_is_better else -1
+    parts = ", ".join(f"{arm} {fmt(values[arm])} ({pct(sign * g)})" for arm, g in gains.items())
+    need = f"{pct(p.min_gain)} or more" if p.higher_is_better else f"{pct(-p.min_gain)} or lower"
+    reason = f"{p.metric}: {parts} vs {base_arm} {fmt(base)}; needs {need}"
     return GateResult(
         verdict=Verdict.PASS if ok else Verdict.FAIL,
         reason=reason,
@@ -171,3 +172,84 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
         reason=reason,
         evidence={"metric": p.metric, "op": p.op, "threshold": p.value, "observed": observed},
     )
+
+
+# -- attribution: which mechanism earned the win ---------------------------------------------
+
+
+class AttributionParams(_Params):
+    claim: Literal["cache", "slots"] = Field(description="the mechanism credited with the win")
+    metric: str = "ttft_later_median_s"
+    probe: str = "agent-load"
+    lower_is_better: bool = True
+    min_gain: float = Field(default=0.2, description="the win must be at least this large to credit anything")
+    counter_scenario: str = "load"
+    min_hits: int = Field(default=1, ge=1)
+
+
+def _counter(rows: pd.DataFrame, arm: str, metric: str, probe: str, scenario: str) -> float | None:
+    if rows.empty:
+        return None
+    mask = (rows["arm_id"] == arm) & (rows["metric"] == metric) & (rows["probe"] == probe) & (rows["scenario"] == scenario)
+    values = rows.loc[mask, "value"]
+    return None if values.empty else float(values.sum())
+
+
+@register("attribution", AttributionParams)
+def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> GateResult:
+    """Credit the prefix cache only if it actually hit (seed 000: "the win was four slots,
+    not the prefix cache" -- 32 lookups, 32 misses)."""
+    if not gate.baseline:
+        return pending("attribution needs a baseline arm")
+    subject, base_arm = gate.subjects[0], gate.baseline[0]
+    sel = Selector(metric=p.metric, probe=p.probe, scenario="summary")
+    s_val = _summary(rows, sel, subject)
+    b_val = _summary(rows, sel, base_arm)
+    if s_val is None or b_val is None or b_val == 0:
+        missing = subject if s_val is None else base_arm
+        return pending(f"no canonical {p.metric} for {missing} yet")
+    gain = (b_val - s_val) / b_val if p.lower_is_better else (s_val - b_val) / b_val
+    hits = _counter(rows, subject, "cache_hits", p.probe, p.counter_scenario)
+    lookups = _counter(rows, subject, "cache_lookups", p.probe, p.counter_scenario)
+    base_hits = _counter(rows, base_arm, "cache_hits", p.probe, p.counter_scenario)
+    base_lookups = _counter(rows, base_arm, "cache_lookups", p.probe, p.counter_scenario)
+    evidence = {
+        "metric": p.metric, "subject": subject, "baseline": base_arm, "values": {subject: s_val, base_arm: b_val},
+        "gain": gain, "cache_hits": {subject: hits, base_arm: base_hits}, "cache_lookups": {subject: lookups, base_arm: base_lookups},
+        "claim": p.claim,
+    }
+    head = f"{subject} {p.metric} {fmt(s_val)} vs {base_arm} {fmt(b_val)} ({pct(-gain if p.lower_is_better else gain)})"
+    if gain < p.min_gain:
+        return GateResult(verdict=Verdict.FAIL, reason=f"{head}: no win of {pct(p.min_gain)} to credit to anything", evidence=evidence)
+    if hits is None or lookups is None:
+        return GateResult(
+            verdict=Verdict.INCONCLUSIVE,
+            reason=f"{head}, but {subject} reports no cache counters: cannot tell the cache from the slots",
+            evidence=evidence,
+        )
+    counters = f"cache {int(hits)} hits in {int(lookups)} lookups"
+    if p.claim == "cache":
+        if hits >= p.min_hits:
+            return GateResult(verdict=Verdict.PASS, reason=f"{head}; {counters}: the cache did work", evidence=evidence)
+        return GateResult(
+            verdict=Verdict.FAIL,
+            reason=f"{head}, but {counters}: the win was the slots, not the prefix cache",
+            evidence=evidence,
+        )
+    if hits < p.min_hits:
+        return GateResult(verdict=Verdict.PASS, reason=f"{head} with {counters}: slot affinity did the work", evidence=evidence)
+    return GateResult(
+        verdict=Verdict.INCONCLUSIVE,
+        reason=f"{head}; {counters}: slots and cache both worked, the win cannot be credited to slots alone",
+        evidence=evidence,
+    )
+
+
+def _summary(rows: pd.DataFrame, sel: Selector, arm: str) -> float | None:
+    if rows.empty:
+        return None
+    mask = (rows["arm_id"] == arm) & (rows["metric"] == sel.metric) & (rows["scenario"] == "summary")
+    if sel.probe:
+        mask &= rows["probe"] == sel.probe
+    values = rows.loc[mask, "value"]
+    return None if values.empty else float(values.median())

@@ -1,83 +1,240 @@
-"""Small inline-SVG charts (no scripts, no network), escaped like every other value."""
+"""Inline-SVG charts drawn by pygal, made safe to paste into a page that opens offline.
+
+Why pygal: it renders finished SVG on the server (no JavaScript needed to draw), builds
+the document with ElementTree (so every label and title is XML-escaped), and embeds its
+CSS in the SVG. Two things it does by default are removed here: it links a tooltip script
+from a CDN (turned off with ``js=[]``) and writes an inline ``<script>`` holding its
+config (stripped below, since nothing reads it and a report page runs no script at all).
+Its chart ids are random; they are fixed per chart so two renders of one store are equal.
+
+Conventions every chart follows: canonical series solid, greedy series the same hue at
+a third of the opacity, both axes titled with their unit.
+"""
 
 from __future__ import annotations
 
-from html import escape
+import re
+from dataclasses import dataclass, field
+from typing import Any
 
-import pandas as pd
+import pygal
+from markupsafe import Markup, escape
+from pygal.style import Style
 
-from campaign.states import Mode
+PALETTE = ["#2f6fb0", "#d9822b", "#3a9a5b", "#b04a4a", "#7b5ea7", "#5b8a8a", "#a0892c", "#c2577f", "#3d4f63", "#8c6d46"]
+GREEDY_ALPHA = 0.35
+_FONT = 'system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif'
 
-PALETTE = ["#2f6fb0", "#d9822b", "#3a9a5b", "#b04a4a", "#7b5ea7", "#5b8a8a", "#a0892c", "#c2577f"]
+_SCRIPT = re.compile(r"<script\b[^>]*?(?:/>|>.*?</script>)", re.DOTALL | re.IGNORECASE)
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_EXTERNAL = re.compile(
+    r"""(?:\b(?:href|src)\s*=\s*["'](?!#)[^"']*["'])|(?:@import)|(?:url\(\s*["']?(?!#)[^)]*\))|<script\b|<foreignObject\b""",
+    re.IGNORECASE,
+)
 
 
-def median_by(frame: pd.DataFrame, metric: str, key: str) -> dict[str, dict[str, float]]:
-    """{label: {mode: median}} for one metric."""
-    if frame.empty:
-        return {}
-    rows = frame[(frame["metric"] == metric) & (frame["trial"] >= 0)]
-    out: dict[str, dict[str, float]] = {}
-    for (label, mode), values in rows.groupby([key, "mode"])["value"]:
-        out.setdefault(str(label), {})[str(mode)] = float(values.median())
+@dataclass
+class Series:
+    """One line or one set of bars. `mode` greedy draws it dimmed; `labels` are per-value
+    notes (e.g. which arm gave a 'best' bar) written into the SVG's value descriptions."""
+
+    name: str
+    values: list[float | None]
+    mode: str = "canonical"
+    color: int = 0
+    labels: list[str | None] = field(default_factory=list)
+    dashed: bool = False
+
+
+def color_of(index: int, mode: str = "canonical") -> str:
+    hexa = PALETTE[index % len(PALETTE)]
+    if mode != "greedy":
+        return hexa
+    r, g, b = (int(hexa[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{GREEDY_ALPHA})"
+
+
+def _style(series: list[Series]) -> Style:
+    return Style(
+        font_family=_FONT,
+        background="#ffffff",
+        plot_background="#ffffff",
+        foreground="rgba(0,0,0,.8)",
+        foreground_strong="rgba(0,0,0,.9)",
+        foreground_subtle="rgba(0,0,0,.25)",
+        opacity="1",
+        opacity_hover="1",
+        transition="0ms",
+        colors=tuple(color_of(s.color, s.mode) for s in series) or (PALETTE[0],),
+        title_font_size=15,
+        label_font_size=12,
+        major_label_font_size=12,
+        legend_font_size=12,
+        value_font_size=11,
+        tooltip_font_size=12,
+    )
+
+
+def _common(chart_id: str, title: str, x_title: str, y_title: str, series: list[Series], **extra: Any) -> dict[str, Any]:
+    return dict(
+        js=[],
+        disable_xml_declaration=True,
+        no_prefix=False,
+        title=title,
+        x_title=x_title,
+        y_title=y_title,
+        style=_style(series),
+        legend_at_bottom=True,
+        legend_at_bottom_columns=min(4, max(1, len(series))),
+        truncate_legend=-1,
+        truncate_label=-1,
+        width=extra.pop("width", 820),
+        height=extra.pop("height", 380),
+        margin=12,
+        **extra,
+    )
+
+
+def _fmt(value: float) -> str:
+    if value is None:
+        return ""
+    v = abs(value)
+    if v >= 100:
+        return f"{value:,.0f}"
+    if v >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def _values(s: Series) -> list[Any]:
+    out: list[Any] = []
+    for i, v in enumerate(s.values):
+        label = s.labels[i] if i < len(s.labels) else None
+        if v is None or label is None:
+            out.append(v)
+        else:
+            out.append({"value": v, "label": label})
     return out
 
 
-def median_by2(frame: pd.DataFrame, metric: str, group: str, series: str) -> dict[str, dict[str, float]]:
-    """{group: {series: median}} over canonical rows."""
-    if frame.empty:
-        return {}
-    rows = frame[(frame["metric"] == metric) & (frame["mode"] == Mode.CANONICAL.value)]
-    out: dict[str, dict[str, float]] = {}
-    for (g, s), values in rows.groupby([group, series])["value"]:
-        out.setdefault(str(g), {})[str(s)] = float(values.median())
+def _add(chart: Any, s: Series) -> None:
+    kwargs: dict[str, Any] = {}
+    if s.dashed:
+        kwargs["stroke_style"] = {"dasharray": "6,4", "width": 2}
+    chart.add(s.name, _values(s), **kwargs)
+
+
+def _finish(chart: Any, chart_id: str) -> Markup:
+    chart.uuid = re.sub(r"[^A-Za-z0-9_-]", "-", chart_id)
+    return Markup(sanitize(chart.render(is_unicode=True)))
+
+
+def sanitize(svg: str) -> str:
+    """Drop pygal's config script and its comments (which carry a date); the rest is the
+    ElementTree-serialized, already escaped SVG."""
+    return _COMMENT.sub("", _SCRIPT.sub("", svg))
+
+
+def external_references(svg_or_html: str) -> list[str]:
+    """Anything in the text that would make a browser fetch or run something: scripts,
+    href/src other than in-page anchors, CSS imports and url() loads. Empty = safe."""
+    return [m.group(0) for m in _EXTERNAL.finditer(svg_or_html)]
+
+
+def empty(title: str, message: str) -> Markup:
+    """What stands where a chart would be when nothing was measured for it."""
+    return Markup('<p class="empty"><strong>{}</strong>: {}</p>').format(title, message)
+
+
+def bar_chart(
+    chart_id: str,
+    title: str,
+    categories: list[str],
+    series: list[Series],
+    *,
+    x_title: str,
+    y_title: str,
+    horizontal: bool = False,
+    print_values: bool | None = None,
+) -> Markup:
+    """Bars per category, one bar per series (canonical solid, greedy dimmed)."""
+    if not categories or not any(v is not None for s in series for v in s.values):
+        return empty(title, "no measurements yet")
+    bars = len(categories) * len(series)
+    if print_values is None:
+        print_values = bars <= 24
+    cls = pygal.HorizontalBar if horizontal else pygal.Bar
+    chart = cls(
+        **_common(
+            chart_id, title, x_title, y_title, series,
+            print_values=print_values,
+            print_values_position="top",
+            value_formatter=_fmt,
+            x_label_rotation=0 if len(categories) <= 8 else 30,
+            height=max(300, 28 * bars + 160) if horizontal else 380,
+        )
+    )
+    chart.x_labels = categories
+    for s in series:
+        _add(chart, s)
+    return _finish(chart, chart_id)
+
+
+def line_chart(
+    chart_id: str,
+    title: str,
+    x_labels: list[str],
+    series: list[Series],
+    *,
+    x_title: str,
+    y_title: str,
+    height: int = 340,
+) -> Markup:
+    """Lines over ordered categories (turns); dashed series for baselines."""
+    if not x_labels or not any(v is not None for s in series for v in s.values):
+        return empty(title, "no measurements yet")
+    chart = pygal.Line(
+        **_common(chart_id, title, x_title, y_title, series, height=height, value_formatter=_fmt, allow_interruptions=True, dots_size=3)
+    )
+    chart.x_labels = x_labels
+    for s in series:
+        _add(chart, s)
+    return _finish(chart, chart_id)
+
+
+def xy_chart(
+    chart_id: str,
+    title: str,
+    series: list[tuple[str, list[tuple[float, float]], int]],
+    *,
+    x_title: str,
+    y_title: str,
+    height: int = 260,
+) -> Markup:
+    """Time series as (x, y) points, drawn as steps (a sampled gauge holds its value)."""
+    if not any(points for _, points, _ in series):
+        return empty(title, "no samples")
+    styles = [Series(name, [], color=color) for name, _, color in series]
+    chart = pygal.XY(
+        **_common(
+            chart_id, title, x_title, y_title, styles, height=height, value_formatter=_fmt,
+            x_value_formatter=_fmt, interpolate=None, show_dots=False, fill=False, stroke_style={"width": 2},
+        )
+    )
+    for name, points, _ in series:
+        chart.add(name, _steps(points))
+    return _finish(chart, chart_id)
+
+
+def _steps(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for x, y in sorted(points):
+        if out:
+            out.append((x, out[-1][1]))
+        out.append((x, y))
     return out
 
 
-def bar_chart(data: dict[str, dict[str, float]], *, title: str, unit: str) -> str:
-    """Horizontal bars per label; canonical solid, greedy dimmed beside it."""
-    if not data:
-        return f'<p class="empty">{escape(title)}: no measurements yet.</p>'
-    rows = [(label, mode, v) for label, modes in sorted(data.items()) for mode, v in sorted(modes.items())]
-    vmax = max(v for _, _, v in rows) or 1.0
-    h, left, width = 22, 150, 360
-    height = len(rows) * h + 40
-    parts = [f'<svg class="chart" role="img" viewBox="0 0 {left + width + 80} {height}" aria-label="{escape(title)}">']
-    parts.append(f'<text x="0" y="14" class="ct">{escape(title)} ({escape(unit)})</text>')
-    for i, (label, mode, v) in enumerate(rows):
-        y = 24 + i * h
-        w = max(1.0, width * v / vmax)
-        opacity = "1" if mode == Mode.CANONICAL.value else "0.35"
-        parts.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">{escape(label)} · {escape(mode)}</text>')
-        parts.append(f'<rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{h - 6}" fill="{PALETTE[0]}" fill-opacity="{opacity}"/>')
-        parts.append(f'<text x="{left + w + 4:.1f}" y="{y + 14}">{v:.3g}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def grouped_bars(data: dict[str, dict[str, float]], *, title: str, unit: str) -> str:
-    if not data:
-        return f'<p class="empty">{escape(title)}: no measurements yet.</p>'
-    series = sorted({s for vals in data.values() for s in vals})
-    groups = list(data)
-    vmax = max(v for vals in data.values() for v in vals.values()) or 1.0
-    bw, gap, chart_h, top = 14, 18, 160, 24
-    width = len(groups) * (len(series) * bw + gap) + 60
-    parts = [f'<svg class="chart" role="img" viewBox="0 0 {width} {chart_h + top + 60}" aria-label="{escape(title)}">']
-    parts.append(f'<text x="0" y="14" class="ct">{escape(title)} ({escape(unit)})</text>')
-    x = 40
-    for g in groups:
-        for j, s in enumerate(series):
-            v = data[g].get(s)
-            if v is None:
-                continue
-            bh = chart_h * v / vmax
-            parts.append(
-                f'<rect x="{x + j * bw}" y="{top + chart_h - bh:.1f}" width="{bw - 2}" height="{bh:.1f}" fill="{PALETTE[j % len(PALETTE)]}"><title>{escape(s)} {escape(g)}: {v:.3g}</title></rect>'
-            )
-        parts.append(f'<text x="{x}" y="{top + chart_h + 14}">{escape(g)}</text>')
-        x += len(series) * bw + gap
-    for j, s in enumerate(series):
-        parts.append(f'<rect x="{40 + j * 70}" y="{top + chart_h + 28}" width="10" height="10" fill="{PALETTE[j % len(PALETTE)]}"/>')
-        parts.append(f'<text x="{54 + j * 70}" y="{top + chart_h + 37}">{escape(s)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+def escape_text(value: object) -> str:
+    """Escape for HTML text (re-exported so callers need not know markupsafe)."""
+    return str(escape(value))

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from arms.probes import cache_probe, decode
+from arms.probes import agent_load, cache_ceiling, cache_probe, decode, tool_loop
 from campaign.states import ProbeName
 
 
@@ -22,6 +22,9 @@ class ProbeSpec:
 PROBES: dict[ProbeName, ProbeSpec] = {
     ProbeName.CACHE_PROBE: ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True),
     ProbeName.DECODE: ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True),
+    ProbeName.TOOL_LOOP: ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False),
+    ProbeName.AGENT_LOAD: ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False),
+    ProbeName.CACHE_CEILING: ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False),
 }
 
 

@@ -181,7 +181,11 @@ class Engine:
     def __init__(self, profile: SimProfile, *, reply_policy: ReplyPolicy | None = None,
                  clock: Clock | None = None) -> None:
         self.profile = profile
-        self.reply_policy: ReplyPolicy = reply_policy or words_policy
+        if reply_policy is None:
+            from arms.simulator.tool_policy import scripted_tool_policy
+
+            reply_policy = scripted_tool_policy(profile.tool_success_rate, words_policy)
+        self.reply_policy: ReplyPolicy = reply_policy
         self.clock: Clock = clock or ScaledClock(profile.time_scale)
         self.slots = [Slot(i) for i in range(profile.slots)]
         self.cache = PrefixCache(profile.prefix_cache_tokens, profile.session_cap_tokens)
@@ -340,7 +344,7 @@ class Engine:
                     reused = match
                     self.counters.cache_hits_total += 1
                     self.cache.touch(key)
-        if p.disable_reuse:
+        if p.disable_reuse or (p.reuse_ceiling_tokens is not None and len(prompt) > p.reuse_ceiling_tokens):
             reused = 0
         slot.tokens = list(prompt[:reused])
         slot.request = req

@@ -95,6 +95,7 @@ def _add_field_options(parser: argparse.ArgumentParser, model: type[Any], prefix
             kwargs["metavar"] = "INT|none"
         elif annotation in (int, float, str):
             kwargs["type"] = annotation
+            kwargs["metavar"] = {int: "INT", float: "FLOAT", str: "TEXT"}[annotation]
         else:
             continue
         parser.add_argument(prefix + _flag(name)[2:], **kwargs)

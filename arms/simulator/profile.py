@@ -86,6 +86,12 @@ class SimProfile(BaseModel):
     time_scale: float = Field(1.0, gt=0, description="Wall seconds = model seconds / time_scale.")
     seed: int = Field(0, description="Seeds sampled (non-greedy) text and draft acceptance.")
     default_max_tokens: int = Field(64, ge=1, description="Generation length when the request gives none.")
+    reuse_ceiling_tokens: int | None = Field(
+        None, ge=1, description="Prompts longer than this reuse nothing (a state bank that cannot hold them)."
+    )
+    tool_success_rate: float = Field(
+        1.0, ge=0, le=1, description="Scripted tool policy: chance that a tool-loop final answer is right."
+    )
     cached_tokens_style: CachedTokensStyle = Field(
         "openai", description="Which runtime's response field carries the cached-token count."
     )

@@ -1,0 +1,74 @@
+"""tool-loop: can the served model drive a multi-step tool loop to a right answer?
+
+Each trial gives one task of the deterministic environment (`tool_env`), streams the
+model's tool-call deltas, runs the calls, sends the results back, and repeats until the
+model answers or runs out of steps. A trial passes only on the right final number; the
+probe's verdict line is the majority, written passes/total ("2/3").
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from arms.metrics import ttft_s
+from arms.probes import tool_env
+from arms.probes.base import ProbeTarget, Sink, chat
+from campaign.states import Mode
+
+
+class ToolLoopParams(BaseModel):
+    trials: int = Field(default=3, ge=1, le=100)
+    max_steps: int = Field(default=8, ge=1, le=50)
+    max_tokens: int = Field(default=160, ge=8)
+    modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
+    context: int = 0
+
+
+SYSTEM = "You are an agent. Call the tools you are given, one step at a time, then answer."
+
+
+async def run_trial(http: Any, target: ProbeTarget, sink: Sink, params: ToolLoopParams, mode: Mode, trial: int, task: tool_env.Task) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.prompt}]
+    calls = 0
+    for step in range(params.max_steps):
+        record = await chat(http, target, messages, mode, params.max_tokens, tools=tool_env.TOOLS)
+        sink.request(record, scenario=f"trial{trial}-step{step}", mode=mode, trial=trial)
+        if not record.ok:
+            return {"passed": False, "steps": step + 1, "calls": calls, "answer": "", "error": record.error}
+        t = ttft_s(record)
+        if t is not None:
+            sink.measurement(metric="ttft_s", value=t, unit="s", mode=mode, scenario="tool-step", context=params.context, trial=trial)
+        if not record.tool_calls:
+            return {"passed": tool_env.check(task, record.text), "steps": step + 1, "calls": calls, "answer": record.text.strip()[:200], "error": None}
+        assistant_calls = []
+        results = []
+        for i, call in enumerate(record.tool_calls):
+            call_id = call.get("id") or f"call-{uuid.uuid4().hex[:8]}-{i}"
+            assistant_calls.append({"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": call["arguments"] or "{}"}})
+            results.append({"role": "tool", "tool_call_id": call_id, "content": tool_env.call(call["name"], call["arguments"] or "{}")})
+            calls += 1
+        messages.append({"role": "assistant", "content": record.text or "", "tool_calls": assistant_calls})
+        messages.extend(results)
+    return {"passed": False, "steps": params.max_steps, "calls": calls, "answer": "", "error": "ran out of steps"}
+
+
+async def run(target: ProbeTarget, sink: Sink, params: ToolLoopParams) -> None:
+    async with target.client(2) as http:
+        for mode in params.modes:
+            passes = 0
+            for trial in range(params.trials):
+                task = tool_env.TASKS[trial % len(tool_env.TASKS)]
+                outcome = await run_trial(http, target, sink, params, mode, trial, task)
+                passes += int(outcome["passed"])
+                sink.measurement(
+                    metric="tool_loop_pass", value=float(outcome["passed"]), unit="bool", mode=mode,
+                    scenario=f"user:{task.user}", context=params.context, trial=trial,
+                    source=json.dumps({k: outcome[k] for k in ("steps", "calls", "answer", "error")}),
+                )
+                sink.measurement(metric="tool_calls", value=outcome["calls"], unit="count", mode=mode, scenario=f"user:{task.user}", context=params.context, trial=trial)
+            sink.measurement(metric="tool_loop_passes", value=passes, unit="count", mode=mode, scenario="summary", context=params.context, trial=-1, source=f"{passes}/{params.trials}")
+            sink.measurement(metric="tool_loop_trials", value=params.trials, unit="count", mode=mode, scenario="summary", context=params.context, trial=-1)

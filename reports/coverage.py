@@ -1,0 +1,217 @@
+"""The coverage matrix: which configuration was measured for what, and in which mode.
+
+Each cell has one of four states, the words the seed dashboard uses:
+`canonical` (measured with vendor sampling: counts for a verdict), `greedy` (greedy only:
+diagnostic), `planned` (a pending or running queue item will measure it) and `none`
+(not run). Rows are arms, labelled by model/quant and runtime; columns are the
+cache-probe scenarios, speculation, the other probes of the campaign, and each context.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from campaign.states import ItemState, Mode, ProbeName
+from reports.data import ReportData
+
+SCENARIOS = ["cold", "identical", "append", "tool_turn", "middle_mutation"]
+STATE_TEXT = {"canonical": "canonical", "greedy": "greedy only", "planned": "planned", "none": "—", "off": "off"}
+_HEADLINE = {
+    ProbeName.DECODE.value: ("decode_tps", "tok/s"),
+    ProbeName.AGENT_LOAD.value: ("ttft_s", "s TTFT"),
+    ProbeName.CACHE_CEILING.value: ("reuse", "reuse"),
+}
+
+
+@dataclass
+class Cell:
+    state: str
+    text: str
+    title: str = ""
+
+
+@dataclass
+class Column:
+    group: str
+    label: str
+    key: str
+
+
+@dataclass
+class CoverageRow:
+    arm_id: str
+    label: str
+    runtime: str
+    simulated: bool
+    cells: list[Cell] = field(default_factory=list)
+
+
+@dataclass
+class Coverage:
+    columns: list[Column]
+    rows: list[CoverageRow]
+
+    def groups(self) -> list[tuple[str, int]]:
+        """(group, span) for the header row above the columns."""
+        out: list[tuple[str, int]] = []
+        for col in self.columns:
+            if out and out[-1][0] == col.group:
+                out[-1] = (col.group, out[-1][1] + 1)
+            else:
+                out.append((col.group, 1))
+        return out
+
+
+def context_label(tokens: int) -> str:
+    """8192 -> "8K", 262144 -> "256K", 4000 -> "4000"."""
+    if tokens and tokens % 1024 == 0:
+        return f"{tokens // 1024}K"
+    return str(tokens)
+
+
+def _modes_index(frame: pd.DataFrame, keys: list[str]) -> dict[tuple, set[str]]:
+    if frame.empty:
+        return {}
+    present = frame[[*keys, "mode"]].drop_duplicates()
+    out: dict[tuple, set[str]] = {}
+    for row in present.itertuples(index=False):
+        *key, mode = row
+        out.setdefault(tuple(key), set()).add(mode)
+    return out
+
+
+def _state(modes: set[str] | None, planned: bool) -> str:
+    if modes and Mode.CANONICAL.value in modes:
+        return "canonical"
+    if modes and Mode.GREEDY.value in modes:
+        return "greedy"
+    return "planned" if planned else "none"
+
+
+def _planned(data: ReportData) -> tuple[set[tuple[str, str]], set[tuple[str, int]], dict[str, str]]:
+    """(arm, probe) and (arm, context) pairs that an unfinished queue item will measure,
+    and, per arm, why a blocked item did not measure it."""
+    spec = data.summary.spec
+    by_probe: set[tuple[str, str]] = set()
+    by_context: set[tuple[str, int]] = set()
+    blocked: dict[str, str] = {}
+    for item in data.summary.items:
+        try:
+            entry = spec.item(item.key)
+        except StopIteration:
+            continue
+        if item.state == ItemState.BLOCKED:
+            for arm_id in item.arms:
+                blocked.setdefault(arm_id, item.reason or "blocked")
+        if item.state not in (ItemState.PENDING, ItemState.RUNNING):
+            continue
+        for arm_id in item.arms:
+            arm = data.arm_by_id.get(arm_id)
+            for probe in item.probes:
+                by_probe.add((arm_id, str(probe)))
+            for ctx in entry.contexts or ([arm.context] if arm else []):
+                by_context.add((arm_id, ctx))
+    return by_probe, by_context, blocked
+
+
+def build(data: ReportData) -> Coverage:
+    frame = data.frame
+    spec = data.summary.spec
+    by_probe_planned, by_context_planned, blocked = _planned(data)
+    scen_modes = _modes_index(frame, ["arm_id", "probe", "scenario"])
+    probe_modes = _modes_index(frame, ["arm_id", "probe"])
+    ctx_modes = _modes_index(frame, ["arm_id", "context"])
+    arm_modes = _modes_index(frame, ["arm_id"])
+    probes_at: dict[tuple[str, int], set[str]] = {}
+    for aid, ctx, probe in _modes_index(frame, ["arm_id", "context", "probe"]):
+        probes_at.setdefault((aid, ctx), set()).add(probe)
+    medians = data.medians
+
+    cache = ProbeName.CACHE_PROBE.value
+    found = sorted({k[2] for k in scen_modes if k[1] == cache and k[2]} - set(SCENARIOS))
+    scenarios = SCENARIOS + found
+    queued = {str(p) for item in spec.queue for p in item.probes}
+    measured = {k[1] for k in probe_modes}
+    others = [p.value for p in ProbeName if p.value != cache and (p.value in queued or p.value in measured)]
+    contexts = sorted({k[1] for k in ctx_modes} | {c for _, c in by_context_planned})
+
+    columns = [Column("cache-probe", s, f"scenario:{s}") for s in scenarios]
+    columns.append(Column("speculation", "MTP / draft", "spec"))
+    columns += [Column("probes", p, f"probe:{p}") for p in others]
+    columns += [Column("context", context_label(c), f"context:{c}") for c in contexts]
+
+    reuse = _lookup(medians, "reuse")
+    headline = {p: _lookup(medians, m) for p, (m, _) in _HEADLINE.items()}
+    accept = _acceptance(frame)
+
+    rows: list[CoverageRow] = []
+    for arm in data.arms:
+        aid = arm.arm_id
+        row = CoverageRow(aid, f"{arm.model}/{arm.quant}", arm.runtime, data.is_simulated(aid))
+        why = blocked.get(aid, "")
+        for s in scenarios:
+            state = _state(scen_modes.get((aid, cache, s)), (aid, cache) in by_probe_planned)
+            value = reuse.get((aid, cache, s))
+            text = STATE_TEXT[state] + (f" · {value:.2f}" if value is not None and state in ("canonical", "greedy") else "")
+            row.cells.append(Cell(state, text, _title(state, f"{s} reuse", why)))
+        r = json.loads(arm.recipe_json or "{}")
+        if not r.get("speculative"):
+            row.cells.append(Cell("off", "off", "speculative decoding off in the recipe"))
+        else:
+            state = _state(arm_modes.get((aid,)), any(k[0] == aid for k in by_probe_planned))
+            draft = r.get("draft") or "native"
+            acc = accept.get(aid)
+            text = f"{draft}" + (f" · accept {acc:.2f}" if acc is not None else "") + f" · {STATE_TEXT[state]}"
+            row.cells.append(Cell(state, text, _title(state, "speculation", why)))
+        for p in others:
+            state = _state(probe_modes.get((aid, p)), (aid, p) in by_probe_planned)
+            text = STATE_TEXT[state]
+            if p in headline and state in ("canonical", "greedy"):
+                unit = _HEADLINE[p][1]
+                vals = [v for (a, pr, _s), v in headline[p].items() if a == aid and pr == p]
+                if vals:
+                    text += f" · {max(vals):.3g} {unit}" if p != ProbeName.AGENT_LOAD.value else f" · {max(vals):.3g} {unit} max"
+            row.cells.append(Cell(state, text, _title(state, p, why)))
+        for c in contexts:
+            state = _state(ctx_modes.get((aid, c)), (aid, c) in by_context_planned)
+            probes = sorted(probes_at.get((aid, c), set())) if state in ("canonical", "greedy") else []
+            text = STATE_TEXT[state] + (f" · {', '.join(probes)}" if probes else "")
+            row.cells.append(Cell(state, text, _title(state, f"context {context_label(c)}", why)))
+        rows.append(row)
+    return Coverage(columns, rows)
+
+
+def _title(state: str, what: str, blocked_reason: str) -> str:
+    if state == "none" and blocked_reason:
+        return f"{what}: not run (blocked: {blocked_reason})"
+    return f"{what}: {STATE_TEXT[state]}"
+
+
+def _lookup(medians: pd.DataFrame, metric: str) -> dict[tuple[str, str, str], float]:
+    """(arm, probe, scenario) -> canonical median of `metric` (greedy if no canonical)."""
+    if medians.empty:
+        return {}
+    rows = medians[medians["metric"] == metric]
+    out: dict[tuple[str, str, str], float] = {}
+    for mode in (Mode.GREEDY.value, Mode.CANONICAL.value):  # canonical overwrites greedy
+        part = rows[rows["mode"] == mode].groupby(["arm_id", "probe", "scenario"])["value"].median()
+        for key, value in part.items():
+            out[key] = float(value)
+    return out
+
+
+def _acceptance(frame: pd.DataFrame) -> dict[str, float]:
+    """Draft acceptance per arm: accepted / drafted tokens over its canonical counter deltas."""
+    if frame.empty:
+        return {}
+    rows = frame[frame["metric"].isin(["accepted_tokens", "draft_tokens"]) & (frame["mode"] == Mode.CANONICAL.value)]
+    sums = rows.groupby(["arm_id", "metric"])["value"].sum().unstack(fill_value=0.0)
+    out: dict[str, float] = {}
+    if {"accepted_tokens", "draft_tokens"} <= set(sums.columns):
+        for arm_id, row in sums.iterrows():
+            if row["draft_tokens"] > 0:
+                out[str(arm_id)] = float(row["accepted_tokens"] / row["draft_tokens"])
+    return out

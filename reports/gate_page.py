@@ -1,0 +1,194 @@
+"""One page per gate: why it says what it says, and the numbers behind it.
+
+The arms stand side by side (subjects, then the baseline or control) so a reader can
+check the reason line against the medians without leaving the page.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from markupsafe import Markup
+
+from campaign.states import Mode
+from campaign.summary import GateView
+from reports import charts
+from reports.data import ReportData, canonical_first
+
+
+@dataclass
+class GatePage:
+    gate: GateView
+    arms: list[dict[str, Any]]
+    side_by_side: list[dict[str, Any]]
+    recipe_rows: list[dict[str, Any]]
+    evidence_rows: list[tuple[str, str]]
+    evidence_json: str
+    chart: Markup
+    history: list[Any]
+    attempts: list[dict[str, Any]]
+    classes: list[str]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Evidence JSON as (path, value) rows: `values.B` -> 68.9."""
+    if isinstance(value, dict):
+        out: list[tuple[str, str]] = []
+        for k, v in value.items():
+            out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        return [(prefix, ", ".join(_fmt(v) for v in value))]
+    if isinstance(value, list):
+        out = []
+        for i, v in enumerate(value):
+            out += flatten(v, f"{prefix}[{i}]")
+        return out
+    return [(prefix, _fmt(value))]
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def build(data: ReportData, gate: GateView) -> GatePage:
+    spec_gate = data.summary.spec.gate(gate.id)
+    params = dict(spec_gate.params)
+    arm_ids = [*gate.subjects, *[b for b in gate.baseline if b not in gate.subjects]]
+    role = {a: "subject" for a in gate.subjects} | {b: ("control" if gate.verdict == "control" else "baseline") for b in gate.baseline}
+    arms = []
+    for aid in arm_ids:
+        arm = data.arm_by_id.get(aid)
+        arms.append({
+            "id": aid, "role": role[aid], "page": data.arm_pages.get(aid), "simulated": data.is_simulated(aid),
+            "label": f"{arm.model}/{arm.quant} on {arm.runtime}" if arm else "not in the store yet",
+            "klass": arm.klass if arm else "",
+        })
+    titles = data.item_titles()
+    attempts = [
+        {"arm": a.arm_id, "number": a.number, "item": titles.get(a.item_key, a.item_key), "state": a.state,
+         "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model}
+        for a in data.attempts_of(arm_ids)
+    ]
+    return GatePage(
+        gate=gate,
+        arms=arms,
+        side_by_side=_side_by_side(data.stats, arm_ids, params.get("metric")),
+        recipe_rows=_recipes(data, arm_ids),
+        evidence_rows=flatten(gate.evidence),
+        evidence_json=json.dumps(gate.evidence, indent=2, sort_keys=True, default=str),
+        chart=_chart(data, gate, arm_ids, role, params),
+        history=data.verdicts.get(gate.id, []),
+        attempts=attempts,
+        classes=sorted({a["klass"] for a in arms if a["klass"]}),
+        params=params,
+    )
+
+
+def _side_by_side(stats: pd.DataFrame, arm_ids: list[str], metric: str | None) -> list[dict[str, Any]]:
+    """Rows (mode, probe, scenario, context, metric) x one median per arm; canonical first,
+    the gate's own metric first within a mode."""
+    if stats.empty:
+        return []
+    rows = stats[stats["arm_id"].isin(arm_ids)]
+    if rows.empty:
+        return []
+    cells: dict[tuple, dict[str, Any]] = {}
+    for r in rows.itertuples(index=False):
+        key = (r.mode, r.probe, r.scenario, r.context, r.metric, r.unit)
+        entry = cells.setdefault(key, {"values": {}, "simulated": False})
+        # several sources for one cell: keep the one with most rows
+        prev = entry["values"].get(r.arm_id)
+        if prev is None or r.count > prev[1]:
+            entry["values"][r.arm_id] = (float(r.median), int(r.count))
+        entry["simulated"] |= bool(r.simulated)
+    modes = canonical_first(sorted({k[0] for k in cells}))
+    ordered = sorted(cells, key=lambda k: (modes.index(k[0]), k[4] != metric, k[1], k[2], k[3], k[4]))
+    return [
+        {"mode": k[0], "probe": k[1], "scenario": k[2], "context": k[3], "metric": k[4], "unit": k[5],
+         "decides": k[4] == metric, "simulated": cells[k]["simulated"],
+         "values": [cells[k]["values"].get(a) for a in arm_ids]}
+        for k in ordered
+    ]
+
+
+def _recipes(data: ReportData, arm_ids: list[str]) -> list[dict[str, Any]]:
+    fields = ["model", "quant", "bits_per_weight", "runtime", "context", "klass", "group"]
+    recipes = {a: json.loads(data.arm_by_id[a].recipe_json or "{}") for a in arm_ids if a in data.arm_by_id}
+    keys = sorted({k for r in recipes.values() for k in r})
+    out = []
+    for f in fields:
+        values = [str(getattr(data.arm_by_id[a], f)) if a in data.arm_by_id else "" for a in arm_ids]
+        out.append({"name": "class" if f == "klass" else f, "values": values, "differs": len(set(values)) > 1})
+    for k in keys:
+        values = [_recipe_value(recipes.get(a, {}).get(k)) for a in arm_ids]
+        out.append({"name": f"recipe.{k}", "values": values, "differs": len(set(values)) > 1})
+    return out
+
+
+def _recipe_value(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "—"
+    return str(value)
+
+
+def _chart(data: ReportData, gate: GateView, arm_ids: list[str], role: dict[str, str], params: dict[str, Any]) -> Markup:
+    metric = params.get("metric")
+    title = f"{metric} per arm" if metric else "gate metric"
+    if not metric:
+        return charts.empty(title, f"predicate {gate.predicate} names no single metric to chart")
+    med = data.medians
+    if med.empty:
+        return charts.empty(title, "no measurements yet")
+    rows = med[(med["metric"] == metric) & med["arm_id"].isin(arm_ids)]
+    if params.get("probe"):
+        rows = rows[rows["probe"] == params["probe"]]
+    if params.get("context") is not None:
+        rows = rows[rows["context"] == params["context"]]
+    wanted = params.get("scenarios") or ([params["scenario"]] if params.get("scenario") else [])
+    if wanted:
+        rows = rows[rows["scenario"].isin(wanted)]
+    if rows.empty:
+        return charts.empty(title, f"no {metric} measured for {'/'.join(arm_ids)} yet")
+    unit = _unit(data, metric)
+    threshold = gate.evidence.get("threshold")
+    if threshold is not None:
+        title += f" (gate: {gate.evidence.get('op', '')} {threshold})"
+    labels = {a: f"{a} ({role[a]}){' sim' if data.is_simulated(a) else ''}" for a in arm_ids}
+    scenarios = sorted(set(rows["scenario"]))
+    chart_id = f"gate-{data.gate_pages[gate.id]}"
+    if len(scenarios) > 1:
+        ordered = [s for s in wanted if s in scenarios] + [s for s in scenarios if s not in wanted]
+        cell = rows.groupby(["scenario", "arm_id", "mode"])["value"].median()
+        series = []
+        for i, aid in enumerate(arm_ids):
+            for mode in canonical_first(sorted(set(rows[rows["arm_id"] == aid]["mode"]))):
+                vals = [float(cell[(s, aid, mode)]) if (s, aid, mode) in cell.index else None for s in ordered]
+                series.append(charts.Series(f"{labels[aid]} · {mode}", vals, mode=mode, color=i))
+        return charts.bar_chart(chart_id, title, ordered, series, x_title="scenario", y_title=f"{metric} ({unit})")
+    cell = rows.groupby(["arm_id", "mode"])["value"].median()
+    present = [a for a in arm_ids if a in set(rows["arm_id"])]
+    series = []
+    for mode in canonical_first(sorted(set(rows["mode"]))):
+        vals = [float(cell[(a, mode)]) if (a, mode) in cell.index else None for a in present]
+        series.append(charts.Series(mode, vals, mode=mode, color=0))
+    return charts.bar_chart(chart_id, title, [labels[a] for a in present], series, x_title="arm", y_title=f"{metric} ({unit})")
+
+
+def _unit(data: ReportData, metric: str) -> str:
+    stats = data.stats
+    if stats.empty:
+        return ""
+    units = stats.loc[stats["metric"] == metric, "unit"]
+    return str(units.iloc[0]) if len(units) else ""
+
+
+__all__ = ["GatePage", "build", "flatten", "Mode"]
