@@ -1,0 +1,95 @@
+"""One page per arm: what it is, what the server said it serves, what it cost in memory,
+and everything every probe measured on it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from campaign.store import ArmRow, Store
+from reports import agent_load
+from reports.data import ReportData, canonical_first
+from reports.raw import Answer, RawFiles
+
+
+@dataclass
+class ArmPage:
+    arm: ArmRow
+    simulated: bool
+    recipe: dict[str, Any]
+    entry: dict[str, str]
+    attempts: list[dict[str, Any]]
+    identity: dict[str, Any] | None
+    flags: list[str]
+    probes: list[tuple[str, list[dict[str, Any]]]]
+    agent_load: list[agent_load.AgentLoadRun]
+    raw_file: str | None
+    raw_count: int
+    answers: list[Answer]
+    gates: list[dict[str, str]]
+
+
+def _bytes(value: int | None) -> str:
+    if not value:
+        return ""
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value} B"
+
+
+def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage:
+    aid = arm.arm_id
+    titles = data.item_titles()
+    attempts = []
+    identity = None
+    for a in data.attempts_of([aid]):
+        ident = json.loads(a.identity_json or "{}")
+        attempts.append({
+            "number": a.number, "item": titles.get(a.item_key, a.item_key), "state": a.state,
+            "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model,
+            "fingerprint": a.fingerprint, "rss": _bytes(a.rss_bytes), "rss_bytes": a.rss_bytes,
+            "cmdline": a.server_cmdline, "overrides": a.overrides_json,
+        })
+        if a.served_model or a.fingerprint:
+            identity = {"served_model": a.served_model, "fingerprint": a.fingerprint, "attempt": a.number,
+                        "item": titles.get(a.item_key, a.item_key), "details": json.dumps(ident, indent=2, sort_keys=True)}
+    spec = data.summary.spec
+    entry: dict[str, str] = {}
+    try:
+        arm_entry = spec.arm(aid)
+        model = spec.model_for(arm_entry)
+        entry = {"description": arm_entry.description, "model_description": model.description,
+                 "served_id": model.served_id or "", "sampling": json.dumps(model.sampling.model_dump(exclude_none=True))}
+    except StopIteration:
+        pass
+    return ArmPage(
+        arm=arm,
+        simulated=data.is_simulated(aid),
+        recipe=json.loads(arm.recipe_json or "{}"),
+        entry=entry,
+        attempts=attempts,
+        identity=identity,
+        flags=[f.message for f in data.summary.flags if f.arm_id == aid],
+        probes=_probe_tables(data, aid),
+        agent_load=agent_load.runs(store, data.frame, aid, f"arm-{data.arm_pages[aid]}"),
+        raw_file=raw.files.get(aid),
+        raw_count=raw.counts.get(aid, 0),
+        answers=raw.answers.get(aid, []),
+        gates=[{"id": g.id, "title": g.title, "verdict": g.verdict, "page": data.gate_pages[g.id]}
+               for g in data.summary.gates if aid in g.subjects or aid in g.baseline],
+    )
+
+
+def _probe_tables(data: ReportData, arm_id: str) -> list[tuple[str, list[dict[str, Any]]]]:
+    stats = data.stats
+    if stats.empty:
+        return []
+    rows = stats[stats["arm_id"] == arm_id]
+    out = []
+    for probe, part in rows.groupby("probe", sort=True):
+        modes = canonical_first(sorted(set(part["mode"])))
+        part = part.assign(_m=part["mode"].map(modes.index)).sort_values(["_m", "context", "scenario", "metric", "source"])
+        out.append((str(probe), part.drop(columns="_m").to_dict("records")))
+    return out
