@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
@@ -37,18 +38,83 @@ from arms.metrics import (
 _EXTRA_KEYS = ("timings", "x_mlx_dspark", "x_metrics")
 
 
+class ArrivalIndex:
+    """Arrival times of a response body's bytes, stamped in the protocol's data_received.
+
+    The stamp is taken when the event loop hands the socket's bytes to aiohttp, before any
+    coroutine wakes up to read them; with hundreds of concurrent streams that is where the
+    time is still true. `time_of(offset)` answers when the body byte at `offset` arrived.
+    """
+
+    __slots__ = ("_stamps", "_pos")
+
+    def __init__(self, stamps: list[tuple[int, int]]):
+        self._stamps = stamps  # (perf_counter_ns, total body bytes after that feed), growing
+        self._pos = 0
+
+    def time_of(self, offset: int) -> int | None:
+        stamps = self._stamps
+        pos = self._pos
+        while pos < len(stamps) and stamps[pos][1] <= offset:
+            pos += 1
+        self._pos = pos
+        return stamps[pos][0] if pos < len(stamps) else None
+
+
+def _install_stamper(proto: Any) -> None:
+    """Wrap one connection's data_received to stamp each feed of the current response body."""
+    if getattr(proto, "_campaign_stamper", False):
+        return
+    original = proto.data_received
+
+    def data_received(data: bytes) -> None:
+        t = time.perf_counter_ns()
+        original(data)
+        payload = getattr(proto, "_payload", None)
+        if payload is None:
+            return
+        if proto._campaign_payload is not payload:
+            proto._campaign_payload = payload
+            proto._campaign_stamps = []
+        proto._campaign_stamps.append((t, payload.total_bytes))
+
+    proto._campaign_payload = None
+    proto._campaign_stamps = []
+    proto.data_received = data_received
+    proto._campaign_stamper = True
+
+
+class _StampingConnector(aiohttp.TCPConnector):
+    async def _create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        proto = await super()._create_connection(*args, **kwargs)
+        try:
+            _install_stamper(proto)
+        except AttributeError:  # an aiohttp without these internals: fall back to read-time stamps
+            pass
+        return proto
+
+
 class _TimedStream(httpx.AsyncByteStream):
     def __init__(self, response: aiohttp.ClientResponse):
         self._response = response
+        self.arrivals: ArrivalIndex | None = None
+        connection = response.connection
+        proto = connection.protocol if connection is not None else None
+        if proto is not None and getattr(proto, "_campaign_payload", None) is response.content:
+            self.arrivals = ArrivalIndex(proto._campaign_stamps)
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    async def read_chunk(self) -> bytes:
+        """The next body bytes (b"" at the end): the fast path used by `stream_chat`."""
         try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
+            return await self._response.content.readany()
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             raise httpx.ReadError(f"stream broken: {exc!r}") from exc
         except (aiohttp.SocketTimeoutError, asyncio.TimeoutError) as exc:
             raise httpx.ReadTimeout("stream stalled: no bytes within the read timeout") from exc
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while chunk := await self.read_chunk():
+            yield chunk
 
     async def aclose(self) -> None:
         self._response.release()
@@ -75,7 +141,7 @@ class TimedAiohttpTransport(httpx.AsyncBaseTransport):
                 holder.send_ns = time.perf_counter_ns()
 
         trace.on_request_headers_sent.append(on_headers_sent)
-        connector = aiohttp.TCPConnector(
+        connector = _StampingConnector(
             limit=self.max_connections,
             limit_per_host=self.max_connections,
             keepalive_timeout=self.keepalive_expiry,
@@ -144,17 +210,9 @@ def make_http_client(base_url: str, concurrency: int = 16) -> httpx.AsyncClient:
 # -- SSE -------------------------------------------------------------------------------
 
 
-def _split_events(buffer: bytearray) -> list[bytes]:
-    events: list[bytes] = []
-    while True:
-        idx = buffer.find(b"\n\n")
-        if idx < 0:
-            return events
-        events.append(bytes(buffer[:idx]))
-        del buffer[: idx + 2]
-
-
 def _event_data(raw: bytes) -> str | None:
+    if b"\r" in raw:
+        raw = raw.replace(b"\r", b"")
     lines = [line[5:].lstrip() if line.startswith(b"data:") else None for line in raw.split(b"\n")]
     data = [line for line in lines if line is not None]
     if not data:
@@ -253,6 +311,40 @@ def _merge_tool_delta(tools: dict[int, dict[str, Any]], call: dict[str, Any]) ->
 
 # -- the request ---------------------------------------------------------------------
 
+_SEPARATOR = re.compile(rb"\r?\n\r?\n")
+
+
+async def _read_events(read: Any, arrivals: ArrivalIndex | None) -> list[tuple[int, bytes]]:
+    """Split the body into SSE events, each with the arrival time of its first byte.
+
+    Only bytes are handled here; parsing waits until the stream ends so that it never
+    delays the stamps of concurrent streams.
+    """
+    events: list[tuple[int, bytes]] = []
+    buffer = b""
+    base = 0  # body offset of buffer[0]
+    start_ns = 0  # arrival of the first byte of the pending event
+    while True:
+        chunk = await read()
+        now = time.perf_counter_ns()
+        if not chunk:
+            break
+        if not buffer:
+            start_ns = (arrivals.time_of(base) if arrivals else None) or now
+        buffer += chunk
+        pos = 0
+        while (match := _SEPARATOR.search(buffer, pos)) is not None:
+            events.append((start_ns, buffer[pos : match.start()]))
+            pos = match.end()
+            if pos < len(buffer):
+                start_ns = (arrivals.time_of(base + pos) if arrivals else None) or now
+        if pos:
+            buffer = buffer[pos:]
+            base += pos
+    if buffer.strip():
+        events.append((start_ns, buffer))
+    return events
+
 
 _RETRYABLE = (httpx.RemoteProtocolError, httpx.ConnectError)
 
@@ -289,21 +381,16 @@ async def stream_chat(
                         record.end_ns = time.perf_counter_ns()
                         record.error = f"HTTP {response.status_code}: {detail.strip()}"
                         return record
-                    buffer = bytearray()
-                    start_ns = 0
-                    async for chunk in response.aiter_raw():
-                        now = time.perf_counter_ns()
-                        if not buffer:
-                            start_ns = now
-                        buffer += chunk.replace(b"\r", b"") if b"\r" in chunk else chunk
-                        if b"\n\n" in buffer:
-                            events = _split_events(buffer)
-                            raw_events.append((start_ns, events[0]))
-                            raw_events.extend((now, ev) for ev in events[1:])
-                            start_ns = now
+                    stream = response.stream
+                    if isinstance(stream, _TimedStream):
+                        read = stream.read_chunk
+                        arrivals = stream.arrivals
+                    else:  # another transport: stamps at read time
+                        chunks = response.aiter_raw()
+                        read = lambda: anext(chunks, b"")  # noqa: E731
+                        arrivals = None
+                    raw_events.extend(await _read_events(read, arrivals))
                     record.end_ns = time.perf_counter_ns()
-                    if buffer.strip():
-                        raw_events.append((start_ns, bytes(buffer)))
         except _RETRYABLE as exc:
             if not got_response and attempt == 0:
                 record.retries += 1

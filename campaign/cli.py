@@ -193,14 +193,15 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted; `campaign resume` carries on from the last committed measurement")
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:  # click's usage errors (typer may vendor its own click)
+        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
-            sys.exit(2)
+            sys.exit(exc.exit_code)
         raise
 
 
 if __name__ == "__main__":
-    main()
+    # run through the imported module so that command modules register on the same app
+    from campaign.cli import main as _main
+
+    _main()

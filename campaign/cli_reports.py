@@ -1,5 +1,66 @@
-"""Report-side commands of the `campaign` CLI (export, ui), registered on the main app."""
+"""Report-side commands of the `campaign` CLI (export, ui), registered on the main app.
+
+Heavy imports (pandas, Prefect) stay inside the commands, like in `campaign.cli`.
+"""
 
 from __future__ import annotations
 
-from campaign.cli import app  # noqa: F401  (commands below register on it)
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from campaign.cli import DbOption, UsageError, _store, app, console, err
+
+
+@app.command()
+def export(
+    fmt: Annotated[str, typer.Option("--format", "-f", help="csv or parquet (parquet needs pyarrow)")] = "csv",
+    out: Annotated[Path, typer.Option("--out", help="output folder")] = Path("export"),
+    db: DbOption = None,
+    name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: latest)")] = None,
+) -> None:
+    """Write measurements, samples and verdicts as tables (one file each)."""
+    from reports.export import ExportError, export as run_export
+
+    store = _store(db)
+    row = store.campaign(name)
+    if row is None or row.id is None:
+        raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
+    try:
+        paths = run_export(store, row.id, out, fmt.lower())
+    except ExportError as exc:
+        raise UsageError(str(exc)) from None
+    for path in paths:
+        console.print(f"written: {path}")
+
+
+@app.command()
+def ui(
+    workdir: Annotated[Path, typer.Option(help="where the server's log and pid go")] = Path(".campaign"),
+    port: Annotated[int, typer.Option(help="port of the local server")] = 4200,
+    write_config: Annotated[bool, typer.Option("--write-config/--no-write-config", help="set PREFECT_API_URL in the active Prefect profile so `campaign run` reports to this server")] = True,
+    stop: Annotated[bool, typer.Option("--stop", help="stop the server `campaign ui` started, and exit")] = False,
+) -> None:
+    """Start or find a local Prefect server with its UI; the next `campaign run` reports to it."""
+    from reports.prefect_ui import UiError, ensure_ui, server_command, stop_server
+
+    if stop:
+        stopped = stop_server(workdir)
+        console.print("Prefect server stopped." if stopped else f"no server started by `campaign ui` is running (no live pid in {workdir})")
+        return
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        result = ensure_ui(workdir, write_config=write_config, command=server_command(port=port), api_url=api)
+    except UiError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(1) from None  # campaign.cli.main drops typer.Exit codes (standalone_mode=False)
+    if result.started:
+        console.print(f"started a Prefect server (pid {result.pid}), log: {result.log}")
+    else:
+        console.print(f"a Prefect server already answers at {result.api_url}")
+    if result.profile_written:
+        console.print(f"PREFECT_API_URL={result.api_url} written to the active Prefect profile: the next `campaign run` reports to it")
+    elif not write_config:
+        console.print(f"to report runs to it: export PREFECT_API_URL={result.api_url}")
+    console.print(f"Prefect UI: [bold]{result.ui_url}[/bold]")

@@ -67,7 +67,7 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
     return ArmPage(
         arm=arm,
         simulated=data.is_simulated(aid),
-        recipe=json.loads(arm.recipe_json or "{}"),
+        recipe=_recipe(json.loads(arm.recipe_json or "{}")),
         entry=entry,
         attempts=attempts,
         identity=identity,
@@ -80,6 +80,15 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
         gates=[{"id": g.id, "title": g.title, "verdict": g.verdict, "page": data.gate_pages[g.id]}
                for g in data.summary.gates if aid in g.subjects or aid in g.baseline],
     )
+
+
+def _recipe(recipe: dict[str, Any]) -> dict[str, Any]:
+    """Byte sizes as people wrote them (8.0 GiB), the exact number beside."""
+    out = dict(recipe)
+    for key in ("prefix_cache", "session_cache_cap"):
+        if isinstance(out.get(key), int):
+            out[key] = f"{_bytes(out[key])} ({out[key]} bytes)"
+    return out
 
 
 def _probe_tables(data: ReportData, arm_id: str) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -218,7 +218,7 @@ def xy_chart(
     chart = pygal.XY(
         **_common(
             chart_id, title, x_title, y_title, styles, height=height, value_formatter=_fmt,
-            x_value_formatter=_fmt, interpolate=None, show_dots=False, fill=False, stroke_style={"width": 2},
+            x_value_formatter=lambda v: f"{v:g}", interpolate=None, show_dots=False, fill=False, stroke_style={"width": 2},
         )
     )
     for name, points, _ in series:

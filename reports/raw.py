@@ -87,7 +87,9 @@ def write(store: Store, campaign_id: int, folder: Path, names: dict[str, str]) -
                 )
                 record = raw if raw.lstrip().startswith("{") else json.dumps(raw)
                 assert handle is not None
-                handle.write(head[:-1] + ',"record":' + record + "}\n")
+                line = head[:-1] + ',"record":' + record + "}\n"
+                # same JSON, but inert even if something sniffs the file as HTML
+                handle.write(line.replace("<", "\\u003c").replace(">", "\\u003e"))
                 counts[arm_id] += 1
                 key = (arm_id, row.probe, row.scenario, row.mode)
                 mine = answers.setdefault(arm_id, [])

@@ -1,37 +1,36 @@
-"""Write the static site: an index, one page per gate, one page per arm."""
+"""Write the static site: an index, one page per gate, one page per arm (with its raw
+records beside it). Data is loaded and aggregated once (`reports.data.load`); each page
+module only slices it."""
 
 from __future__ import annotations
 
-import json
-import re
+import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader
 
-from campaign.states import Mode
 from campaign.store import Store
-from campaign.summary import summarize
-from reports import charts
+from reports import arm_page, coverage, gate_page, index_page, raw
+from reports.data import ReportData, load
 
 
 def _env() -> Environment:
-    env = Environment(loader=PackageLoader("reports", "templates"), autoescape=select_autoescape(["html"]))
-    env.filters["num"] = _num
-    env.filters["slug"] = slug
+    # autoescape for every template, whatever its extension: nothing from the store or a
+    # model's output reaches a page unescaped. Charts arrive as Markup from reports.charts.
+    env = Environment(loader=PackageLoader("reports", "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = num
     return env
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "x"
-
-
-def _num(value: Any) -> str:
+def num(value: Any) -> str:
+    """Numbers as people read them in a table: 3 significant digits, thousands separated."""
     try:
         v = float(value)
     except (TypeError, ValueError):
         return str(value)
+    if v != v:  # NaN
+        return "—"
     if abs(v) >= 100:
         return f"{v:,.0f}"
     if abs(v) >= 10:
@@ -39,62 +38,61 @@ def _num(value: Any) -> str:
     return f"{v:.3g}"
 
 
-def _metric_table(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    if frame.empty:
-        return []
-    grouped = (
-        frame[frame["trial"] >= 0]
-        .groupby(["arm_id", "probe", "scenario", "mode", "context", "metric", "unit", "source"], dropna=False)["value"]
-        .agg(["median", "min", "max", "count"])
-        .reset_index()
-    )
-    return grouped.to_dict("records")
-
-
-def write_site(store: Store, name: str | None, out: Path | str) -> Path:
+def write_site(store: Store, name: str | None, out: Path | str, timings: dict[str, float] | None = None) -> Path:
+    """Render every page into `out` and return the index path. `timings`, if given, is
+    filled with seconds per phase (the benchmark prints them)."""
+    clock = _Clock(timings)
     out = Path(out)
     (out / "gates").mkdir(parents=True, exist_ok=True)
     (out / "arms").mkdir(parents=True, exist_ok=True)
-    s = summarize(store, name)
+    data = load(store, name)
+    clock.lap("load")
     env = _env()
-    frame = store.measurements_frame(s.campaign_id)
-    canonical = frame[frame["mode"] == Mode.CANONICAL.value] if not frame.empty else frame
-    arms = store.arms(s.campaign_id)
-    attempts = store.attempts(s.campaign_id)
+    common = {"s": data.summary, "simulated": bool(data.summary.simulated_arms), "arm_pages": data.arm_pages, "gate_pages": data.gate_pages}
 
-    decode_chart = charts.bar_chart(
-        charts.median_by(frame, "decode_tps", "arm_id"), title="Decode per arm", unit="tok/s"
-    )
-    reuse_chart = charts.grouped_bars(
-        charts.median_by2(frame, "reuse", "scenario", "arm_id"), title="Cache-probe reuse by scenario", unit="ratio"
-    )
-    common = {"s": s, "simulated": bool(s.simulated_arms)}
+    raws = raw.write(store, data.campaign_id, out / "arms", data.arm_pages)
+    clock.lap("raw records")
     index = out / "index.html"
-    index.write_text(
-        env.get_template("index.html").render(
-            **common, arms=arms, decode_chart=decode_chart, reuse_chart=reuse_chart, root="",
-        ),
-        encoding="utf-8",
-    )
-    for gate in s.gates:
-        ids = [*gate.subjects, *gate.baseline]
-        rows = _metric_table(canonical[canonical["arm_id"].isin(ids)] if not canonical.empty else canonical)
-        history = store.verdict_history(s.campaign_id, gate.id)
-        (out / "gates" / f"{slug(gate.id)}.html").write_text(
-            env.get_template("gate.html").render(
-                **common, gate=gate, rows=rows, history=history, root="../",
-                evidence=json.dumps(gate.evidence, indent=2, default=str),
-            ),
-            encoding="utf-8",
-        )
-    for arm in arms:
-        arm_frame = frame[frame["arm_id"] == arm.arm_id] if not frame.empty else frame
-        arm_attempts = [a for a in attempts if a.arm_id == arm.arm_id]
-        (out / "arms" / f"{slug(arm.arm_id)}.html").write_text(
-            env.get_template("arm.html").render(
-                **common, arm=arm, recipe=json.loads(arm.recipe_json), rows=_metric_table(arm_frame),
-                attempts=arm_attempts, root="../",
-            ),
-            encoding="utf-8",
-        )
+    _write(index, env.get_template("index.html").render(**common, root="", **_index_context(data)))
+    clock.lap("index")
+    template = env.get_template("gate.html")
+    for gate in data.summary.gates:
+        page = gate_page.build(data, gate)
+        _write(out / "gates" / f"{data.gate_pages[gate.id]}.html", template.render(**common, root="../", p=page))
+    clock.lap("gates")
+    template = env.get_template("arm.html")
+    for arm in data.arms:
+        page = arm_page.build(store, data, arm, raws)
+        _write(out / "arms" / f"{data.arm_pages[arm.arm_id]}.html", template.render(**common, root="../", p=page))
+    clock.lap("arms")
     return index.resolve()
+
+
+def _index_context(data: ReportData) -> dict[str, Any]:
+    return {
+        "arms": data.arms,
+        "coverage": coverage.build(data),
+        "decode_runtime": index_page.decode_per_runtime(data),
+        "decode_quant": index_page.decode_per_quant(data),
+        "reuse_chart": index_page.reuse_by_scenario(data),
+        "runtimes": index_page.runtime_offerings(data),
+        "quants": index_page.quant_offerings(data),
+        "identity": index_page.identity_rows(data),
+        "gate_sim": {g.id: index_page.gate_is_simulated(data, [*g.subjects, *g.baseline]) for g in data.summary.gates},
+    }
+
+
+def _write(path: Path, html: str) -> None:
+    path.write_text(html, encoding="utf-8")
+
+
+class _Clock:
+    def __init__(self, sink: dict[str, float] | None):
+        self.sink = sink
+        self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.sink is not None:
+            self.sink[name] = now - self.t
+        self.t = now

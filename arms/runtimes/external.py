@@ -133,6 +133,11 @@ class OpenAICompatAdapter(RuntimeAdapter):
             return json_metrics(text, self.metric_names)
         return super().read_metrics(text)
 
+    def is_ready(self, status_code: int, body: str) -> bool:
+        """Whether a health answer means "ready to serve". Most runtimes answer 503 while
+        loading; some answer 200 with a status field, and override this."""
+        return status_code == 200
+
     def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:
         """Per-request counters a response carries (draft/accepted tokens), by logical name.
 

@@ -11,7 +11,17 @@ import importlib
 from arms.runtimes.base import RuntimeAdapter
 
 _ADAPTERS: dict[str, type[RuntimeAdapter]] = {}
-_BUILTIN = ("arms.runtimes.simulator",)
+_BUILTIN = (
+    "arms.runtimes.simulator",
+    "arms.runtimes.external",
+    "arms.runtimes.llamacpp",
+    "arms.runtimes.vllm",
+    "arms.runtimes.sglang",
+    "arms.runtimes.mlx_lm",
+    "arms.runtimes.omlx",
+    "arms.runtimes.mtplx",
+    "arms.runtimes.mlx_dspark",
+)
 _loaded = False
 
 

