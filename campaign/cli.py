@@ -110,6 +110,54 @@ def resume(
     _run_campaign(file, db, workdir, recheck_blocked=True)
 
 
+def _parse_sets(sets: list[str]) -> dict[str, Any]:
+    """`--set key=value`: values parsed as TOML scalars (numbers, booleans, strings)."""
+    import tomllib
+
+    out: dict[str, Any] = {}
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {item!r}: expected key=value, e.g. --set max_tokens=4096")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+@app.command()
+def rerun(
+    item: Annotated[str, typer.Argument(help="queue item id or title")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value (repeatable)")] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="campaign file (default: the one last run)")] = None,
+    db: DbOption = None,
+    workdir: Annotated[str, typer.Option(help="where server logs go")] = ".campaign",
+) -> None:
+    """A new attempt of a finished item with overrides; history is kept, the newest counts."""
+    from campaign.schema import load_campaign
+
+    store = _store(db)
+    if file is None:
+        row = store.campaign()
+        if row is None or not row.source_path:
+            raise UsageError("no campaign in the database yet; pass --file")
+        file = Path(row.source_path)
+    spec = load_campaign(file)
+    match = [q for q in spec.queue if item in (q.key, q.title)]
+    if not match:
+        raise UsageError(f"no queue item {item!r}; items: {', '.join(repr(q.key) for q in spec.queue)}")
+    overrides = _parse_sets(set_ or [])
+    _prefect_env()
+    from campaign.progress_view import CampaignProgress
+    from campaign.status_view import render_status
+    from flows.campaign_flow import rerun_flow
+
+    with CampaignProgress(console, spec), _quiet_heartbeat():
+        rerun_flow(str(file), store.url, match[0].key, overrides, workdir)
+    render_status(console, store, spec.campaign.name)
+
+
 @app.command()
 def status(
     db: DbOption = None,

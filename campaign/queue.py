@@ -149,10 +149,18 @@ def blocked_arms(store: Store, campaign_id: int) -> dict[str, str]:
     return {arm: att.error for arm, att in latest.items() if att.state == AttemptState.BLOCKED}
 
 
-def resumable_attempt(store: Store, campaign_id: int, item_key: str, arm_id: str) -> AttemptRow | None:
-    """The interrupted attempt to continue, if the newest attempt of this item/arm is one."""
-    attempts = store.attempts(campaign_id, item_key, arm_id)
+def resumable_attempt(store: Store, campaign_id: int, item_key: str, arm_id: str, repeat: int = 0) -> AttemptRow | None:
+    """The interrupted attempt to continue, if the newest attempt of this item/arm/repeat is one."""
+    attempts = [a for a in store.attempts(campaign_id, item_key, arm_id) if a.repeat == repeat]
     if attempts and attempts[-1].state == AttemptState.INTERRUPTED:
+        return attempts[-1]
+    return None
+
+
+def finished_attempt(store: Store, campaign_id: int, item_key: str, arm_id: str, repeat: int) -> AttemptRow | None:
+    """The newest attempt if it is done: on resume, an arm finished before a crash is not re-run."""
+    attempts = [a for a in store.attempts(campaign_id, item_key, arm_id) if a.repeat == repeat]
+    if attempts and attempts[-1].state == AttemptState.DONE:
         return attempts[-1]
     return None
 

@@ -57,6 +57,10 @@ class CampaignMeta(_Strict):
     title: str = ""
     description: str = ""
     default_max_tokens: int = Field(default=64, ge=1)
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="modules or .py files (relative to the campaign file) that register custom predicates",
+    )
 
 
 class Sampling(_Strict):
@@ -97,6 +101,7 @@ class RuntimeEntry(_Strict):
     health_path: str = "/health"
     startup_timeout_s: float = Field(default=120.0, gt=0)
     url: str | None = Field(default=None, description="external server: measure this URL, launch nothing")
+    device: str = Field(default="local", pattern=_ID, description="arms on one device never run at once")
     seeks: str = Field(default="", description="what this runtime offers")
     how: str = ""
     cost: str = Field(default="", description="what it costs")
@@ -160,7 +165,21 @@ class QueueItem(_Strict):
     gate: str | None = None
     depends_on: list[str] = Field(default_factory=list)
     overrides: dict[str, Any] = Field(default_factory=dict)
-    repeats: int = Field(default=1, ge=1, le=50)
+    repeats: int = Field(default=1, ge=1, le=50, description="k runs interleaved across the arms: A B A B ...")
+    retries: int = Field(default=0, ge=0, le=5, description="re-runs of an arm whose measurement crashed (not of a blocked one)")
+    confirms: str | None = Field(default=None, description="an earlier item this one re-runs with one variable changed")
+    change: dict[str, Any] = Field(default_factory=dict, description="the one recipe variable changed, e.g. {session_cache_cap = '100G'}")
+
+    @model_validator(mode="after")
+    def _one_variable(self) -> QueueItem:
+        if self.confirms is not None and len(self.change) != 1:
+            raise ValueError(f"a confirmatory item changes exactly one variable; found {len(self.change)} in change")
+        if self.change and self.confirms is None:
+            raise ValueError("change needs confirms = <the earlier item it re-runs>")
+        unknown = set(self.change) - set(Recipe.model_fields)
+        if unknown:
+            raise ValueError(f"change names {sorted(unknown)}, expected recipe fields: {', '.join(sorted(Recipe.model_fields))}")
+        return self
 
     @field_validator("contexts")
     @classmethod
@@ -196,6 +215,13 @@ class CampaignSpec(_Strict):
 
     def item(self, key: str) -> QueueItem:
         return next(q for q in self.queue if q.key == key)
+
+    def recipe_for(self, arm_id: str, item: QueueItem | None = None) -> Recipe:
+        """The arm's recipe as this item runs it (a confirmatory item changes one field)."""
+        recipe = self.arm(arm_id).recipe
+        if item is not None and item.change:
+            recipe = Recipe.model_validate({**recipe.model_dump(), **item.change})
+        return recipe
 
     def model_for(self, arm: ArmEntry) -> ModelEntry:
         return next(m for m in self.models if m.name == arm.model and (arm.quant is None or m.quant == arm.quant))
@@ -352,6 +378,19 @@ def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known
         for dep in item.depends_on:
             if dep not in items:
                 problems.append(f"{where}.depends_on: found {dep!r}, expected one of the queue item ids: {', '.join(sorted(items))}")
+    order = {q.key: i for i, q in enumerate(spec.queue)}
+    for i, item in enumerate(spec.queue):
+        if item.confirms is None:
+            continue
+        where = f"queue[{i}] ({item.title!r}).confirms"
+        if item.confirms not in order or order[item.confirms] >= i:
+            problems.append(f"{where}: found {item.confirms!r}, expected an earlier queue item")
+            continue
+        base = spec.item(item.confirms)
+        if not set(item.arms) <= set(base.arms) or not set(item.probes) <= set(base.probes):
+            problems.append(f"{where}: a confirmatory run must use arms and probes of {base.key!r} (only one variable may change)")
+        if item.contexts and base.contexts and item.contexts != base.contexts:
+            problems.append(f"{where}: contexts {item.contexts} differ from {base.key!r}'s {base.contexts}; only {list(item.change)[0]!r} may change")
     cycle = _find_cycle({q.key: [d for d in q.depends_on if d in items] for q in spec.queue})
     if cycle:
         problems.append(f"queue.depends_on: dependency cycle {' -> '.join(cycle)}")
@@ -441,6 +480,9 @@ def load_campaign(path: str | Path, *, check_registries: bool = True) -> Campaig
     adapters = predicates = None
     param_models: dict[str, type[BaseModel]] | None = None
     if check_registries:
+        plugin_problems = load_plugins(data.get("campaign", {}).get("plugins", []) if isinstance(data.get("campaign"), dict) else [], path.parent)
+        if plugin_problems:
+            raise CampaignFileError(path, plugin_problems)
         from arms.runtimes import registry as runtime_registry
         from gates import predicates as gate_predicates
 
@@ -450,6 +492,35 @@ def load_campaign(path: str | Path, *, check_registries: bool = True) -> Campaig
     return parse_campaign(
         data, path, known_adapters=adapters, known_predicates=predicates, predicate_params=param_models
     )
+
+
+def load_plugins(plugins: Any, base: Path) -> list[str]:
+    """Import the modules that register custom predicates; problems are returned, not raised."""
+    import importlib
+    import importlib.util
+    import sys
+
+    problems = []
+    if not isinstance(plugins, list):
+        return []
+    for i, name in enumerate(plugins):
+        try:
+            if str(name).endswith(".py"):
+                file = (base / name).resolve()
+                module_name = f"campaign_plugin_{file.stem}"
+                if module_name in sys.modules:
+                    continue
+                spec = importlib.util.spec_from_file_location(module_name, file)
+                if spec is None or spec.loader is None:
+                    raise ImportError(f"no such file {file}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[module_name] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(str(name))
+        except Exception as exc:  # a user's plugin may fail in any way; say which and why
+            problems.append(f"campaign.plugins[{i}]: cannot import {name!r}: {type(exc).__name__}: {exc}")
+    return problems
 
 
 def file_digest(path: str | Path) -> str:

@@ -81,6 +81,7 @@ class AttemptRow(SQLModel, table=True):
     campaign_id: int = Field(foreign_key="campaign.id", index=True)
     item_key: str = Field(index=True)
     arm_id: str = Field(index=True)
+    repeat: int = 0
     number: int
     state: str = AttemptState.RUNNING
     started_at: datetime = Field(default_factory=utcnow)
@@ -127,6 +128,7 @@ class MeasurementRow(SQLModel, table=True):
     __tablename__ = "measurement"
     __table_args__ = (
         UniqueConstraint("probe_run_id", "scenario", "mode", "context", "trial", "metric"),
+        Index("ix_measurement_item", "campaign_id", "item_key"),
         Index("ix_measurement_arm_metric", "campaign_id", "arm_id", "metric"),
     )
     id: int | None = Field(default=None, primary_key=True)
@@ -135,6 +137,7 @@ class MeasurementRow(SQLModel, table=True):
     probe_run_id: int = Field(foreign_key="probe_run.id")
     item_key: str
     arm_id: str
+    repeat: int = 0
     probe: str
     scenario: str = ""
     mode: str
@@ -179,6 +182,19 @@ class EventRow(SQLModel, table=True):
     to_state: str = ""
     message: str = ""
     at: datetime = Field(default_factory=utcnow)
+
+
+def newest_done_attempts(attempts: Iterable[AttemptRow]) -> dict[tuple[str, str, int], int]:
+    """The attempt each verdict reads: per (item, arm, repeat), the newest finished one.
+
+    A rerun adds newer attempts; older ones stay in the history, unread by gates.
+    """
+    newest: dict[tuple[str, str, int], int] = {}
+    for att in attempts:
+        if att.state == AttemptState.DONE:
+            key = (att.item_key, att.arm_id, att.repeat)
+            newest[key] = max(newest.get(key, 0), att.id or 0)
+    return newest
 
 
 def default_db_url() -> str:
@@ -310,13 +326,16 @@ class Store:
                 q = q.where(AttemptRow.arm_id == arm_id)
             return list(s.exec(q.order_by(AttemptRow.id)))
 
-    def new_attempt(self, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any]) -> AttemptRow:
-        number = len(self.attempts(campaign_id, item_key, arm_id)) + 1
+    def new_attempt(
+        self, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int = 0
+    ) -> AttemptRow:
+        number = len([a for a in self.attempts(campaign_id, item_key, arm_id) if a.repeat == repeat]) + 1
         return self.add(
             AttemptRow(
                 campaign_id=campaign_id,
                 item_key=item_key,
                 arm_id=arm_id,
+                repeat=repeat,
                 number=number,
                 overrides_json=json.dumps(overrides, sort_keys=True),
                 owner_pid=os.getpid(),
@@ -347,12 +366,7 @@ class Store:
         frame = pd.DataFrame([r.model_dump() for r in rows], columns=columns)
         if not latest_only or frame.empty:
             return frame
-        newest: dict[tuple[str, str], int] = {}
-        for att in attempts:
-            if att.state == AttemptState.DONE:
-                key = (att.item_key, att.arm_id)
-                newest[key] = max(newest.get(key, 0), att.id or 0)
-        keep = set(newest.values())
+        keep = set(newest_done_attempts(attempts).values())
         return frame[frame["attempt_id"].isin(keep) & frame["probe_run_id"].isin(done_runs)].reset_index(drop=True)
 
     def samples(self, probe_run_ids: Iterable[int]) -> list[SampleRow]:

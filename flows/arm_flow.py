@@ -64,6 +64,7 @@ def run_probe(
     store_url: str,
     campaign_id: int,
     attempt_id: int,
+    repeat: int,
     item_key: str,
     arm_id: str,
     probe: str,
@@ -79,7 +80,7 @@ def run_probe(
     adapter = runtimes.get(adapter_name)
     adapter.cached_tokens_field = cached_tokens_field
     run = store.add(ProbeRunRow(attempt_id=attempt_id, probe=probe, context=context))
-    sink = StoreSink(store, campaign_id, attempt_id, run.id, item_key, arm_id, probe, adapter.simulated, context)
+    sink = StoreSink(store, campaign_id, attempt_id, run.id, item_key, arm_id, probe, adapter.simulated, context, repeat)
     target = ProbeTarget(base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated)
     pspec = probes.get(probe)
     params = pspec.params.model_validate_json(params_json)
@@ -94,8 +95,12 @@ def run_probe(
     return run.id or 0
 
 
-def _launch_context(spec: CampaignSpec, arm_id: str, port: int, overrides: dict[str, Any], workdir: Path, tools: bool) -> LaunchContext:
+def _launch_context(
+    spec: CampaignSpec, item: QueueItem, arm_id: str, port: int, overrides: dict[str, Any], workdir: Path, tools: bool
+) -> LaunchContext:
     arm = spec.arm(arm_id)
+    if item.change:  # a confirmatory run: the arm as declared, with one recipe variable changed
+        arm = arm.model_copy(update={"recipe": spec.recipe_for(arm_id, item)})
     return LaunchContext(
         arm=arm,
         model=spec.model_for(arm),
@@ -129,18 +134,43 @@ def arm_flow(
     campaign_id: int,
     overrides: dict[str, Any],
     workdir: str,
+    repeat: int = 0,
+    device_limit: str | None = None,
 ) -> dict[str, Any]:
     spec = CampaignSpec.model_validate_json(spec_json)
     store = Store(store_url)
     item = spec.item(item_key)
-    attempt = resumable_attempt(store, campaign_id, item_key, arm_id)
+    attempt = resumable_attempt(store, campaign_id, item_key, arm_id, repeat)
     if attempt is not None:
         attempt = store.update(AttemptRow, attempt.id, state=AttemptState.RUNNING, error="", owner_pid=_pid())
         store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {attempt.number}", item_key, arm_id)
     else:
-        attempt = store.new_attempt(campaign_id, item_key, arm_id, overrides)
-    outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
-    return {"arm_id": outcome.arm_id, "state": str(outcome.state), "message": outcome.message, "attempt_id": outcome.attempt_id}
+        attempt = store.new_attempt(campaign_id, item_key, arm_id, overrides, repeat)
+    with _device(device_limit):
+        outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
+    return {"arm_id": outcome.arm_id, "state": str(outcome.state), "message": outcome.message, "attempt_id": outcome.attempt_id, "repeat": repeat}
+
+
+class _device:
+    """Hold the device's Prefect global concurrency slot while the arm runs.
+
+    `strict=True`: a limit that was not created is an error, never a silent free-for-all.
+    """
+
+    def __init__(self, name: str | None):
+        self.name = name
+        self._ctx: Any = None
+
+    def __enter__(self) -> None:
+        if self.name:
+            from prefect.concurrency.sync import concurrency
+
+            self._ctx = concurrency(self.name, occupy=1, strict=True, lease_duration=60)
+            self._ctx.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
 
 
 def _pid() -> int:
@@ -163,10 +193,10 @@ def _run_arm(
     adapter: RuntimeAdapter = runtimes.get(spec.runtime(arm.runtime).adapter)
     port = free_port()
     tools = ProbeName.TOOL_LOOP in item.probes
-    ctx = _launch_context(spec, arm_id, port, overrides, workdir, tools)
+    ctx = _launch_context(spec, item, arm_id, port, overrides, workdir, tools)
     launch = adapter.launch(ctx)
     base_url = adapter.base_url(ctx)
-    log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-attempt{attempt.id}.log"
+    log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-r{attempt.repeat}-attempt{attempt.id}.log"
     done_before = {(r.probe, r.context) for r in store.probe_runs(attempt.id or 0) if r.state == ProbeRunState.DONE}
     emit("arm-start", arm=arm_id, item=item.key)
 
@@ -226,7 +256,7 @@ def _run_arm(
                     continue  # finished before a crash: never measured twice
                 params = probe_params(spec, item, probe, context, overrides, arm.context)
                 run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
-                    store.url, campaign_id, attempt.id or 0, item.key, arm_id, str(probe), context,
+                    store.url, campaign_id, attempt.id or 0, attempt.repeat, item.key, arm_id, str(probe), context,
                     base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
                     adapter.cached_tokens_field,
                 )

@@ -8,6 +8,7 @@ items are re-checked first when asked.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from campaign.schema import CampaignSpec, QueueItem, load_campaign
 from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
 from flows.arm_flow import arm_flow
+from flows.artifacts import artifact_key, publish
 from flows.progress import emit
 from gates.engine import evaluate
 
@@ -47,26 +49,75 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
     return out
 
 
+def device_of(spec: CampaignSpec, arm_id: str) -> str:
+    return spec.runtime(spec.arm(arm_id).runtime).device
+
+
+def device_limit_name(device: str) -> str:
+    return artifact_key("device", device)
+
+
+def ensure_device_limits(spec: CampaignSpec) -> list[str]:
+    """One global concurrency limit of 1 per device, created before any arm asks for it."""
+    from prefect.client.orchestration import get_client
+
+    names = sorted({device_limit_name(r.device) for r in spec.runtimes})
+    with get_client(sync_client=True) as client:
+        for name in names:
+            client.upsert_global_concurrency_limit_by_name(name, 1)
+    return names
+
+
+def _schedule(item: QueueItem) -> list[tuple[int, str]]:
+    """Interleaved repeats: A B A B ..., so that drift hits both sides alike."""
+    return [(repeat, arm) for repeat in range(item.repeats) for arm in item.arms]
+
+
 def run_item(
-    store: Store, spec: CampaignSpec, campaign_id: int, item: QueueItem, workdir: str, overrides: dict[str, Any] | None = None
+    store: Store,
+    spec: CampaignSpec,
+    campaign_id: int,
+    item: QueueItem,
+    workdir: str,
+    overrides: dict[str, Any] | None = None,
+    fresh: bool = False,
+    retries: int = 0,
 ) -> ItemState:
+    """Run every (repeat, arm) of an item; arms on different devices run side by side.
+
+    Without `fresh` (a run or a resume), an arm whose newest attempt for this item is done
+    is not run again, so a resumed item repeats nothing that was committed.
+    """
     store.set_item_state(campaign_id, item.key, ItemState.RUNNING)
     emit("item-start", item=item.key, title=item.title, arms=list(item.arms))
     merged = {**item.overrides, **(overrides or {})}
-    outcomes = []
-    for arm_id in item.arms:
-        outcomes.append(
-            arm_flow(
-                campaign_name=spec.campaign.name,
-                item_key=item.key,
-                arm_id=arm_id,
-                spec_json=spec.model_dump_json(by_alias=True),
-                store_url=store.url,
-                campaign_id=campaign_id,
-                overrides=merged,
-                workdir=workdir,
+    spec_json = spec.model_dump_json(by_alias=True)
+
+    def one(repeat: int, arm_id: str) -> dict[str, Any]:
+        if not fresh:
+            done = queue.finished_attempt(store, campaign_id, item.key, arm_id, repeat)
+            if done is not None:
+                return {"arm_id": arm_id, "state": AttemptState.DONE, "message": "", "attempt_id": done.id, "repeat": repeat}
+        outcome: dict[str, Any] = {}
+        for _ in range(max(retries, item.retries) + 1):
+            outcome = arm_flow(
+                campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
+                store_url=store.url, campaign_id=campaign_id, overrides=merged, workdir=workdir, repeat=repeat,
+                device_limit=device_limit_name(device_of(spec, arm_id)),
             )
-        )
+            if outcome["state"] != AttemptState.FAILED:
+                break
+        return outcome
+
+    lanes: dict[str, list[tuple[int, str]]] = {}
+    for repeat, arm_id in _schedule(item):
+        lanes.setdefault(device_of(spec, arm_id), []).append((repeat, arm_id))
+    if len(lanes) == 1:
+        outcomes = [one(r, a) for r, a in next(iter(lanes.values()))]
+    else:
+        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="device") as pool:
+            futures = [pool.submit(lambda lane=lane: [one(r, a) for r, a in lane]) for lane in lanes.values()]
+            outcomes = [o for f in futures for o in f.result()]
     blocked = [o for o in outcomes if o["state"] == AttemptState.BLOCKED]
     failed = [o for o in outcomes if o["state"] == AttemptState.FAILED]
     if blocked:
@@ -94,19 +145,41 @@ def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign"
             if item_row.state == ItemState.BLOCKED:
                 store.set_item_state(campaign_id, item_row.key, ItemState.PENDING, "re-checking a blocked item")
     Path(workdir).mkdir(parents=True, exist_ok=True)
+    ensure_device_limits(spec)
     emit("campaign-start", name=spec.campaign.name, items=len(spec.queue))
+    publish(store, spec.campaign.name)
     while True:
         item = queue.next_item(store, spec, campaign_id)
         if item is None:
             break
         run_item(store, spec, campaign_id, item, workdir)
         compute_verdicts(store, spec, campaign_id)
+        publish(store, spec.campaign.name)
     for key, reason in queue.waiting_reasons(store, spec, campaign_id).items():
         store.set_item_state(campaign_id, key, ItemState.PENDING, reason)
     verdicts = compute_verdicts(store, spec, campaign_id)
+    publish(store, spec.campaign.name)
     emit("campaign-done", name=spec.campaign.name)
     return {
         "campaign": spec.campaign.name,
         "items": {r.key: str(r.state) for r in store.items(campaign_id)},
         "verdicts": {v.gate_id: str(v.verdict) for v in verdicts},
     }
+
+
+@flow(name="rerun", flow_run_name="rerun {item_key}", log_prints=False, persist_result=False)
+def rerun_flow(campaign_path: str, store_url: str, item_key: str, overrides: dict[str, Any], workdir: str = ".campaign") -> dict[str, Any]:
+    """A new attempt of a finished item with overrides; older attempts stay as history and
+    the newest is what verdicts read."""
+    spec = load_campaign(campaign_path)
+    store = Store(store_url)
+    row = queue.register(store, spec, campaign_path)
+    campaign_id = row.id
+    assert campaign_id is not None
+    item = spec.item(item_key)
+    ensure_device_limits(spec)
+    store.log_event(campaign_id, "rerun", json.dumps(overrides, sort_keys=True), item_key)
+    state = run_item(store, spec, campaign_id, item, workdir, overrides=overrides, fresh=True)
+    verdicts = compute_verdicts(store, spec, campaign_id)
+    publish(store, spec.campaign.name)
+    return {"item": item_key, "state": str(state), "verdicts": {v.gate_id: str(v.verdict) for v in verdicts}}

@@ -22,6 +22,7 @@ class StoreSink:
     probe: str
     simulated: bool
     default_context: int = 0
+    repeat: int = 0
 
     def measurement(
         self,
@@ -42,6 +43,7 @@ class StoreSink:
                 probe_run_id=self.probe_run_id,
                 item_key=self.item_key,
                 arm_id=self.arm_id,
+                repeat=self.repeat,
                 probe=self.probe,
                 scenario=scenario,
                 mode=str(mode),

@@ -110,6 +110,7 @@ def stop_server(workdir: Path) -> bool:
         pid_file.unlink()
         return False
     for _ in range(50):
+        _reap(pid)
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
@@ -122,6 +123,15 @@ def stop_server(workdir: Path) -> bool:
             pass
     pid_file.unlink(missing_ok=True)
     return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the server is our own child (it is when `ensure_ui`
+    ran in this process), so a dead server does not linger as a zombie."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
 
 
 def write_profile(api_url: str) -> None:

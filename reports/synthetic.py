@@ -64,7 +64,7 @@ def spec_dict(o: Options) -> dict[str, Any]:
             recipe.update(speculative=True, draft="draft-0.5b")
         arms.append({
             "id": aid, "model": "m", "quant": "q8" if i % 4 == 3 else "q4", "runtime": "sim" if i % 2 == 0 else "real",
-            "context": 32768, "class": "agent" if i % 5 else "batch", "group": f"group {i % 3}{h}", "recipe": recipe,
+            "context": max(32768, *o.decode_contexts), "class": "agent" if i % 5 else "batch", "group": f"group {i % 3}{h}", "recipe": recipe,
             "description": f"arm {aid}{h}",
         })
     return {

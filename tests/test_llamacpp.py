@@ -240,10 +240,13 @@ def test_cache_probe_reuse_comes_from_timings_cache_n(llama_server: LlamaServer)
     reuse = by_scenario(sink, "reuse")
     assert set(reuse) == {"cold", "identical", "append", "tool_turn", "middle_mutation"}
     assert {m["source"] for m in reuse.values()} == {"timings.cache_n"}
+    expected = by_scenario(sink, "expected_reuse")
     assert reuse["identical"]["value"] >= 0.9
-    assert reuse["append"]["value"] >= 0.6
-    assert reuse["tool_turn"]["value"] >= 0.6
     assert reuse["cold"]["value"] <= 0.1
+    for scenario in ("append", "tool_turn"):  # the primed conversation is a prefix of the probe
+        assert reuse[scenario]["value"] >= expected[scenario]["value"] - 0.1, (scenario, reuse, expected)
+    # middle_mutation is only printed, not bounded: this model's sliding-window layers
+    # let llama.cpp roll back only to its last context checkpoint before the change
     prompt = by_scenario(sink, "prompt_tokens")["identical"]["value"]
     assert 250 <= prompt <= 450  # ~256 words and the chat template
     # the counters agree: the server's own tally of cached prompt tokens moved

@@ -1,0 +1,50 @@
+"""Prefect artifacts: the queue as a table, a markdown verdict per gate, a link to the report.
+
+Artifacts are how the Prefect UI shows the campaign; they are observations of the store,
+so a failure to publish one is logged and never breaks a measurement.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from campaign.summary import summarize
+from campaign.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def artifact_key(*parts: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
+    key = "-".join(re.sub(r"[^a-z0-9]+", "-", p.lower()).strip("-") for p in parts if p)
+    return re.sub(r"-+", "-", key).strip("-") or "campaign"
+
+
+def publish(store: Store, name: str) -> None:
+    try:
+        from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+        s = summarize(store, name)
+        table = [
+            {"#": i, "item": it.title, "arms": "/".join(it.arms), "gate": it.gate or "", "state": it.state, "attempts": it.attempts, "note": it.reason}
+            for i, it in enumerate(s.items, 1)
+        ]
+        create_table_artifact(table=table, key=artifact_key(name, "queue"), description=f"Campaign queue of {s.title}")
+        for gate in s.gates:
+            if gate.verdict == "pending":
+                continue
+            arms = "/".join(gate.subjects) + (f" vs {'/'.join(gate.baseline)}" if gate.baseline else "")
+            md = f"### Gate {gate.id}: {gate.title}\n\n**{gate.verdict}** ({arms})\n\n{gate.reason}\n"
+            create_markdown_artifact(markdown=md, key=artifact_key(name, "gate", gate.id), description=f"{gate.id}: {gate.verdict}")
+    except Exception as exc:  # observation only
+        log.warning("could not publish Prefect artifacts: %s", exc)
+
+
+def publish_report_link(name: str, index_path: str) -> None:
+    try:
+        from prefect.artifacts import create_link_artifact
+
+        create_link_artifact(link=f"file://{index_path}", link_text="HTML verdict report", key=artifact_key(name, "report"))
+    except Exception as exc:
+        log.warning("could not publish the report link: %s", exc)

@@ -1,0 +1,292 @@
+"""The static report, on a store built by hand (reports.synthetic): pages for every gate
+and arm, escaping of hostile text everywhere, the coverage matrix, agent-load charts, raw
+records, self-contained charts, export and the `ui` command's server handling."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from campaign.store import MeasurementRow, Store
+from reports import charts, coverage, prefect_ui, synthetic
+from reports.data import load, load_measurements, page_names
+from reports.site import write_site
+
+HOSTILE = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Path, synthetic.Options]:
+    root = tmp_path_factory.mktemp("report")
+    store = Store(f"sqlite:///{root / 'c.db'}")
+    opts = synthetic.Options(hostile=HOSTILE, answer=f"{HOSTILE} the answer", served_suffix=HOSTILE)
+    cid = synthetic.build(store, opts)
+    # a scenario name from the store ends up as a chart category and a coverage column
+    att = store.attempts(cid, "cache", "A0")[-1]
+    run = store.probe_runs(att.id)[0]
+    store.add(MeasurementRow(campaign_id=cid, attempt_id=att.id, probe_run_id=run.id, item_key="cache", arm_id="A0",
+                             probe="cache-probe", scenario=HOSTILE, mode="canonical", context=32768, metric="reuse",
+                             value=0.5, unit="ratio", simulated=True))
+    index = write_site(store, None, root / "site")
+    return store, index.parent, opts
+
+
+def _pages(site: Path) -> list[Path]:
+    return sorted(site.rglob("*.html"))
+
+
+def test_a_page_for_every_gate_and_arm(built: tuple[Store, Path, synthetic.Options]) -> None:
+    store, site, _ = built
+    data = load(store)
+    index = (site / "index.html").read_text()
+    for gate in data.summary.gates:
+        page = site / "gates" / f"{data.gate_pages[gate.id]}.html"
+        assert page.exists(), gate.id
+        assert f'href="gates/{data.gate_pages[gate.id]}.html"' in index
+    for arm in data.arms:
+        assert (site / "arms" / f"{data.arm_pages[arm.arm_id]}.html").exists(), arm.arm_id
+    # "spec" and "Spec" are different gates: neither page overwrites the other
+    assert {"spec.html", "spec-2.html"} <= {p.name for p in (site / "gates").iterdir()}
+    assert len(_pages(site)) == 1 + len(data.summary.gates) + len(data.arms)
+
+
+def test_hostile_text_is_escaped_in_every_page(built: tuple[Store, Path, synthetic.Options]) -> None:
+    _, site, _ = built
+    for page in _pages(site):
+        html = page.read_text()
+        assert HOSTILE not in html, page
+        assert "<script" not in html.lower(), page  # the report runs no script at all
+        assert ESCAPED in html, f"{page}: the campaign title should appear, escaped"
+    arm = (site / "arms" / "a0.html").read_text()
+    assert f"{ESCAPED} the answer" in arm  # a model's answer
+    assert f"m-q4{ESCAPED}" in arm  # the served model name the server reported
+    index = (site / "index.html").read_text()
+    assert f"<title>Synthetic campaign{ESCAPED}</title>" in index
+    # inside the SVG: the scenario from the store is an escaped chart label
+    svg = re.search(r'<svg[^>]*id="chart-reuse-scenario".*?</svg>', index, re.S)
+    assert svg and ESCAPED in svg.group(0)
+
+
+def test_pages_reference_nothing_outside(built: tuple[Store, Path, synthetic.Options]) -> None:
+    _, site, _ = built
+    for page in _pages(site):
+        html = page.read_text()
+        for ref in re.findall(r'(?:href|src)\s*=\s*"([^"]*)"', html):
+            assert "//" not in ref and not ref.startswith(("data:", "javascript:")), (page, ref)
+            if not ref.startswith("#"):
+                assert (page.parent / ref).resolve().exists(), (page, ref)
+        assert "@import" not in html and "url(" not in html, page
+        assert "Content-Security-Policy" in html
+
+
+def test_charts_are_inline_svg_without_external_references() -> None:
+    svg = charts.bar_chart(
+        "t", HOSTILE, ["a", HOSTILE], [charts.Series("canonical", [1.0, 2.0]), charts.Series("greedy", [1.5, None], mode="greedy")],
+        x_title="arm", y_title="decode (tok/s)",
+    )
+    assert str(svg).startswith("<svg") and charts.external_references(str(svg)) == []
+    assert HOSTILE not in svg and ESCAPED in svg
+    assert "decode (tok/s)" in svg and "rgba(47,111,176,0.35)" in svg  # unit on the axis; greedy dimmed
+    assert 'id="chart-t"' in svg  # fixed ids: two renders of one store are equal
+    assert charts.bar_chart("e", "nothing", [], [], x_title="x", y_title="y").startswith('<p class="empty">')
+
+
+def test_coverage_matrix_cells(built: tuple[Store, Path, synthetic.Options]) -> None:
+    store, _, _ = built
+    cov = coverage.build(load(store))
+    keys = [c.key for c in cov.columns]
+    rows = {r.arm_id: dict(zip(keys, r.cells, strict=True)) for r in cov.rows}
+    assert rows["A0"]["scenario:identical"].state == "canonical"
+    assert rows["A0"]["scenario:identical"].text.startswith("canonical · 1.0")
+    assert rows["A2"]["scenario:append"].state == "greedy"  # greedy-only cache probing
+    assert rows["A2"]["scenario:append"].text.startswith("greedy only")
+    assert rows["A4"]["scenario:cold"].state == "none"  # blocked: not run, and says why
+    assert "blocked" in rows["A4"]["scenario:cold"].title
+    assert rows["A4"]["context:4096"].state == "none"
+    assert rows["A0"]["probe:cache-ceiling"].state == "planned"  # a pending item will measure it
+    assert rows["A2"]["probe:cache-ceiling"].state == "none"
+    assert rows["A0"]["probe:decode"].state == "canonical"
+    assert rows["A0"]["spec"].state == "off"
+    assert rows["A1"]["spec"].state == "canonical" and "accept 0.80" in rows["A1"]["spec"].text
+    assert rows["A0"]["context:32768"].state == "canonical"
+    assert rows["A0"]["probe:agent-load"].state == "canonical"
+
+
+def test_fast_loader_agrees_with_the_store(built: tuple[Store, Path, synthetic.Options]) -> None:
+    store, _, _ = built
+    cid = store.campaign().id
+    for latest in (True, False):
+        mine = load_measurements(store, cid, latest_only=latest).sort_values("id").reset_index(drop=True)
+        theirs = store.measurements_frame(cid, latest_only=latest).sort_values("id").reset_index(drop=True)
+        assert len(mine) == len(theirs) > 0
+        pd.testing.assert_frame_equal(mine[list(theirs.columns)], theirs, check_dtype=False)
+
+
+def test_agent_load_charts_and_their_absence(built: tuple[Store, Path, synthetic.Options]) -> None:
+    _, site, _ = built
+    a0 = (site / "arms" / "a0.html").read_text()
+    assert "TTFT per turn, per conversation" in a0 and "Queue depth during the load" in a0
+    assert "conversation 3" in a0 and "single stream (baseline)" in a0
+    assert "TTFT (s)" in a0 and "requests" in a0
+    assert "no agent-load measured" in (site / "arms" / "a1.html").read_text()
+
+
+def test_raw_records_beside_the_arm_page(built: tuple[Store, Path, synthetic.Options]) -> None:
+    _, site, opts = built
+    a0 = (site / "arms" / "a0.html").read_text()
+    assert 'href="a0.requests.jsonl"' in a0
+    lines = (site / "arms" / "a0.requests.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert records and all(r["arm"] == "A0" for r in records)
+    assert records[0]["record"]["text"] == opts.answer  # the same JSON, "<" written as \u003c
+    assert "<" not in "".join(lines)
+    assert {r["probe"] for r in records} == {"cache-probe", "decode", "agent-load"}
+
+
+def test_gate_page_shows_reason_evidence_arms_chart_history(built: tuple[Store, Path, synthetic.Options]) -> None:
+    _, site, _ = built
+    spec = (site / "gates" / "spec.html").read_text()
+    assert "decode_tps: A1 +150% vs A0" in spec
+    assert "gains.A1" in spec and "values.A0" in spec  # evidence, flattened
+    assert 'id="chart-gate-spec"' in spec and "decode_tps (tok/s)" in spec
+    assert "baseline" in spec and "subject" in spec
+    cache = (site / "gates" / "cache.html").read_text()
+    assert cache.count('class="v-pending"') >= 1 and cache.count('class="v-pass"') >= 2  # history kept
+    assert "server exited before healthy" in cache  # the failed attempt of its arm
+    assert "span workload classes" in spec  # A0 batch vs A1 agent
+
+
+def test_export_csv_round_trip(built: tuple[Store, Path, synthetic.Options], tmp_path: Path) -> None:
+    from reports.export import export
+
+    store, _, opts = built
+    cid = store.campaign().id
+    paths = export(store, cid, tmp_path, "csv")
+    assert sorted(p.name for p in paths) == ["measurements.csv", "samples.csv", "verdicts.csv"]
+    back = pd.read_csv(tmp_path / "measurements.csv", keep_default_na=False)
+    frame = load_measurements(store, cid, latest_only=False)
+    assert len(back) == len(frame)
+    assert back.sort_values("id")["value"].tolist() == pytest.approx(frame.sort_values("id")["value"].tolist())
+    counted = set(load_measurements(store, cid)["id"])
+    assert set(back.loc[back["counts"], "id"]) == counted
+    samples = pd.read_csv(tmp_path / "samples.csv")
+    assert len(samples) == opts.counts["samples"] and set(samples["series"]) == {"queue_depth", "slots_busy"}
+    assert set(samples["arm_id"]) == {"A0"}
+    verdicts = pd.read_csv(tmp_path / "verdicts.csv")
+    assert list(verdicts["gate_id"]).count("cache") == 2
+
+
+def _cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
+    from campaign import cli
+
+    monkeypatch.setattr(sys, "argv", ["campaign", *argv])
+    try:
+        cli.main()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_export_command(built: tuple[Store, Path, synthetic.Options], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    store, _, _ = built
+    db = store.url.removeprefix("sqlite:///")
+    assert _cli(monkeypatch, "export", "--format", "csv", "--out", str(tmp_path / "x"), "--db", db, "--campaign", "synthetic") == 0
+    assert (tmp_path / "x" / "measurements.csv").exists()
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if not installed
+    assert _cli(monkeypatch, "export", "--format", "parquet", "--out", str(tmp_path / "y"), "--db", db) == 2
+    assert "needs pyarrow" in capsys.readouterr().err
+    assert not (tmp_path / "y" / "measurements.parquet").exists()
+    assert _cli(monkeypatch, "export", "--format", "xlsx", "--db", db) == 2
+
+
+def test_page_names_never_collide() -> None:
+    names = page_names(["A", "a", "a.b", "a-b", "Z"])
+    assert names == {"A": "a", "a": "a-2", "a.b": "a-b", "a-b": "a-b-2", "Z": "z"}
+
+
+# -- campaign ui: find or start a server -----------------------------------------------
+
+
+class _Health(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200 if self.path == "/api/health" else 404)
+        self.end_headers()
+        self.wfile.write(b"true")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def health_server() -> str:
+    server = HTTPServer(("127.0.0.1", 0), _Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/api"
+    server.shutdown()
+    server.server_close()
+
+
+def test_ui_uses_a_configured_server(health_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", health_server)
+    result = prefect_ui.ensure_ui(tmp_path, write_config=False)
+    assert (result.started, result.api_url) == (False, health_server)
+    assert result.ui_url == health_server.removesuffix("/api") + "/"
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    with pytest.raises(prefect_ui.UiError, match="no Prefect server answers"):
+        prefect_ui.ensure_ui(tmp_path, write_config=False)
+
+
+def test_ui_starts_a_server_in_the_background_and_stops_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "fake_server.py"
+    script.write_text(
+        "import sys\nfrom http.server import BaseHTTPRequestHandler, HTTPServer\n"
+        "class H(BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n        self.send_response(200); self.end_headers(); self.wfile.write(b'true')\n"
+        "    def log_message(self, *a): pass\n"
+        "print('fake prefect server up', flush=True)\n"
+        f"HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n"
+    )
+    monkeypatch.setattr(prefect_ui, "configured_api_url", lambda: None)
+    api = f"http://127.0.0.1:{port}/api"
+    result = prefect_ui.ensure_ui(tmp_path / "work", write_config=False, command=[sys.executable, str(script)], api_url=api)
+    try:
+        assert result.started and result.pid and prefect_ui.healthy(api)
+        assert "fake prefect server up" in (tmp_path / "work" / "prefect-server.log").read_text()
+        again = prefect_ui.ensure_ui(tmp_path / "work", write_config=False, command=["false"], api_url=api)
+        assert not again.started  # found, not started twice
+    finally:
+        assert prefect_ui.stop_server(tmp_path / "work")
+    assert not prefect_ui.healthy(api)
+    assert prefect_ui.server_command(port=4300)[-4:] == ["--host", "127.0.0.1", "--port", "4300"]
+    assert "--analytics-off" in prefect_ui.server_command()
+
+
+def test_ui_writes_the_api_url_into_the_prefect_profile(health_server: str, tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    port = health_server.split(":")[2].split("/")[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    out = subprocess.run(
+        [sys.executable, "-c", "from campaign.cli import main; main()", "ui", "--port", port, "--workdir", str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "already answers" in out.stdout and f"http://127.0.0.1:{port}/" in out.stdout
+    profiles = (tmp_path / "prefect-home" / "profiles.toml").read_text()
+    assert f'PREFECT_API_URL = "{health_server}"' in profiles
