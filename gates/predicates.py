@@ -97,11 +97,68 @@ def pct(value: float) -> str:
 class RelativeParams(Selector):
     min_gain: float = Field(description="minimum relative gain, 0.10 = +10%")
     higher_is_better: bool = True
+    also_metric: str | None = Field(default=None, description="the gain must also show on this metric")
+    also_probe: str | None = None
+    also_scenario: str | None = None
+    also_min_gain: float = 0.0
+    also_higher_is_better: bool = True
+
+
+def gain(value: float, base: float, higher_is_better: bool) -> float:
+    return (value - base) / base if higher_is_better else (base - value) / base
+
+
+def per_repeat(rows: pd.DataFrame, sel: Selector, arm: str) -> dict[int, float]:
+    """Median per interleaved repeat, for paired intervals."""
+    if rows.empty or "repeat" not in rows:
+        return {}
+    mask = (rows["arm_id"] == arm) & (rows["metric"] == sel.metric)
+    if sel.probe:
+        mask &= rows["probe"] == sel.probe
+    if sel.scenario:
+        mask &= rows["scenario"] == sel.scenario
+    if sel.context is not None:
+        mask &= rows["context"] == sel.context
+    if sel.scenario != "summary":
+        mask &= rows["trial"] >= 0
+    return {int(r): float(v.median()) for r, v in rows.loc[mask].groupby("repeat")["value"]}
+
+
+def paired_interval(rows: pd.DataFrame, sel: Selector, arm: str, base_arm: str, higher_is_better: bool) -> tuple[float, float] | None:
+    """Range of the gain over repeats run interleaved (A B A B ...); None with < 2 pairs."""
+    a, b = per_repeat(rows, sel, arm), per_repeat(rows, sel, base_arm)
+    pairs = [gain(a[r], b[r], higher_is_better) for r in sorted(set(a) & set(b)) if b[r]]
+    if len(pairs) < 2:
+        return None
+    if len(pairs) >= 10:
+        return percentile_pair(pairs)
+    return min(pairs), max(pairs)
+
+
+def percentile_pair(values: list[float]) -> tuple[float, float]:
+    data = sorted(values)
+    lo = data[int(0.1 * (len(data) - 1))]
+    hi = data[int(round(0.9 * (len(data) - 1)))]
+    return lo, hi
+
+
+def span(values: list[float]) -> str:
+    """'+14-24%' for several subjects, '+14%' for one (the seed's style)."""
+    lo, hi = min(values), max(values)
+    if abs(hi - lo) < 0.005:
+        return pct(lo)
+    if lo * hi > 0:
+        small, large = sorted((abs(lo), abs(hi)))
+        return f"{'+' if lo > 0 else '-'}{small * 100:.0f}-{large * 100:.0f}%"
+    return f"{pct(lo)}..{pct(hi)}"
 
 
 @register("relative_improvement", RelativeParams)
 def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams) -> GateResult:
-    """Subjects must beat the baseline by at least `min_gain` on one metric (median)."""
+    """Subjects must beat the baseline by at least `min_gain` on one metric (median), and,
+    if `also_metric` is set, show at least `also_min_gain` there too ("decode +14-24%, but
+    no 10% of total time"). With interleaved repeats, a gain whose range over the repeats
+    straddles the threshold is inconclusive rather than a pass or a fail."""
     if not gate.baseline:
         return pending("relative_improvement needs a baseline arm")
     base_arm = gate.baseline[0]
@@ -110,22 +167,52 @@ def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams)
         return pending(f"no canonical {p.metric} for baseline {base_arm} yet")
     gains: dict[str, float] = {}
     values: dict[str, float] = {base_arm: base}
+    intervals: dict[str, tuple[float, float]] = {}
     for arm in gate.subjects:
         value = median_of(rows, p, arm)
         if value is None:
             return pending(f"no canonical {p.metric} for {arm} yet")
         values[arm] = value
-        gains[arm] = (value - base) / base if p.higher_is_better else (base - value) / base
+        gains[arm] = gain(value, base, p.higher_is_better)
+        interval = paired_interval(rows, p, arm, base_arm, p.higher_is_better)
+        if interval is not None:
+            intervals[arm] = interval
     ok = all(g >= p.min_gain for g in gains.values())
     sign = 1 if p.higher_is_better else -1
     parts = ", ".join(f"{arm} {fmt(values[arm])} ({pct(sign * g)})" for arm, g in gains.items())
     need = f"{pct(p.min_gain)} or more" if p.higher_is_better else f"{pct(-p.min_gain)} or lower"
     reason = f"{p.metric}: {parts} vs {base_arm} {fmt(base)}; needs {need}"
-    return GateResult(
-        verdict=Verdict.PASS if ok else Verdict.FAIL,
-        reason=reason,
-        evidence={"metric": p.metric, "baseline": base_arm, "values": values, "gains": gains, "min_gain": p.min_gain},
-    )
+    evidence: dict[str, Any] = {"metric": p.metric, "baseline": base_arm, "values": values, "gains": gains, "min_gain": p.min_gain}
+    if intervals:
+        evidence["intervals"] = {a: list(i) for a, i in intervals.items()}
+        straddle = [a for a, (lo, hi) in intervals.items() if lo < p.min_gain <= hi]
+        if straddle:
+            shown = ", ".join(f"{a} {pct(sign * intervals[a][0])}..{pct(sign * intervals[a][1])}" for a in straddle)
+            return GateResult(
+                verdict=Verdict.INCONCLUSIVE,
+                reason=f"{reason}; over interleaved repeats the gain ranges {shown}, straddling the threshold",
+                evidence=evidence,
+            )
+    if ok and p.also_metric:
+        also = Selector(metric=p.also_metric, probe=p.also_probe, scenario=p.also_scenario, context=p.context)
+        also_base = median_of(rows, also, base_arm)
+        if also_base is None or also_base == 0:
+            return pending(f"no canonical {p.also_metric} for baseline {base_arm} yet")
+        also_gains = {}
+        for arm in gate.subjects:
+            v = median_of(rows, also, arm)
+            if v is None:
+                return pending(f"no canonical {p.also_metric} for {arm} yet")
+            also_gains[arm] = gain(v, also_base, p.also_higher_is_better)
+        evidence["also"] = {"metric": p.also_metric, "gains": also_gains, "min_gain": p.also_min_gain}
+        also_sign = 1 if p.also_higher_is_better else -1
+        main = f"{p.metric} {span([sign * g for g in gains.values()])}"
+        seen = f"{p.also_metric} {span([also_sign * g for g in also_gains.values()])}"
+        if not all(g >= p.also_min_gain for g in also_gains.values()):
+            need_also = pct(also_sign * p.also_min_gain)
+            return GateResult(verdict=Verdict.FAIL, reason=f"{main}, but {seen} vs {base_arm}: no {need_also.lstrip('+-')} of {p.also_metric}", evidence=evidence)
+        reason = f"{main} and {seen} vs {base_arm}"
+    return GateResult(verdict=Verdict.PASS if ok else Verdict.FAIL, reason=reason, evidence=evidence)
 
 
 # -- threshold ------------------------------------------------------------------------
@@ -142,6 +229,7 @@ class ThresholdParams(Selector):
     op: Literal[">=", ">", "<=", "<"] = ">="
     value: float
     scenarios: list[str] = Field(default_factory=list, description="each must hold; empty = all rows together")
+    partial_scenarios: list[str] = Field(default_factory=list, description="reported beside, not required (partial allowed)")
 
 
 @register("threshold", ThresholdParams)
@@ -163,93 +251,24 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     shown = "; ".join(
         f"{arm} " + ", ".join(f"{k} {fmt(v)}" for k, v in vals.items()) for arm, vals in observed.items()
     )
+    partial: dict[str, dict[str, float]] = {}
+    for arm in gate.subjects:
+        for scen in p.partial_scenarios:
+            value = median_of(rows, p, arm, scen)
+            if value is not None:
+                partial.setdefault(scen, {})[arm] = value
     if failures:
         reason = f"{p.metric} misses {p.op} {fmt(p.value)}: {', '.join(failures)} ({shown})"
     else:
         reason = f"{p.metric} {p.op} {fmt(p.value)} holds: {shown}"
+    for scen, vals in partial.items():
+        lo, hi = min(vals.values()), max(vals.values())
+        reason += f"; {scen} partial ({fmt(lo)}-{fmt(hi)})" if hi - lo > 0.005 else f"; {scen} partial ({fmt(lo)})"
     return GateResult(
         verdict=Verdict.FAIL if failures else Verdict.PASS,
         reason=reason,
-        evidence={"metric": p.metric, "op": p.op, "threshold": p.value, "observed": observed},
+        evidence={"metric": p.metric, "op": p.op, "threshold": p.value, "observed": observed, "partial": partial},
     )
 
 
-# -- attribution: which mechanism earned the win ---------------------------------------------
-
-
-class AttributionParams(_Params):
-    claim: Literal["cache", "slots"] = Field(description="the mechanism credited with the win")
-    metric: str = "ttft_later_median_s"
-    probe: str = "agent-load"
-    lower_is_better: bool = True
-    min_gain: float = Field(default=0.2, description="the win must be at least this large to credit anything")
-    counter_scenario: str = "load"
-    min_hits: int = Field(default=1, ge=1)
-
-
-def _counter(rows: pd.DataFrame, arm: str, metric: str, probe: str, scenario: str) -> float | None:
-    if rows.empty:
-        return None
-    mask = (rows["arm_id"] == arm) & (rows["metric"] == metric) & (rows["probe"] == probe) & (rows["scenario"] == scenario)
-    values = rows.loc[mask, "value"]
-    return None if values.empty else float(values.sum())
-
-
-@register("attribution", AttributionParams)
-def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> GateResult:
-    """Credit the prefix cache only if it actually hit (seed 000: "the win was four slots,
-    not the prefix cache" -- 32 lookups, 32 misses)."""
-    if not gate.baseline:
-        return pending("attribution needs a baseline arm")
-    subject, base_arm = gate.subjects[0], gate.baseline[0]
-    sel = Selector(metric=p.metric, probe=p.probe, scenario="summary")
-    s_val = _summary(rows, sel, subject)
-    b_val = _summary(rows, sel, base_arm)
-    if s_val is None or b_val is None or b_val == 0:
-        missing = subject if s_val is None else base_arm
-        return pending(f"no canonical {p.metric} for {missing} yet")
-    gain = (b_val - s_val) / b_val if p.lower_is_better else (s_val - b_val) / b_val
-    hits = _counter(rows, subject, "cache_hits", p.probe, p.counter_scenario)
-    lookups = _counter(rows, subject, "cache_lookups", p.probe, p.counter_scenario)
-    base_hits = _counter(rows, base_arm, "cache_hits", p.probe, p.counter_scenario)
-    base_lookups = _counter(rows, base_arm, "cache_lookups", p.probe, p.counter_scenario)
-    evidence = {
-        "metric": p.metric, "subject": subject, "baseline": base_arm, "values": {subject: s_val, base_arm: b_val},
-        "gain": gain, "cache_hits": {subject: hits, base_arm: base_hits}, "cache_lookups": {subject: lookups, base_arm: base_lookups},
-        "claim": p.claim,
-    }
-    head = f"{subject} {p.metric} {fmt(s_val)} vs {base_arm} {fmt(b_val)} ({pct(-gain if p.lower_is_better else gain)})"
-    if gain < p.min_gain:
-        return GateResult(verdict=Verdict.FAIL, reason=f"{head}: no win of {pct(p.min_gain)} to credit to anything", evidence=evidence)
-    if hits is None or lookups is None:
-        return GateResult(
-            verdict=Verdict.INCONCLUSIVE,
-            reason=f"{head}, but {subject} reports no cache counters: cannot tell the cache from the slots",
-            evidence=evidence,
-        )
-    counters = f"cache {int(hits)} hits in {int(lookups)} lookups"
-    if p.claim == "cache":
-        if hits >= p.min_hits:
-            return GateResult(verdict=Verdict.PASS, reason=f"{head}; {counters}: the cache did work", evidence=evidence)
-        return GateResult(
-            verdict=Verdict.FAIL,
-            reason=f"{head}, but {counters}: the win was the slots, not the prefix cache",
-            evidence=evidence,
-        )
-    if hits < p.min_hits:
-        return GateResult(verdict=Verdict.PASS, reason=f"{head} with {counters}: slot affinity did the work", evidence=evidence)
-    return GateResult(
-        verdict=Verdict.INCONCLUSIVE,
-        reason=f"{head}; {counters}: slots and cache both worked, the win cannot be credited to slots alone",
-        evidence=evidence,
-    )
-
-
-def _summary(rows: pd.DataFrame, sel: Selector, arm: str) -> float | None:
-    if rows.empty:
-        return None
-    mask = (rows["arm_id"] == arm) & (rows["metric"] == sel.metric) & (rows["scenario"] == "summary")
-    if sel.probe:
-        mask &= rows["probe"] == sel.probe
-    values = rows.loc[mask, "value"]
-    return None if values.empty else float(values.median())
+from gates import library  # noqa: E402,F401  (registers the rest of the built-in predicates)

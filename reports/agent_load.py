@@ -45,16 +45,24 @@ def _parse(scenario: str) -> tuple[str, int] | None:
     return None
 
 
-def runs(store: Store, frame: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[AgentLoadRun]:
-    """Charts for every agent-load probe run of the arm in the latest measurements."""
+def ttft_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The per-turn TTFT rows of every agent-load run (selected once for all arm pages)."""
     if frame.empty:
+        return frame
+    mask = (frame["probe"] == ProbeName.AGENT_LOAD.value) & (frame["metric"] == "ttft_s") & (frame["trial"] >= 0)
+    return frame[mask]
+
+
+def runs(store: Store, ttft: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[AgentLoadRun]:
+    """Charts for every agent-load probe run of the arm; `ttft` comes from `ttft_rows`."""
+    if ttft.empty:
         return []
-    rows = frame[(frame["arm_id"] == arm_id) & (frame["probe"] == ProbeName.AGENT_LOAD.value) & (frame["metric"] == "ttft_s") & (frame["trial"] >= 0)]
+    rows = ttft[ttft["arm_id"] == arm_id]
     if rows.empty:
         return []
     samples = _samples_by_run(store.samples(sorted(set(rows["probe_run_id"]))))
     out: list[AgentLoadRun] = []
-    for (run_id, context, item), part in rows.groupby(["probe_run_id", "context", "item_key"], sort=True):
+    for (run_id, context, item), part in rows.groupby(["probe_run_id", "context", "item_key"], sort=True, observed=True):
         modes = canonical_first(sorted(set(part["mode"])))
         segments = _segments(samples.get(int(run_id), []), len(modes))
         for n, mode in enumerate(modes):

@@ -73,7 +73,7 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
         identity=identity,
         flags=[f.message for f in data.summary.flags if f.arm_id == aid],
         probes=_probe_tables(data, aid),
-        agent_load=agent_load.runs(store, data.frame, aid, f"arm-{data.arm_pages[aid]}"),
+        agent_load=agent_load.runs(store, data.agent_ttft, aid, f"arm-{data.arm_pages[aid]}"),
         raw_file=raw.files.get(aid),
         raw_count=raw.counts.get(aid, 0),
         answers=raw.answers.get(aid, []),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from campaign.states import ItemState, Mode, ProbeName
@@ -75,12 +76,19 @@ def context_label(tokens: int) -> str:
 def _modes_index(frame: pd.DataFrame, keys: list[str]) -> dict[tuple, set[str]]:
     if frame.empty:
         return {}
-    present = frame[[*keys, "mode"]].drop_duplicates()
+    present = frame.groupby([*keys, "mode"], observed=True).size().index
     out: dict[tuple, set[str]] = {}
-    for row in present.itertuples(index=False):
+    for row in present:
         *key, mode = row
-        out.setdefault(tuple(key), set()).add(mode)
+        out.setdefault(tuple(_py(k) for k in key), set()).add(str(mode))
     return out
+
+
+def _py(value: object) -> int | str:
+    """numpy integers to int (contexts), everything else to str (category values)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    return str(value)
 
 
 def _state(modes: set[str] | None, planned: bool) -> str:
@@ -208,7 +216,7 @@ def _acceptance(frame: pd.DataFrame) -> dict[str, float]:
     if frame.empty:
         return {}
     rows = frame[frame["metric"].isin(["accepted_tokens", "draft_tokens"]) & (frame["mode"] == Mode.CANONICAL.value)]
-    sums = rows.groupby(["arm_id", "metric"])["value"].sum().unstack(fill_value=0.0)
+    sums = rows.groupby(["arm_id", "metric"], observed=True)["value"].sum().unstack(fill_value=0.0)
     out: dict[str, float] = {}
     if {"accepted_tokens", "draft_tokens"} <= set(sums.columns):
         for arm_id, row in sums.iterrows():

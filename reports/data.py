@@ -41,29 +41,39 @@ _LATEST_CLAUSE = """
 """
 
 
-def load_measurements(store: Store, campaign_id: int, latest_only: bool = True) -> pd.DataFrame:
+TEXT_COLUMNS = ("item_key", "arm_id", "probe", "scenario", "mode", "metric", "unit", "source")
+REPORT_COLUMNS = ["id", "probe_run_id", "item_key", "arm_id", "probe", "scenario", "mode", "context", "trial", "metric", "value", "unit", "source", "simulated"]
+
+
+def load_measurements(
+    store: Store, campaign_id: int, latest_only: bool = True, *, columns: list[str] | None = None, categorical: bool = False
+) -> pd.DataFrame:
     """The same rows as `Store.measurements_frame`, read with one SQL query into pandas.
 
     `latest_only` keeps what verdicts read: rows of the newest finished attempt per
     (item, arm), from probe runs that completed. tests/test_report.py checks that this
-    and the store's own method agree.
+    and the store's own method agree. `categorical` stores the text columns as pandas
+    categories: comparisons and groupbys on them are then integer work, which is most of
+    what makes a 200,000-row report fast (pandas' default string arrays are not).
     """
-    columns = ", ".join(f"m.{c}" for c in MEASUREMENT_COLUMNS)
-    sql = _LATEST_SQL.format(columns=columns, latest=_LATEST_CLAUSE if latest_only else "")
+    wanted = columns or MEASUREMENT_COLUMNS
+    sql = _LATEST_SQL.format(columns=", ".join(f"m.{c}" for c in wanted), latest=_LATEST_CLAUSE if latest_only else "")
     params: dict[str, Any] = {"cid": campaign_id}
     if latest_only:
         params |= {"run_done": ProbeRunState.DONE.value, "attempt_done": AttemptState.DONE.value}
     with store.engine.connect() as conn:
         frame = pd.read_sql(text(sql), conn, params=params)
-    frame.columns = MEASUREMENT_COLUMNS
-    if frame.empty:
-        return frame
+    frame.columns = wanted
     for col in ("id", "campaign_id", "attempt_id", "probe_run_id", "context", "trial"):
-        frame[col] = frame[col].astype("int64")
-    frame["value"] = frame["value"].astype(float)
-    frame["simulated"] = frame["simulated"].astype(bool)
-    for col in ("scenario", "unit", "source", "mode", "probe", "metric", "arm_id", "item_key"):
-        frame[col] = frame[col].fillna("").astype(str)
+        if col in frame:
+            frame[col] = frame[col].astype("int64")
+    if "value" in frame:
+        frame["value"] = frame["value"].astype(float)
+    if "simulated" in frame:
+        frame["simulated"] = frame["simulated"].astype(bool)
+    for col in TEXT_COLUMNS:
+        if col in frame:
+            frame[col] = frame[col].fillna("").astype("category" if categorical else str)
     return frame
 
 
@@ -72,10 +82,10 @@ def cell_stats(frame: pd.DataFrame) -> pd.DataFrame:
     source), with whether any row was simulated: the tables on every page."""
     if frame.empty:
         return pd.DataFrame(columns=[*STAT_KEYS, "median", "min", "max", "count", "simulated"])
-    grouped = frame.groupby(STAT_KEYS, dropna=False, sort=True)
+    grouped = frame.groupby(STAT_KEYS, dropna=False, sort=True, observed=True)
     stats = grouped["value"].agg(["median", "min", "max", "count"])
     stats["simulated"] = grouped["simulated"].max()
-    return stats.reset_index()
+    return _plain(stats.reset_index())
 
 
 def cell_medians(frame: pd.DataFrame) -> pd.DataFrame:
@@ -84,7 +94,16 @@ def cell_medians(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=[*CELL_KEYS, "value"])
     rows = frame[frame["trial"] >= 0]
-    return rows.groupby(CELL_KEYS, sort=True)["value"].median().reset_index()
+    return _plain(rows.groupby(CELL_KEYS, sort=True, observed=True)["value"].median().reset_index())
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Small aggregated tables go back to plain text columns, so pages can compare and
+    sort them without tripping over category semantics."""
+    for col in frame.columns:
+        if isinstance(frame[col].dtype, pd.CategoricalDtype):
+            frame[col] = frame[col].astype(str)
+    return frame
 
 
 def page_names(ids: list[str]) -> dict[str, str]:
@@ -117,10 +136,15 @@ class ReportData:
     verdicts: dict[str, list[VerdictRow]]
     arm_pages: dict[str, str]
     gate_pages: dict[str, str]
+    agent_ttft: pd.DataFrame | None = None
     arm_by_id: dict[str, ArmRow] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from reports.agent_load import ttft_rows
+
         self.arm_by_id = {a.arm_id: a for a in self.arms}
+        if self.agent_ttft is None:
+            self.agent_ttft = ttft_rows(self.frame)
 
     @property
     def campaign_id(self) -> int:
@@ -140,7 +164,7 @@ class ReportData:
 def load(store: Store, name: str | None = None) -> ReportData:
     summary = summarize(store, name)
     cid = summary.campaign_id
-    frame = load_measurements(store, cid)
+    frame = load_measurements(store, cid, columns=REPORT_COLUMNS, categorical=True)
     arms = store.arms(cid)
     with store.session() as s:
         rows = s.exec(select(VerdictRow).where(VerdictRow.campaign_id == cid).order_by(VerdictRow.id)).all()  # type: ignore[arg-type]

@@ -23,7 +23,8 @@ from reports.data import ReportData, canonical_first
 class GatePage:
     gate: GateView
     arms: list[dict[str, Any]]
-    side_by_side: list[dict[str, Any]]
+    decisive: list[dict[str, Any]]
+    others: list[dict[str, Any]]
     recipe_rows: list[dict[str, Any]]
     evidence_rows: list[tuple[str, str]]
     evidence_json: str
@@ -76,10 +77,14 @@ def build(data: ReportData, gate: GateView) -> GatePage:
          "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model}
         for a in data.attempts_of(arm_ids)
     ]
+    rows = _side_by_side(data.stats, arm_ids, params.get("metric"))
+    metric = params.get("metric")
+    decisive = [r for r in rows if r["decides"]] if metric else rows
     return GatePage(
         gate=gate,
         arms=arms,
-        side_by_side=_side_by_side(data.stats, arm_ids, params.get("metric")),
+        decisive=decisive,
+        others=[r for r in rows if not r["decides"]] if metric else [],
         recipe_rows=_recipes(data, arm_ids),
         evidence_rows=flatten(gate.evidence),
         evidence_json=json.dumps(gate.evidence, indent=2, sort_keys=True, default=str),
