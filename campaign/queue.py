@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from arms.server import kill_orphan
@@ -69,9 +70,10 @@ def register(store: Store, spec: CampaignSpec, source_path: str = "") -> Campaig
     return row
 
 
-def recover(store: Store, campaign_id: int) -> list[str]:
+def recover(store: Store, campaign_id: int, release_lease: Callable[[str], bool] | None = None) -> list[str]:
     """After a crash: attempts left `running` by a dead process become `interrupted`, their
-    servers are stopped (if still ours), and running items go back to pending."""
+    servers are stopped (if still ours), the device slots they held are released, and
+    running items go back to pending."""
     notes: list[str] = []
     for att in store.attempts(campaign_id):
         if att.state != AttemptState.RUNNING:
@@ -83,6 +85,8 @@ def recover(store: Store, campaign_id: int) -> list[str]:
             )
         if att.server_pgid and kill_orphan(att.server_pgid, att.server_cmdline):
             notes.append(f"stopped server process group {att.server_pgid} left by attempt {att.id}")
+        if att.device_lease and release_lease is not None and release_lease(att.device_lease):
+            notes.append(f"released the device slot held by attempt {att.id}")
         store.update(AttemptRow, att.id, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error="interrupted (campaign process died)")
         for run in store.probe_runs(att.id or 0):
             if run.state == ProbeRunState.RUNNING:

@@ -39,7 +39,8 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
     for i, item in enumerate(s.items, 1):
         queue.add_row(
             str(i), item.title, "/".join(item.arms), item.gate or "",
-            f"[{STATE_STYLE.get(item.state, '')}]{item.state}[/]", str(item.attempts), item.reason,
+            f"[{STATE_STYLE.get(item.state, '')}]{item.state}[/]", str(item.attempts),
+            "; ".join(x for x in (item.reason, item.isolation) if x),
         )
     console.print(queue)
     for flag in s.flags:

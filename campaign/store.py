@@ -92,6 +92,7 @@ class AttemptRow(SQLModel, table=True):
     server_pgid: int | None = None
     server_cmdline: str = ""
     server_log: str = ""
+    device_lease: str = ""
     served_model: str = ""
     fingerprint: str = ""
     identity_json: str = "{}"

@@ -22,6 +22,7 @@ class ItemView:
     arms: list[str]
     probes: list[str]
     attempts: int
+    isolation: str = ""
 
 
 @dataclass
@@ -85,9 +86,26 @@ def summarize(store: Store, name: str | None = None) -> Summary:
                 evidence=json.loads(v.evidence_json) if v else {},
             )
         )
+    _add_isolation(store, row.id, spec, items)
     flags = _identity_flags(store, row.id, spec)
     simulated = {a.arm_id for a in store.arms(row.id) if a.simulated}
     return Summary(row.name, row.title, row.id, spec, items, gates, flags, simulated)
+
+
+def _add_isolation(store: Store, campaign_id: int, spec: CampaignSpec, items: list[ItemView]) -> None:
+    from campaign.isolation import changed_variable, what_moved
+
+    confirmatory = {q.key: q for q in spec.queue if q.confirms}
+    if not confirmatory:
+        return
+    frame = store.measurements_frame(campaign_id)
+    for view in items:
+        item = confirmatory.get(view.key)
+        if item is None:
+            continue
+        text = changed_variable(spec, item)
+        moved = what_moved(frame, item)
+        view.isolation = text + (f"; moved: {', '.join(moved)}" if moved else "; nothing moved by 10% or more" if view.state == "done" else "")
 
 
 def _identity_flags(store: Store, campaign_id: int, spec: CampaignSpec) -> list[IdentityFlag]:

@@ -24,6 +24,7 @@ from campaign.queue import resumable_attempt
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import AttemptState, ProbeName, ProbeRunState
 from campaign.store import AttemptRow, ProbeRunRow, Store, utcnow
+from flows.devices import DeviceLock
 from flows.progress import emit
 from flows.sink import StoreSink
 
@@ -146,31 +147,15 @@ def arm_flow(
         store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {attempt.number}", item_key, arm_id)
     else:
         attempt = store.new_attempt(campaign_id, item_key, arm_id, overrides, repeat)
-    with _device(device_limit):
+    def record_lease(lease_id: str) -> None:
+        store.update(AttemptRow, attempt.id, device_lease=lease_id)
+
+    if device_limit:
+        with DeviceLock(device_limit, on_lease=record_lease):
+            outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
+    else:
         outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
     return {"arm_id": outcome.arm_id, "state": str(outcome.state), "message": outcome.message, "attempt_id": outcome.attempt_id, "repeat": repeat}
-
-
-class _device:
-    """Hold the device's Prefect global concurrency slot while the arm runs.
-
-    `strict=True`: a limit that was not created is an error, never a silent free-for-all.
-    """
-
-    def __init__(self, name: str | None):
-        self.name = name
-        self._ctx: Any = None
-
-    def __enter__(self) -> None:
-        if self.name:
-            from prefect.concurrency.sync import concurrency
-
-            self._ctx = concurrency(self.name, occupy=1, strict=True, lease_duration=60)
-            self._ctx.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
 
 
 def _pid() -> int:

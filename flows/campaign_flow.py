@@ -20,6 +20,7 @@ from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
 from flows.arm_flow import arm_flow
 from flows.artifacts import artifact_key, publish
+from flows.devices import ensure_limits, release_lease
 from flows.progress import emit
 from gates.engine import evaluate
 
@@ -59,12 +60,8 @@ def device_limit_name(device: str) -> str:
 
 def ensure_device_limits(spec: CampaignSpec) -> list[str]:
     """One global concurrency limit of 1 per device, created before any arm asks for it."""
-    from prefect.client.orchestration import get_client
-
     names = sorted({device_limit_name(r.device) for r in spec.runtimes})
-    with get_client(sync_client=True) as client:
-        for name in names:
-            client.upsert_global_concurrency_limit_by_name(name, 1)
+    ensure_limits(names)
     return names
 
 
@@ -138,7 +135,7 @@ def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign"
     row = queue.register(store, spec, campaign_path)
     campaign_id = row.id
     assert campaign_id is not None
-    for note in queue.recover(store, campaign_id):
+    for note in queue.recover(store, campaign_id, release_lease):
         store.log_event(campaign_id, "recover", note)
     if recheck_blocked:
         for item_row in store.items(campaign_id):

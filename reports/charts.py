@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pygal
-from markupsafe import Markup, escape
+from markupsafe import Markup
 from pygal.style import Style
 
 PALETTE = ["#2f6fb0", "#d9822b", "#3a9a5b", "#b04a4a", "#7b5ea7", "#5b8a8a", "#a0892c", "#c2577f", "#3d4f63", "#8c6d46"]
@@ -233,8 +233,3 @@ def _steps(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
             out.append((x, out[-1][1]))
         out.append((x, y))
     return out
-
-
-def escape_text(value: object) -> str:
-    """Escape for HTML text (re-exported so callers need not know markupsafe)."""
-    return str(escape(value))

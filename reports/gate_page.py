@@ -13,7 +13,6 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from campaign.states import Mode
 from campaign.summary import GateView
 from reports import charts
 from reports.data import ReportData, canonical_first
@@ -194,6 +193,3 @@ def _unit(data: ReportData, metric: str) -> str:
         return ""
     units = stats.loc[stats["metric"] == metric, "unit"]
     return str(units.iloc[0]) if len(units) else ""
-
-
-__all__ = ["GatePage", "build", "flatten", "Mode"]

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from campaign.states import Mode, ProbeName
+from campaign.states import ProbeName
 from reports import charts
 from reports.coverage import SCENARIOS
 from reports.data import ReportData, canonical_first
@@ -120,7 +120,3 @@ def identity_rows(data: ReportData) -> dict[str, dict[str, str]]:
 
 def gate_is_simulated(data: ReportData, arm_ids: list[str]) -> bool:
     return any(data.is_simulated(a) for a in arm_ids)
-
-
-def mode_rank(mode: str) -> int:
-    return 0 if mode == Mode.CANONICAL.value else 1

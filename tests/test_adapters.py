@@ -267,14 +267,15 @@ def test_llamacpp_model_placeholder_and_package(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("LLM_CAMPAIGN_MODEL_CACHE", str(tmp_path / "cache"))
     written: list[str] = []
     fake = type(sys)("fake_model_package")
-    fake.assemble = lambda path: (written.append(str(path)), Path(path).parent.mkdir(parents=True), Path(path).write_bytes(b"GGUF"))
+    fake.assemble = lambda path: (written.append(str(path)), Path(path).write_bytes(b"GGUF"))
     monkeypatch.setitem(sys.modules, "fake_model_package", fake)
     argv = launch_argv("llamacpp", {}, tmp_path, path="{model_cache}/tiny.gguf", options={"model_package": "fake_model_package"})
     expected = str(tmp_path / "cache" / "tiny.gguf")
     assert model_cache_dir() == tmp_path / "cache"
-    assert value_after(argv, "-m") == expected and written == [expected]
+    assert value_after(argv, "-m") == expected and Path(expected).read_bytes() == b"GGUF"
+    assert len(written) == 1 and written[0].startswith(expected + ".partial-")  # then moved into place
     launch_argv("llamacpp", {}, tmp_path, path="{model_cache}/tiny.gguf", options={"model_package": "fake_model_package"})
-    assert written == [expected]  # present now: not written again
+    assert len(written) == 1  # present now: not written again
     monkeypatch.setenv("MODELS", "/srv/models")
     assert expand_path("$MODELS/x.gguf") == "/srv/models/x.gguf"
 

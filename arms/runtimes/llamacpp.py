@@ -131,10 +131,14 @@ def ensure_model(path: str, package: str | None) -> None:
     """
     if not package or os.path.exists(path):
         return
+    partial = f"{path}.partial-{os.getpid()}"  # never leave a half-written model at `path`
     try:
-        importlib.import_module(package).assemble(path)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        importlib.import_module(package).assemble(partial)
+        os.replace(partial, path)
     except Exception:  # noqa: BLE001 - the server's own "No such file" says it better
-        return
+        if os.path.exists(partial):
+            os.remove(partial)
 
 
 def add_spec_flags(argv: list[str], recipe: Any, options: Mapping[str, Any]) -> None:
@@ -361,6 +365,9 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         sources["prompt_tokens"] = (
             f"{self.metrics_path}:llamacpp:prompt_tokens_total+llamacpp:prompt_tokens_cached_total"
         )
+        # read by log_counters(), not from /metrics
+        sources["cache_lookups"] = "server log: looking for better prompt"
+        sources["cache_hits"] = "server log: found better prompt"
         return sources
 
     def sampling(self, params: Mapping[str, Any]) -> dict[str, Any]:
