@@ -56,6 +56,7 @@ class ServerProcess:
     startup_timeout_s: float = 120.0
     stop_timeout_s: float = 10.0
     on_started: Callable[[int, str], None] | None = None
+    ready: Callable[[int, str], bool] | None = None
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -100,7 +101,8 @@ class ServerProcess:
                     )
                 try:
                     response = http.get(self.base_url + self.health_path)
-                    if response.status_code == 200:
+                    is_ready = self.ready or (lambda code, _body: code == 200)
+                    if is_ready(response.status_code, response.text):
                         return
                     last = f"HTTP {response.status_code}"
                 except httpx.HTTPError as exc:

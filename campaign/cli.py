@@ -226,7 +226,9 @@ def _register_extra_commands() -> None:
 def main() -> None:
     _register_extra_commands()
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns an Exit's code instead of raising it
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except CampaignFileError as exc:
         err.print(exc.render(), markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)

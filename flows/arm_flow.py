@@ -76,13 +76,16 @@ def run_probe(
     sampling: dict[str, Any],
     params_json: str,
     cached_tokens_field: str,
+    log_path: str | None = None,
 ) -> int:
     store = Store(store_url)
     adapter = runtimes.get(adapter_name)
     adapter.cached_tokens_field = cached_tokens_field
     run = store.add(ProbeRunRow(attempt_id=attempt_id, probe=probe, context=context))
     sink = StoreSink(store, campaign_id, attempt_id, run.id, item_key, arm_id, probe, adapter.simulated, context, repeat)
-    target = ProbeTarget(base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated)
+    target = ProbeTarget(
+        base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated, log_path=log_path
+    )
     pspec = probes.get(probe)
     params = pspec.params.model_validate_json(params_json)
     emit("probe-start", arm=arm_id, probe=probe, context=context)
@@ -179,7 +182,6 @@ def _run_arm(
     port = free_port()
     tools = ProbeName.TOOL_LOOP in item.probes
     ctx = _launch_context(spec, item, arm_id, port, overrides, workdir, tools)
-    launch = adapter.launch(ctx)
     base_url = adapter.base_url(ctx)
     log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-r{attempt.repeat}-attempt{attempt.id}.log"
     done_before = {(r.probe, r.context) for r in store.probe_runs(attempt.id or 0) if r.state == ProbeRunState.DONE}
@@ -190,6 +192,7 @@ def _run_arm(
 
     server = None
     try:
+        launch = adapter.launch(ctx)  # may refuse a recipe the runtime cannot serve
         if launch is not None:
             server = ServerProcess(
                 argv=launch.argv,
@@ -199,6 +202,7 @@ def _run_arm(
                 health_path=launch.health_path,
                 startup_timeout_s=launch.startup_timeout_s,
                 on_started=on_started,
+                ready=adapter.is_ready,
             )
             try:
                 server.__enter__()
@@ -218,8 +222,10 @@ def _run_arm(
             adapter=adapter,
             sampling=model.sampling.model_dump(exclude_none=True),
             simulated=adapter.simulated,
+            log_path=str(log_path) if launch is not None else None,
         )
         identity = asyncio.run(identify(target))
+        identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
         flags = _identity_flags(spec, arm_id, identity)
         identity["flags"] = flags
         served = identity.get("served_models") or []
@@ -243,7 +249,7 @@ def _run_arm(
                 run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
                     store.url, campaign_id, attempt.id or 0, attempt.repeat, item.key, arm_id, str(probe), context,
                     base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
-                    adapter.cached_tokens_field,
+                    adapter.cached_tokens_field, target.log_path,
                 )
         rss = rss_of_group(server.pgid) if server and server.pgid else None
         store.update(AttemptRow, attempt.id, state=AttemptState.DONE, ended_at=utcnow(), rss_bytes=rss)

@@ -31,14 +31,31 @@ def ensure_limits(names: list[str]) -> None:
             client.upsert_global_concurrency_limit_by_name(name, 1)
 
 
-def release_lease(lease_id: str) -> bool:
+def release_lease(token: str) -> bool:
+    """Release the slot a dead campaign process held (`token` = "limit-name/lease-id").
+
+    If this Prefect server still knows the lease, it is released by id. A temporary server
+    keeps leases in memory, so after a crash the new server may not know it while the
+    slot is still counted in the database: then one slot of that limit is decremented.
+    """
     from prefect.client.orchestration import get_client
 
+    name, _, lease_id = token.rpartition("/")
     try:
         with get_client(sync_client=True) as client:
-            client.release_concurrency_slots_with_lease(lease_id=lease_id)
+            try:
+                client.renew_concurrency_lease(lease_id=lease_id, lease_duration=LEASE_S)
+                known = True
+            except httpx.HTTPStatusError:
+                known = False
+            if known:
+                client.release_concurrency_slots_with_lease(lease_id=lease_id)
+            elif name:
+                limit = client.read_global_concurrency_limit_by_name(name)
+                if limit.active_slots > 0:
+                    client.release_concurrency_slots(names=[name], slots=1, occupancy_seconds=1.0)
         return True
-    except Exception:  # already expired or released
+    except Exception:
         return False
 
 
@@ -72,7 +89,7 @@ class DeviceLock:
                 self.lease_id = str(body["lease_id"])
                 break
         if self.on_lease:
-            self.on_lease(self.lease_id)
+            self.on_lease(f"{self.name}/{self.lease_id}")
         self._renewer = threading.Thread(target=self._renew, name=f"lease-{self.name}", daemon=True)
         self._renewer.start()
         return self

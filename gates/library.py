@@ -265,7 +265,6 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
             return pending(f"no canonical {p.metric} at {p.context} for {arm} yet")
         values[arm] = v
     at = p.label or (f"{p.context // 1024}K" if p.context >= 1024 else str(p.context))
-    hold = [a for a in gate.subjects if values[a] >= p.min_value]
     fail = [a for a in gate.subjects if values[a] < p.min_value]
     subj = " / ".join(f"{a} {fmt(values[a])}" for a in gate.subjects)
     others = " / ".join(f"{a} {fmt(values[a])}" for a in gate.baseline)

@@ -47,7 +47,7 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
     for a in data.attempts_of([aid]):
         ident = json.loads(a.identity_json or "{}")
         attempts.append({
-            "number": a.number, "item": titles.get(a.item_key, a.item_key), "state": a.state,
+            "number": a.number, "repeat": getattr(a, "repeat", 0), "item": titles.get(a.item_key, a.item_key), "state": a.state,
             "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model,
             "fingerprint": a.fingerprint, "rss": _bytes(a.rss_bytes), "rss_bytes": a.rss_bytes,
             "cmdline": a.server_cmdline, "overrides": a.overrides_json,

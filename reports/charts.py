@@ -102,7 +102,7 @@ def _fmt(value: float) -> str:
     if v >= 100:
         return f"{value:,.0f}"
     if v >= 10:
-        return f"{value:.1f}"
+        return f"{value:.1f}".removesuffix(".0")
     return f"{value:.3g}"
 
 

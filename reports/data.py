@@ -11,70 +11,24 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
-from sqlalchemy import text
 from sqlmodel import select
 
-from campaign.states import AttemptState, Mode, ProbeRunState
-from campaign.store import ArmRow, AttemptRow, MeasurementRow, Store, VerdictRow
+from campaign.states import Mode
+from campaign.store import ArmRow, AttemptRow, Store, VerdictRow
 from campaign.summary import Summary, summarize
 
 STAT_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric", "unit", "source"]
 CELL_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric"]
-MEASUREMENT_COLUMNS = list(MeasurementRow.model_fields)
-
-_LATEST_SQL = """
-SELECT {columns} FROM measurement m
-WHERE m.campaign_id = :cid
-{latest}
-"""
-_LATEST_CLAUSE = """
-  AND m.probe_run_id IN (
-    SELECT p.id FROM probe_run p JOIN attempt a ON a.id = p.attempt_id
-    WHERE a.campaign_id = :cid AND p.state = :run_done)
-  AND m.attempt_id IN (
-    SELECT MAX(a.id) FROM attempt a
-    WHERE a.campaign_id = :cid AND a.state = :attempt_done
-    GROUP BY a.item_key, a.arm_id)
-"""
-
-
-TEXT_COLUMNS = ("item_key", "arm_id", "probe", "scenario", "mode", "metric", "unit", "source")
 REPORT_COLUMNS = ["id", "probe_run_id", "item_key", "arm_id", "probe", "scenario", "mode", "context", "trial", "metric", "value", "unit", "source", "simulated"]
 
 
 def load_measurements(
     store: Store, campaign_id: int, latest_only: bool = True, *, columns: list[str] | None = None, categorical: bool = False
 ) -> pd.DataFrame:
-    """The same rows as `Store.measurements_frame`, read with one SQL query into pandas.
-
-    `latest_only` keeps what verdicts read: rows of the newest finished attempt per
-    (item, arm), from probe runs that completed. tests/test_report.py checks that this
-    and the store's own method agree. `categorical` stores the text columns as pandas
-    categories: comparisons and groupbys on them are then integer work, which is most of
-    what makes a 200,000-row report fast (pandas' default string arrays are not).
-    """
-    wanted = columns or MEASUREMENT_COLUMNS
-    sql = _LATEST_SQL.format(columns=", ".join(f"m.{c}" for c in wanted), latest=_LATEST_CLAUSE if latest_only else "")
-    params: dict[str, Any] = {"cid": campaign_id}
-    if latest_only:
-        params |= {"run_done": ProbeRunState.DONE.value, "attempt_done": AttemptState.DONE.value}
-    with store.engine.connect() as conn:
-        frame = pd.read_sql(text(sql), conn, params=params)
-    frame.columns = wanted
-    for col in ("id", "campaign_id", "attempt_id", "probe_run_id", "context", "trial"):
-        if col in frame:
-            frame[col] = frame[col].astype("int64")
-    if "value" in frame:
-        frame["value"] = frame["value"].astype(float)
-    if "simulated" in frame:
-        frame["simulated"] = frame["simulated"].astype(bool)
-    for col in TEXT_COLUMNS:
-        if col in frame:
-            frame[col] = frame[col].fillna("").astype("category" if categorical else str)
-    return frame
+    """The store's measurement frame (one SQL query); kept as the reports' entry point."""
+    return store.measurements_frame(campaign_id, latest_only, columns=columns, categorical=categorical)
 
 
 def cell_stats(frame: pd.DataFrame) -> pd.DataFrame:

@@ -72,7 +72,7 @@ def build(data: ReportData, gate: GateView) -> GatePage:
         })
     titles = data.item_titles()
     attempts = [
-        {"arm": a.arm_id, "number": a.number, "item": titles.get(a.item_key, a.item_key), "state": a.state,
+        {"arm": a.arm_id, "number": a.number, "repeat": getattr(a, "repeat", 0), "item": titles.get(a.item_key, a.item_key), "state": a.state,
          "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model}
         for a in data.attempts_of(arm_ids)
     ]

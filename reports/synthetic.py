@@ -126,8 +126,8 @@ def build(store: Store, o: Options | None = None) -> int:
     samples: list[dict[str, Any]] = []
     decode_speed = {aid: 40.0 + 7 * i + (60 if i == 1 else 0) for i, aid in enumerate(ids)}
 
-    def attempt(item: str, arm_id: str, state: str = AttemptState.DONE, error: str = "") -> AttemptRow:
-        att = store.new_attempt(cid, item, arm_id, {})
+    def attempt(item: str, arm_id: str, state: str = AttemptState.DONE, error: str = "", repeat: int = 0) -> AttemptRow:
+        att = store.new_attempt(cid, item, arm_id, {}, repeat=repeat)
         served = f"m-{'q8' if spec.arm(arm_id).quant == 'q8' else 'q4'}{o.served_suffix}"
         return store.update(AttemptRow, att.id, state=state, error=error, served_model=served,
                             fingerprint="f1e2d3c4b5a6" if arm_id != ids[2] else "0badf00d0bad",
@@ -167,8 +167,8 @@ def build(store: Store, o: Options | None = None) -> int:
             if aid == ids[1]:
                 put(att, run, "cache", aid, "cache-probe", "", mode, 32768, 0, "draft_tokens", 400, "tokens", "/metrics")
                 put(att, run, "cache", aid, "cache-probe", "", mode, 32768, 0, "accepted_tokens", 320, "tokens", "/metrics")
-    for aid in ids[:-1]:
-        att = attempt("decode", aid)
+    for aid, repeat in [(a, 0) for a in ids[:-1]] + [(ids[0], 1)]:  # arm 0's decode repeated: both count
+        att = attempt("decode", aid, repeat=repeat)
         for ctx in o.decode_contexts:
             run = probe_run(att, "decode", ctx)
             for mode in ("canonical", "greedy"):

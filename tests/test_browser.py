@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Browser:
+def browser() -> Iterator[Browser]:
     assert BROWSER is not None
     b = Browser(BROWSER)
     try:

@@ -9,6 +9,7 @@ import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -184,6 +185,19 @@ def test_export_csv_round_trip(built: tuple[Store, Path, synthetic.Options], tmp
     assert list(verdicts["gate_id"]).count("cache") == 2
 
 
+def test_export_parquet_round_trip(built: tuple[Store, Path, synthetic.Options], tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow", reason="parquet export needs the optional pyarrow (pip install 'llm-campaign[parquet]')")
+    from reports.export import export
+
+    store, _, _ = built
+    cid = store.campaign().id
+    export(store, cid, tmp_path, "parquet")
+    back = pd.read_parquet(tmp_path / "measurements.parquet")
+    frame = load_measurements(store, cid, latest_only=False)
+    assert len(back) == len(frame) and set(back.loc[back["counts"], "id"]) == set(load_measurements(store, cid)["id"])
+    assert len(pd.read_parquet(tmp_path / "samples.parquet")) > 0
+
+
 def _cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
     from campaign import cli
 
@@ -226,7 +240,7 @@ class _Health(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def health_server() -> str:
+def health_server() -> Iterator[str]:
     server = HTTPServer(("127.0.0.1", 0), _Health)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

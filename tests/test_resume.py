@@ -3,6 +3,7 @@ no orphan server; rerun keeps history; a confirmatory item says what changed and
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -170,10 +171,17 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
 
-    resume = subprocess.run(
-        [sys.executable, "-m", "campaign.cli", "resume", "--db", str(db), "--workdir", str(tmp_path / "w")],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )
+    try:
+        resume = subprocess.run(
+            [sys.executable, "-m", "campaign.cli", "resume", "--db", str(db), "--workdir", str(tmp_path / "w")],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, start_new_session=True,
+        )
+    finally:
+        # the killed process's own helpers (Prefect's temporary server) die with its group
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     assert resume.returncode == 0, resume.stderr
     assert not _alive(pgid)  # the orphan was recognised by its command line and stopped
 
@@ -238,7 +246,8 @@ def test_rerun_keeps_history_and_confirmatory_item_says_what_moved(tmp_path: Pat
     before = store.attempts(camp.id, "cache", "V")
     rerun_flow(str(path), store.url, "cache", {"max_tokens": 4}, str(tmp_path / "w"))
     after = store.attempts(camp.id, "cache", "V")
-    assert len(after) == len(before) + 1 and after[-1].overrides_json == '{"max_tokens": 4}'
+    assert len(after) == len(before) + 1
+    assert json.loads(after[-1].overrides_json) == {"max_tokens": 4, "modes": ["canonical"], "prompt_tokens": 1500}
     frame = store.measurements_frame(camp.id)
     assert set(frame[frame["item_key"] == "cache"]["attempt_id"]) == {after[-1].id}  # newest counts
     everything = store.measurements_frame(camp.id, latest_only=False)

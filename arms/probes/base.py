@@ -34,6 +34,7 @@ class ProbeTarget:
     adapter: RuntimeAdapter
     sampling: dict[str, Any] = field(default_factory=dict)
     simulated: bool = False
+    log_path: str | None = None  # the server's log, for counters only the log reveals
 
     def sampling_for(self, mode: Mode) -> dict[str, Any]:
         if mode == Mode.GREEDY:
@@ -113,13 +114,20 @@ async def chat(
 
 async def read_counters(http: httpx.AsyncClient, target: ProbeTarget) -> dict[str, float]:
     """Server counters under logical names; empty when the runtime exposes none."""
+    out: dict[str, float] = {}
     path = target.adapter.metrics_path
-    if not path or not target.adapter.metric_names:
-        return {}
-    try:
-        return target.adapter.read_metrics(await get_text(http, path))
-    except (httpx.HTTPError, ValueError):
-        return {}
+    if path and target.adapter.metric_names:
+        try:
+            out = target.adapter.read_metrics(await get_text(http, path))
+        except (httpx.HTTPError, ValueError):
+            out = {}
+    if target.log_path:
+        try:
+            with open(target.log_path, encoding="utf-8", errors="replace") as fh:
+                out.update(target.adapter.log_counters(fh.read()))
+        except OSError:
+            pass
+    return out
 
 
 async def record_counter_deltas(

@@ -129,6 +129,22 @@ class RuntimeAdapter:
         """What each logical counter is read from, for the record (stored as `source`)."""
         return {logical: f"{self.metrics_path}:{name}" for logical, name in self.metric_names.items()}
 
+    def is_ready(self, status_code: int, body: str) -> bool:
+        """Whether a health answer means ready; runtimes that answer 200 while loading override."""
+        return status_code == 200
+
+    def identity_extras(self, base_url: str, timeout: float = 5.0) -> dict[str, Any]:
+        """What the server says about its model beyond the served id; {} where nothing more."""
+        return {}
+
+    def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:
+        """Counters carried by one response (draft/accepted tokens) under logical names."""
+        return {}
+
+    def log_counters(self, log_text: str) -> dict[str, float]:
+        """Cumulative counters only the server log reveals (llama.cpp's prompt-cache hits)."""
+        return {}
+
     def sampling(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Vendor sampling as request fields; runtimes without top_k etc. drop them here."""
         return {k: v for k, v in params.items() if v is not None}
