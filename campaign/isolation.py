@@ -27,8 +27,9 @@ def changed_variable(spec: CampaignSpec, item: QueueItem) -> str:
         return ""
     (field,) = item.change
     parts = []
+    base = spec.item(item.confirms)
     for arm_id in item.arms:
-        before = getattr(spec.arm(arm_id).recipe, field)
+        before = getattr(spec.recipe_for(arm_id, base), field)
         after = getattr(spec.recipe_for(arm_id, item), field)
         parts.append(f"{arm_id}: {_show(before)} -> {_show(after)}")
     return f"confirms {item.confirms!r}, changing only {field} ({'; '.join(parts)})"

@@ -143,6 +143,10 @@ class ArmEntry(_Strict):
     klass: str = Field(default="default", alias="class", description="workload class; E2E is never compared across classes")
     group: str = "default"
     recipe: Recipe = Field(default_factory=Recipe)
+    simulate: dict[str, Any] = Field(
+        default_factory=dict,
+        description="simulator profile fields for this arm only (how a quant or build behaves); ignored by real runtimes",
+    )
     description: str = ""
 
 
@@ -217,10 +221,15 @@ class CampaignSpec(_Strict):
         return next(q for q in self.queue if q.key == key)
 
     def recipe_for(self, arm_id: str, item: QueueItem | None = None) -> Recipe:
-        """The arm's recipe as this item runs it (a confirmatory item changes one field)."""
+        """The arm's recipe as this item runs it: `recipe.*` overrides of the item, then
+        the one field a confirmatory item changes."""
         recipe = self.arm(arm_id).recipe
-        if item is not None and item.change:
-            recipe = Recipe.model_validate({**recipe.model_dump(), **item.change})
+        if item is None:
+            return recipe
+        changes = {k[len("recipe."):]: v for k, v in item.overrides.items() if k.startswith("recipe.")}
+        changes.update(item.change)
+        if changes:
+            recipe = Recipe.model_validate({**recipe.model_dump(), **changes})
         return recipe
 
     def model_for(self, arm: ArmEntry) -> ModelEntry:
@@ -378,6 +387,13 @@ def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known
         for dep in item.depends_on:
             if dep not in items:
                 problems.append(f"{where}.depends_on: found {dep!r}, expected one of the queue item ids: {', '.join(sorted(items))}")
+    for i, item in enumerate(spec.queue):
+        for key in item.overrides:
+            if key.startswith("recipe.") and key[len("recipe."):] not in Recipe.model_fields:
+                problems.append(
+                    f"queue[{i}] ({item.title!r}).overrides: {key!r} is not a recipe field "
+                    f"(expected one of: {', '.join('recipe.' + f for f in sorted(Recipe.model_fields))})"
+                )
     order = {q.key: i for i, q in enumerate(spec.queue)}
     for i, item in enumerate(spec.queue):
         if item.confirms is None:

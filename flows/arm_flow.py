@@ -8,6 +8,7 @@ so a killed campaign leaves enough behind for resume to clean up.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,8 +104,9 @@ def _launch_context(
     spec: CampaignSpec, item: QueueItem, arm_id: str, port: int, overrides: dict[str, Any], workdir: Path, tools: bool
 ) -> LaunchContext:
     arm = spec.arm(arm_id)
-    if item.change:  # a confirmatory run: the arm as declared, with one recipe variable changed
-        arm = arm.model_copy(update={"recipe": spec.recipe_for(arm_id, item)})
+    recipe = spec.recipe_for(arm_id, item)  # recipe.* overrides, or a confirmatory item's one change
+    if recipe != arm.recipe:
+        arm = arm.model_copy(update={"recipe": recipe})
     return LaunchContext(
         arm=arm,
         model=spec.model_for(arm),
@@ -112,7 +114,7 @@ def _launch_context(
         port=port,
         overrides=overrides,
         workdir=workdir,
-        seed=abs(hash((spec.campaign.name, arm_id))) % 10_000,
+        seed=int(hashlib.sha256(f"{spec.campaign.name}/{arm_id}".encode()).hexdigest()[:8], 16) % 10_000,
         tools=tools,
     )
 

@@ -32,12 +32,20 @@ def profile_for(ctx: LaunchContext) -> dict[str, Any]:
     kv = ctx.model.kv_bytes_per_token
     profile["prefix_cache_tokens"] = (recipe.prefix_cache // kv) if recipe.prefix_cache else 0
     if recipe.session_cache_cap is not None:
-        profile["session_cap_tokens"] = recipe.session_cache_cap // kv
+        cap = recipe.session_cache_cap // kv
+        # Engines differ in what a per-session cap bounds: entries of a prefix cache
+        # (llama.cpp-like), or the session bank that holds all of a session's KV
+        # (MTPLX-like: a prompt the bank cannot hold reuses nothing).
+        if ctx.runtime.options.get("session_cap_bounds_reuse"):
+            profile["reuse_ceiling_tokens"] = max(1, cap)
+        else:
+            profile["session_cap_tokens"] = cap
     profile["draft_k"] = recipe.draft_k if recipe.speculative else 0
     # Quants: fewer bits per weight decode faster on a memory-bound engine.
     reference_bits = ctx.runtime.options.get("reference_bits")
     if reference_bits and "decode_tps" in profile:
         profile["decode_tps"] = profile["decode_tps"] * float(reference_bits) / ctx.model.bits_per_weight
+    profile.update(ctx.arm.simulate)
     for key, value in ctx.overrides.items():
         if key.startswith("sim."):
             profile[key[4:]] = value
