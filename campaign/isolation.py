@@ -13,6 +13,10 @@ from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import Mode
 
 
+# what a person compares between two runs; server counter deltas are totals, not effects
+PER_REQUEST_METRICS = ("reuse", "ttft_s", "decode_tps", "e2e_s", "tool_loop_pass")
+
+
 def _show(value: object) -> str:
     if isinstance(value, int) and value >= 1024**3 and value % (1024**3) == 0:
         return f"{value // 1024**3}G"
@@ -39,7 +43,12 @@ def what_moved(frame: pd.DataFrame, item: QueueItem, top: int = 3, min_change: f
     """The canonical medians that moved most between the earlier item and the confirmatory one."""
     if frame.empty or not item.confirms:
         return []
-    rows = frame[(frame["mode"] == Mode.CANONICAL.value) & (frame["trial"] >= 0) & frame["arm_id"].isin(item.arms)]
+    rows = frame[
+        (frame["mode"] == Mode.CANONICAL.value)
+        & (frame["trial"] >= 0)
+        & frame["arm_id"].isin(item.arms)
+        & frame["metric"].isin(PER_REQUEST_METRICS)
+    ]
     keys = ["arm_id", "probe", "scenario", "context", "metric"]
     before = rows[rows["item_key"] == item.confirms].groupby(keys)["value"].median()
     after = rows[rows["item_key"] == item.key].groupby(keys)["value"].median()
@@ -52,5 +61,5 @@ def what_moved(frame: pd.DataFrame, item: QueueItem, top: int = 3, min_change: f
     out = []
     for (arm, _probe, scenario, _ctx, metric), r in moved.iterrows():
         label = f"{arm} {scenario + ' ' if scenario else ''}{metric}"
-        out.append(f"{label} {r['before']:.3g} -> {r['after']:.3g}")
+        out.append(f"{label} {r['before']:.2f} -> {r['after']:.2f}")
     return out

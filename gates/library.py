@@ -57,9 +57,8 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
     evidence = {"metric": p.metric, "values": values, "advantages": advantages, "max_advantage": p.max_advantage}
     shown = ", ".join(f"{c} {pct(a)}" for c, a in advantages.items())
     if p.role == "control":
-        subjects = "/".join(gate.subjects)
-        reason = f"{p.metric}: {subjects} " + ", ".join(f"{a} {fmt(values[a])}" for a in gate.subjects)
-        reason += f" vs control {', '.join(f'{c} {fmt(values[c])}' for c in gate.baseline)} ({shown} vs {best_subject})"
+        reason = f"{p.metric} " + ", ".join(f"{a} {fmt(values[a])}" for a in gate.subjects)
+        reason += f" vs {', '.join(f'{c} {fmt(values[c])}' for c in gate.baseline)}: {shown} over {best_subject}"
         return GateResult(verdict=Verdict.CONTROL, reason=reason, evidence=evidence)
     beating = [c for c, a in advantages.items() if a > p.max_advantage]
     if beating:
@@ -286,6 +285,7 @@ class Check(_Params):
     params: dict[str, Any] = Field(default_factory=dict)
     subjects: list[str] | None = None
     baseline: list[str] | None = None
+    report_only: bool = Field(default=False, description="shown in the reason, does not decide the verdict")
 
     @model_validator(mode="after")
     def _known(self) -> Check:
@@ -309,16 +309,18 @@ def all_of(rows: pd.DataFrame, gate: GateEntry, p: AllOfParams) -> GateResult:
     tool loop 2/3"); the reason joins theirs."""
     parts, evidence, verdicts = [], {}, []
     for i, check in enumerate(p.checks):
+        deciding = not check.report_only
         sub = gate.model_copy(update={
             "subjects": check.subjects or gate.subjects,
             "baseline": gate.baseline if check.baseline is None else check.baseline,
             "predicate": check.predicate, "params": check.params,
         })
         result = get(check.predicate)(rows, sub, params_model(check.predicate).model_validate(check.params))
-        verdicts.append(result.verdict)
+        if deciding:
+            verdicts.append(result.verdict)
         parts.append(result.reason)
         evidence[f"{i}:{check.predicate}"] = {"verdict": result.verdict, **result.evidence}
-    for v in (Verdict.PENDING, Verdict.FAIL, Verdict.INCONCLUSIVE):
+    for v in (Verdict.PENDING, Verdict.FAIL, Verdict.INCONCLUSIVE, Verdict.CONTROL):
         if v in verdicts:
             return GateResult(verdict=v, reason="; ".join(parts), evidence=evidence)
     return GateResult(verdict=Verdict.PASS, reason="; ".join(parts), evidence=evidence)

@@ -180,7 +180,10 @@ def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams)
     ok = all(g >= p.min_gain for g in gains.values())
     sign = 1 if p.higher_is_better else -1
     parts = ", ".join(f"{arm} {fmt(values[arm])} ({pct(sign * g)})" for arm, g in gains.items())
-    need = f"{pct(p.min_gain)} or more" if p.higher_is_better else f"{pct(-p.min_gain)} or lower"
+    if p.min_gain == 0:
+        need = "any gain"
+    else:
+        need = f"{pct(p.min_gain)} or more" if p.higher_is_better else f"{pct(-p.min_gain)} or lower"
     reason = f"{p.metric}: {parts} vs {base_arm} {fmt(base)}; needs {need}"
     evidence: dict[str, Any] = {"metric": p.metric, "baseline": base_arm, "values": values, "gains": gains, "min_gain": p.min_gain}
     if intervals:

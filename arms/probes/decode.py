@@ -13,7 +13,7 @@ import uuid
 from pydantic import BaseModel, Field
 
 from arms.metrics import decode_tps, e2e_s, summarize, ttft_s
-from arms.probes.base import ProbeTarget, Sink, chat
+from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.prompts import conversation
 from campaign.states import Mode
 
@@ -34,6 +34,7 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
             for mode in params.modes:
                 messages = conversation(min(256, size // 4), size - min(256, size // 4), f"decode-{run_id}-{context}-{mode}")
                 rates: list[float | None] = []
+                before = await read_counters(http, target)
                 for trial in range(params.repeats):
                     record = await chat(http, target, messages, mode, params.max_tokens)
                     sink.request(record, scenario="decode", mode=mode, trial=trial)
@@ -47,6 +48,8 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                     for metric, value in (("ttft_s", ttft_s(record)), ("e2e_s", e2e_s(record))):
                         if value is not None:
                             sink.measurement(metric=metric, value=value, unit="s", mode=mode, scenario="decode", context=context, trial=trial)
+                # draft/accepted tokens and the rest, as deltas over this context's repeats
+                await record_counter_deltas(http, target, sink, before, mode=mode, scenario="decode", context=context)
                 stats = summarize(rates)
                 if stats:
                     sink.measurement(metric="decode_tps_median", value=stats["median"], unit="tok/s", mode=mode, scenario="decode", context=context, trial=-1)

@@ -41,7 +41,7 @@ async def run_trial(http: Any, target: ProbeTarget, sink: Sink, params: ToolLoop
             return {"passed": False, "steps": step + 1, "calls": calls, "answer": "", "error": record.error}
         t = ttft_s(record)
         if t is not None:
-            sink.measurement(metric="ttft_s", value=t, unit="s", mode=mode, scenario="tool-step", context=params.context, trial=trial)
+            sink.measurement(metric="ttft_s", value=t, unit="s", mode=mode, scenario=f"step{step}", context=params.context, trial=trial)
         if not record.tool_calls:
             return {"passed": tool_env.check(task, record.text), "steps": step + 1, "calls": calls, "answer": record.text.strip()[:200], "error": None}
         assistant_calls = []
