@@ -12,7 +12,7 @@ import hashlib
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -157,6 +157,10 @@ class GateEntry(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     subjects: list[str] = Field(min_length=1)
     baseline: list[str] = Field(default_factory=list, description="baseline or control arms")
+    reads: Literal["own-items", "all"] = Field(
+        default="own-items",
+        description="own-items: only measurements of the queue items that feed this gate (all, if none does)",
+    )
 
 
 class QueueItem(_Strict):

@@ -36,7 +36,10 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
         feeding = [q for q in spec.queue if q.gate == gate.id]
         if feeding and not any(item_states.get(q.key) in (ItemState.DONE, ItemState.BLOCKED) for q in feeding):
             continue  # nothing measured for it yet: stays pending
-        result = evaluate(gate, frame, blocked)
+        rows = frame
+        if feeding and gate.reads == "own-items" and not frame.empty:
+            rows = frame[frame["item_key"].isin([q.key for q in feeding])]
+        result = evaluate(gate, rows, blocked)
         evidence = json.dumps(result.evidence, default=str, sort_keys=True)
         previous = latest.get(gate.id)
         if previous and previous.verdict == result.verdict and previous.reason == result.reason and previous.evidence_json == evidence:
