@@ -154,6 +154,8 @@ def stop_group(pgid: int, grace_s: float = 10.0, proc: subprocess.Popen[bytes] |
     while time.monotonic() < deadline:
         if proc is not None:
             proc.poll()
+        else:
+            _reap(pgid)
         if not _group_alive(pgid):
             break
         time.sleep(0.05)
@@ -167,6 +169,14 @@ def stop_group(pgid: int, grace_s: float = 10.0, proc: subprocess.Popen[bytes] |
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _reap(pid: int) -> None:
+    """Collect an exited child of ours so it stops counting as alive (no-op otherwise)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
 
 
 def cmdline_of(pid: int) -> str | None:

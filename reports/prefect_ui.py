@@ -16,7 +16,6 @@ PREFECT_API_URL` undoes it.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from arms.server import stop_group
 
 HOST = "127.0.0.1"
 PORT = 4200
@@ -105,33 +106,13 @@ def stop_server(workdir: Path) -> bool:
         pid_file.unlink()
         return False
     try:
-        os.killpg(pid, signal.SIGTERM)  # its own session: the group is the server and its workers
+        os.killpg(pid, 0)  # its own session: the group is the server and its workers
     except ProcessLookupError:
         pid_file.unlink()
         return False
-    for _ in range(50):
-        _reap(pid)
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    stop_group(pid, grace_s=5.0)
     pid_file.unlink(missing_ok=True)
     return True
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status if the server is our own child (it is when `ensure_ui`
-    ran in this process), so a dead server does not linger as a zombie."""
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def write_profile(api_url: str) -> None:

@@ -90,6 +90,17 @@ def json_metrics(text: str, paths: Mapping[str, str]) -> dict[str, float]:
     return out
 
 
+def numbers_in(block: Any, fields: Mapping[str, str]) -> dict[str, float]:
+    """Logical name -> number, for each field of `fields` that `block` holds as a number."""
+    if not isinstance(block, Mapping):
+        return {}
+    return {
+        logical: float(block[key])
+        for logical, key in fields.items()
+        if isinstance(block.get(key), (int, float)) and not isinstance(block.get(key), bool)
+    }
+
+
 def size_string(n_bytes: int) -> str:
     """Bytes as the `8GB` / `512MB` strings MLX-based servers parse (whole units only)."""
     gib, mib = 1024**3, 1024**2

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from arms.runtimes.base import LaunchContext, LaunchSpec
-from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path
+from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path, numbers_in
 from arms.runtimes.registry import register
 
 MIB = 1024**2
@@ -78,12 +78,7 @@ class MlxDsparkAdapter(OpenAICompatAdapter):
         return self.spec(ctx, argv)
 
     def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:
-        block = payload.get("x_mlx_dspark") or {}
-        out: dict[str, float] = {}
-        for logical, key in (("draft_tokens", "drafted"), ("accepted_tokens", "accepted")):
-            if isinstance(block.get(key), (int, float)):
-                out[logical] = float(block[key])
-        return out
+        return numbers_in(payload.get("x_mlx_dspark"), {"draft_tokens": "drafted", "accepted_tokens": "accepted"})
 
     def is_ready(self, status_code: int, body: str) -> bool:
         if status_code != 200:

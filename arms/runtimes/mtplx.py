@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from arms.runtimes.base import LaunchContext, LaunchSpec
-from arms.runtimes.external import OpenAICompatAdapter, add_flag, size_string
+from arms.runtimes.external import OpenAICompatAdapter, add_flag, numbers_in, size_string
 from arms.runtimes.registry import register
 
 
@@ -71,12 +71,7 @@ class MtplxAdapter(OpenAICompatAdapter):
         return self.spec(ctx, argv)
 
     def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:
-        extra = payload.get("x_metrics") or {}
-        out: dict[str, float] = {}
-        for logical, key in (("draft_tokens", "mtp_drafted"), ("accepted_tokens", "mtp_accepted")):
-            if isinstance(extra.get(key), (int, float)):
-                out[logical] = float(extra[key])
-        return out
+        return numbers_in(payload.get("x_metrics"), {"draft_tokens": "mtp_drafted", "accepted_tokens": "mtp_accepted"})
 
     def is_ready(self, status_code: int, body: str) -> bool:
         """`/health` reports the load state; ready once it is not loading or warming up."""
