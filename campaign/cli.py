@@ -187,6 +187,13 @@ def report(
     if row is None:
         raise UsageError(f"no campaign in {store.url}; run one first: campaign run FILE")
     index = write_site(store, row.name, out)
+    from reports.prefect_ui import configured_api_url
+
+    if configured_api_url():  # a Prefect server is in use: link the report from its UI
+        from flows.artifacts import publish_report_link
+
+        _prefect_env()
+        publish_report_link(row.name, str(index))
     console.print(f"report written: [bold]{index}[/bold]")
 
 
