@@ -126,3 +126,15 @@ def test_stall_ends_at_a_timeout_and_crash_is_an_error(tmp_path: Path) -> None:
         first, second = asyncio.run(go(url, 2))
     assert first.ok
     assert second.error is not None and second.retries == 1  # refused before any byte: retried once
+
+
+def test_decode_takes_draft_counts_per_response_when_the_runtime_has_no_counters(tmp_path: Path) -> None:
+    """mlx-dspark reports drafting in each response; the simulator speaks that shape."""
+    with simulator(tmp_path, slots=1, draft_k=4, acceptance=0.8, cached_tokens_style="dspark", **FAST) as url:
+        t = ProbeTarget(base_url=url, model="sim-model", adapter=registry.get("mlx-dspark"), sampling={"temperature": 1.0})
+        sink = MemorySink()
+        asyncio.run(decode.run(t, sink, decode.DecodeParams(contexts=[512], max_tokens=40, repeats=2)))
+    drafted = [m for m in sink.measurements if m["metric"] == "draft_tokens"]
+    accepted = sink.values("accepted_tokens")
+    assert drafted and drafted[0]["source"] == "per-request sum"
+    assert 0.5 < accepted[0] / drafted[0]["value"] < 1.0

@@ -489,8 +489,8 @@ def test_cached_tokens_style(start_sim: Callable[..., Sim], style: str) -> None:
         assert "prompt_tokens_details" not in usage
     else:
         assert body["x_mlx_dspark"]["cached_tokens"] == expected
-        assert final["x_mlx_dspark"] == {"cached_tokens": expected, "draft_tokens": 0,
-                                         "accepted_tokens": 0}
+        assert final["x_mlx_dspark"] == {"cached_tokens": expected, "drafted": 0,
+                                         "accepted": 0}
         assert "prompt_tokens_details" not in usage
 
 

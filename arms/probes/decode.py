@@ -12,7 +12,7 @@ import uuid
 
 from pydantic import BaseModel, Field
 
-from arms.metrics import decode_tps, e2e_s, summarize, ttft_s
+from arms.metrics import decode_tps, e2e_s, record_payload, summarize, ttft_s
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.prompts import conversation
 from campaign.states import Mode
@@ -34,6 +34,7 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
             for mode in params.modes:
                 messages = conversation(min(256, size // 4), size - min(256, size // 4), f"decode-{run_id}-{context}-{mode}")
                 rates: list[float | None] = []
+                per_request: dict[str, float] = {}
                 before = await read_counters(http, target)
                 for trial in range(params.repeats):
                     record = await chat(http, target, messages, mode, params.max_tokens)
@@ -41,6 +42,8 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                     if not record.ok:
                         sink.measurement(metric="errors", value=1, unit="count", mode=mode, scenario="decode", context=context, trial=trial, source=record.error or "")
                         continue
+                    for name, value in target.adapter.request_counters(record_payload(record)).items():
+                        per_request[name] = per_request.get(name, 0.0) + value
                     rate, source = decode_tps(record)
                     rates.append(rate)
                     if rate is not None:
@@ -49,7 +52,10 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                         if value is not None:
                             sink.measurement(metric=metric, value=value, unit="s", mode=mode, scenario="decode", context=context, trial=trial)
                 # draft/accepted tokens and the rest, as deltas over this context's repeats
-                await record_counter_deltas(http, target, sink, before, mode=mode, scenario="decode", context=context)
+                deltas = await record_counter_deltas(http, target, sink, before, mode=mode, scenario="decode", context=context)
+                for name, value in per_request.items():  # runtimes that report drafting per response only
+                    if name not in deltas:
+                        sink.measurement(metric=name, value=value, unit="tokens", mode=mode, scenario="decode", context=context, source="per-request sum")
                 stats = summarize(rates)
                 if stats:
                     sink.measurement(metric="decode_tps_median", value=stats["median"], unit="tok/s", mode=mode, scenario="decode", context=context, trial=-1)

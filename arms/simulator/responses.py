@@ -59,9 +59,10 @@ def final_extras(req: SimRequest, style: str) -> dict[str, Any]:
     if style == "llamacpp":
         return {"timings": timings(req)}
     if style == "dspark":
+        # the per-response block as the mlx-dspark adapter reads it (tests/fixtures/runtimes)
         return {"x_mlx_dspark": {"cached_tokens": req.cached_tokens,
-                                 "draft_tokens": req.draft_tokens,
-                                 "accepted_tokens": req.accepted_tokens}}
+                                 "drafted": req.draft_tokens,
+                                 "accepted": req.accepted_tokens}}
     return {}
 
 
