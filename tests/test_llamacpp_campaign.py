@@ -97,13 +97,25 @@ def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -
     frame = store.measurements_frame(camp.id)
     assert not frame["simulated"].any()
 
-    turns = frame[(frame["probe"] == "agent-load") & frame["scenario"].str.match(r"c\d-t\d") & (frame["trial"] >= 1)]
+    turns = frame[(frame["probe"] == "agent-load") & frame["scenario"].str.match(r"c\d-t\d")]
     pivot = turns.pivot_table(index=["arm_id", "scenario"], columns="metric", values="value")
-    reuse = (pivot["cached_tokens"] / pivot["prompt_tokens"]).groupby(level="arm_id").median()
+
+    def kept_history(arm: str) -> float:
+        """Median share of each conversation's previous prompt found cached on its next turn."""
+        shares = []
+        for conv in range(3):
+            for turn in (1, 2):
+                now, before = pivot.loc[(arm, f"c{conv}-t{turn}")], pivot.loc[(arm, f"c{conv}-t{turn - 1}")]
+                share = now["cached_tokens"] / before["prompt_tokens"]
+                if share == share:  # a turn without a server-reported count is left out
+                    shares.append(share)
+        assert len(shares) >= 4, pivot
+        return sorted(shares)[len(shares) // 2]
+
     # one slot, three conversations: each later turn re-prefills the history behind the shared prefix
-    assert reuse["S1"] < 0.5, reuse
-    # a slot per conversation: each later turn prefills only its new tail
-    assert reuse["S3"] > 0.7, reuse
+    assert kept_history("S1") < 0.6, pivot
+    # a slot per conversation: each later turn finds its whole history and prefills only the new tail
+    assert kept_history("S3") > 0.9, pivot
     sources = set(frame[frame["metric"] == "cached_tokens"]["source"])
     assert sources == {"timings.cache_n"}
 
