@@ -174,12 +174,15 @@ class TimedAiohttpTransport(httpx.AsyncBaseTransport):
     hook and handed back in `response.extensions["send_ns"]`.
     """
 
-    def __init__(self, max_connections: int = 256, keepalive_expiry: float = 15.0):
+    def __init__(self, max_connections: int = 256, keepalive_expiry: float = 4.0):
+        # Servers close idle connections after a few seconds (llama-server: 5 s); letting
+        # ours go first avoids writing a request into a connection being closed.
         self.max_connections = max(1, max_connections)
         self.keepalive_expiry = keepalive_expiry
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
 
-    def _make_session(self) -> aiohttp.ClientSession:
+    def _make_session(self, fresh: bool = False) -> aiohttp.ClientSession:
         trace = aiohttp.TraceConfig()
 
         async def on_headers_sent(_session: Any, ctx: SimpleNamespace, _params: Any) -> None:
@@ -188,19 +191,28 @@ class TimedAiohttpTransport(httpx.AsyncBaseTransport):
                 holder.send_ns = time.perf_counter_ns()
 
         trace.on_request_headers_sent.append(on_headers_sent)
-        connector = _StampingConnector(
-            limit=self.max_connections,
-            limit_per_host=self.max_connections,
-            keepalive_timeout=self.keepalive_expiry,
-            ttl_dns_cache=300,
-        )
+        if fresh:  # one new connection per request: for the single retry after a refusal
+            connector = _StampingConnector(limit=self.max_connections, force_close=True, ttl_dns_cache=300)
+        else:
+            connector = _StampingConnector(
+                limit=self.max_connections,
+                limit_per_host=self.max_connections,
+                keepalive_timeout=self.keepalive_expiry,
+                ttl_dns_cache=300,
+            )
         return aiohttp.ClientSession(
             connector=connector, trace_configs=[trace], auto_decompress=True, timeout=aiohttp.ClientTimeout(total=None)
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._session is None or self._session.closed:
-            self._session = self._make_session()
+        if request.extensions.get("campaign.fresh_connection"):
+            if self._fresh is None or self._fresh.closed:
+                self._fresh = self._make_session(fresh=True)
+            session = self._fresh
+        else:
+            if self._session is None or self._session.closed:
+                self._session = self._make_session()
+            session = self._session
         spec = request.extensions.get("timeout") or {}
         timeout = aiohttp.ClientTimeout(
             total=None,
@@ -211,7 +223,7 @@ class TimedAiohttpTransport(httpx.AsyncBaseTransport):
         holder = SimpleNamespace(send_ns=None)
         body = request.content if request.stream is not None else b""
         try:
-            response = await self._session.request(
+            response = await session.request(
                 request.method,
                 str(request.url),
                 headers=[(k.decode(), v.decode()) for k, v in request.headers.raw if k.lower() != b"content-length"],
@@ -241,9 +253,10 @@ class TimedAiohttpTransport(httpx.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
+        self._session = self._fresh = None
 
 
 def make_http_client(base_url: str, concurrency: int = 16) -> httpx.AsyncClient:
@@ -455,6 +468,7 @@ async def _stream_chat(
                     "/v1/chat/completions",
                     json=body,
                     timeout=httpx.Timeout(connect=10.0, read=read_timeout, write=30.0, pool=None),
+                    extensions={"campaign.fresh_connection": True} if attempt else {},
                 ) as response:
                     got_response = True
                     record.send_ns = response.extensions.get("send_ns") or fallback_send

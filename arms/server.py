@@ -135,7 +135,8 @@ class ServerProcess:
         self.stop()
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -156,7 +157,7 @@ def stop_group(pgid: int, grace_s: float = 10.0, proc: subprocess.Popen[bytes] |
             proc.poll()
         else:
             _reap(pgid)
-        if not _group_alive(pgid):
+        if not group_alive(pgid):
             break
         time.sleep(0.05)
     else:

@@ -3,13 +3,13 @@ the stored numbers, a blocked arm, and no server left running."""
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from campaign.states import AttemptState, ItemState, Verdict
+from arms.server import group_alive
 from campaign.store import Store
 
 pytestmark = pytest.mark.integration
@@ -115,13 +115,6 @@ CAMPAIGN = textwrap.dedent(
 )
 
 
-def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
 
 def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
     from flows.campaign_flow import campaign_flow
@@ -170,7 +163,7 @@ def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
     assert len({a.fingerprint for a in done}) == 1
     for att in attempts:
         if att.server_pgid:
-            assert not _alive(att.server_pgid), f"server of attempt {att.id} still running"
+            assert not group_alive(att.server_pgid), f"server of attempt {att.id} still running"
 
     # running again is a no-op for finished items: no new attempts, no duplicate rows
     before = len(store.measurements_frame(camp.id, latest_only=False))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
+from arms.server import group_alive
 from campaign.store import Store
 
 pytestmark = pytest.mark.integration
@@ -39,13 +40,6 @@ prefill_tps = 20000.0
 decode_tps = {decode_tps}
 """
 
-
-def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_blocked_then_fixed_then_resume_passes(tmp_path: Path, prefect_harness: None) -> None:
@@ -166,7 +160,7 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
         assert pgid is not None, proc.stderr.read().decode() if proc.poll() is not None else "no progress"
         os.kill(proc.pid, signal.SIGKILL)  # the campaign process dies mid-probe
         proc.wait(timeout=10)
-        assert _alive(pgid)  # its server is now an orphan
+        assert group_alive(pgid)  # its server is now an orphan
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -183,7 +177,7 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
         except ProcessLookupError:
             pass
     assert resume.returncode == 0, resume.stderr
-    assert not _alive(pgid)  # the orphan was recognised by its command line and stopped
+    assert not group_alive(pgid)  # the orphan was recognised by its command line and stopped
 
     store = Store(f"sqlite:///{db}")
     camp = store.campaign("crash")
@@ -200,7 +194,7 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
     assert not frame.duplicated(["probe_run_id", "metric", "trial", "context", "scenario", "mode"]).any()
     for att in store.attempts(camp.id):
         if att.server_pgid:
-            assert not _alive(att.server_pgid)
+            assert not group_alive(att.server_pgid)
 
 
 def test_rerun_keeps_history_and_confirmatory_item_says_what_moved(tmp_path: Path, prefect_harness: None) -> None:
