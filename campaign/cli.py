@@ -153,7 +153,7 @@ def rerun(
     from campaign.status_view import render_status
     from flows.campaign_flow import rerun_flow
 
-    with CampaignProgress(console, spec), _quiet_heartbeat():
+    with CampaignProgress(console, spec, items=1), _quiet_heartbeat():
         rerun_flow(str(file), store.url, match[0].key, overrides, workdir)
     render_status(console, store, spec.campaign.name)
 

@@ -11,14 +11,14 @@ from campaign.schema import CampaignSpec
 
 
 class CampaignProgress:
-    def __init__(self, console: Console, spec: CampaignSpec):
+    def __init__(self, console: Console, spec: CampaignSpec, items: int | None = None):
         self.spec = spec
         self.progress = Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), console=console, transient=False,
         )
         self._unsubscribe: Any = None
-        self.items = self.progress.add_task("queue", total=len(spec.queue))
+        self.items = self.progress.add_task("queue", total=items or len(spec.queue))
         self.arm = self.progress.add_task("arm", total=1, visible=False)
 
     def _on(self, kind: str, data: dict[str, Any]) -> None:
