@@ -163,14 +163,7 @@ async def run_aiohttp(url: str, streams: int, tokens: int) -> list[Stream]:
                 t = time.perf_counter_ns()
                 if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
                     continue
-                chunk = json.loads(line[6:])
-                if "recv" in chunk:
-                    s.recv_ns = chunk["recv"]
-                for choice in chunk.get("choices", []):
-                    content = choice.get("delta", {}).get("content")
-                    if content:
-                        (k, sched, sent), = _tokens(content)
-                        s.stamps.append((k, sched, sent, t))
+                _take_event(s, line[6:], t)
         return s
 
     connector = aiohttp.TCPConnector(limit=streams + 4)
@@ -190,19 +183,24 @@ async def run_httpx(url: str, streams: int, tokens: int) -> list[Stream]:
                 t = time.perf_counter_ns()
                 if not line.startswith("data: ") or line.startswith("data: [DONE]"):
                     continue
-                chunk = json.loads(line[6:])
-                if "recv" in chunk:
-                    s.recv_ns = chunk["recv"]
-                for choice in chunk.get("choices", []):
-                    content = choice.get("delta", {}).get("content")
-                    if content:
-                        (k, sched, sent), = _tokens(content)
-                        s.stamps.append((k, sched, sent, t))
+                _take_event(s, line[6:], t)
         return s
 
     limits = httpx.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
     async with httpx.AsyncClient(limits=limits, timeout=60) as client:
         return list(await asyncio.gather(*(one(client) for _ in range(streams))))
+
+
+def _take_event(s: Stream, data: bytes | str, t: int) -> None:
+    """What a typical client does with each event as it comes: parse it, keep the tokens."""
+    chunk = json.loads(data)
+    if "recv" in chunk:
+        s.recv_ns = chunk["recv"]
+    for choice in chunk.get("choices", []):
+        content = choice.get("delta", {}).get("content")
+        if content:
+            ((k, sched, sent),) = _tokens(content)
+            s.stamps.append((k, sched, sent, t))
 
 
 CLIENTS = {"ours": run_ours, "aiohttp": run_aiohttp, "httpx": run_httpx}

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import time
+from datetime import UTC, datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -212,7 +213,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 def _base(state: SimState, req: SimRequest, obj: str) -> dict[str, Any]:
-    return {"id": f"chatcmpl-sim-{req.id}", "object": obj, "created": int(time.time()),
+    return {"id": f"chatcmpl-sim-{req.id}", "object": obj, "created": _unix_now(),
             "model": state.profile.model}
 
 
@@ -303,3 +304,9 @@ async def _write_stream(request: web.Request, state: SimState, req: SimRequest,
     await resp.write_eof()
     if state.complete_one():
         state.crash(1)
+
+
+def _unix_now() -> int:
+    """The OpenAI `created` field: a calendar timestamp, not an interval (intervals in
+    this project come from the monotonic clock)."""
+    return int(datetime.now(UTC).timestamp())
