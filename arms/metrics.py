@@ -8,20 +8,34 @@ Definitions (also in the README):
 - ttfr_s: send -> first byte of the first event of any kind.
 - ttft_s: send -> first event carrying content, reasoning or a tool-call delta; role-only
   and empty chunks do not count.
-- decode_tps: (completion_tokens - 1) / (t_last_token - t_first_token), completion_tokens
-  from the server's usage; without it, tokens are estimated from the deltas and the source
-  says `client-estimate`.
-- itl_s: gaps between consecutive token-carrying events.
+- decode_tps: (completion_tokens - first_event_tokens) / (t_last_token - t_first_token).
+  completion_tokens comes from the server's usage; without it, tokens are estimated from
+  the deltas and the source says `client-estimate`. first_event_tokens is always estimated
+  from the first token-carrying event's delta (`estimate_tokens`): a speculative or
+  coalesced first event carrying several tokens must not count them as decoded inside a
+  window that starts when they had already arrived.
+- tpot_s: time per output token after the first event, (t_last_token - t_first_token) /
+  (completion_tokens - first_event_tokens) = 1 / decode_tps. Per token, not per event.
+- itl_s: gaps between consecutive token-carrying *events* (one value per gap). With
+  several tokens per event (speculation, coalescing) an ITL is longer than a TPOT; ITL
+  shows stalls as the user sees them, TPOT the generation rate.
 - e2e_s: send -> end of stream.
-- reuse: cached_tokens / prompt_tokens, both from the server, with the field they came from.
+- schedule_lag_s: send - the send a load profile scheduled (`scheduled_ns`); per-run
+  numbers of a load (goodput, throughput) are defined in `arms/load.py`.
+- reuse: cached_tokens / prompt_tokens, both from the server, with the field they came
+  from. Never clamped: a value below 0 or above 1 is impossible and is stored as measured,
+  its source flagged by `flag_reuse_source` ("timings.cache_n; impossible: >1").
+- stamp_source / send_stamp_source on each record say how its times were taken
+  ("data_received" or "read-time"; "headers-sent" or "fallback"), see `arms/client.py`.
+  A request refused before any byte is sent once more; its times then count from the
+  first attempt's send ("first-attempt"), since that is how long its user waited.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 NS = 1_000_000_000
@@ -40,7 +54,16 @@ TOKEN_KINDS = frozenset({CONTENT, REASONING, TOOL})
 SOURCE_SERVER = "server"
 SOURCE_CLIENT_ESTIMATE = "client-estimate"
 
-_WORD = re.compile(r"\S+")
+# How a record's times were taken (RequestRecord.stamp_source / send_stamp_source).
+STAMP_DATA_RECEIVED = "data_received"  # each event: when the loop handed its bytes to the protocol
+STAMP_READ_TIME = "read-time"  # each event: when the reading coroutine got it (later under load)
+STAMP_MIXED = "mixed"  # some events of the stream one way, some the other
+SEND_HEADERS_SENT = "headers-sent"  # send: when the request headers were written to the socket
+SEND_FALLBACK = "fallback"  # send: before the request was handed to the client (before any pool wait)
+SEND_FIRST_ATTEMPT = "first-attempt"  # a retried request: its first attempt's send (fallback stamp), so TTFT includes the retry
+
+# Suffix on a measurement's source when its value is impossible (stored as measured, never clamped).
+IMPOSSIBLE = "impossible"
 
 
 @dataclass(slots=True)
@@ -64,13 +87,34 @@ class RequestRecord:
     retries: int = 0
     malformed_events: int = 0
     label: dict[str, Any] = field(default_factory=dict)
+    stamp_source: str = ""  # STAMP_*: how event_ns were taken ("" when no body was read)
+    send_stamp_source: str = ""  # SEND_*: how send_ns was taken
+    scheduled_ns: int | None = None  # a load profile's planned send (arms/load.py); None: unscheduled
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, as plain values (what request rows store as raw_json).
+
+        A shallow copy of each list and dict, not `dataclasses.asdict`'s deep copy: that
+        took about a millisecond per request, on the event loop where the other streams'
+        stamps are taken. Nested values (usage, timings, tool calls) are shared with the
+        record, which nothing changes once its stream has ended.
+        """
+        out: dict[str, Any] = {}
+        for name in _RECORD_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, list):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = dict(value)
+            out[name] = value
+        return out
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(RequestRecord))
 
 
 def estimate_tokens(text: str) -> int:
@@ -79,7 +123,7 @@ def estimate_tokens(text: str) -> int:
     A speculative chunk that carries several words counts as several tokens; only used
     when the server reports no completion_tokens, and then marked `client-estimate`.
     """
-    return max(1, len(_WORD.findall(text)))
+    return max(1, len(text.split()))  # the whitespace-separated runs, without a regex per delta
 
 
 def _first(record: RequestRecord, kinds: frozenset[str] | None = None) -> int | None:
@@ -108,6 +152,15 @@ def e2e_s(record: RequestRecord) -> float | None:
     return (record.end_ns - record.send_ns) / NS
 
 
+def schedule_lag_s(record: RequestRecord) -> float | None:
+    """Actual send - scheduled send, for a request a load profile scheduled: how far the
+    client fell behind its own schedule (the wait for an in-flight cap included). None for
+    an unscheduled request."""
+    if record.scheduled_ns is None or not record.send_ns:
+        return None
+    return (record.send_ns - record.scheduled_ns) / NS
+
+
 def token_event_times(record: RequestRecord) -> list[int]:
     return [t for t, k in zip(record.event_ns, record.event_kind) if k in TOKEN_KINDS]
 
@@ -130,15 +183,56 @@ def completion_tokens(record: RequestRecord) -> tuple[int | None, str]:
     return (counted if counted else None), SOURCE_CLIENT_ESTIMATE
 
 
-def decode_tps(record: RequestRecord) -> tuple[float | None, str]:
-    """Decode rate after the first token; None when fewer than two token events arrived."""
+def first_event_tokens(record: RequestRecord) -> int | None:
+    """Tokens carried by the first token-carrying event, estimated from its delta.
+
+    The server reports only a total, so this is always the client's estimate
+    (`estimate_tokens`: whitespace pieces, at least one; for a tool-call delta, of its name
+    and argument fragments). It is exact for the common one-token first event.
+    """
+    for n, kind in zip(record.event_tokens, record.event_kind):
+        if kind in TOKEN_KINDS:
+            return n
+    return None
+
+
+def _decode_window(record: RequestRecord) -> tuple[int, int, str] | None:
+    """(tokens after the first event, ns from first to last token event, token source).
+
+    The window opens when the first token-carrying event arrives, so the tokens that event
+    carried were not decoded inside it and are left out of the numerator.
+    """
     if not record.ok:
-        return None, ""
+        return None
     times = token_event_times(record)
     tokens, source = completion_tokens(record)
-    if tokens is None or tokens < 2 or len(times) < 2 or times[-1] <= times[0]:
-        return None, source
-    return (tokens - 1) / ((times[-1] - times[0]) / NS), source
+    first = first_event_tokens(record)
+    if tokens is None or first is None or len(times) < 2 or times[-1] <= times[0]:
+        return None
+    after = tokens - first
+    if after < 1:
+        return None
+    return after, times[-1] - times[0], source
+
+
+def decode_tps(record: RequestRecord) -> tuple[float | None, str]:
+    """Decode rate after the first token-carrying event, with the token source; None when
+    fewer than two token events arrived or no token followed the first event."""
+    window = _decode_window(record)
+    if window is None:
+        return None, (completion_tokens(record)[1] if record.ok else "")
+    after, span_ns, source = window
+    return after / (span_ns / NS), source
+
+
+def tpot_s(record: RequestRecord) -> tuple[float | None, str]:
+    """Time per output token after the first event (per token, where `itl_s` is per event);
+    1 / decode_tps, with the same token source."""
+    window = _decode_window(record)
+    if window is None:
+        return None, (completion_tokens(record)[1] if record.ok else "")
+    after, span_ns, source = window
+    return span_ns / NS / after, source
 
 
 # -- cached tokens: every field shape a runtime may use -----------------------------------
@@ -197,9 +291,26 @@ def record_payload(record: RequestRecord) -> dict[str, Any]:
 
 
 def reuse(cached: int | None, prompt: int | None) -> float | None:
+    """cached / prompt as the server reported them, never clamped (see `flag_reuse_source`).
+
+    None when either is unknown or the prompt is 0 tokens (nothing to reuse).
+    """
     if cached is None or not prompt:
         return None
-    return max(0.0, min(1.0, cached / prompt))
+    return cached / prompt
+
+
+def flag_reuse_source(source: str, value: float | None) -> str:
+    """The source to store with a reuse value: `source` itself when the value is possible,
+    `"<source>; impossible: >1"` or `"<source>; impossible: <0"` when it is not.
+
+    An impossible value (more cached than prompt tokens, or negative counts) means the
+    server's counters disagree with each other; it is stored as measured, so the disagreement
+    stays visible, and the suffix lets every reader tell it from a real measurement.
+    """
+    if value is None or 0.0 <= value <= 1.0:
+        return source
+    return f"{source}; {IMPOSSIBLE}: {'>1' if value > 1.0 else '<0'}"
 
 
 # -- statistics over many records; failed requests never enter them -----------------------
@@ -212,8 +323,11 @@ def ok_records(records: Iterable[RequestRecord]) -> list[RequestRecord]:
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Linear-interpolated percentile, q in [0, 100]."""
     data = sorted(v for v in values if v is not None)
-    if not data:
-        return None
+    return _interpolate(data, q) if data else None
+
+
+def _interpolate(data: Sequence[float], q: float) -> float:
+    """Percentile q of sorted, non-empty data."""
     if len(data) == 1:
         return data[0]
     pos = (len(data) - 1) * q / 100
@@ -233,7 +347,7 @@ def summarize(values: Sequence[float | None]) -> dict[str, float]:
         "max": max(data),
         "n": float(len(data)),
     }
-    out["p90"] = percentile(data, 90) or out["max"]
+    out["p90"] = _interpolate(sorted(data), 90)  # a p90 of 0 is 0, never replaced by the max
     out["stdev"] = statistics.stdev(data) if len(data) > 1 else 0.0
     return out
 

@@ -30,8 +30,10 @@ import signal
 import subprocess
 import sys
 import time
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -69,14 +71,45 @@ class _StreamProtocol(asyncio.Protocol):
                 return
             body = self.buffer[head_end + 4 : head_end + 4 + length]
             self.buffer = self.buffer[head_end + 4 + length :]
-            self.scheduler.start(self, json.loads(body or b"{}"), recv_ns)
+            method, path = (head.split(" ", 2) + ["", ""])[:2]
+            if method == "GET":
+                self.scheduler.answer_get(self, path)
+            else:
+                self.scheduler.start(self, json.loads(body or b"{}"), recv_ns)
 
 
 class _Scheduler:
-    def __init__(self, ttft_ms: float, itl_ms: float):
+    """Streams on schedule; also answers GET /metrics like llama-server and, with a log
+    path, writes a server log at llama-server's trace density (a line per token), so the
+    probe path's queue sampler and log reader have the same work as against the real one."""
+
+    def __init__(self, ttft_ms: float, itl_ms: float, log_path: str | None = None):
         self.ttft_ns = int(ttft_ms * 1e6)
         self.itl_ns = int(itl_ms * 1e6)
         self.loop = asyncio.get_running_loop()
+        self.log = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115 - open for the server's life
+        self.active = self.requests = self.predicted = 0
+
+    def answer_get(self, proto: _StreamProtocol, path: str) -> None:
+        assert proto.transport is not None
+        if path != "/metrics":
+            proto.transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        body = (
+            "# TYPE llamacpp:prompt_tokens_total counter\n"
+            f"llamacpp:prompt_tokens_total {8 * self.requests}\n"
+            "# TYPE llamacpp:prompt_tokens_cached_total counter\n"
+            "llamacpp:prompt_tokens_cached_total 0\n"
+            "# TYPE llamacpp:tokens_predicted_total counter\n"
+            f"llamacpp:tokens_predicted_total {self.predicted}\n"
+            "# TYPE llamacpp:requests_processing gauge\n"
+            f"llamacpp:requests_processing {self.active}\n"
+            "# TYPE llamacpp:requests_deferred gauge\n"
+            "llamacpp:requests_deferred 0\n"
+        ).encode()
+        proto.transport.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
 
     def start(self, proto: _StreamProtocol, body: dict, recv_ns: int) -> None:
         assert proto.transport is not None
@@ -85,8 +118,16 @@ class _Scheduler:
         )
         n = int(body.get("max_tokens", 64))
         first = recv_ns + self.ttft_ns
+        self.requests += 1
+        task = self.requests
+        if self.log is not None:
+            self.log.write(
+                f"slot get_availabl: id  0 | task {task} | selected slot by LCP similarity, sim_best = 1.000 (> 0.100 thold)\n"
+                "srv  get_availabl: looking for better prompt, base f_keep = 1.000, sim = 1.000\n"
+                "srv          load:  - found better prompt with f_keep = 1.000, sim = 1.000\n"
+            )
         self._write(proto, {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}], "recv": recv_ns})
-        self.loop.create_task(self._stream(proto, n, first))
+        self.loop.create_task(self._stream(proto, n, first, task))
 
     @staticmethod
     def _write(proto: _StreamProtocol, obj: dict | None, raw: bytes | None = None) -> None:
@@ -94,7 +135,8 @@ class _Scheduler:
         if proto.transport is not None and not proto.transport.is_closing():
             proto.transport.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    async def _stream(self, proto: _StreamProtocol, n: int, first: int) -> None:
+    async def _stream(self, proto: _StreamProtocol, n: int, first: int, task: int) -> None:
+        self.active += 1
         for k in range(n):
             sched = first + k * self.itl_ns
             delay = (sched - time.perf_counter_ns()) / NS
@@ -102,14 +144,18 @@ class _Scheduler:
                 await asyncio.sleep(delay)
             sent = time.perf_counter_ns()
             self._write(proto, {"choices": [{"index": 0, "delta": {"content": f" {k}:{sched}:{sent}"}}]})
+            if self.log is not None:
+                self.log.write(f"slot process_toke: id  0 | task {task} | n_decoded = {k + 1}, n_remaining = {n - k - 1}, next token: 263 ' {k}'\n")
+        self.active -= 1
+        self.predicted += n
         self._write(proto, {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": n}})
         self._write(proto, None, b"data: [DONE]\n\n")
         if proto.transport is not None and not proto.transport.is_closing():
             proto.transport.write(b"0\r\n\r\n")
 
 
-async def _serve(port: int, ttft_ms: float, itl_ms: float) -> None:
-    scheduler = _Scheduler(ttft_ms, itl_ms)
+async def _serve(port: int, ttft_ms: float, itl_ms: float, log_path: str | None) -> None:
+    scheduler = _Scheduler(ttft_ms, itl_ms, log_path)
     server = await asyncio.get_running_loop().create_server(lambda: _StreamProtocol(scheduler), "127.0.0.1", port, backlog=1024)
     print("ready", flush=True)
     async with server:
@@ -125,6 +171,7 @@ class Stream:
     recv_ns: int = 0
     stamps: list[tuple[int, int, int, int]] = field(default_factory=list)  # (k, sched, sent, client stamp)
     error: str | None = None
+    stamp_source: str = ""  # ours: how the record says its times were taken
 
 
 def _tokens(text: str) -> list[tuple[int, int, int]]:
@@ -135,20 +182,78 @@ def _tokens(text: str) -> list[tuple[int, int, int]]:
     return out
 
 
+def _stream_of(rec: Any) -> Stream:
+    """A Stream from one of our RequestRecords (live, or rebuilt from a stored row)."""
+    from arms.metrics import CONTENT
+
+    s = Stream(send_ns=rec.send_ns, error=rec.error)
+    times = [t for t, kind in zip(rec.event_ns, rec.event_kind) if kind == CONTENT]
+    s.stamps = [(k, sched, sent, t) for (k, sched, sent), t in zip(_tokens(rec.text), times)]
+    s.stamp_source = f"{rec.stamp_source}/{rec.send_stamp_source}"
+    return s
+
+
 async def run_ours(url: str, streams: int, tokens: int) -> list[Stream]:
     from arms.client import make_http_client, stream_chat
-    from arms.metrics import CONTENT
 
     body = {"model": "bench", "messages": [{"role": "user", "content": "go"}], "max_tokens": tokens}
     async with make_http_client(url, streams) as http:
         records = await asyncio.gather(*(stream_chat(http, body, read_timeout=60) for _ in range(streams)))
-    out = []
-    for rec in records:
-        s = Stream(send_ns=rec.send_ns, error=rec.error)
-        times = [t for t, kind in zip(rec.event_ns, rec.event_kind) if kind == CONTENT]
-        s.stamps = [(k, sched, sent, t) for (k, sched, sent), t in zip(_tokens(rec.text), times)]
-        out.append(s)
-    return out
+    return [_stream_of(rec) for rec in records]
+
+
+class ProbeRun:
+    """Our client inside a real probe: the agent-load probe (one turn per conversation, the
+    same streams as `ours`) through the campaign's StoreSink into a temporary SQLite store,
+    with its QueueSampler reading /metrics every 0.5 s and the server log read before and
+    after. The streams are rebuilt from the stored request rows, so what is scored is what
+    a campaign would keep."""
+
+    def __init__(self, workdir: Path, log_path: Path):
+        from campaign.store import CampaignRow, Store
+
+        self.store = Store(f"sqlite:///{workdir / 'bench.db'}")
+        self.campaign_id = self.store.add(CampaignRow(name="client-accuracy")).id
+        self.attempt_id = self.store.new_attempt(self.campaign_id, "bench", "A", {}).id
+        self.log_path = log_path
+        self.rows: dict[str, int] = {}
+
+    def run(self, url: str, streams: int, tokens: int) -> tuple[list[Stream], float, float]:
+        """Run the probe; returns the stored streams and the wall and CPU seconds of the probe
+        including the sink's final write (reading the rows back is not counted)."""
+        from arms.probes import agent_load
+        from arms.probes.base import ProbeTarget
+        from arms.runtimes import registry
+        from campaign.store import ProbeRunRow
+        from flows.sink import StoreSink
+
+        run = self.store.add(ProbeRunRow(attempt_id=self.attempt_id, probe="agent-load", context=0))
+        target = ProbeTarget(base_url=url, model="bench", adapter=registry.get("llamacpp"), log_path=str(self.log_path))
+        params = agent_load.AgentLoadParams(
+            conversations=streams, turns=1, system_tokens=16, task_tokens=16, turn_tokens=0, max_tokens=tokens, baseline=False
+        )
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        sink = StoreSink(self.store, self.campaign_id, self.attempt_id, run.id, "bench", "A", "agent-load", False)
+        try:
+            asyncio.run(agent_load.run(target, sink, params))
+        finally:
+            sink.close()
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        from arms.metrics import RequestRecord
+
+        fields = RequestRecord.__dataclass_fields__
+        requests = self.store.requests([run.id])
+        out = []
+        for row in requests:
+            raw = json.loads(row.raw_json)
+            out.append(_stream_of(RequestRecord(**{k: v for k, v in raw.items() if k in fields})))
+        frame = self.store.measurements_frame(self.campaign_id, latest_only=False)
+        self.rows = {
+            "requests": len(requests),
+            "measurements": int((frame["probe_run_id"] == run.id).sum()),
+            "samples": len(self.store.samples([run.id])),
+        }
+        return out, wall, cpu
 
 
 async def run_aiohttp(url: str, streams: int, tokens: int) -> list[Stream]:
@@ -232,6 +337,7 @@ class Result:
     wall_s: float
     cpu_s: float
     errors: int
+    stamp_sources: str = ""
 
     @property
     def events_per_s(self) -> float:
@@ -242,11 +348,15 @@ class Result:
         return self.events / self.cpu_s if self.cpu_s else 0.0
 
 
-def measure(client: str, url: str, streams: int, tokens: int) -> Result:
-    fn = CLIENTS[client]
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    results = asyncio.run(fn(url, streams, tokens))
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+def measure(client: str, url: str, streams: int, tokens: int, probe: ProbeRun | None = None) -> Result:
+    if client == "probe":
+        assert probe is not None
+        results, wall, cpu = probe.run(url, streams, tokens)
+    else:
+        fn = CLIENTS[client]
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        results = asyncio.run(fn(url, streams, tokens))
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     ttft, itl, lag = [], [], []
     events = 0
     for s in results:
@@ -258,61 +368,84 @@ def measure(client: str, url: str, streams: int, tokens: int) -> Result:
         for (_, sa, _, ta), (_, sb, sentb, tb) in zip(s.stamps, s.stamps[1:]):
             itl.append(abs((tb - ta) - (sb - sa)) / 1e6)
         lag.extend((sent - sched) / 1e6 for _, sched, sent, _ in s.stamps)
+    sources = sorted({s.stamp_source for s in results if s.stamp_source})
     return Result(
         client, streams, pct(ttft, 50), pct(ttft, 99), pct(itl, 50), pct(itl, 99), pct(lag, 99),
-        events, wall, cpu, sum(1 for s in results if s.error or not s.stamps),
+        events, wall, cpu, sum(1 for s in results if s.error or not s.stamps), ", ".join(sources),
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--log", help=argparse.SUPPRESS)
     parser.add_argument("--streams", type=int, nargs="*", default=[1, 16, 64, 256])
     parser.add_argument("--tokens", type=int, default=100, help="tokens per stream")
     parser.add_argument("--ttft-ms", type=float, default=50.0)
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--clients", nargs="*", default=list(CLIENTS))
+    parser.add_argument(
+        "--through-probe", action="store_true",
+        help="also run our client inside the agent-load probe with the store sink and queue sampler (client `probe`)",
+    )
     args = parser.parse_args(argv)
     if args.serve:
-        asyncio.run(_serve(args.serve, args.ttft_ms, args.itl_ms))
+        asyncio.run(_serve(args.serve, args.ttft_ms, args.itl_ms, args.log))
         return 0
 
     from arms.server import free_port
 
+    clients = list(args.clients)
+    if args.through_probe and "probe" not in clients:
+        clients.insert(clients.index("ours") + 1 if "ours" in clients else 0, "probe")
+    workdir = Path(tempfile.mkdtemp(prefix="client-accuracy-"))
+    log_path = workdir / "server.log"
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(port), "--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms)],
-        stdout=subprocess.PIPE, start_new_session=True,
-    )
+    command = [sys.executable, __file__, "--serve", str(port), "--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms)]
+    if "probe" in clients:
+        command += ["--log", str(log_path)]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, start_new_session=True)
     try:
         assert server.stdout is not None
         server.stdout.readline()
         url = f"http://127.0.0.1:{port}"
+        probe = ProbeRun(workdir, log_path) if "probe" in clients else None
+        for client in clients:  # warm-up, not shown: imports and first-use costs stay out of the numbers
+            measure(client, url, 2, 5, probe)
         print(f"schedule: TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms, {args.tokens} tokens per stream; server in its own process")
-        header = f"{'client':8} {'streams':>7} {'TTFT err p50':>12} {'p99':>8} {'ITL err p50':>11} {'p99':>8} {'srv lag p99':>11} {'events/s':>9} {'ev/CPU-s':>9} {'errors':>6}"
+        header = f"{'client':8} {'streams':>7} {'TTFT err p50':>12} {'p99':>8} {'ITL err p50':>11} {'p99':>8} {'srv lag p99':>11} {'events/s':>9} {'ev/CPU-s':>9} {'errors':>6}  stamps"
         print(header)
         rows: dict[tuple[str, int], Result] = {}
         for streams in args.streams:
-            for client in args.clients:
-                r = measure(client, url, streams, args.tokens)
+            for client in clients:
+                r = measure(client, url, streams, args.tokens, probe)
                 rows[(client, streams)] = r
                 print(
                     f"{client:8} {streams:7d} {r.ttft_p50_ms:10.2f}ms {r.ttft_p99_ms:6.2f}ms {r.itl_p50_ms:9.2f}ms {r.itl_p99_ms:6.2f}ms"
-                    f" {r.server_lag_p99_ms:9.2f}ms {r.events_per_s:9.0f} {r.capacity:9.0f} {r.errors:6d}",
+                    f" {r.server_lag_p99_ms:9.2f}ms {r.events_per_s:9.0f} {r.capacity:9.0f} {r.errors:6d}  {r.stamp_sources}",
                     flush=True,
                 )
-        if "ours" in args.clients:
+                if client == "probe" and probe is not None:
+                    print(f"{'':8} {'':7} stored: {probe.rows}", flush=True)
+        if "ours" in clients:
             print("\nratios (other / ours): p99 TTFT error, p99 ITL error, events per CPU-second (ours / other)")
             for streams in args.streams:
                 ours = rows[("ours", streams)]
-                for client in args.clients:
-                    if client == "ours":
+                for client in clients:
+                    if client in ("ours", "probe"):
                         continue
                     other = rows[(client, streams)]
                     print(
                         f"  {streams:4d} streams vs {client:8}: TTFT p99 x{other.ttft_p99_ms / max(ours.ttft_p99_ms, 1e-6):.1f}, "
                         f"ITL p99 x{other.itl_p99_ms / max(ours.itl_p99_ms, 1e-6):.1f}, capacity x{ours.capacity / max(other.capacity, 1e-6):.2f}"
                     )
+        if "ours" in clients and "probe" in clients:
+            print("\nthrough the probe - bare client (target: p99 within 1 ms)")
+            for streams in args.streams:
+                ours, via = rows[("ours", streams)], rows[("probe", streams)]
+                d_ttft, d_itl = via.ttft_p99_ms - ours.ttft_p99_ms, via.itl_p99_ms - ours.itl_p99_ms
+                verdict = "met" if max(d_ttft, d_itl) <= 1.0 and not via.errors else "NOT met"
+                print(f"  {streams:4d} streams: TTFT p99 {d_ttft:+.2f} ms, ITL p99 {d_itl:+.2f} ms: {verdict}")
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=10)

@@ -23,7 +23,9 @@ app = typer.Typer(
     help="Gated experiment campaigns for LLM serving: run arms, probe servers, compute verdicts.",
     pretty_exceptions_enable=False,
 )
-console = Console(width=None if sys.stdout.isatty() else 160)
+# A terminal's own width, or COLUMNS when set; else (a pipe, a log file) 160, wide enough
+# for the tables without wrapping every reason.
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
 err = Console(stderr=True)
 
 DbOption = Annotated[
@@ -36,6 +38,10 @@ class UsageError(Exception):
     """Bad input from the user: printed without a traceback, exit code 2."""
 
 
+class CannotRun(Exception):
+    """The command cannot go on (another runner, no Prefect server): one line, exit 1."""
+
+
 def _store(db: str | None) -> Any:
     from campaign.store import Store, db_url, default_db_url
 
@@ -43,26 +49,133 @@ def _store(db: str | None) -> Any:
 
 
 def _prefect_env() -> None:
+    """Before Prefect is imported: quiet console logs, no analytics. Run logs are not
+    sent to a temporary server (it is gone when the run ends); `_flow_session` turns
+    them on for a configured one, where someone can read them."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "false")
 
 
-def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
+def _load_checked(file: Path) -> Any:
+    """The campaign file, validated, its queue items' overrides included (exit 2)."""
     from campaign.schema import load_campaign
+    from flows.overrides import check_campaign
 
-    spec = load_campaign(file)  # validate before starting anything
+    spec = load_campaign(file)
+    problems = check_campaign(spec)
+    if problems:
+        raise CampaignFileError(file, problems)
+    return spec
+
+
+def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> str | None:
+    """A line saying the campaign is finished, or None if a run would do something."""
+    from campaign import queue
+    from campaign.schema import file_digest
+
+    row = store.campaign(spec.campaign.name)
+    if row is None or row.id is None or row.file_digest != file_digest(file):
+        return None  # new, or the file changed: register it and run
+    if queue.work_left(store, spec, row.id, recheck_blocked):
+        return None
+    counts: dict[str, int] = {}
+    for item in store.items(row.id):
+        counts[item.state] = counts.get(item.state, 0) + 1
+    states = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    hint = "; `campaign resume` re-checks blocked items" if counts.get("blocked") and not recheck_blocked else ""
+    finished = set(counts) == {"done"}
+    head = f"every queue item of {spec.campaign.name!r} has run" if finished else f"no queue item of {spec.campaign.name!r} can run now"
+    return f"nothing to do: {head} ({states}){hint}; `campaign status` shows the verdicts, `campaign rerun ITEM` measures an item again"
+
+
+def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
     _prefect_env()
+    spec = _load_checked(file)  # validate before starting anything
     store = _store(db)
-    from campaign.progress_view import CampaignProgress
-    from flows.campaign_flow import campaign_flow
+    done = _nothing_to_do(store, spec, file, recheck_blocked)
+    if done:
+        console.print(done, markup=False, highlight=False, soft_wrap=True)
+        return
+    with _runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run"):
+        from campaign.progress_view import CampaignProgress
+        from flows.campaign_flow import campaign_flow
 
-    with CampaignProgress(console, spec) as _progress, _quiet_heartbeat():
-        result = campaign_flow(str(file), store.url, workdir, recheck_blocked)
+        with _flow_session(spec):
+            with CampaignProgress(console, spec), _quiet_heartbeat():
+                result = campaign_flow(str(file), store.url, workdir, recheck_blocked)
+    _finish(result)
     from campaign.status_view import render_status
 
     render_status(console, store, result["campaign"])
+
+
+class _runner:
+    """This process as the campaign's one runner for the block (exit 1 if another runs it)."""
+
+    def __init__(self, store: Any, name: str, command: str):
+        self.store, self.name, self.command = store, name, command
+        self.taken = False
+
+    def __enter__(self) -> None:
+        from campaign import queue
+
+        try:
+            self.taken = queue.claim_runner(self.store, self.name, self.command)
+        except queue.RunnerBusy as exc:
+            raise CannotRun(str(exc)) from None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.taken:
+            from campaign import queue
+
+            queue.release_runner(self.store, self.name)
+
+
+class _flow_session:
+    """Two-step Ctrl-C (flows.interrupt) and the Prefect API for the flows of one command."""
+
+    def __init__(self, spec: Any):
+        self.spec = spec
+        self._stack: Any = None
+
+    def __enter__(self) -> None:
+        from contextlib import ExitStack
+
+        from campaign.cli_prefect import PrefectUnavailable, prefect_api
+        from flows.interrupt import SigintHandler
+
+        _prefect_env()
+        self._stack = ExitStack()
+        try:
+            self._stack.enter_context(SigintHandler(lambda text: err.print(text, markup=False, highlight=False, soft_wrap=True)))
+            api = self._stack.enter_context(prefect_api(lambda text: err.print(text, markup=False, highlight=False)))
+            if os.environ.get("PREFECT_LOGGING_TO_API_ENABLED") == "false" and not api.temporary:
+                from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED, temporary_settings
+
+                self._stack.enter_context(temporary_settings(updates={PREFECT_LOGGING_TO_API_ENABLED: True}))
+        except PrefectUnavailable as exc:
+            self._stack.close()
+            raise CannotRun(str(exc)) from None
+        except BaseException:
+            self._stack.close()
+            raise
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.__exit__(*exc)
+
+
+def _finish(result: dict[str, Any]) -> None:
+    """A stopped run: the one line on how to carry on, exit 130."""
+    if result.get("interrupted"):
+        err.print(
+            f"interrupted: {result['interrupted']}, recorded as interrupted and its device slot released; "
+            "`campaign resume` carries on from the last committed measurement",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+        sys.exit(130)
 
 
 class _quiet_heartbeat:
@@ -143,18 +256,27 @@ def rerun(
         if row is None or not row.source_path:
             raise UsageError("no campaign in the database yet; pass --file")
         file = Path(row.source_path)
-    spec = load_campaign(file)
+    _prefect_env()
+    spec = _load_checked(file)
     match = [q for q in spec.queue if item in (q.key, q.title)]
     if not match:
         raise UsageError(f"no queue item {item!r}; items: {', '.join(repr(q.key) for q in spec.queue)}")
-    overrides = _parse_sets(set_ or [])
-    _prefect_env()
-    from campaign.progress_view import CampaignProgress
-    from campaign.status_view import render_status
-    from flows.campaign_flow import rerun_flow
+    from flows.overrides import check_rerun
 
-    with CampaignProgress(console, spec, items=1), _quiet_heartbeat():
-        rerun_flow(str(file), store.url, match[0].key, overrides, workdir)
+    checked = check_rerun(spec, match[0], _parse_sets(set_ or []))
+    if checked.problems:
+        raise UsageError("\n".join(checked.problems))
+    for note in checked.notes:
+        console.print(note, markup=False, highlight=False)
+    with _runner(store, spec.campaign.name, "campaign rerun"):
+        from campaign.progress_view import CampaignProgress
+        from campaign.status_view import render_status
+        from flows.campaign_flow import rerun_flow
+
+        with _flow_session(spec):
+            with CampaignProgress(console, spec, items=1), _quiet_heartbeat():
+                result = rerun_flow(str(file), store.url, match[0].key, checked.overrides, workdir)
+    _finish(result)
     render_status(console, store, spec.campaign.name)
 
 
@@ -176,17 +298,17 @@ def status(
 @app.command()
 def report(
     db: DbOption = None,
-    out: Annotated[Path, typer.Option("--out", help="output folder")] = Path("reports/site"),
+    out: Annotated[Path | None, typer.Option("--out", help="output folder (default: reports/site/<campaign>); its earlier pages are replaced")] = None,
     name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: latest)")] = None,
 ) -> None:
-    """Write the static HTML verdict pages."""
-    from reports.site import write_site
+    """Write the static HTML verdict pages, one folder per campaign."""
+    from reports.site import default_folder, write_site
 
     store = _store(db)
     row = store.campaign(name)
     if row is None:
         raise UsageError(f"no campaign in {store.url}; run one first: campaign run FILE")
-    index = write_site(store, row.name, out)
+    index = write_site(store, row.name, out if out is not None else default_folder("reports/site", row.name))
     from reports.prefect_ui import configured_api_url
 
     if configured_api_url():  # a Prefect server is in use: link the report from its UI
@@ -224,6 +346,51 @@ def simulate(
     raise typer.Exit(code or 0)
 
 
+def _examples() -> dict[str, Any]:
+    """Example campaign files by name: shipped in the wheel as `campaign.examples`, the
+    repository's examples/ folder in a checkout (the same files)."""
+    from importlib import resources
+
+    try:
+        folder: Any = resources.files("campaign.examples")
+    except ModuleNotFoundError:
+        folder = Path(__file__).resolve().parent.parent / "examples"
+    return {f.name.removesuffix(".toml"): f for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".toml")}
+
+
+def _first_comment(text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("#"):
+            return line.lstrip("# ").strip()
+        if line.strip():
+            break
+    return ""
+
+
+@app.command()
+def examples(
+    name: Annotated[str | None, typer.Argument(help="example to write (default: list them)")] = None,
+    out: Annotated[Path, typer.Option("--out", help="folder to write it into")] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="overwrite an existing file")] = False,
+) -> None:
+    """List the example campaigns, or write one out to run it: campaign examples demo."""
+    found = _examples()
+    if name is None:
+        for key, file in found.items():
+            console.print(f"[bold]{key}[/bold]  {_first_comment(file.read_text(encoding='utf-8'))}", highlight=False)
+        console.print("write one with: campaign examples NAME [--out DIR], then: campaign run NAME.toml")
+        return
+    key = name.removesuffix(".toml")
+    if key not in found:
+        raise UsageError(f"no example {name!r}; examples: {', '.join(found)}")
+    target = out / f"{key}.toml"
+    if target.exists() and not force:
+        raise UsageError(f"{target} exists; pass --force to overwrite it")
+    out.mkdir(parents=True, exist_ok=True)
+    target.write_text(found[key].read_text(encoding="utf-8"), encoding="utf-8")
+    console.print(f"written: {target}\nrun it: campaign run {target}", highlight=False)
+
+
 def _register_extra_commands() -> None:
     """Command groups kept in their own modules so each stays small."""
     import campaign.cli_probe  # noqa: F401
@@ -242,6 +409,9 @@ def main() -> None:
     except UsageError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
+    except CannotRun as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
@@ -254,6 +424,11 @@ def main() -> None:
         if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             sys.exit(exc.exit_code)
+        from flows.interrupt import EXIT_CODE, CampaignInterrupted
+
+        if isinstance(exc, CampaignInterrupted):  # a Ctrl-C before any arm started
+            err.print(f"{exc}; nothing was measured", markup=False, highlight=False, soft_wrap=True)
+            sys.exit(EXIT_CODE)
         raise
 
 

@@ -1,9 +1,9 @@
 """`campaign probe URL --probe NAME`: one probe against any OpenAI-compatible server.
 
 No campaign file, no database: the probe writes into memory, a summary is printed, and
-`--json` keeps every metric and raw record. Exit codes: 0 when the probe ran (failed
-requests are counted in the summary, not fatal), 2 for bad arguments, 1 when the server
-could not be reached.
+`--json` keeps every metric and raw record. Exit codes: 0 when at least one request of
+the probe succeeded (failed ones are counted by kind in the summary), 1 when none did or
+the server could not be reached, 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,24 +45,39 @@ def _reachable_model(url: str, model: str | None) -> str:
 @app.command()
 def probe(
     url: Annotated[str, typer.Argument(help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080")],
-    probe_name: Annotated[str, typer.Option("--probe", help="cache-probe | decode | tool-loop | agent-load | cache-ceiling")],
+    probe_name: Annotated[str, typer.Option("--probe", help="cache-probe | decode | tool-loop | agent-load | cache-ceiling | load")],
     model: Annotated[str | None, typer.Option(help="model id to request (default: the first in /v1/models)")] = None,
     runtime: Annotated[str, typer.Option(help="runtime adapter that says where counters live")] = "external",
     mode: Annotated[list[str] | None, typer.Option("--mode", help="canonical and/or greedy (repeatable)")] = None,
     temperature: Annotated[float, typer.Option(help="canonical sampling temperature")] = 1.0,
     top_p: Annotated[float | None, typer.Option(help="canonical top_p")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write every metric and raw record here")] = None,
-    conversations: Annotated[int | None, typer.Option(help="agent-load: concurrent conversations")] = None,
-    turns: Annotated[int | None, typer.Option(help="agent-load: turns per conversation")] = None,
-    system_tokens: Annotated[int | None, typer.Option(help="agent-load: shared system prompt size")] = None,
-    task_tokens: Annotated[int | None, typer.Option(help="agent-load: unique task size")] = None,
-    turn_tokens: Annotated[int | None, typer.Option(help="agent-load: tool output appended per turn")] = None,
+    conversations: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): concurrent conversations")] = None,
+    turns: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): turns per conversation")] = None,
+    system_tokens: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): shared system prompt size")] = None,
+    task_tokens: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): unique task size")] = None,
+    turn_tokens: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): tool output appended per turn")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="output tokens per request")] = None,
-    prompt_tokens: Annotated[int | None, typer.Option(help="cache-probe: primed prompt size")] = None,
+    prompt_tokens: Annotated[int | None, typer.Option(help="cache-probe: primed prompt size; load: prompt size (synthetic workload)")] = None,
     context: Annotated[list[int] | None, typer.Option("--context", help="decode: context sizes (repeatable)")] = None,
     repeats: Annotated[int | None, typer.Option(help="decode: repeats per context")] = None,
     trials: Annotated[int | None, typer.Option(help="tool-loop: trials")] = None,
     no_baseline: Annotated[bool, typer.Option("--no-baseline", help="agent-load: skip the single-stream run")] = False,
+    warmup: Annotated[int | None, typer.Option(help="decode: untimed trials before the timed ones (default 1)")] = None,
+    read_timeout: Annotated[
+        float | None,
+        typer.Option("--read-timeout", metavar="SECONDS", help="a request with no byte for this long has stalled; after 2 stalls in a row the probe stops sending (default 120; agent-load: its turn timeout)"),
+    ] = None,
+    load_profile: Annotated[str | None, typer.Option("--profile", help="load: synchronous | concurrent | constant | poisson | sweep (default)")] = None,
+    rate: Annotated[float | None, typer.Option(help="load: requests per second (constant, poisson)")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="load: clients (concurrent)")] = None,
+    duration: Annotated[float | None, typer.Option(metavar="SECONDS", help="load: seconds per run, each step of a sweep (default 20)")] = None,
+    requests: Annotated[int | None, typer.Option(help="load: requests per run (with --duration: whichever ends first)")] = None,
+    target: Annotated[list[str] | None, typer.Option("--target", metavar="NAME=SECONDS", help="load: a latency target every good request meets: ttft_s, tpot_s or e2e_s (repeatable)")] = None,
+    workload: Annotated[str | None, typer.Option(help="load: synthetic (--prompt-tokens) or agent (the agent-load flags; the default when one is given)")] = None,
+    rates: Annotated[int | None, typer.Option(help="load sweep: rates between synchronous and maximum throughput (default 4)")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="load sweep: clients of the maximum-throughput run (default 32)")] = None,
+    seed: Annotated[int | None, typer.Option(help="load: seeds Poisson arrivals")] = None,
 ) -> None:
     """Run one probe against a live server and print a readable summary."""
     from arms.probes import registry as probes
@@ -81,14 +96,19 @@ def probe(
     given: dict[str, Any] = {
         "conversations": conversations, "turns": turns, "system_tokens": system_tokens, "task_tokens": task_tokens,
         "turn_tokens": turn_tokens, "max_tokens": max_tokens, "prompt_tokens": prompt_tokens, "repeats": repeats,
-        "trials": trials, "contexts": context, "modes": mode,
+        "trials": trials, "contexts": context, "modes": mode, "warmup": warmup,
+        "profile": load_profile, "rate": rate, "concurrency": concurrency, "duration_s": duration, "requests": requests,
+        "targets": _targets(target) if target else None, "workload": workload, "rates": rates,
+        "max_concurrency": max_concurrency, "seed": seed,
     }
+    if read_timeout is not None and not read_timeout > 0:
+        raise UsageError(f"--read-timeout: found {read_timeout:g}, expected seconds > 0")
     if no_baseline:
         given["baseline"] = False
     fields = spec.params.model_fields
     unknown = [k for k, v in given.items() if v is not None and k not in fields]
     if unknown:
-        flags = ", ".join("--" + k.rstrip("s").replace("_", "-") if k in ("contexts", "modes") else "--" + k.replace("_", "-") for k in unknown)
+        flags = ", ".join(_flag(k) for k in unknown)
         raise UsageError(f"{flags} do(es) not apply to --probe {name.value}")
     values = {k: v for k, v in given.items() if v is not None}
     if name == ProbeName.DECODE and "contexts" not in values:
@@ -97,18 +117,22 @@ def probe(
         params = spec.params.model_validate(values)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise UsageError(f"--{'-'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        where = f"{_flag(str(first['loc'][0]))}: " if first["loc"] else ""  # a rule between fields names its fields itself
+        raise UsageError(where + str(first["msg"]).removeprefix("Value error, ")) from None
     try:
         served = _reachable_model(url.rstrip("/"), model)
     except ConnectionError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
     sampling = {"temperature": temperature, "top_p": top_p}
-    target = ProbeTarget(base_url=url.rstrip("/"), model=served, adapter=adapter, sampling={k: v for k, v in sampling.items() if v is not None})
+    target = ProbeTarget(
+        base_url=url.rstrip("/"), model=served, adapter=adapter,
+        sampling={k: v for k, v in sampling.items() if v is not None}, read_timeout=read_timeout,
+    )
     sink = MemorySink()
     with console.status(f"{name.value} against {url} ({served})..."):
         asyncio.run(spec.run(target, sink, params))
-    _print_summary(name, sink)
+    succeeded = _print_summary(name, sink)
     if json_out is not None:
         doc: dict[str, Any] = {
             "probe": name.value, "url": url, "model": served, "params": params.model_dump(mode="json"),
@@ -118,27 +142,77 @@ def probe(
             from arms.probes.agent_load import turn_records
 
             doc["turns"] = turn_records(sink.requests)
+        if name == ProbeName.LOAD:
+            from arms.probes.load import curve_rows, sweep_result
+
+            doc["curve"] = curve_rows(sink.measurements)
+            doc["sweep"] = [{"mode": m, "context": c, **cell} for (m, c), cell in sweep_result(sink.measurements).items()]
         json_out.write_text(json.dumps(doc, indent=1, default=str))
         console.print(f"wrote {json_out}")
+    if not succeeded:
+        console.print(f"[red]error:[/red] no request of {name.value} succeeded")
+        raise typer.Exit(1)
 
 
-def _print_summary(name: ProbeName, sink: Any) -> None:
-    ok = sum(1 for r in sink.requests if r.get("error") is None)
-    failed = len(sink.requests) - ok
-    console.print(f"[bold]{name.value}[/bold]: {len(sink.requests)} requests, {ok} ok, {failed} failed")
-    errors: dict[str, int] = defaultdict(int)
-    for r in sink.requests:
-        if r.get("error"):
-            errors[r["error"][:100]] += 1
-    for message, count in errors.items():
-        console.print(f"  [red]{count} x[/red] {message}")
+COUNTED_ELSEWHERE = ("errors", "not_run")  # failures: in the table by kind, not as medians of 1
+FLAGS = {"contexts": "--context", "modes": "--mode", "duration_s": "--duration", "targets": "--target", "profile": "--profile"}
+
+
+def _flag(field: str) -> str:
+    """The command-line flag that sets a probe parameter."""
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def _targets(values: list[str]) -> dict[str, float]:
+    """--target NAME=SECONDS (repeatable) as the load probe's targets."""
+    out: dict[str, float] = {}
+    for text in values:
+        name, _, number = text.partition("=")
+        try:
+            out[name.strip()] = float(number)
+        except ValueError:
+            raise UsageError(f"--target: found {text!r}, expected NAME=SECONDS, e.g. ttft_s=2.0") from None
+    return out
+
+
+def _print_summary(name: ProbeName, sink: Any) -> int:
+    """Print requests (failures counted by kind), then the metrics; returns how many
+    requests succeeded."""
+    from arms.probes.failures import NOT_RUN, error_kind
+
+    failures = [(error_kind(r["error"]), r["error"]) for r in sink.requests if r.get("error")]
+    kinds = Counter(kind for kind, _ in failures if kind != NOT_RUN)
+    not_run = [message for kind, message in failures if kind == NOT_RUN]
+    ok = len(sink.requests) - len(failures)
+    line = f"[bold]{name.value}[/bold]: {len(sink.requests)} requests, {ok} ok, {sum(kinds.values())} failed"
+    console.print(line + (f", {len(not_run)} not run" if not_run else ""))
+    if not_run:
+        reason = not_run[0].split(": ", 1)[-1]
+        console.print(f"  [yellow]{reason}: the probe sent nothing more; {len(not_run)} request(s) recorded as not run[/yellow]")
+    if kinds:
+        table = Table(title="failed requests by kind", title_justify="left")
+        for col in ("error", "count", "first message"):
+            table.add_column(col, justify="right" if col == "count" else "left")
+        for kind, count in kinds.most_common():
+            first = next(message for k, message in failures if k == kind)
+            table.add_row(kind, str(count), first[:120])
+        console.print(table)
+    for m in sink.measurements:
+        if m["metric"] == "ceiling_search_error_at":
+            kind = m["source"].split("; ", 1)[0]
+            console.print(f"  [yellow]{m['mode']}: the ceiling search stopped on an error ({kind}) at {m['value']:.0f} tokens, not where reuse died[/yellow]")
     if name == ProbeName.AGENT_LOAD:
         _print_turns(sink)
+    if name == ProbeName.LOAD:
+        _print_load(sink)
+        return ok
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     units: dict[str, str] = {}
     for m in sink.measurements:
         scenario = m["scenario"]
         if name == ProbeName.AGENT_LOAD and scenario.startswith(("c", "baseline-t")) and scenario not in ("summary",):
+            continue
+        if m["metric"] in COUNTED_ELSEWHERE:
             continue
         groups[(m["metric"], scenario, m["mode"])].append(m["value"])
         units[m["metric"]] = m["unit"]
@@ -149,6 +223,7 @@ def _print_summary(name: ProbeName, sink: Any) -> None:
         style = "dim" if mode_ == Mode.GREEDY.value else ""
         table.add_row(metric, scenario, mode_, f"{statistics.median(values):.4g}", str(len(values)), units[metric], style=style)
     console.print(table)
+    return ok
 
 
 def _print_turns(sink: Any) -> None:
@@ -178,3 +253,37 @@ def _print_turns(sink: Any) -> None:
             row.append("-" if b is None or b["ttft_s"] is None else f"{b['ttft_s']:.3f}")
         table.add_row(*row)
     console.print(table)
+
+
+def _print_load(sink: Any) -> None:
+    """The load curve (one row per run, by offered rate), the sweep's answer, and what the
+    client could not keep to: schedule lag, sends that waited for the in-flight cap."""
+    from arms.probes.load import curve_rows, sweep_result
+
+    columns = (
+        ("run", "scenario", ""), ("offered rps", "offered_rps", ".3g"), ("throughput rps", "request_throughput_rps", ".3g"),
+        ("goodput rps", "goodput_rps", ".3g"), ("met", "target_attainment", ".0%"), ("out tok/s", "output_tps", ".3g"),
+        ("TTFT p50", "ttft_p50_s", ".3g"), ("TTFT p99", "ttft_p99_s", ".3g"), ("TPOT p50", "tpot_p50_s", ".3g"),
+        ("TPOT p99", "tpot_p99_s", ".3g"), ("errors", "error_rate", ".0%"), ("queue max", "queue_depth_max", ".3g"),
+        ("lag p99 ms", "schedule_lag_p99_s", "ms"),
+    )
+    rows = curve_rows(sink.measurements)
+    for mode_ in dict.fromkeys(r["mode"] for r in rows):
+        table = Table(title=f"load, {mode_} (latencies in s)", title_justify="left")
+        for title, _, _ in columns:
+            table.add_column(title, justify="left" if title == "run" else "right")
+        for r in (r for r in rows if r["mode"] == mode_):
+            cells = []
+            for _, key, spec in columns:
+                value = r.get(key)
+                cells.append("-" if value is None else value if not spec else f"{value * 1000:.3g}" if spec == "ms" else format(value, spec))
+            table.add_row(*cells, style="dim" if mode_ == Mode.GREEDY.value else "")
+        console.print(table)
+        waits = [r for r in rows if r["mode"] == mode_ and r.get("in_flight_cap_waits")]
+        for r in waits:
+            console.print(f"  [yellow]{r['scenario']}: {r['in_flight_cap_waits']:.0f} send(s) waited for the in-flight cap; their lag includes the wait[/yellow]")
+    for (mode_, _ctx), cell in sweep_result(sink.measurements).items():
+        console.print(
+            f"[bold]sweep ({mode_})[/bold]: max goodput {cell.get('max_goodput_rps', 0):.3g} req/s "
+            f"({cell.get('max_goodput_offered_rps_source', '')}); {cell.get('sweep_fraction_source', '')}"
+        )

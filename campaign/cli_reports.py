@@ -40,14 +40,17 @@ def ui(
     workdir: Annotated[Path, typer.Option(help="where the server's log and pid go")] = Path(".campaign"),
     port: Annotated[int, typer.Option(help="port of the local server")] = 4200,
     write_config: Annotated[bool, typer.Option("--write-config/--no-write-config", help="set PREFECT_API_URL in the active Prefect profile so `campaign run` reports to this server")] = True,
-    stop: Annotated[bool, typer.Option("--stop", help="stop the server `campaign ui` started, and exit")] = False,
+    stop: Annotated[bool, typer.Option("--stop", help="stop the server `campaign ui` started, put the Prefect profile's PREFECT_API_URL back as it was, and exit")] = False,
 ) -> None:
     """Start or find a local Prefect server with its UI; the next `campaign run` reports to it."""
-    from reports.prefect_ui import UiError, ensure_ui, server_command, stop_server
+    from reports.prefect_ui import UiError, ensure_ui, restore_profile, server_command, stop_server
 
     if stop:
         stopped = stop_server(workdir)
         console.print("Prefect server stopped." if stopped else f"no server started by `campaign ui` is running (no live pid in {workdir})")
+        restored = restore_profile(workdir)  # runs go back to a temporary server (or what was set before)
+        if restored:
+            console.print(restored, markup=False, highlight=False)
         return
     api = f"http://127.0.0.1:{port}/api"
     try:

@@ -1,13 +1,23 @@
-"""The live progress display of `campaign run`: one bar for the queue, one for the arm."""
+"""The live progress display of `campaign run`: one bar for the queue, one for the arm.
+
+Long probes are never silent: every request updates the arm's line (how many requests,
+which conversation and turn, the last TTFT), and where the output is not a terminal (a
+log file, CI) a line is printed at most every `LINE_EVERY_S` seconds per probe instead.
+An arm waiting for its device says whom it waits for.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from campaign.schema import CampaignSpec
+
+LINE_EVERY_S = 10.0
 
 
 class CampaignProgress:
@@ -20,29 +30,53 @@ class CampaignProgress:
         self._unsubscribe: Any = None
         self.items = self.progress.add_task("queue", total=items or len(spec.queue))
         self.arm = self.progress.add_task("arm", total=1, visible=False)
+        self._probe: dict[str, str] = {}  # arm -> "probe @ context"
+        self._requests: dict[str, tuple[int, int]] = {}  # arm -> (requests, failed) in the current probe
+        self._printed: dict[str, float] = {}
 
     def _on(self, kind: str, data: dict[str, Any]) -> None:
         p = self.progress
         if kind == "item-start":
-            p.update(self.items, description=f"queue: {data['title']}")
+            p.update(self.items, description=escape(f"queue: {data['title']}"))
         elif kind == "item-done":
-            p.advance(self.items)
+            if data.get("state") != "interrupted":
+                p.advance(self.items)
             if data.get("state") not in ("done",):
-                p.console.print(f"  item {data['item']}: [yellow]{data['state']}[/yellow] {data.get('reason', '')}")
+                p.console.print(f"  item {escape(data['item'])}: [yellow]{escape(data['state'])}[/yellow] {escape(data.get('reason', ''))}")
         elif kind == "arm-start":
             item = self.spec.item(data["item"])
             arm = self.spec.arm(data["arm"])
             contexts = len(item.contexts) or 1
             total = sum(contexts for _ in item.probes)
-            p.reset(self.arm, total=max(total, 1), description=f"arm {arm.id}: starting server", visible=True)
+            p.reset(self.arm, total=max(total, 1), description=escape(f"arm {arm.id}: starting server"), visible=True)
         elif kind == "probe-start":
-            p.update(self.arm, description=f"arm {data['arm']}: {data['probe']} @ {data['context']}")
+            arm = str(data["arm"])
+            self._probe[arm] = f"{data['probe']} @ {data['context']}"
+            self._requests[arm] = (0, 0)
+            self._printed[arm] = time.monotonic()
+            p.update(self.arm, description=escape(f"arm {arm}: {self._probe[arm]}"))
+        elif kind == "request":
+            self._request(data)
         elif kind == "probe-done":
             p.advance(self.arm)
         elif kind == "arm-done":
-            p.update(self.arm, description=f"arm {data['arm']}: {data['state']}")
+            p.update(self.arm, description=escape(f"arm {data['arm']}: {data['state']}"))
+        elif kind == "device-wait":
+            p.console.print(f"  arm {escape(str(data['arm']))}: [yellow]{escape(str(data['message']))}[/yellow]", soft_wrap=True)
         elif kind == "verdict":
-            p.console.print(f"  gate {data['gate']}: [bold]{data['verdict']}[/bold] {data['reason']}")
+            p.console.print(f"  gate {escape(data['gate'])}: [bold]{escape(data['verdict'])}[/bold] {escape(data['reason'])}")
+
+    def _request(self, data: dict[str, Any]) -> None:
+        arm = str(data["arm"])
+        n, failed = self._requests.get(arm, (0, 0))
+        n, failed = n + 1, failed + (0 if data.get("ok") else 1)
+        self._requests[arm] = (n, failed)
+        text = request_line(self._probe.get(arm, str(data.get("probe", ""))), n, failed, data)
+        self.progress.update(self.arm, description=escape(f"arm {arm}: {text}"))
+        now = time.monotonic()
+        if not self.progress.console.is_terminal and now - self._printed.get(arm, 0.0) >= LINE_EVERY_S:
+            self._printed[arm] = now
+            self.progress.console.print(escape(f"  arm {arm}: {text}"), highlight=False)
 
     def __enter__(self) -> CampaignProgress:
         from flows.progress import subscribe
@@ -55,3 +89,15 @@ class CampaignProgress:
         if self._unsubscribe:
             self._unsubscribe()
         self.progress.stop()
+
+
+def request_line(probe: str, n: int, failed: int, data: dict[str, Any]) -> str:
+    """'agent-load @ 0 · 17 requests (1 failed) · conversation 2, turn 4 · ttft 1.23 s'"""
+    parts = [probe, f"{n} request{'s' if n != 1 else ''}" + (f" ({failed} failed)" if failed else "")]
+    if data.get("turn") is not None:
+        parts.append(f"conversation {data.get('conversation')}, turn {int(data['turn']) + 1}")
+    elif data.get("scenario"):
+        parts.append(str(data["scenario"]))
+    if isinstance(data.get("ttft_s"), float):
+        parts.append(f"ttft {data['ttft_s']:.2f} s")
+    return " · ".join(parts)

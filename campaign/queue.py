@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC
 
-from arms.server import kill_orphan
+from arms.server import kill_orphan, process_start, same_process_alive
 from campaign.schema import CampaignSpec, QueueItem, file_digest
 from campaign.states import TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
 from campaign.store import (
@@ -21,9 +23,82 @@ from campaign.store import (
     CampaignRow,
     ProbeRunRow,
     QueueItemRow,
+    RunnerRow,
     Store,
     utcnow,
 )
+
+
+class RunnerBusy(RuntimeError):
+    """Another live process runs this campaign; the message names it."""
+
+
+def _describe_runner(row: RunnerRow) -> str:
+    started = row.started_at if row.started_at.tzinfo else row.started_at.replace(tzinfo=UTC)  # SQLite drops the zone
+    since = started.astimezone().strftime("%H:%M:%S")
+    what = f"`{row.command}`, " if row.command else ""
+    return f"pid {row.pid} on host {row.host} ({what}since {since})"
+
+
+def claim_runner(store: Store, name: str, command: str = "") -> bool:
+    """Make this process the one runner of campaign `name`.
+
+    Why a row with a primary key: two runners started at the same instant both find no
+    runner, but only one insert can succeed, so never both run arms. The claim is
+    re-entrant (True = taken now, False = this process already held it). A runner that
+    is provably gone -- same host, and its pid no longer exists or now belongs to a
+    later process -- is replaced; any other raises `RunnerBusy` naming it.
+    """
+    from sqlalchemy import delete
+    from sqlalchemy.exc import IntegrityError
+
+    me, host = os.getpid(), socket.gethostname()
+    for _ in range(5):
+        try:
+            store.add(RunnerRow(campaign_name=name, pid=me, host=host, process_start=process_start(me), command=command))
+            return True
+        except IntegrityError:
+            pass
+        with store.session() as s:
+            row = s.get(RunnerRow, name)
+        if row is None:
+            continue  # released in between: try again
+        if row.pid == me and row.host == host:
+            return False
+        if row.host != host or same_process_alive(row.pid, row.process_start):
+            raise RunnerBusy(
+                f"campaign {name!r} is already being run by {_describe_runner(row)}; "
+                "wait for it to finish, or stop it (Ctrl-C in its terminal) and run `campaign resume`"
+            )
+        with store.session() as s:  # only this exact stale row: a newer claim is kept
+            s.exec(delete(RunnerRow).where(  # type: ignore[call-overload]
+                RunnerRow.campaign_name == name, RunnerRow.pid == row.pid, RunnerRow.host == row.host,  # type: ignore[arg-type]
+                RunnerRow.started_at == row.started_at,  # type: ignore[arg-type]
+            ))
+            s.commit()
+    raise RunnerBusy(f"campaign {name!r}: could not claim it as runner (other processes keep claiming it)")
+
+
+def release_runner(store: Store, name: str) -> None:
+    """Give the campaign up, if this process holds it."""
+    from sqlalchemy import delete
+
+    with store.session() as s:
+        s.exec(delete(RunnerRow).where(  # type: ignore[call-overload]
+            RunnerRow.campaign_name == name, RunnerRow.pid == os.getpid(), RunnerRow.host == socket.gethostname(),  # type: ignore[arg-type]
+        ))
+        s.commit()
+
+
+def current_runner(store: Store, name: str) -> str | None:
+    """Who runs the campaign now, described; None if nobody (or only a gone process)."""
+    with store.session() as s:
+        row = s.get(RunnerRow, name)
+    if row is None:
+        return None
+    if row.host == socket.gethostname() and not same_process_alive(row.pid, row.process_start):
+        return None
+    return _describe_runner(row)
 
 
 def register(store: Store, spec: CampaignSpec, source_path: str = "") -> CampaignRow:
@@ -79,7 +154,7 @@ def recover(store: Store, campaign_id: int, release_lease: Callable[[str], bool]
         if att.state != AttemptState.RUNNING:
             continue
         if att.owner_pid and att.owner_pid != os.getpid() and _alive(att.owner_pid):
-            raise RuntimeError(
+            raise RunnerBusy(
                 f"attempt {att.id} ({att.item_key}/{att.arm_id}) is being run by live process {att.owner_pid}; "
                 "is another `campaign run` still going?"
             )
@@ -171,3 +246,16 @@ def finished_attempt(store: Store, campaign_id: int, item_key: str, arm_id: str,
 
 def overrides_of(attempt: AttemptRow) -> dict[str, object]:
     return json.loads(attempt.overrides_json or "{}")
+
+
+def work_left(store: Store, spec: CampaignSpec, campaign_id: int, recheck_blocked: bool) -> bool:
+    """Whether a run (or, with `recheck_blocked`, a resume) would do anything: an item
+    ready to run, one left running by a dead process, or a blocked one to re-check."""
+    rows = store.items(campaign_id)
+    if {r.key for r in rows} != {q.key for q in spec.queue}:
+        return True
+    if any(r.state == ItemState.RUNNING for r in rows):
+        return True
+    if recheck_blocked and any(r.state == ItemState.BLOCKED for r in rows):
+        return True
+    return next_item(store, spec, campaign_id) is not None

@@ -64,7 +64,12 @@ class CampaignMeta(_Strict):
 
 
 class Sampling(_Strict):
-    """The model vendor's sampling parameters: what `canonical` mode sends."""
+    """The model vendor's sampling parameters: what `canonical` mode sends.
+
+    `ignore_eos` and `min_tokens` set how long replies are, not how tokens are drawn, so
+    greedy requests send them too; a probe's own values win (decode sends both by default,
+    so that every trial generates exactly max_tokens).
+    """
 
     temperature: float = Field(default=1.0, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
@@ -72,6 +77,8 @@ class Sampling(_Strict):
     min_p: float | None = Field(default=None, ge=0, le=1)
     presence_penalty: float | None = None
     repetition_penalty: float | None = None
+    ignore_eos: bool | None = Field(default=None, description="keep generating past end-of-sequence (llama.cpp, vLLM, SGLang)")
+    min_tokens: int | None = Field(default=None, ge=0, description="no end-of-sequence before this many tokens (vLLM, SGLang)")
 
 
 class ModelEntry(_Strict):

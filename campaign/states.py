@@ -61,6 +61,14 @@ class ProbeName(StrEnum):
     TOOL_LOOP = "tool-loop"
     AGENT_LOAD = "agent-load"
     CACHE_CEILING = "cache-ceiling"
+    LOAD = "load"
 
 
 TERMINAL_ITEM_STATES = frozenset({ItemState.DONE, ItemState.FAILED, ItemState.BLOCKED})
+
+# Measurement `trial` numbers below 0 are not samples, so every reader of samples takes
+# trial >= 0 only. -1 marks a derived summary (a median, a count); WARMUP_TRIAL and below
+# mark warm-up runs (warm-up i is WARMUP_TRIAL - i), stored for the record but never read
+# by a median, a chart or a gate.
+SUMMARY_TRIAL = -1
+WARMUP_TRIAL = -2

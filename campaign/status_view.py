@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from campaign.store import Store
@@ -19,29 +20,68 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
     sim = " (simulated runtimes)" if s.simulated_arms else ""
     console.print(f"[bold]{s.title}[/bold]  campaign [cyan]{s.name}[/cyan]{sim}")
 
-    gates = Table(title="Gate verdicts", title_justify="left", expand=True)
-    gates.add_column("gate", no_wrap=True)
-    gates.add_column("title", max_width=32, overflow="fold")
-    gates.add_column("verdict", no_wrap=True)
-    gates.add_column("arms", no_wrap=True)
-    gates.add_column("reason", min_width=40, ratio=1, overflow="fold")
+    width = console.width
+    arms_of = {g.id: "/".join(g.subjects) + (f" vs {'/'.join(g.baseline)}" if g.baseline else "") for g in s.gates}
+    fixed = [_longest(["gate", *(g.id for g in s.gates)]), _longest(["verdict", *(str(g.verdict) for g in s.gates)]),
+             min(ARMS_MAX, _longest(["arms", *arms_of.values()]))]
+    title_w, reason_w = fit(width, fixed, _longest(g.title for g in s.gates), _longest(g.reason for g in s.gates))
+    gates = Table(title="Gate verdicts", title_justify="left")
+    gates.add_column("gate", no_wrap=True, width=fixed[0])
+    if title_w:
+        gates.add_column("title", width=title_w, overflow="fold")
+    gates.add_column("verdict", no_wrap=True, width=fixed[1])
+    gates.add_column("arms", width=fixed[2], overflow="fold")
+    gates.add_column("reason", width=reason_w, overflow="fold")
     for g in s.gates:
-        arms = "/".join(g.subjects) + (f" vs {'/'.join(g.baseline)}" if g.baseline else "")
-        gates.add_row(g.id, g.title, f"[{STATE_STYLE.get(g.verdict, '')}]{g.verdict}[/]", arms, g.reason)
+        cells = [escape(g.id), *([escape(g.title)] if title_w else []), f"[{STATE_STYLE.get(g.verdict, '')}]{g.verdict}[/]",
+                 escape(arms_of[g.id]), escape(g.reason)]
+        gates.add_row(*cells)
     console.print(gates)
 
-    queue = Table(title="Campaign queue", title_justify="left", expand=True)
-    queue.add_column("#", no_wrap=True)
-    queue.add_column("item", min_width=24, ratio=2, overflow="fold")
-    for col in ("arms", "gate", "state", "attempts"):
-        queue.add_column(col, no_wrap=True)
-    queue.add_column("note", ratio=1, overflow="fold")
-    for i, item in enumerate(s.items, 1):
+    notes = ["; ".join(x for x in (item.reason, item.isolation) if x) for item in s.items]
+    columns = {"#": [str(len(s.items))], "arms": ["/".join(i.arms) for i in s.items], "gate": [i.gate or "" for i in s.items],
+               "state": [str(i.state) for i in s.items], "attempts": [str(i.attempts) for i in s.items]}
+    fixed = [min(ARMS_MAX if name == "arms" else 99, _longest([name, *values])) for name, values in columns.items()]
+    item_w, note_w = fit(width, fixed, _longest(i.title for i in s.items), _longest(notes))
+    queue = Table(title="Campaign queue", title_justify="left")
+    queue.add_column("#", no_wrap=True, width=fixed[0])
+    if item_w:
+        queue.add_column("item", width=item_w, overflow="fold")
+    for name, w in zip(list(columns)[1:], fixed[1:]):
+        queue.add_column(name, width=w, overflow="fold")
+    queue.add_column("note", width=note_w, overflow="fold")
+    for i, (item, note) in enumerate(zip(s.items, notes), 1):
         queue.add_row(
-            str(i), item.title, "/".join(item.arms), item.gate or "",
-            f"[{STATE_STYLE.get(item.state, '')}]{item.state}[/]", str(item.attempts),
-            "; ".join(x for x in (item.reason, item.isolation) if x),
+            str(i), *([escape(item.title)] if item_w else []), escape("/".join(item.arms)), escape(item.gate or ""),
+            f"[{STATE_STYLE.get(item.state, '')}]{item.state}[/]", str(item.attempts), escape(note),
         )
     console.print(queue)
     for flag in s.flags:
         console.print(f"[yellow]identity[/yellow] arm {flag.arm_id}: {flag.message}")
+
+
+ARMS_MAX = 14  # an arms cell longer than this wraps
+TITLE_MIN = 12  # a title column narrower than this is left out
+TEXT_MIN = 40  # the text column keeps at least this much before a title gets any
+
+
+def _longest(texts: object) -> int:
+    return max((len(str(t)) for t in texts), default=0)  # type: ignore[attr-defined]
+
+
+def fit(width: int, fixed: list[int], title: int, text: int) -> tuple[int | None, int]:
+    """Widths of a table's title column and its text column (a reason, a note), given
+    the widths of its other columns; None for the title means: leave it out.
+
+    Why by hand: rich shrinks the widest wrapping column first, and the reason is the
+    widest -- at 80 columns it was left 7-16 characters. Here the text column gets the
+    room it needs first (it wraps, never truncated), up to all of it; a title gets what
+    is left when that is at least `TITLE_MIN` and the text keeps `TEXT_MIN` (or all it
+    needs). Each column costs 3 characters of frame and padding, the table 1 more.
+    """
+    text = max(text, 4)
+    room = width - sum(fixed) - (3 * (len(fixed) + 2) + 1)
+    if room - TITLE_MIN >= min(text, TEXT_MIN):
+        text_w = min(text, room - TITLE_MIN)
+        return min(max(title, 5), room - text_w), text_w
+    return None, max(8, min(text, room + 3))

@@ -2,8 +2,10 @@
 
 Why our own store and not Prefect's: Prefect observes and schedules, but its state does
 not survive a killed process the way a campaign must. Here attempts are never overwritten,
-every measurement is committed the moment it exists, and a resumed run can tell exactly
-which probe runs finished.
+every measurement is in the database before its probe run is marked done, and a resumed
+run can tell exactly which probe runs finished. Readers of measurements take only rows of
+probe runs that are done: a run cut short by a crash may hold part of its rows, and resume
+measures it again under a new probe run.
 """
 
 from __future__ import annotations
@@ -172,6 +174,20 @@ class VerdictRow(SQLModel, table=True):
     computed_at: datetime = Field(default_factory=utcnow)
 
 
+class RunnerRow(SQLModel, table=True):
+    """The one process running a campaign's queue. The primary key makes the claim
+    atomic: of two runners started at the same instant, one insert fails
+    (`campaign.queue.claim_runner`)."""
+
+    __tablename__ = "runner"
+    campaign_name: str = Field(primary_key=True)
+    pid: int
+    host: str
+    process_start: float | None = None
+    command: str = ""
+    started_at: datetime = Field(default_factory=utcnow)
+
+
 class EventRow(SQLModel, table=True):
     __tablename__ = "event"
     id: int | None = Field(default=None, primary_key=True)
@@ -235,6 +251,23 @@ def _add_missing_columns(engine: Engine) -> None:
                 conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind} DEFAULT {literal}'))
 
 
+def _create_tables(engine: Engine, tries: int = 5) -> None:
+    """Create missing tables and columns. Two processes opening a new database at the
+    same instant race here (both see a table missing, the second CREATE fails): the loser
+    looks again, and finds the work done."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    for attempt in range(tries):
+        try:
+            SQLModel.metadata.create_all(engine)
+            _add_missing_columns(engine)
+            return
+        except (OperationalError, ProgrammingError) as exc:
+            text_ = str(exc).lower()
+            if attempt == tries - 1 or not ("already exists" in text_ or "duplicate column" in text_):
+                raise
+
+
 def default_db_url() -> str:
     env = os.environ.get("CAMPAIGN_DB")
     if env:
@@ -263,7 +296,8 @@ def _sqlite_pragmas(engine: Engine) -> None:
 
 
 class Store:
-    """Thin, typed access to the campaign database. Every write commits at once."""
+    """Thin, typed access to the campaign database. Every write commits at once (the
+    probe sink batches its rows through `insert_rows` from a writer thread)."""
 
     def __init__(self, url: str | None = None):
         self.url = url or default_db_url()
@@ -273,8 +307,7 @@ class Store:
         self.engine = create_engine(self.url, **kwargs)
         if self.url.startswith("sqlite"):
             _sqlite_pragmas(self.engine)
-        SQLModel.metadata.create_all(self.engine)
-        _add_missing_columns(self.engine)
+        _create_tables(self.engine)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -287,6 +320,24 @@ class Store:
             s.commit()
             s.refresh(row)
             return row
+
+    def insert_rows(self, rows: Iterable[tuple[type[SQLModel], dict[str, Any]]]) -> None:
+        """Insert plain rows (table, column values) in one transaction, in order.
+
+        For bulk writers (the probe sink's writer thread): one executemany per run of
+        rows of the same table, no ORM objects, nothing read back. All or nothing.
+        """
+        runs: list[tuple[type[SQLModel], list[dict[str, Any]]]] = []
+        for table, values in rows:
+            if runs and runs[-1][0] is table:
+                runs[-1][1].append(values)
+            else:
+                runs.append((table, [values]))
+        if not runs:
+            return
+        with self.engine.begin() as conn:
+            for table, values_list in runs:
+                conn.execute(table.__table__.insert(), values_list)  # type: ignore[attr-defined]
 
     def add_all(self, rows: Iterable[SQLModel]) -> None:
         with self.session() as s:

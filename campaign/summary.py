@@ -36,6 +36,41 @@ class GateView:
     predicate: str
     evidence: dict[str, Any] = field(default_factory=dict)
 
+    def read(self, key: str = "cells") -> list[dict[str, Any]]:
+        """What the verdict read, from its evidence: every `cells` entry (arm, cell, n,
+        median, interval, error rate) or, with key="comparisons", every gain with its
+        interval -- nested checks (all_of, an ablation, a guard) included, each tagged
+        with the path of the check it belongs to. Status and report show these, so
+        what they show is what the gate read."""
+        out: list[dict[str, Any]] = []
+        seen: dict[str, dict[str, Any]] = {}
+
+        def join(old: str, new: str) -> str:
+            parts = [x for x in old.split(", ") if x]
+            return ", ".join(parts + ([new] if new and new not in parts else []))
+
+        def walk(node: Any, path: str) -> None:
+            if not isinstance(node, dict):
+                return
+            for k, v in node.items():
+                if k == key and isinstance(v, list):
+                    for entry in v:
+                        if not (isinstance(entry, dict) and ("arm" in entry or "subject" in entry)):
+                            continue
+                        # one row per cell read, however many checks read it
+                        ident = json.dumps({x: y for x, y in entry.items() if x not in ("role", "verdict")}, sort_keys=True, default=str)
+                        if ident in seen:
+                            seen[ident]["check"] = join(seen[ident]["check"], path or "main")
+                            seen[ident]["role"] = join(seen[ident].get("role", ""), entry.get("role", ""))
+                            continue
+                        seen[ident] = {**entry, "check": path or "main"}
+                        out.append(seen[ident])
+                elif isinstance(v, dict):
+                    walk(v, f"{path}.{k}" if path else k)
+
+        walk(self.evidence, "")
+        return out
+
 
 @dataclass
 class IdentityFlag:

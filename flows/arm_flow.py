@@ -7,7 +7,6 @@ so a killed campaign leaves enough behind for resume to clean up.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -25,9 +24,11 @@ from campaign.queue import resumable_attempt
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import AttemptState, ProbeName, ProbeRunState
 from campaign.store import AttemptRow, ProbeRunRow, Store, utcnow
+from flows import interrupt
 from flows.devices import DeviceLock
+from flows.overrides import probe_params
 from flows.progress import emit
-from flows.sink import StoreSink
+from flows.sink import SinkWriteError, StoreSink
 
 
 @dataclass
@@ -37,28 +38,6 @@ class ArmOutcome:
     message: str = ""
     attempt_id: int | None = None
     identity: dict[str, Any] = field(default_factory=dict)
-
-
-def probe_params(
-    spec: CampaignSpec, item: QueueItem, probe: ProbeName, context: int, overrides: dict[str, Any], arm_context: int = 0
-) -> Any:
-    """A probe's parameters: defaults, then what the item and its overrides say."""
-    pspec = probes.get(probe)
-    fields = pspec.params.model_fields
-    values: dict[str, Any] = {}
-    if "modes" in fields:
-        values["modes"] = list(item.modes)
-    if "max_tokens" in fields and probe == ProbeName.DECODE:
-        values["max_tokens"] = spec.campaign.default_max_tokens
-    if probe == ProbeName.DECODE:
-        values["contexts"] = [context]
-    if "context" in fields:
-        values["context"] = context or arm_context
-    if probe == ProbeName.CACHE_PROBE:
-        if item.contexts:
-            values["prompt_tokens"] = max(16, int(context * 0.8))
-    values.update({k: v for k, v in overrides.items() if k in fields})
-    return pspec.params.model_validate(values)
 
 
 @task(name="probe", task_run_name="{probe}@{context}")
@@ -83,16 +62,31 @@ def run_probe(
     adapter = runtimes.get(adapter_name)
     adapter.cached_tokens_field = cached_tokens_field
     run = store.add(ProbeRunRow(attempt_id=attempt_id, probe=probe, context=context))
-    sink = StoreSink(store, campaign_id, attempt_id, run.id, item_key, arm_id, probe, adapter.simulated, context, repeat)
     target = ProbeTarget(
         base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated, log_path=log_path
     )
     pspec = probes.get(probe)
     params = pspec.params.model_validate_json(params_json)
     emit("probe-start", arm=arm_id, probe=probe, context=context)
+    # The sink's writer thread stores rows in batches; closing it writes the rest. It is
+    # closed before the run's state changes, so a run marked done has all its rows, and a
+    # failed one keeps what was measured before the failure.
+    sink = StoreSink(store, campaign_id, attempt_id, run.id, item_key, arm_id, probe, adapter.simulated, context, repeat)
     try:
-        asyncio.run(pspec.run(target, sink, params))
+        try:
+            interrupt.run_cancellable(pspec.run(target, sink, params))
+            interrupt.check()  # a probe that ends after a stop request may hold broken requests
+        except BaseException:
+            try:
+                sink.close()
+            except SinkWriteError:
+                pass  # the probe's own failure is the one to report
+            raise
+        sink.close()
     except BaseException as exc:
+        if isinstance(exc, interrupt.CampaignInterrupted):  # not a task failure: the arm flow records the stop
+            store.update(ProbeRunRow, run.id, state=ProbeRunState.INTERRUPTED, error="interrupted by the user", ended_at=utcnow())
+            return 0
         store.update(ProbeRunRow, run.id, state=ProbeRunState.FAILED, error=f"{type(exc).__name__}: {exc}", ended_at=utcnow())
         raise
     store.update(ProbeRunRow, run.id, state=ProbeRunState.DONE, ended_at=utcnow())
@@ -155,11 +149,21 @@ def arm_flow(
     def record_lease(lease_id: str) -> None:
         store.update(AttemptRow, attempt.id, device_lease=lease_id)
 
-    if device_limit:
-        with DeviceLock(device_limit, on_lease=record_lease):
+    def waiting(message: str) -> None:
+        emit("device-wait", arm=arm_id, item=item_key, message=message)
+
+    try:
+        if device_limit:
+            lock = DeviceLock(
+                device_limit, on_lease=record_lease, device=spec.runtime(spec.arm(arm_id).runtime).device,
+                attempt=attempt.id, what=f"{campaign_name}: {item_key}/{arm_id}", on_wait=waiting,
+            )
+            with lock:
+                outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
+        else:
             outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
-    else:
-        outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
+    except interrupt.CampaignInterrupted:  # stopped while waiting for the device
+        outcome = _interrupted(store, campaign_id, item, arm_id, attempt)
     return {"arm_id": outcome.arm_id, "state": str(outcome.state), "message": outcome.message, "attempt_id": outcome.attempt_id, "repeat": repeat}
 
 
@@ -190,6 +194,7 @@ def _run_arm(
     emit("arm-start", arm=arm_id, item=item.key)
 
     def on_started(pgid: int, cmdline: str) -> None:
+        interrupt.track_server(pgid)  # a Ctrl-C stops it at once
         store.update(AttemptRow, attempt.id, server_pgid=pgid, server_cmdline=cmdline, server_log=str(log_path))
 
     server = None
@@ -209,6 +214,8 @@ def _run_arm(
             try:
                 server.__enter__()
             except ServerStartError as exc:
+                if interrupt.requested():
+                    return _interrupted(store, campaign_id, item, arm_id, attempt)
                 verdict = adapter.classify_start_failure(exc.exit_code, exc.log_tail)
                 state = AttemptState.BLOCKED if verdict.blocked else AttemptState.FAILED
                 message = verdict.message if verdict.blocked else f"{exc}: {verdict.message}"
@@ -226,7 +233,7 @@ def _run_arm(
             simulated=adapter.simulated,
             log_path=str(log_path) if launch is not None else None,
         )
-        identity = asyncio.run(identify(target))
+        identity = interrupt.run_cancellable(identify(target))
         identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
         flags = _identity_flags(spec, arm_id, identity)
         identity["flags"] = flags
@@ -247,17 +254,21 @@ def _run_arm(
             for context in contexts if pspec.per_context else [0]:
                 if (str(probe), context) in done_before:
                     continue  # finished before a crash: never measured twice
+                interrupt.check()
                 params = probe_params(spec, item, probe, context, overrides, arm.context)
                 run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
                     store.url, campaign_id, attempt.id or 0, attempt.repeat, item.key, arm_id, str(probe), context,
                     base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
                     adapter.cached_tokens_field, target.log_path,
                 )
+        interrupt.check()
         rss = rss_of_group(server.pgid) if server and server.pgid else None
         store.update(AttemptRow, attempt.id, state=AttemptState.DONE, ended_at=utcnow(), rss_bytes=rss)
         emit("arm-done", arm=arm_id, item=item.key, state="done")
         return ArmOutcome(arm_id, AttemptState.DONE, "", attempt.id, identity)
     except Exception as exc:
+        if isinstance(exc, interrupt.CampaignInterrupted) or interrupt.requested():
+            return _interrupted(store, campaign_id, item, arm_id, attempt)
         tail = ""
         if server is not None and server.proc is not None and server.proc.poll() is not None:
             tail = f" (server exited with code {server.proc.returncode})"
@@ -269,3 +280,14 @@ def _run_arm(
     finally:
         if server is not None:
             server.stop()
+            if server.pgid:
+                interrupt.untrack_server(server.pgid)
+
+
+def _interrupted(store: Store, campaign_id: int, item: QueueItem, arm_id: str, attempt: AttemptRow) -> ArmOutcome:
+    """The user stopped the campaign: the attempt is left for `campaign resume` to continue."""
+    message = "interrupted by the user"
+    store.update(AttemptRow, attempt.id, state=AttemptState.INTERRUPTED, error=message, ended_at=utcnow())
+    store.log_event(campaign_id, "arm-interrupted", message, item.key, arm_id)
+    emit("arm-done", arm=arm_id, item=item.key, state=str(AttemptState.INTERRUPTED))
+    return ArmOutcome(arm_id, AttemptState.INTERRUPTED, message, attempt.id)

@@ -20,6 +20,7 @@ from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
 from flows.arm_flow import arm_flow
 from flows.artifacts import artifact_key, publish
+from flows import interrupt
 from flows.devices import ensure_limits, release_lease
 from flows.progress import emit
 from gates.engine import evaluate
@@ -100,6 +101,8 @@ def run_item(
                 return {"arm_id": arm_id, "state": AttemptState.DONE, "message": "", "attempt_id": done.id, "repeat": repeat}
         outcome: dict[str, Any] = {}
         for _ in range(max(retries, item.retries) + 1):
+            if interrupt.requested():  # stopped: the next arms of the lane do not start
+                return {"arm_id": arm_id, "state": AttemptState.INTERRUPTED, "message": "not started", "attempt_id": None, "repeat": repeat}
             outcome = arm_flow(
                 campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
                 store_url=store.url, campaign_id=campaign_id, overrides=merged, workdir=workdir, repeat=repeat,
@@ -118,6 +121,12 @@ def run_item(
         with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="device") as pool:
             futures = [pool.submit(lambda lane=lane: [one(r, a) for r, a in lane]) for lane in lanes.values()]
             outcomes = [o for f in futures for o in f.result()]
+    if interrupt.requested() or any(o["state"] == AttemptState.INTERRUPTED for o in outcomes):
+        store.set_item_state(campaign_id, item.key, ItemState.PENDING, "interrupted; `campaign resume` carries on")
+        emit("item-done", item=item.key, state="interrupted", reason="interrupted by the user")
+        stopped = [o for o in outcomes if o["state"] == AttemptState.INTERRUPTED and o.get("attempt_id")]
+        where = ", ".join(f"{item.key}/{o['arm_id']} (attempt {o['attempt_id']})" for o in stopped) or item.key
+        raise interrupt.CampaignInterrupted(f"stopped {where}")
     blocked = [o for o in outcomes if o["state"] == AttemptState.BLOCKED]
     failed = [o for o in outcomes if o["state"] == AttemptState.FAILED]
     if blocked:
@@ -133,8 +142,19 @@ def run_item(
 
 @flow(name="campaign", flow_run_name="{campaign_path}", log_prints=False, persist_result=False)
 def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign", recheck_blocked: bool = False) -> dict[str, Any]:
+    """Run the queue. Only one process runs a campaign at a time (`queue.claim_runner`;
+    `RunnerBusy` names the other one). A Ctrl-C returns `{"interrupted": ...}`."""
     spec = load_campaign(campaign_path)
     store = Store(store_url)
+    taken = queue.claim_runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run")
+    try:
+        return _run_queue(spec, store, campaign_path, workdir, recheck_blocked)
+    finally:
+        if taken:
+            queue.release_runner(store, spec.campaign.name)
+
+
+def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: str, recheck_blocked: bool) -> dict[str, Any]:
     row = queue.register(store, spec, campaign_path)
     campaign_id = row.id
     assert campaign_id is not None
@@ -152,7 +172,11 @@ def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign"
         item = queue.next_item(store, spec, campaign_id)
         if item is None:
             break
-        run_item(store, spec, campaign_id, item, workdir)
+        try:
+            run_item(store, spec, campaign_id, item, workdir)
+        except interrupt.CampaignInterrupted as exc:  # returned, not raised: a stop is no flow failure
+            publish(store, spec.campaign.name)
+            return {"campaign": spec.campaign.name, "interrupted": str(exc)}
         compute_verdicts(store, spec, campaign_id)
         publish(store, spec.campaign.name)
     for key, reason in queue.waiting_reasons(store, spec, campaign_id).items():
@@ -167,19 +191,41 @@ def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign"
     }
 
 
+def with_item_overrides(spec: CampaignSpec, item_key: str, overrides: dict[str, Any]) -> CampaignSpec:
+    """The campaign as a rerun runs it: the item's overrides merged with the new ones, so
+    that `recipe.*` keys reach the server's launch (`CampaignSpec.recipe_for`) exactly as
+    when written in the campaign file."""
+    if not overrides:
+        return spec
+    queue_items = [
+        q.model_copy(update={"overrides": {**q.overrides, **overrides}}) if q.key == item_key else q for q in spec.queue
+    ]
+    return spec.model_copy(update={"queue": queue_items})
+
+
 @flow(name="rerun", flow_run_name="rerun {item_key}", log_prints=False, persist_result=False)
 def rerun_flow(campaign_path: str, store_url: str, item_key: str, overrides: dict[str, Any], workdir: str = ".campaign") -> dict[str, Any]:
     """A new attempt of a finished item with overrides; older attempts stay as history and
-    the newest is what verdicts read."""
-    spec = load_campaign(campaign_path)
+    the newest is what verdicts read. Overrides are checked by the caller
+    (`flows.overrides.check_rerun`)."""
+    file_spec = load_campaign(campaign_path)
     store = Store(store_url)
-    row = queue.register(store, spec, campaign_path)
-    campaign_id = row.id
-    assert campaign_id is not None
-    item = spec.item(item_key)
-    ensure_device_limits(spec)
-    store.log_event(campaign_id, "rerun", json.dumps(overrides, sort_keys=True), item_key)
-    state = run_item(store, spec, campaign_id, item, workdir, overrides=overrides, fresh=True)
-    verdicts = compute_verdicts(store, spec, campaign_id)
-    publish(store, spec.campaign.name)
-    return {"item": item_key, "state": str(state), "verdicts": {v.gate_id: str(v.verdict) for v in verdicts}}
+    taken = queue.claim_runner(store, file_spec.campaign.name, "campaign rerun")
+    try:
+        row = queue.register(store, file_spec, campaign_path)
+        campaign_id = row.id
+        assert campaign_id is not None
+        spec = with_item_overrides(file_spec, item_key, overrides)
+        item = spec.item(item_key)
+        ensure_device_limits(spec)
+        store.log_event(campaign_id, "rerun", json.dumps(overrides, sort_keys=True), item_key)
+        try:
+            state = run_item(store, spec, campaign_id, item, workdir, fresh=True)
+        except interrupt.CampaignInterrupted as exc:
+            return {"item": item_key, "interrupted": str(exc)}
+        verdicts = compute_verdicts(store, file_spec, campaign_id)
+        publish(store, file_spec.campaign.name)
+        return {"item": item_key, "state": str(state), "verdicts": {v.gate_id: str(v.verdict) for v in verdicts}}
+    finally:
+        if taken:
+            queue.release_runner(store, file_spec.campaign.name)

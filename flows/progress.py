@@ -1,16 +1,27 @@
-"""Progress events from inside flows to whoever shows them (the CLI's rich progress).
+"""Progress events from inside flows to whoever shows them (the CLI's rich progress), and
+to the Prefect run's log.
 
 A plain observer list rather than Prefect's event system: the terminal must update even
 when no Prefect server is reachable, and listeners are called from worker threads.
+
+The same events, as one line each (`describe`), also go to the log of the Prefect flow or
+task run they happen in, so a long probe shows its turns in the Prefect UI too. They go
+through a logger of their own that only talks to the API (nothing more in the terminal,
+where the rich view shows them), and only while a run context exists; whether logs are
+sent at all is Prefect's PREFECT_LOGGING_TO_API_ENABLED.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
 Listener = Callable[[str, dict[str, Any]], None]
 _listeners: list[Listener] = []
+_api_logger: logging.Logger | None = None
+_logger_lock = threading.Lock()
 
 
 def subscribe(listener: Listener) -> Callable[[], None]:
@@ -24,3 +35,53 @@ def emit(kind: str, **data: Any) -> None:
             listener(kind, data)
         except Exception:  # a broken display must never break a measurement
             pass
+    _to_run_log(kind, data)
+
+
+def describe(kind: str, data: dict[str, Any]) -> str | None:
+    """One line per event worth reading later; None for the rest."""
+    if kind == "request":
+        where = f"arm {data.get('arm')}: {data.get('probe')} request"
+        what = data.get("scenario") or ""
+        if data.get("turn") is not None:
+            what = f"conversation {data.get('conversation')}, turn {int(data['turn']) + 1}"
+        timing = f", ttft {data['ttft_s']:.2f} s" if isinstance(data.get("ttft_s"), float) else ""
+        status = "ok" if data.get("ok") else f"failed ({data.get('error') or 'error'})"
+        return f"{where} ({what}) {status}{timing}"
+    if kind == "probe-start":
+        return f"arm {data.get('arm')}: {data.get('probe')} @ {data.get('context')} started"
+    if kind == "probe-done":
+        return f"arm {data.get('arm')}: {data.get('probe')} @ {data.get('context')} done"
+    if kind == "device-wait":
+        return f"arm {data.get('arm')}: {data.get('message')}"
+    if kind == "arm-done":
+        return f"arm {data.get('arm')}: {data.get('state')}"
+    return None
+
+
+def _logger() -> logging.Logger:
+    global _api_logger
+    with _logger_lock:
+        if _api_logger is None:
+            from prefect.logging.handlers import APILogHandler
+
+            logger = logging.getLogger("campaign.progress")
+            logger.setLevel(logging.INFO)
+            logger.propagate = False  # the terminal has the rich view
+            logger.addHandler(APILogHandler())
+            _api_logger = logger
+        return _api_logger
+
+
+def _to_run_log(kind: str, data: dict[str, Any]) -> None:
+    line = describe(kind, data)
+    if line is None:
+        return
+    try:
+        from prefect.context import FlowRunContext, TaskRunContext
+
+        if FlowRunContext.get() is None and TaskRunContext.get() is None:
+            return
+        _logger().info(line)
+    except Exception:  # the log is a courtesy; a measurement never waits on it
+        pass

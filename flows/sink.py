@@ -1,14 +1,141 @@
-"""The probe sink that writes to the campaign database, one committed row at a time."""
+"""The probe sink that writes to the campaign database, from a writer thread, in batches.
+
+Why a writer thread: a probe calls the sink while other streams are in flight, and a
+SQLite commit (an fsync under WAL, a busy wait when another writer holds the lock) made
+on the event loop delays the timestamps of every stream that loop is reading. So the
+probe's call only turns the row into a plain dict and puts it on a queue; one thread
+takes what has accumulated (up to `flush_interval_s` apart) and inserts it in one
+transaction per batch, with no ORM objects and nothing read back.
+
+Nothing is lost that the campaign counts on: `close()` writes every queued row before it
+returns, and the arm flow closes the sink before it marks the probe run done (and on a
+failure, before it marks it failed, so what was measured is kept for the record). A
+process killed mid-probe loses at most the last unflushed batch of a probe run that is
+not done; readers never use rows of a run that is not done (`Store.measurements_frame`),
+and resume measures that run again under a new probe-run id.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
 
-from arms.metrics import RequestRecord
+from arms.metrics import RequestRecord, ttft_s
 from campaign.states import Mode
 from campaign.store import MeasurementRow, RequestRow, SampleRow, Store
 from flows.progress import emit
+
+_STOP = object()
+
+
+class SinkWriteError(RuntimeError):
+    """Rows the writer could not store; raised by `StoreSink.close()`."""
+
+
+@dataclass
+class _Flush:
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class RowWriter:
+    """One thread that inserts queued rows, a batch per transaction.
+
+    A batch that fails (a constraint, a locked database past the busy timeout) is
+    retried row by row, so one bad row costs only itself; the failures are kept and
+    reported by `close()`.
+    """
+
+    def __init__(self, store: Store, *, flush_interval_s: float = 0.2, max_batch: int = 2000):
+        self.store = store
+        self.flush_interval_s = flush_interval_s
+        self.max_batch = max_batch
+        self.errors: list[str] = []
+        self.rows_written = 0
+        self.batches_written = 0
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="campaign-row-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, table: type[Any], row: dict[str, Any]) -> None:
+        if self._closed:
+            raise SinkWriteError("the sink is closed; a row arrived after its probe run ended")
+        self._queue.put((table, row))
+
+    def flush(self) -> None:
+        """Block until every row queued so far is in the database (or has failed)."""
+        if self._closed:
+            return  # close() already wrote everything
+        marker = _Flush()
+        self._queue.put(marker)
+        marker.done.wait()
+
+    def close(self) -> None:
+        """Write what is queued, stop the thread; raise SinkWriteError if any row failed."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(_STOP)
+            self._thread.join()
+        if self.errors:
+            shown = "; ".join(self.errors[:3])
+            more = f" (and {len(self.errors) - 3} more)" if len(self.errors) > 3 else ""
+            raise SinkWriteError(f"{len(self.errors)} row(s) could not be stored: {shown}{more}")
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            batch: list[tuple[type[Any], dict[str, Any]]] = []
+            markers: list[_Flush] = []
+            deadline = time.monotonic() + self.flush_interval_s
+            while True:
+                if item is _STOP:
+                    stop = True
+                elif isinstance(item, _Flush):
+                    markers.append(item)
+                else:
+                    batch.append(item)
+                if stop or markers or len(batch) >= self.max_batch:
+                    break
+                try:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+            if stop:  # whatever was queued before the stop marker
+                while True:
+                    try:
+                        rest = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if isinstance(rest, _Flush):
+                        markers.append(rest)
+                    elif rest is not _STOP:
+                        batch.append(rest)
+            self._write(batch)
+            for marker in markers:
+                marker.done.set()
+
+    def _write(self, batch: list[tuple[type[Any], dict[str, Any]]]) -> None:
+        if not batch:
+            return
+        try:
+            self.store.insert_rows(batch)
+            self.rows_written += len(batch)
+            self.batches_written += 1
+            return
+        except Exception:  # noqa: BLE001 - isolate the bad row(s) below
+            pass
+        for table, row in batch:
+            try:
+                self.store.insert_rows([(table, row)])
+                self.rows_written += 1
+            except Exception as exc:  # noqa: BLE001 - recorded, raised by close()
+                self.errors.append(f"{table.__tablename__}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
 
 
 @dataclass
@@ -23,6 +150,11 @@ class StoreSink:
     simulated: bool
     default_context: int = 0
     repeat: int = 0
+    flush_interval_s: float = 0.2
+    writer: RowWriter = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.writer = RowWriter(self.store, flush_interval_s=self.flush_interval_s)
 
     def measurement(
         self,
@@ -36,40 +168,62 @@ class StoreSink:
         trial: int = 0,
         source: str = "",
     ) -> None:
-        self.store.add(
-            MeasurementRow(
-                campaign_id=self.campaign_id,
-                attempt_id=self.attempt_id,
-                probe_run_id=self.probe_run_id,
-                item_key=self.item_key,
-                arm_id=self.arm_id,
-                repeat=self.repeat,
-                probe=self.probe,
-                scenario=scenario,
-                mode=str(mode),
-                context=context or self.default_context,
-                trial=trial,
-                metric=metric,
-                value=float(value),
-                unit=unit,
-                source=source,
-                simulated=self.simulated,
-            )
+        number = float(value)
+        if math.isnan(number):  # the store cannot hold NaN; say where it came from, now
+            raise ValueError(f"measurement {metric!r} ({scenario or 'no scenario'}) is NaN")
+        self.writer.put(
+            MeasurementRow,
+            {
+                "campaign_id": self.campaign_id,
+                "attempt_id": self.attempt_id,
+                "probe_run_id": self.probe_run_id,
+                "item_key": self.item_key,
+                "arm_id": self.arm_id,
+                "repeat": self.repeat,
+                "probe": self.probe,
+                "scenario": scenario,
+                "mode": str(mode),
+                "context": context or self.default_context,
+                "trial": trial,
+                "metric": metric,
+                "value": number,
+                "unit": unit,
+                "source": source,
+                "simulated": self.simulated,
+            },
         )
 
     def request(self, record: RequestRecord, *, scenario: str, mode: Mode | str, trial: int = 0) -> None:
-        self.store.add(
-            RequestRow(
-                probe_run_id=self.probe_run_id,
-                scenario=scenario,
-                mode=str(mode),
-                trial=trial,
-                ok=record.ok,
-                error=record.error or "",
-                raw_json=json.dumps(record.to_dict(), separators=(",", ":")),
-            )
+        self.writer.put(
+            RequestRow,
+            {
+                "probe_run_id": self.probe_run_id,
+                "scenario": scenario,
+                "mode": str(mode),
+                "trial": trial,
+                "ok": record.ok,
+                "error": record.error or "",
+                "raw_json": json.dumps(record.to_dict(), separators=(",", ":")),
+            },
         )
-        emit("request", arm=self.arm_id, probe=self.probe, ok=record.ok)
+        label = {k: v for k, v in record.label.items() if k in ("conversation", "turn")}
+        emit("request", arm=self.arm_id, probe=self.probe, ok=record.ok, scenario=scenario, error=record.error, ttft_s=ttft_s(record), **label)
 
     def sample(self, series: str, t_s: float, value: float, label: str = "") -> None:
-        self.store.add(SampleRow(probe_run_id=self.probe_run_id, series=series, t_s=t_s, value=value, label=label))
+        self.writer.put(
+            SampleRow,
+            {"probe_run_id": self.probe_run_id, "series": series, "t_s": float(t_s), "value": float(value), "label": label},
+        )
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        """Every row is in the database when this returns; raises SinkWriteError otherwise."""
+        self.writer.close()
+
+    def __enter__(self) -> StoreSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -5,16 +5,20 @@ from __future__ import annotations
 import pandas as pd
 
 from campaign.schema import GateEntry
-from campaign.states import Mode, Verdict
+from campaign.states import WARMUP_TRIAL, Mode, Verdict
 from gates import predicates
 from gates.result import GateResult
 
 
 def canonical_only(frame: pd.DataFrame) -> pd.DataFrame:
-    """The single place where greedy (diagnostic) rows are kept away from verdicts."""
+    """The single place where greedy (diagnostic) rows, and warm-up rows (trial
+    WARMUP_TRIAL and below), are kept away from verdicts, whatever a predicate filters."""
     if frame.empty:
         return frame
-    return frame[frame["mode"] == Mode.CANONICAL.value].reset_index(drop=True)
+    keep = frame["mode"] == Mode.CANONICAL.value
+    if "trial" in frame:
+        keep &= frame["trial"] > WARMUP_TRIAL
+    return frame[keep].reset_index(drop=True)
 
 
 def evaluate(gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | None = None) -> GateResult:

@@ -1,8 +1,9 @@
 """The rest of the built-in predicates: control, regression guard, best-of, majority,
-acceptance rate, holds-at-the-ceiling, attribution, and all_of to combine them.
+acceptance rate, holds-at-the-ceiling, goodput, attribution, and all_of to combine them.
 
-Each reads canonical rows only (the engine strips greedy ones first), aggregates by
-median, and writes its reason in the seed's style, numbers first.
+Each reads canonical rows only (the engine strips greedy ones first) through the
+comparison primitive in `gates.compare` (cells, n, intervals, error rates), and writes its
+reason in the seed's style, numbers first.
 """
 
 from __future__ import annotations
@@ -14,25 +15,17 @@ from pydantic import Field, model_validator
 
 from campaign.schema import GateEntry
 from campaign.states import Verdict
-from gates.predicates import (
-    Selector,
-    _Params,
-    fmt,
-    gain,
-    get,
-    median_of,
-    params_model,
-    pct,
-    register,
-    span,
-)
+from gates import compare
+from gates.compare import Cell, CellStat, Rigor, Selector, fmt, pct
+from gates.intervals import RATE_METHOD, rate_interval
+from gates.predicates import _Params, get, params_model, register
 from gates.result import GateResult, pending
 
 
 # -- control --------------------------------------------------------------------------------
 
 
-class ControlParams(Selector):
+class ControlParams(Selector, Rigor):
     max_advantage: float = Field(default=0.05, ge=0, description="a control may not beat the subject by more")
     higher_is_better: bool = True
     role: Literal["promote", "control"] = Field(
@@ -41,43 +34,108 @@ class ControlParams(Selector):
     )
 
 
+def _common_cells(stats: dict[str, dict[Cell, CellStat]]) -> list[Cell]:
+    cells = None
+    for per_arm in stats.values():
+        cells = set(per_arm) if cells is None else cells & set(per_arm)
+    return sorted(cells or [])
+
+
+def _no_common(metric: str, stats: dict[str, dict[Cell, CellStat]]) -> GateResult:
+    have = "; ".join(f"{arm} has {compare.describe_cells(cells)}" for arm, cells in stats.items())
+    return pending(f"no cell for {metric} that all of {'/'.join(stats)} share: {have}")
+
+
+def _arm_stats(rows: pd.DataFrame, sel: Selector, arms: list[str]) -> tuple[dict[str, dict[Cell, CellStat]], GateResult | None]:
+    stats = {arm: compare.cell_stats(rows, sel, arm) for arm in dict.fromkeys(arms)}
+    for arm, cells in stats.items():
+        if not cells:
+            return stats, pending(f"no canonical {sel.metric} for {arm} yet")
+    if not _common_cells(stats):
+        return stats, _no_common(sel.metric, stats)
+    return stats, None
+
+
 @register("control", ControlParams)
 def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult:
-    """Subjects against control arms ("T promoted; U just control, no advantage > 5%")."""
+    """Subjects against control arms ("T promoted; U just control, no advantage > 5%"), per
+    common cell: a control's advantage over the best subject, with its interval, must stay
+    at or below `max_advantage` (pass); above it the subject fails; straddling it, or with
+    n < min_n, the gate is inconclusive."""
     if not gate.baseline:
         return pending("control needs control arms in baseline")
-    values: dict[str, float] = {}
-    for arm in [*gate.subjects, *gate.baseline]:
-        v = median_of(rows, p, arm)
-        if v is None:
-            return pending(f"no canonical {p.metric} for {arm} yet")
-        values[arm] = v
-    best_subject = max(gate.subjects, key=lambda a: values[a] if p.higher_is_better else -values[a])
-    advantages = {c: gain(values[c], values[best_subject], p.higher_is_better) for c in gate.baseline}
-    evidence = {"metric": p.metric, "values": values, "advantages": advantages, "max_advantage": p.max_advantage}
-    shown = ", ".join(f"{c} {pct(a)}" for c, a in advantages.items())
+    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
+    stats, missing = _arm_stats(rows, sel, [*gate.subjects, *gate.baseline])
+    if missing:
+        return missing
+    cells = _common_cells(stats)
+    label = compare.cell_labeller(cells)
+    comparisons: list[compare.Comparison] = []
+    verdicts: list[Verdict] = []
+    notes: list[str] = []
+    parts: list[str] = []
+    for cell in cells:
+        subj = [stats[a][cell] for a in gate.subjects]
+        best = max(subj, key=lambda s: s.median if p.higher_is_better else -s.median)
+        shown = []
+        for c in gate.baseline:
+            cmp = compare.compare_cells(stats[c][cell], best, p.higher_is_better, p.max_advantage, rigor)
+            comparisons.append(cmp)
+            change, lo, hi = cmp.change
+            shown.append(f"{c} {pct(change)} [{pct(lo)}, {pct(hi)}]")
+            if any(compare.flaky(s, rigor) for s in subj):
+                verdicts.append(Verdict.FAIL)
+                notes += [compare.error_note(s, rigor) + ": cannot be promoted" for s in subj if compare.flaky(s, rigor)]
+            elif not cmp.n_ok:
+                verdicts.append(Verdict.INCONCLUSIVE)
+                notes += cmp.notes
+            elif cmp.low > p.max_advantage + compare.EPS:
+                verdicts.append(Verdict.FAIL)
+            elif cmp.high <= p.max_advantage + compare.EPS:
+                verdicts.append(Verdict.PASS)
+            else:
+                verdicts.append(Verdict.INCONCLUSIVE)
+                notes.append(f"{c}'s advantage interval straddles {pct(p.max_advantage)}")
+        where = label(cell)
+        parts.append((where + " " if where else "") + ", ".join(shown) + f" over {best.arm} {compare.fmt_stat(best)}")
+    evidence = _evidence(comparisons, rigor, p.metric, {"max_advantage": p.max_advantage, "role": p.role})
+    numbers = f"{p.metric} " + "; ".join(parts)
+    tail = ("; " + "; ".join(dict.fromkeys(notes))) if notes else ""
     if p.role == "control":
-        reason = f"{p.metric} " + ", ".join(f"{a} {fmt(values[a])}" for a in gate.subjects)
-        reason += f" vs {', '.join(f'{c} {fmt(values[c])}' for c in gate.baseline)}: {shown} over {best_subject}"
+        subj_txt = ", ".join(f"{a} {compare.fmt_stat(stats[a][c])}" for c in cells for a in gate.subjects)
+        ctrl_txt = ", ".join(f"{a} {compare.fmt_stat(stats[a][c])}" for c in cells for a in gate.baseline)
+        reason = f"{p.metric} {subj_txt} vs {ctrl_txt}: " + "; ".join(parts) + tail
         return GateResult(verdict=Verdict.CONTROL, reason=reason, evidence=evidence)
-    beating = [c for c, a in advantages.items() if a > p.max_advantage]
-    if beating:
+    verdict = compare.worst(verdicts)
+    if verdict == Verdict.FAIL and not any("cannot be promoted" in n for n in notes):
+        beating = sorted({c.subject.arm for c, v in zip(comparisons, verdicts) if v == Verdict.FAIL})
         return GateResult(
             verdict=Verdict.FAIL,
-            reason=f"control {'/'.join(beating)} beats {best_subject} on {p.metric} ({shown}): more than {pct(p.max_advantage)}",
+            reason=f"control {'/'.join(beating)} beats {'/'.join(gate.subjects)} by more than {pct(p.max_advantage)} ({numbers}){tail}",
             evidence=evidence,
         )
-    return GateResult(
-        verdict=Verdict.PASS,
-        reason=f"{'/'.join(gate.subjects)} promoted; {'/'.join(gate.baseline)} just control, no advantage > {p.max_advantage * 100:.0f}% ({p.metric} {shown})",
-        evidence=evidence,
-    )
+    if verdict == Verdict.PASS:
+        reason = f"{'/'.join(gate.subjects)} promoted; {'/'.join(gate.baseline)} just control, no advantage > {p.max_advantage * 100:.0f}% ({numbers})"
+    else:
+        reason = f"{'/'.join(gate.subjects)} vs control {'/'.join(gate.baseline)}: {numbers}{tail}"
+    return GateResult(verdict=verdict, reason=reason, evidence=evidence)
+
+
+def _evidence(comparisons: list[compare.Comparison], rigor: Rigor, metric: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Evidence for predicates that build comparisons themselves: the same shape as
+    `compare.Outcome.evidence`, so the gate page reads every predicate alike."""
+    outcome = compare.Outcome(metric=metric, higher_is_better=True, threshold=0.0, rigor=rigor, stats={}, comparisons=comparisons)
+    ev = outcome.evidence()
+    ev.pop("higher_is_better")
+    ev.pop("threshold")
+    return {**ev, **(extra or {})}
 
 
 # -- regression guard -----------------------------------------------------------------------
 
 
-class RegressionGuardParams(Selector):
+class RegressionGuardParams(Selector, Rigor):
     min_gain: float = 0.0
     higher_is_better: bool = False
     guard_metric: str = Field(description="the metric that must not regress, e.g. reuse")
@@ -91,83 +149,127 @@ class RegressionGuardParams(Selector):
 @register("regression_guard", RegressionGuardParams)
 def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardParams) -> GateResult:
     """A gain on one metric that must not cost another ("cuts cold TTFT ~-55%, but zeroes
-    the warm cache (hit 0%)")."""
+    the warm cache (hit 0%)"). The gain is compared per common cell against every baseline
+    (`gates.compare`); the guard must hold per subject, scenario and context with its whole
+    interval. A guard broken beyond doubt fails the gate whatever the gain."""
     if not gate.baseline:
         return pending("regression_guard needs a baseline arm")
-    base_arm = gate.baseline[0]
-    base = median_of(rows, p, base_arm)
-    if base is None or base == 0:
-        return pending(f"no canonical {p.metric} for baseline {base_arm} yet")
-    gains, guards, worse = {}, {}, {}
+    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
+    main = compare.compare(rows, gate.subjects, gate.baseline, sel, higher_is_better=p.higher_is_better, threshold=p.min_gain, rigor=rigor)
+    if main.missing:
+        return pending(main.missing)
+    guard_sel = Selector(metric=p.guard_metric, probe=p.guard_probe, context=p.context)
+    guards: list[tuple[CellStat, Verdict, str]] = []
     for arm in gate.subjects:
-        v = median_of(rows, p, arm)
-        if v is None:
-            return pending(f"no canonical {p.metric} for {arm} yet")
-        gains[arm] = gain(v, base, p.higher_is_better)
-        scen_values = []
         for scen in p.guard_scenarios or [None]:
-            g = median_of(rows, Selector(metric=p.guard_metric, probe=p.guard_probe, scenario=scen, context=p.context), arm)
-            if g is None:
+            stats = compare.cell_stats(rows, guard_sel, arm, scen)
+            if not stats:
                 return pending(f"no canonical {p.guard_metric}{' ' + scen if scen else ''} for {arm} yet")
-            scen_values.append(g)
-        guards[arm] = min(scen_values)
-        if p.worse_metric:
+            for stat in stats.values():
+                v, note = compare.judge_bound(stat, lambda x: x >= p.guard_min, rigor)
+                guards.append((stat, v, note))
+    worse: dict[str, tuple[float, float]] = {}
+    if p.worse_metric:
+        for arm in gate.subjects:
             ratios = []
             for scen in p.worse_scenarios or [None]:
-                sel = Selector(metric=p.worse_metric, probe=p.guard_probe, scenario=scen, context=p.context)
-                a, b = median_of(rows, sel, arm), median_of(rows, sel, base_arm)
-                if a is not None and b:
-                    ratios.append(a / b)
+                wsel = Selector(metric=p.worse_metric, probe=p.guard_probe, scenario=scen, context=p.context)
+                for b in gate.baseline:
+                    a_stats, b_stats = compare.cell_stats(rows, wsel, arm), compare.cell_stats(rows, wsel, b)
+                    ratios += [a_stats[c].median / b_stats[c].median for c in set(a_stats) & set(b_stats) if b_stats[c].median]
             if ratios:
                 worse[arm] = (min(ratios), max(ratios))
-    sign = 1 if p.higher_is_better else -1
-    head = f"{p.metric} {span([sign * g for g in gains.values()])} vs {base_arm}"
-    evidence: dict[str, Any] = {"gains": gains, "guard": guards, "guard_min": p.guard_min, "worse_ratio": worse}
-    broken = {a: v for a, v in guards.items() if v < p.guard_min}
+    evidence: dict[str, Any] = {
+        **main.evidence(),
+        "guard": {"metric": p.guard_metric, "min": p.guard_min,
+                  "cells": [{**s.evidence("subject"), "verdict": str(v)} for s, v, _ in guards]},
+        "worse_ratio": worse,
+    }
+    head = main.text(need=False)
+    broken: dict[str, CellStat] = {}
+    for stat, v, _ in guards:
+        if v == Verdict.FAIL and (stat.arm not in broken or stat.median < broken[stat.arm].median):
+            broken[stat.arm] = stat
     if broken:
-        guard_txt = ", ".join(f"{a} {p.guard_metric} {fmt(v)}" for a, v in broken.items())
+        guard_txt = ", ".join(f"{a} {p.guard_metric} {compare.fmt_stat(s)}" for a, s in broken.items())
         extra = ""
         if worse:
             lo = min(r[0] for r in worse.values())
             hi = max(r[1] for r in worse.values())
-            extra = f"; {p.worse_metric} {lo:.0f}-{hi:.0f}x worse than {base_arm}" if hi >= 2 else f"; {p.worse_metric} x{lo:.2f}-{hi:.2f} of {base_arm}"
+            extra = f"; {p.worse_metric} {lo:.0f}-{hi:.0f}x worse than {'/'.join(gate.baseline)}" if hi >= 2 else f"; {p.worse_metric} x{lo:.2f}-{hi:.2f} of {'/'.join(gate.baseline)}"
         return GateResult(verdict=Verdict.FAIL, reason=f"{head}, but {guard_txt} (needs >= {fmt(p.guard_min)}){extra}", evidence=evidence)
-    if not all(g >= p.min_gain for g in gains.values()):
-        return GateResult(verdict=Verdict.FAIL, reason=f"{head}: needs {pct(sign * p.min_gain)}", evidence=evidence)
-    return GateResult(verdict=Verdict.PASS, reason=f"{head}; {p.guard_metric} holds (min {fmt(min(guards.values()))})", evidence=evidence)
+    verdict = compare.worst([main.verdict, *(v for _, v, _ in guards)])
+    notes = [n for _, _, n in guards if n]
+    if verdict == Verdict.PASS:
+        low = min(s.median for s, _, _ in guards)
+        return GateResult(verdict=verdict, reason=f"{main.text()}; {p.guard_metric} holds (min {fmt(low)})", evidence=evidence)
+    tail = ("; " + "; ".join(dict.fromkeys(notes))) if notes else ""
+    return GateResult(verdict=verdict, reason=f"{main.text()}{tail}", evidence=evidence)
 
 
 # -- best of ----------------------------------------------------------------------------------
 
 
-class BestOfParams(Selector):
+class BestOfParams(Selector, Rigor):
     higher_is_better: bool = True
     label: str = Field(default="", description="how the reason names the ranking, e.g. 'decode 32K'")
 
 
 @register("best_of", BestOfParams)
 def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
-    """The first subject must rank first among subjects and baseline ("best decode 32K")."""
+    """The first subject must rank first among subjects and baseline ("best decode 32K"),
+    per common cell, beating each other arm with its gain's whole interval above 0; an
+    arm that beats it beyond doubt fails it; anything between is inconclusive."""
+    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
     arms = [*gate.subjects, *gate.baseline]
-    values = {}
-    for arm in arms:
-        v = median_of(rows, p, arm)
-        if v is None:
-            return pending(f"no canonical {p.metric} for {arm} yet")
-        values[arm] = v
-    ranking = sorted(arms, key=lambda a: values[a], reverse=p.higher_is_better)
+    stats, missing = _arm_stats(rows, sel, arms)
+    if missing:
+        return missing
     candidate = gate.subjects[0]
-    label = p.label or p.metric
-    evidence = {"values": values, "ranking": ranking}
-    runner = next(a for a in ranking if a != candidate) if len(ranking) > 1 else None
-    after = f"; next {runner} {fmt(values[runner])}" if runner else ""
-    if ranking[0] == candidate:
-        return GateResult(verdict=Verdict.PASS, reason=f"{candidate} best {label}: {fmt(values[candidate])}{after}", evidence=evidence)
-    return GateResult(
-        verdict=Verdict.FAIL,
-        reason=f"{candidate} {fmt(values[candidate])} is not the best {label}: {ranking[0]} {fmt(values[ranking[0]])}",
-        evidence=evidence,
-    )
+    others = [a for a in dict.fromkeys(arms) if a != candidate]
+    label_text = p.label or p.metric
+    cells = _common_cells(stats)
+    where = compare.cell_labeller(cells)
+    comparisons, verdicts, parts, notes = [], [], [], []
+    ranking: dict[str, list[str]] = {}
+    for cell in cells:
+        order = sorted(stats, key=lambda a: stats[a][cell].median, reverse=p.higher_is_better)
+        ranking[cell.key()] = order
+        mine = stats[candidate][cell]
+        cell_cmps = [compare.compare_cells(mine, stats[o][cell], p.higher_is_better, 0.0, rigor) for o in others]
+        comparisons += cell_cmps
+        if compare.flaky(mine, rigor):
+            verdicts.append(Verdict.FAIL)
+            notes.append(compare.error_note(mine, rigor) + ": cannot pass")
+        elif any(c.n_ok and c.high < -compare.EPS for c in cell_cmps):
+            verdicts.append(Verdict.FAIL)
+        elif not all(c.n_ok for c in cell_cmps):
+            verdicts.append(Verdict.INCONCLUSIVE)
+            notes += [n for c in cell_cmps for n in c.notes]
+        elif all(c.low > compare.EPS for c in cell_cmps):
+            verdicts.append(Verdict.PASS)
+        else:
+            verdicts.append(Verdict.INCONCLUSIVE)
+            close = [c.baseline.arm for c in cell_cmps if not c.low > compare.EPS]
+            notes.append(f"{candidate} vs {'/'.join(close)}: the intervals overlap")
+        runner = next((a for a in order if a != candidate), None)
+        prefix = where(cell)
+        prefix = f"{prefix} " if prefix else ""
+        if order[0] == candidate:
+            nxt = ""
+            if runner:
+                cmp = next(c for c in cell_cmps if c.baseline.arm == runner)
+                change, lo, hi = cmp.change
+                nxt = f"; next {runner} {compare.fmt_stat(stats[runner][cell])} ({candidate} {pct(change)} [{pct(lo)}, {pct(hi)}])"
+            parts.append(f"{prefix}{candidate} best {label_text}: {compare.fmt_stat(mine)}{nxt}")
+        else:
+            parts.append(f"{prefix}{candidate} {compare.fmt_stat(mine)} is not the best {label_text}: {order[0]} {compare.fmt_stat(stats[order[0]][cell])}")
+    verdict = compare.worst(verdicts)
+    reason = "; ".join(parts) + (("; " + "; ".join(dict.fromkeys(notes))) if notes else "")
+    evidence = _evidence(comparisons, rigor, p.metric, {"ranking": ranking, "candidate": candidate})
+    return GateResult(verdict=verdict, reason=reason, evidence=evidence)
 
 
 # -- majority (tool loop) -------------------------------------------------------------------------
@@ -176,7 +278,8 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
 class MajorityParams(_Params):
     metric: str = "tool_loop_pass"
     probe: str | None = "tool-loop"
-    min_ratio: float = Field(default=0.5, ge=0, le=1, description="pass when passes/total exceeds this (strict)")
+    min_ratio: float = Field(default=0.5, ge=0, le=1, description="pass when the pass rate exceeds this (strict)")
+    max_error_rate: float = Field(default=compare.DEFAULT_MAX_ERROR_RATE, ge=0, le=1)
 
 
 def passes_of(rows: pd.DataFrame, arm: str, p: MajorityParams) -> tuple[int, int] | None:
@@ -191,21 +294,64 @@ def passes_of(rows: pd.DataFrame, arm: str, p: MajorityParams) -> tuple[int, int
     return int((values > 0.5).sum()), int(len(values))
 
 
+def _tool_errors(rows: pd.DataFrame, arm: str, p: MajorityParams) -> CellStat | None:
+    """The tool loop's error counts live in its summary cell (`requests`, `requests_failed`)."""
+    sel = Selector(metric="requests", probe=p.probe, scenario="summary")
+    stats = compare.cell_stats(rows, sel, arm)
+    return next(iter(stats.values()), None)
+
+
 @register("majority", MajorityParams)
 def majority(rows: pd.DataFrame, gate: GateEntry, p: MajorityParams) -> GateResult:
-    """Majority of trials right ("tool loop 2/3")."""
-    results = {}
+    """Majority of trials right ("tool loop 2/3"), with the exact (Clopper-Pearson) interval
+    of each pass rate: pass when the whole interval is above `min_ratio`, fail when it is
+    at or below it, inconclusive between -- which is where 3 trials always land (2/3 has
+    [0.09, 0.99]). Several arms whose intervals overlap cannot be told apart, and the
+    reason says so."""
+    results: dict[str, tuple[int, int, float, float]] = {}
+    notes: list[str] = []
+    verdicts: list[Verdict] = []
+    rigor = Rigor(max_error_rate=p.max_error_rate)
     for arm in gate.subjects:
         r = passes_of(rows, arm, p)
         if r is None:
             return pending(f"no canonical tool-loop trials for {arm} yet")
-        results[arm] = r
-    ok = all(k / n > p.min_ratio for k, n in results.values())
-    shown = ", ".join(f"{a} {k}/{n}" for a, (k, n) in results.items())
+        k, n = r
+        lo, hi = rate_interval(k, n)
+        results[arm] = (k, n, lo, hi)
+        errors = _tool_errors(rows, arm, p)
+        if errors is not None and compare.flaky(errors, rigor):
+            verdicts.append(Verdict.FAIL)
+            notes.append(compare.error_note(errors, rigor) + ": cannot pass")
+        elif lo > p.min_ratio + compare.EPS:
+            verdicts.append(Verdict.PASS)
+        elif hi <= p.min_ratio + compare.EPS:
+            verdicts.append(Verdict.FAIL)
+        else:
+            verdicts.append(Verdict.INCONCLUSIVE)
+            notes.append(f"{n} trials cannot tell {arm}'s rate from {p.min_ratio:.0%}")
+    arms = list(results)
+    overlaps = [
+        f"{a}/{b}" for i, a in enumerate(arms) for b in arms[i + 1:]
+        if results[a][2] <= results[b][3] and results[b][2] <= results[a][3]
+    ]
+    if overlaps:
+        notes.append(f"intervals overlap ({', '.join(overlaps)}): these trials cannot tell the arms apart")
+    shown = ", ".join(f"{a} {k}/{n} [{lo:.2f}, {hi:.2f}]" for a, (k, n, lo, hi) in results.items())
+    verdict = compare.worst(verdicts)
+    reason = f"tool loop {shown}"
+    if verdict == Verdict.FAIL and not any("cannot pass" in x for x in notes):
+        reason += f"; needs more than {p.min_ratio:.0%}"
+    if notes:
+        reason += "; " + "; ".join(notes)
     return GateResult(
-        verdict=Verdict.PASS if ok else Verdict.FAIL,
-        reason=f"tool loop {shown}" + ("" if ok else f"; needs more than {p.min_ratio:.0%}"),
-        evidence={"passes": {a: list(r) for a, r in results.items()}},
+        verdict=verdict,
+        reason=reason,
+        evidence={
+            "passes": {a: [k, n] for a, (k, n, _, _) in results.items()},
+            "rate_intervals": {a: [lo, hi] for a, (_, _, lo, hi) in results.items()},
+            "interval_method": RATE_METHOD, "min_ratio": p.min_ratio,
+        },
     )
 
 
@@ -244,7 +390,7 @@ def acceptance_rate(rows: pd.DataFrame, gate: GateEntry, p: AcceptanceParams) ->
 # -- holds at the ceiling ------------------------------------------------------------------------
 
 
-class CeilingParams(_Params):
+class CeilingParams(Rigor):
     metric: str = "decode_tps"
     probe: str | None = "decode"
     context: int = Field(description="the ceiling context, e.g. 262144")
@@ -254,27 +400,40 @@ class CeilingParams(_Params):
 
 @register("holds_at_ceiling", CeilingParams)
 def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> GateResult:
-    """Subjects hold `min_value` at the ceiling context; baseline arms are shown beside
-    ("V 6.1 / Y 8.7 collapse; L 15.4 / T 14.1 / S 14.2 hold")."""
+    """Subjects hold `min_value` at the ceiling context, each median's whole interval at or
+    above it; baseline arms are shown beside, and called collapsed when theirs is wholly
+    below ("V 6.1 / Y 8.7 collapse; L 15.4 / T 14.1 / S 14.2 hold")."""
+    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
     sel = Selector(metric=p.metric, probe=p.probe, context=p.context)
-    values = {}
+    stats: dict[str, CellStat] = {}
+    judged: dict[str, tuple[Verdict, str]] = {}
     for arm in [*gate.subjects, *gate.baseline]:
-        v = median_of(rows, sel, arm)
-        if v is None:
+        cells = compare.cell_stats(rows, sel, arm)
+        if not cells:
             return pending(f"no canonical {p.metric} at {p.context} for {arm} yet")
-        values[arm] = v
-    at = p.label or (f"{p.context // 1024}K" if p.context >= 1024 else str(p.context))
-    fail = [a for a in gate.subjects if values[a] < p.min_value]
-    subj = " / ".join(f"{a} {fmt(values[a])}" for a in gate.subjects)
-    others = " / ".join(f"{a} {fmt(values[a])}" for a in gate.baseline)
-    collapse = [a for a in gate.baseline if values[a] < p.min_value]
-    evidence = {"values": values, "min_value": p.min_value, "context": p.context}
-    if fail:
-        return GateResult(verdict=Verdict.FAIL, reason=f"at {at}: {' / '.join(f'{a} {fmt(values[a])}' for a in fail)} below {fmt(p.min_value)} {p.metric}", evidence=evidence)
-    reason = f"at {at}: {subj} hold >= {fmt(p.min_value)}"
+        if len(cells) > 1:
+            return pending(f"{arm} has {p.metric} in several cells at {p.context} ({compare.describe_cells(cells)}): name a scenario")
+        stats[arm] = next(iter(cells.values()))
+        judged[arm] = compare.judge_bound(stats[arm], lambda x: x >= p.min_value, rigor)
+    at = p.label or compare.context_label(p.context)
+    subj = " / ".join(f"{a} {compare.fmt_stat(stats[a])}" for a in gate.subjects)
+    others = " / ".join(f"{a} {compare.fmt_stat(stats[a])}" for a in gate.baseline)
+    collapse = [a for a in gate.baseline if judged[a][0] == Verdict.FAIL]
+    evidence = {
+        "values": {a: s.median for a, s in stats.items()}, "min_value": p.min_value, "context": p.context,
+        "min_n": p.min_n, "max_error_rate": p.max_error_rate, "interval_method": compare.MEDIAN_METHOD,
+        "cells": [{**s.evidence("subject" if a in gate.subjects else "baseline"), "verdict": str(judged[a][0])} for a, s in stats.items()],
+    }
+    verdict = compare.worst(judged[a][0] for a in gate.subjects)
+    notes = [judged[a][1] for a in gate.subjects if judged[a][1]]
+    tail = ("; " + "; ".join(notes)) if notes else ""
+    if verdict == Verdict.FAIL:
+        fail = [a for a in gate.subjects if judged[a][0] == Verdict.FAIL]
+        return GateResult(verdict=verdict, reason=f"at {at}: {' / '.join(f'{a} {compare.fmt_stat(stats[a])}' for a in fail)} below {fmt(p.min_value)} {p.metric}{tail}", evidence=evidence)
+    reason = f"at {at}: {subj} " + ("hold" if verdict == Verdict.PASS else "undecided") + f" >= {fmt(p.min_value)}"
     if others:
         reason += f"; {others}" + (" collapse" if collapse and len(collapse) == len(gate.baseline) else "")
-    return GateResult(verdict=Verdict.PASS, reason=reason, evidence=evidence)
+    return GateResult(verdict=verdict, reason=reason + tail, evidence=evidence)
 
 
 # -- all of --------------------------------------------------------------------------------------
@@ -326,81 +485,254 @@ def all_of(rows: pd.DataFrame, gate: GateEntry, p: AllOfParams) -> GateResult:
     return GateResult(verdict=Verdict.PASS, reason="; ".join(parts), evidence=evidence)
 
 
-# -- attribution: which mechanism earned the win ---------------------------------------------
+# -- goodput -------------------------------------------------------------------------------------
 
-class AttributionParams(_Params):
-    claim: Literal["cache", "slots"] = Field(description="the mechanism credited with the win")
+
+class GoodputParams(_Params):
+    metric: str = "ttft_s"
+    probe: str | None = None
+    scenario_pattern: str | None = Field(
+        default=None, description="regular expression the scenario must match, e.g. 'c\\d+-t[1-9]' (agent-load later turns)"
+    )
+    context: int | None = None
+    target: float = Field(description="the latency a request must meet, e.g. 2.0 (s)")
+    lower_is_better: bool = True
+    min_share: float = Field(default=0.9, ge=0, le=1, description="share of requests that must meet the target")
+    min_n: int = Field(default=compare.DEFAULT_MIN_N, ge=1, description="fewer requests than this is inconclusive")
+
+
+@register("goodput", GoodputParams)
+def goodput(rows: pd.DataFrame, gate: GateEntry, p: GoodputParams) -> GateResult:
+    """A latency target met by at least `min_share` of requests, failed requests counting
+    as misses (their per-request `errors` rows): "ttft_s <= 2.00 for 93% [82%, 99%] of 45
+    requests". Per arm and context (never pooled); the share carries its exact
+    (Clopper-Pearson) interval: pass when the whole interval reaches `min_share`, fail
+    when none of it does, inconclusive between."""
+    import re
+
+    pattern = re.compile(p.scenario_pattern) if p.scenario_pattern else None
+    results: list[dict[str, Any]] = []
+    verdicts: list[Verdict] = []
+    for arm in gate.subjects:
+        if rows.empty:
+            return pending(f"no canonical {p.metric} for {arm} yet")
+        mask = (rows["arm_id"] == arm) & (rows["trial"] >= 0)
+        if p.probe:
+            mask &= rows["probe"] == p.probe
+        if p.context is not None:
+            mask &= rows["context"] == p.context
+        if pattern is not None:
+            mask &= rows["scenario"].astype(str).map(lambda sc: bool(pattern.fullmatch(sc)))
+        mine = rows.loc[mask]
+        values = mine[mine["metric"] == p.metric]
+        if values.empty:
+            return pending(f"no canonical {p.metric} for {arm} yet")
+        for context, part in mine.groupby("context"):
+            vals = part.loc[part["metric"] == p.metric, "value"].astype(float)
+            failed = int(part["metric"].isin(["errors", "not_run"]).sum())  # not_run: a stalled server never got it
+            met = int((vals <= p.target).sum() if p.lower_is_better else (vals >= p.target).sum())
+            total = len(vals) + failed
+            lo, hi = rate_interval(met, total)
+            if total < p.min_n:
+                v = Verdict.INCONCLUSIVE
+            elif lo >= p.min_share - compare.EPS:
+                v = Verdict.PASS
+            elif hi < p.min_share - compare.EPS:
+                v = Verdict.FAIL
+            else:
+                v = Verdict.INCONCLUSIVE
+            verdicts.append(v)
+            results.append({"arm": arm, "context": int(context), "met": met, "requests": total, "failed": failed,
+                            "share": met / total, "low": lo, "high": hi, "verdict": str(v)})
+    contexts = {r["context"] for r in results}
+    op = "<=" if p.lower_is_better else ">="
+    parts = [
+        f"{r['arm']}{' at ' + compare.context_label(r['context']) if len(contexts) > 1 else ''} "
+        f"{r['share']:.0%} [{r['low']:.0%}, {r['high']:.0%}] of {r['requests']} requests ({r['failed']} failed)"
+        for r in results
+    ]
+    reason = f"{p.metric} {op} {fmt(p.target)} for " + ", ".join(parts) + f"; needs {p.min_share:.0%}"
+    short = [f"{r['arm']} n={r['requests']}" for r in results if r["requests"] < p.min_n]
+    if short:
+        reason += f"; {', '.join(short)} < {p.min_n}: too few to decide"
+    verdict = compare.worst(verdicts)
+    if verdict == Verdict.INCONCLUSIVE and not short:
+        reason += "; the interval straddles it"
+    return GateResult(
+        verdict=verdict, reason=reason,
+        evidence={"metric": p.metric, "target": p.target, "op": op, "min_share": p.min_share, "interval_method": RATE_METHOD,
+                  "goodput": results, "failures_count_as_misses": True},
+    )
+
+
+# -- attribution: which mechanism earned the win, by ablation ----------------------------------------
+
+
+class AttributionParams(Rigor):
+    claim: str = Field(description="the mechanism credited with the win, e.g. 'cache' or 'slots'")
+    ablation: str | None = Field(
+        default=None,
+        description="an arm listed in baseline: the subject's recipe with the claimed mechanism switched off",
+    )
     metric: str = "ttft_later_median_s"
     probe: str = "agent-load"
+    scenario: str | None = "summary"
+    context: int | None = None
     lower_is_better: bool = True
     min_gain: float = Field(default=0.2, description="the win must be at least this large to credit anything")
+    min_cost: float = Field(default=0.1, ge=0, description="switching the mechanism off must cost the subject at least this")
     counter_scenario: str = "load"
     min_hits: int = Field(default=1, ge=1)
 
 
-def _counter(rows: pd.DataFrame, arm: str, metric: str, probe: str, scenario: str) -> float | None:
+def _counter(rows: pd.DataFrame, arm: str, metric: str, probe: str, scenario: str) -> tuple[float, str] | None:
+    """A counter delta summed over the arm's attempts, with the unit it was stored in."""
     if rows.empty:
         return None
     mask = (rows["arm_id"] == arm) & (rows["metric"] == metric) & (rows["probe"] == probe) & (rows["scenario"] == scenario)
-    values = rows.loc[mask, "value"]
-    return None if values.empty else float(values.sum())
+    part = rows.loc[mask]
+    if part.empty:
+        return None
+    units = sorted({str(u) for u in part["unit"]}) if "unit" in part else [""]
+    if len(units) > 1:
+        return None  # never add requests to tokens
+    return float(part["value"].sum()), units[0]
+
+
+def _counters(rows: pd.DataFrame, arm: str, p: AttributionParams) -> dict[str, Any] | None:
+    hits = _counter(rows, arm, "cache_hits", p.probe, p.counter_scenario)
+    lookups = _counter(rows, arm, "cache_lookups", p.probe, p.counter_scenario)
+    if hits is None or lookups is None or hits[1] != lookups[1]:
+        return None
+    return {"hits": hits[0], "lookups": lookups[0], "unit": hits[1] or "count"}
+
+
+def _counter_text(arm: str, c: dict[str, Any] | None) -> str:
+    if c is None:
+        return f"{arm} reports no cache counters"
+    return f"cache {int(c['hits'])} hits in {int(c['lookups'])} lookups ({c['unit']}) on {arm}"
+
+
+def _counters_compared(counters: dict[str, dict[str, Any] | None]) -> str:
+    """Hits side by side, but only between arms that count in the same unit."""
+    by_unit: dict[str, list[str]] = {}
+    for arm, c in counters.items():
+        if c is not None:
+            by_unit.setdefault(c["unit"], []).append(f"{arm} {int(c['hits'])}")
+    parts = [f"hits ({unit}): {', '.join(v)}" for unit, v in by_unit.items() if len(v) > 1]
+    if len(by_unit) > 1:
+        parts.append(f"not compared across units ({', '.join(sorted(by_unit))})")
+    return "; ".join(parts)
 
 
 @register("attribution", AttributionParams)
 def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> GateResult:
-    """Credit the prefix cache only if it actually hit (seed 000: "the win was four slots,
-    not the prefix cache" -- 32 lookups, 32 misses)."""
-    if not gate.baseline:
+    """Which mechanism earned a win, decided by ablation (seed 000: "the win was four slots,
+    not the prefix cache").
+
+    The win is the subject against the baseline arms other than the ablation (intervals,
+    error rates and n as in `gates.compare`). With an ablation arm (the subject's recipe
+    with the claimed mechanism off) the mechanism is credited (`pass`) only when switching
+    it off costs the win: the ablation no longer wins by `min_gain`, and the subject beats
+    the ablation by at least `min_cost`. When the ablation keeps the win, the claim fails.
+
+    Without an ablation arm the verdict is never `pass`: counters (cache hits, with their
+    unit) can only argue by elimination ("0 hits: the cache did no work"), so that argument
+    is reported, labelled as such, with the verdict `inconclusive`.
+    """
+    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    subject = gate.subjects[0]
+    if p.ablation is not None and p.ablation not in gate.baseline:
+        return pending(f"ablation arm {p.ablation} must be listed in the gate's baseline")
+    reference = [b for b in gate.baseline if b != p.ablation] or list(gate.baseline)
+    if not reference:
         return pending("attribution needs a baseline arm")
-    subject, base_arm = gate.subjects[0], gate.baseline[0]
-    sel = Selector(metric=p.metric, probe=p.probe, scenario="summary")
-    s_val = _summary(rows, sel, subject)
-    b_val = _summary(rows, sel, base_arm)
-    if s_val is None or b_val is None or b_val == 0:
-        missing = subject if s_val is None else base_arm
-        return pending(f"no canonical {p.metric} for {missing} yet")
-    gain = (b_val - s_val) / b_val if p.lower_is_better else (s_val - b_val) / b_val
-    hits = _counter(rows, subject, "cache_hits", p.probe, p.counter_scenario)
-    lookups = _counter(rows, subject, "cache_lookups", p.probe, p.counter_scenario)
-    base_hits = _counter(rows, base_arm, "cache_hits", p.probe, p.counter_scenario)
-    base_lookups = _counter(rows, base_arm, "cache_lookups", p.probe, p.counter_scenario)
-    evidence = {
-        "metric": p.metric, "subject": subject, "baseline": base_arm, "values": {subject: s_val, base_arm: b_val},
-        "gain": gain, "cache_hits": {subject: hits, base_arm: base_hits}, "cache_lookups": {subject: lookups, base_arm: base_lookups},
-        "claim": p.claim,
+    # the ablation may be the baseline itself: the subject differs from it only by the
+    # mechanism (llama.cpp S3 vs S1: slots), so the win is what switching it off costs
+    sole = p.ablation is not None and reference == [p.ablation]
+    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
+    hib = not p.lower_is_better
+    win = compare.compare(rows, [subject], reference, sel, higher_is_better=hib, threshold=p.min_gain, rigor=rigor)
+    if win.missing:
+        return pending(win.missing)
+    arms = [subject, *reference, *([p.ablation] if p.ablation else [])]
+    counters = {a: _counters(rows, a, p) for a in arms}
+    evidence: dict[str, Any] = {
+        **win.evidence(), "claim": p.claim, "subject": subject, "reference": reference, "ablation": p.ablation,
+        "counters": counters, "min_cost": p.min_cost,
     }
-    head = f"{subject} {p.metric} {fmt(s_val)} vs {base_arm} {fmt(b_val)} ({pct(-gain if p.lower_is_better else gain)})"
-    if gain < p.min_gain:
-        return GateResult(verdict=Verdict.FAIL, reason=f"{head}: no win of {pct(p.min_gain)} to credit to anything", evidence=evidence)
-    if hits is None or lookups is None:
+    counter_txt = _counter_text(subject, counters[subject])
+    compared = _counters_compared(counters)
+    if compared:
+        counter_txt += f" ({compared})"
+    head = win.text()
+    if win.verdict == Verdict.FAIL:
+        return GateResult(verdict=Verdict.FAIL, reason=f"{head}: no win to credit to anything", evidence=evidence)
+    if win.verdict != Verdict.PASS:
+        return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}: the win itself is not established", evidence=evidence)
+    if p.ablation is None:
+        return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}; {_elimination(p, subject, counters[subject])}; {counter_txt}", evidence=evidence)
+    ablation = p.ablation
+    if sole:
         return GateResult(
-            verdict=Verdict.INCONCLUSIVE,
-            reason=f"{head}, but {subject} reports no cache counters: cannot tell the cache from the slots",
+            verdict=Verdict.PASS,
+            reason=f"{head}; {ablation} is {subject} with {p.claim} off, so switching it off costs the whole win: the win was the {p.claim}; {counter_txt}",
             evidence=evidence,
         )
-    counters = f"cache {int(hits)} hits in {int(lookups)} lookups"
-    if p.claim == "cache":
-        if hits >= p.min_hits:
-            return GateResult(verdict=Verdict.PASS, reason=f"{head}; {counters}: the cache did work", evidence=evidence)
+    kept = compare.compare(rows, [ablation], reference, sel, higher_is_better=hib, threshold=p.min_gain, rigor=rigor)
+    cost = compare.compare(rows, [subject], [ablation], sel, higher_is_better=hib, threshold=p.min_cost, rigor=rigor)
+    if kept.missing or cost.missing:
+        return pending(kept.missing or cost.missing, **evidence)
+    evidence["ablation_vs_reference"] = kept.evidence()
+    evidence["subject_vs_ablation"] = cost.evidence()
+    off = f"{ablation} ({p.claim} off)"
+    numbers = f"{head}; {off}: {kept.text(need=False).split(': ', 1)[1]}; {subject} vs {ablation}: {cost.text(need=False).split(': ', 1)[1]}"
+    ablation_stats = [s for s in kept.used_cells() if s.arm == ablation]
+    if any(compare.flaky(s, rigor) for s in ablation_stats):
+        note = "; ".join(compare.error_note(s, rigor) for s in ablation_stats if compare.flaky(s, rigor))
+        return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{numbers}; ablation {note}: its numbers leave its failures out; {counter_txt}", evidence=evidence)
+    if kept.verdict == Verdict.PASS:
+        if cost.verdict == Verdict.PASS:
+            return GateResult(
+                verdict=Verdict.INCONCLUSIVE,
+                reason=f"{numbers}; switching the {p.claim} off costs {subject} some of it, but {ablation} still wins: the {p.claim} is only part of the win; {counter_txt}",
+                evidence=evidence,
+            )
         return GateResult(
             verdict=Verdict.FAIL,
-            reason=f"{head}, but {counters}: the win was the slots, not the prefix cache",
+            reason=f"{numbers}; switching the {p.claim} off keeps the win: the win was not the {p.claim}; {counter_txt}",
             evidence=evidence,
         )
-    if hits < p.min_hits:
-        return GateResult(verdict=Verdict.PASS, reason=f"{head} with {counters}: slot affinity did the work", evidence=evidence)
+    if kept.verdict == Verdict.FAIL and cost.verdict == Verdict.PASS:
+        return GateResult(
+            verdict=Verdict.PASS,
+            reason=f"{numbers}; switching the {p.claim} off costs the win: the win was the {p.claim}; {counter_txt}",
+            evidence=evidence,
+        )
+    notes = list(dict.fromkeys(n for c in (*kept.comparisons, *cost.comparisons) for n in c.notes))
+    tail = f"; {'; '.join(notes)}" if notes else ""
     return GateResult(
         verdict=Verdict.INCONCLUSIVE,
-        reason=f"{head}; {counters}: slots and cache both worked, the win cannot be credited to slots alone",
+        reason=f"{numbers}; the ablation does not decide it (needs {ablation} to lose the {need(p)} win and {subject} to beat it by {pct(p.min_cost)}){tail}; {counter_txt}",
         evidence=evidence,
     )
 
 
-def _summary(rows: pd.DataFrame, sel: Selector, arm: str) -> float | None:
-    if rows.empty:
-        return None
-    mask = (rows["arm_id"] == arm) & (rows["metric"] == sel.metric) & (rows["scenario"] == "summary")
-    if sel.probe:
-        mask &= rows["probe"] == sel.probe
-    values = rows.loc[mask, "value"]
-    return None if values.empty else float(values.median())
+def need(p: AttributionParams) -> str:
+    return pct(-p.min_gain if p.lower_is_better else p.min_gain)
+
+
+def _elimination(p: AttributionParams, subject: str, c: dict[str, Any] | None) -> str:
+    """The argument from counters alone, labelled: it can rule a cache out, never credit."""
+    label = "by elimination only (no ablation arm)"
+    if c is None:
+        return f"{label}: {subject} reports no cache counters, so not even that can be argued"
+    if p.claim == "cache":
+        if c["hits"] < p.min_hits:
+            return f"{label}: the cache made {int(c['hits'])} hits, so it did no work on {subject}; an ablation arm would decide it"
+        return f"{label}: the cache hit, but only an ablation arm can say whether the hits earned the win"
+    if p.claim == "slots":
+        if c["hits"] < p.min_hits:
+            return f"{label}: the cache made {int(c['hits'])} hits, which leaves the slots; an ablation arm would decide it"
+        return f"{label}: slots and cache both worked; only an ablation arm can credit one of them"
+    return f"{label}: counters cannot credit {p.claim}; name an ablation arm"

@@ -1,8 +1,11 @@
 """The predicate library. A predicate is registered by name with a pydantic params model;
 campaign files name it and pass params, which are validated when the file is loaded.
 
-Every predicate receives canonical rows only (see `engine.canonical_only`), aggregates
-by median, and writes its reason in the seed's style: the numbers first, then the rule.
+Every predicate receives canonical rows only (see `engine.canonical_only`) and reads its
+numbers through `gates.compare`: per cell (probe, scenario, context, mode), with n, the
+interval of each median and each cell's error rate, so that a pass is one the numbers
+support. Reasons are in the seed's style: the numbers first (with their intervals), then
+the rule, then whatever made the verdict fail or stay inconclusive.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.schema import GateEntry
 from campaign.states import Verdict
+from gates import compare
+from gates.compare import Rigor, Selector, fmt, pct
 from gates.result import GateResult, pending
 
 Predicate = Callable[[pd.DataFrame, GateEntry, Any], GateResult]
@@ -49,52 +54,10 @@ class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Selector(_Params):
-    """Which rows a predicate reads: a metric, optionally narrowed by probe/scenario/context."""
-
-    metric: str
-    probe: str | None = None
-    scenario: str | None = None
-    context: int | None = None
-
-
-def select(rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = None) -> pd.Series:
-    if rows.empty:
-        return pd.Series(dtype=float)
-    mask = (rows["arm_id"] == arm) & (rows["metric"] == sel.metric)
-    if sel.probe:
-        mask &= rows["probe"] == sel.probe
-    scen = scenario if scenario is not None else sel.scenario
-    if scen:
-        mask &= rows["scenario"] == scen
-    if sel.context is not None:
-        mask &= rows["context"] == sel.context
-    if "trial" in rows and scen != "summary":
-        mask &= rows["trial"] >= 0  # per-trial rows only, unless a summary row is asked for
-    return rows.loc[mask, "value"].astype(float)
-
-
-def median_of(rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = None) -> float | None:
-    values = select(rows, sel, arm, scenario)
-    return None if values.empty else float(values.median())
-
-
-def fmt(value: float) -> str:
-    if abs(value) >= 100:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-def pct(value: float) -> str:
-    return f"{value * 100:+.0f}%"
-
-
 # -- relative improvement ---------------------------------------------------------------
 
 
-class RelativeParams(Selector):
+class RelativeParams(Selector, Rigor):
     min_gain: float = Field(description="minimum relative gain, 0.10 = +10%")
     higher_is_better: bool = True
     also_metric: str | None = Field(default=None, description="the gain must also show on this metric")
@@ -104,118 +67,44 @@ class RelativeParams(Selector):
     also_higher_is_better: bool = True
 
 
-def gain(value: float, base: float, higher_is_better: bool) -> float:
-    return (value - base) / base if higher_is_better else (base - value) / base
-
-
-def per_repeat(rows: pd.DataFrame, sel: Selector, arm: str) -> dict[int, float]:
-    """Median per interleaved repeat, for paired intervals."""
-    if rows.empty or "repeat" not in rows:
-        return {}
-    mask = (rows["arm_id"] == arm) & (rows["metric"] == sel.metric)
-    if sel.probe:
-        mask &= rows["probe"] == sel.probe
-    if sel.scenario:
-        mask &= rows["scenario"] == sel.scenario
-    if sel.context is not None:
-        mask &= rows["context"] == sel.context
-    if sel.scenario != "summary":
-        mask &= rows["trial"] >= 0
-    return {int(r): float(v.median()) for r, v in rows.loc[mask].groupby("repeat")["value"]}
-
-
-def paired_interval(rows: pd.DataFrame, sel: Selector, arm: str, base_arm: str, higher_is_better: bool) -> tuple[float, float] | None:
-    """Range of the gain over repeats run interleaved (A B A B ...); None with < 2 pairs."""
-    a, b = per_repeat(rows, sel, arm), per_repeat(rows, sel, base_arm)
-    pairs = [gain(a[r], b[r], higher_is_better) for r in sorted(set(a) & set(b)) if b[r]]
-    if len(pairs) < 2:
-        return None
-    if len(pairs) >= 10:
-        return percentile_pair(pairs)
-    return min(pairs), max(pairs)
-
-
-def percentile_pair(values: list[float]) -> tuple[float, float]:
-    data = sorted(values)
-    lo = data[int(0.1 * (len(data) - 1))]
-    hi = data[int(round(0.9 * (len(data) - 1)))]
-    return lo, hi
-
-
-def span(values: list[float]) -> str:
-    """'+14-24%' for several subjects, '+14%' for one (the seed's style)."""
-    lo, hi = min(values), max(values)
-    if abs(hi - lo) < 0.005:
-        return pct(lo)
-    if lo * hi > 0:
-        small, large = sorted((abs(lo), abs(hi)))
-        return f"{'+' if lo > 0 else '-'}{small * 100:.0f}-{large * 100:.0f}%"
-    return f"{pct(lo)}..{pct(hi)}"
-
-
 @register("relative_improvement", RelativeParams)
 def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams) -> GateResult:
-    """Subjects must beat the baseline by at least `min_gain` on one metric (median), and,
-    if `also_metric` is set, show at least `also_min_gain` there too ("decode +14-24%, but
-    no 10% of total time"). With interleaved repeats, a gain whose range over the repeats
-    straddles the threshold is inconclusive rather than a pass or a fail."""
+    """Every subject must beat every baseline arm by at least `min_gain`, on every cell they
+    share, with the gain's whole interval above the threshold (`gates.compare`); with
+    `also_metric`, the same must hold there too ("decode +14-24%, but no 10% of total
+    time"). Contexts are compared one by one, never pooled."""
     if not gate.baseline:
         return pending("relative_improvement needs a baseline arm")
-    base_arm = gate.baseline[0]
-    base = median_of(rows, p, base_arm)
-    if base is None or base == 0:
-        return pending(f"no canonical {p.metric} for baseline {base_arm} yet")
-    gains: dict[str, float] = {}
-    values: dict[str, float] = {base_arm: base}
-    intervals: dict[str, tuple[float, float]] = {}
-    for arm in gate.subjects:
-        value = median_of(rows, p, arm)
-        if value is None:
-            return pending(f"no canonical {p.metric} for {arm} yet")
-        values[arm] = value
-        gains[arm] = gain(value, base, p.higher_is_better)
-        interval = paired_interval(rows, p, arm, base_arm, p.higher_is_better)
-        if interval is not None:
-            intervals[arm] = interval
-    ok = all(g >= p.min_gain for g in gains.values())
-    sign = 1 if p.higher_is_better else -1
-    parts = ", ".join(f"{arm} {fmt(values[arm])} ({pct(sign * g)})" for arm, g in gains.items())
-    if p.min_gain == 0:
-        need = "any gain"
-    else:
-        need = f"{pct(p.min_gain)} or more" if p.higher_is_better else f"{pct(-p.min_gain)} or lower"
-    reason = f"{p.metric}: {parts} vs {base_arm} {fmt(base)}; needs {need}"
-    evidence: dict[str, Any] = {"metric": p.metric, "baseline": base_arm, "values": values, "gains": gains, "min_gain": p.min_gain}
-    if intervals:
-        evidence["intervals"] = {a: list(i) for a, i in intervals.items()}
-        straddle = [a for a, (lo, hi) in intervals.items() if lo < p.min_gain <= hi]
-        if straddle:
-            shown = ", ".join(f"{a} {pct(sign * intervals[a][0])}..{pct(sign * intervals[a][1])}" for a in straddle)
-            return GateResult(
-                verdict=Verdict.INCONCLUSIVE,
-                reason=f"{reason}; over interleaved repeats the gain ranges {shown}, straddling the threshold",
-                evidence=evidence,
-            )
-    if ok and p.also_metric:
-        also = Selector(metric=p.also_metric, probe=p.also_probe, scenario=p.also_scenario, context=p.context)
-        also_base = median_of(rows, also, base_arm)
-        if also_base is None or also_base == 0:
-            return pending(f"no canonical {p.also_metric} for baseline {base_arm} yet")
-        also_gains = {}
-        for arm in gate.subjects:
-            v = median_of(rows, also, arm)
-            if v is None:
-                return pending(f"no canonical {p.also_metric} for {arm} yet")
-            also_gains[arm] = gain(v, also_base, p.also_higher_is_better)
-        evidence["also"] = {"metric": p.also_metric, "gains": also_gains, "min_gain": p.also_min_gain}
-        also_sign = 1 if p.also_higher_is_better else -1
-        main = f"{p.metric} {span([sign * g for g in gains.values()])}"
-        seen = f"{p.also_metric} {span([also_sign * g for g in also_gains.values()])}"
-        if not all(g >= p.also_min_gain for g in also_gains.values()):
-            need_also = pct(also_sign * p.also_min_gain)
-            return GateResult(verdict=Verdict.FAIL, reason=f"{main}, but {seen} vs {base_arm}: no {need_also.lstrip('+-')} of {p.also_metric}", evidence=evidence)
-        reason = f"{main} and {seen} vs {base_arm}"
-    return GateResult(verdict=Verdict.PASS if ok else Verdict.FAIL, reason=reason, evidence=evidence)
+    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
+    main = compare.compare(rows, gate.subjects, gate.baseline, sel, higher_is_better=p.higher_is_better, threshold=p.min_gain, rigor=rigor)
+    if main.missing:
+        return pending(main.missing, **main.evidence())
+    evidence: dict[str, Any] = {**main.evidence(), "how": _how(gate)}
+    reason = main.text()
+    verdict = main.verdict
+    if p.also_metric:
+        also_sel = Selector(metric=p.also_metric, probe=p.also_probe, scenario=p.also_scenario, context=p.context)
+        also = compare.compare(
+            rows, gate.subjects, gate.baseline, also_sel,
+            higher_is_better=p.also_higher_is_better, threshold=p.also_min_gain, rigor=rigor,
+        )
+        if also.missing:
+            return pending(also.missing, **evidence)
+        evidence["also"] = also.evidence()
+        joint = compare.worst([verdict, also.verdict])
+        if verdict == Verdict.PASS and also.verdict == Verdict.FAIL:
+            reason = f"{reason}, but {also.text()}"
+        else:
+            reason = f"{reason}; {also.text()}"
+        verdict = joint
+    return GateResult(verdict=verdict, reason=reason, evidence=evidence)
+
+
+def _how(gate: GateEntry) -> str:
+    if len(gate.baseline) > 1:
+        return f"each subject against each baseline ({', '.join(gate.baseline)}): all must pass"
+    return "each subject against the baseline, per common cell: all must pass"
 
 
 # -- threshold ------------------------------------------------------------------------
@@ -228,50 +117,77 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 }
 
 
-class ThresholdParams(Selector):
+class ThresholdParams(Selector, Rigor):
     op: Literal[">=", ">", "<=", "<"] = ">="
     value: float
-    scenarios: list[str] = Field(default_factory=list, description="each must hold; empty = all rows together")
+    scenarios: list[str] = Field(default_factory=list, description="each must hold; empty = every cell of the selector")
     partial_scenarios: list[str] = Field(default_factory=list, description="reported beside, not required (partial allowed)")
 
 
 @register("threshold", ThresholdParams)
 def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateResult:
-    """Each subject's median must satisfy `metric op value` (per scenario if named)."""
+    """Each subject's median must satisfy `metric op value` in each named scenario and each
+    context (never pooled): pass when the median's whole interval does, fail when none of
+    it does, inconclusive when it straddles the value or n < min_n."""
     check = _OPS[p.op]
+    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
     scenarios: list[str | None] = list(p.scenarios) or [None]
-    observed: dict[str, dict[str, float]] = {}
-    failures: list[str] = []
+    judged: list[tuple[compare.CellStat, Verdict, str]] = []
     for arm in gate.subjects:
         for scen in scenarios:
-            value = median_of(rows, p, arm, scen)
-            label = scen or p.metric
-            if value is None:
+            stats = compare.cell_stats(rows, sel, arm, scen)
+            if not stats:
                 return pending(f"no canonical {p.metric}{' ' + scen if scen else ''} for {arm} yet")
-            observed.setdefault(arm, {})[label] = value
-            if not check(value, p.value):
-                failures.append(f"{arm} {label} {fmt(value)}")
-    shown = "; ".join(
-        f"{arm} " + ", ".join(f"{k} {fmt(v)}" for k, v in vals.items()) for arm, vals in observed.items()
-    )
+            for stat in stats.values():
+                verdict, note = compare.judge_bound(stat, lambda x: check(x, p.value), rigor)
+                judged.append((stat, verdict, note))
+    contexts = {s.cell.context for s, _, _ in judged}
+
+    def label(stat: compare.CellStat) -> str:
+        """The scenario (when the gate names scenarios) and the context (when several)."""
+        bits = [stat.cell.scenario] if p.scenarios else []
+        if len(contexts) > 1:
+            bits.append(f"at {compare.context_label(stat.cell.context)}")
+        return " ".join(bits) or p.metric
+
+    by_arm: dict[str, list[str]] = {}
+    for stat, _, _ in judged:
+        by_arm.setdefault(stat.arm, []).append(f"{label(stat)} {compare.fmt_stat(stat)}")
+    shown = "; ".join(f"{arm} " + ", ".join(vals) for arm, vals in by_arm.items())
+    verdict = compare.worst(v for _, v, _ in judged)
+    failures = [f"{s.arm} {label(s)} {fmt(s.median)}" for s, v, _ in judged if v == Verdict.FAIL]
+    notes = list(dict.fromkeys(n for _, _, n in judged if n))
+    if verdict == Verdict.FAIL:
+        reason = f"{p.metric} misses {p.op} {fmt(p.value)}: {', '.join(failures)} ({shown})"
+    elif verdict == Verdict.PASS:
+        reason = f"{p.metric} {p.op} {fmt(p.value)} holds: {shown}"
+    else:
+        reason = f"{p.metric} {p.op} {fmt(p.value)} undecided: {shown}"
+    if notes:
+        reason += "; " + "; ".join(notes)
     partial: dict[str, dict[str, float]] = {}
     for arm in gate.subjects:
         for scen in p.partial_scenarios:
-            value = median_of(rows, p, arm, scen)
-            if value is not None:
-                partial.setdefault(scen, {})[arm] = value
-    if failures:
-        reason = f"{p.metric} misses {p.op} {fmt(p.value)}: {', '.join(failures)} ({shown})"
-    else:
-        reason = f"{p.metric} {p.op} {fmt(p.value)} holds: {shown}"
+            for stat in compare.cell_stats(rows, sel, arm, scen).values():
+                partial.setdefault(scen, {})[arm] = stat.median
     for scen, vals in partial.items():
         lo, hi = min(vals.values()), max(vals.values())
         reason += f"; {scen} partial ({fmt(lo)}-{fmt(hi)})" if hi - lo > 0.005 else f"; {scen} partial ({fmt(lo)})"
     return GateResult(
-        verdict=Verdict.FAIL if failures else Verdict.PASS,
+        verdict=verdict,
         reason=reason,
-        evidence={"metric": p.metric, "op": p.op, "threshold": p.value, "observed": observed, "partial": partial},
+        evidence={
+            "metric": p.metric, "op": p.op, "threshold": p.value, "min_n": p.min_n, "max_error_rate": p.max_error_rate,
+            "interval_method": compare.MEDIAN_METHOD,
+            "cells": [{**s.evidence("subject"), "verdict": str(v)} for s, v, _ in judged],
+            "partial": partial,
+        },
     )
 
 
 from gates import library  # noqa: E402,F401  (registers the rest of the built-in predicates)
+from gates import load_gates  # noqa: E402  (the load probe's predicates; it imports nothing of this module)
+
+for _name, (_fn, _params) in load_gates.PREDICATES.items():
+    register(_name, _params)(_fn)

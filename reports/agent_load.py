@@ -3,7 +3,8 @@
 Reads the rows the agent-load probe writes: measurements with probe "agent-load",
 metric "ttft_s" and scenario "c{conversation}-t{turn}" (the single-stream baseline as
 "baseline-t{turn}"), and samples of series "queue_depth" (and "slots_busy") taken every
-0.5 s while the load ran. Turns are stored from 0 and shown from 1.
+0.5 s while the load and the baseline ran, with "sample_gap" rows where a read failed.
+Turns are stored from 0 and shown from 1.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 from markupsafe import Markup
 
+from arms.probes.base import SAMPLE_GAP
 from campaign.states import ProbeName
 from campaign.store import SampleRow, Store
 from reports import charts
@@ -23,6 +25,7 @@ from reports.data import canonical_first
 _TURN = re.compile(r"^c(\d+)-t(\d+)$")
 _BASE = re.compile(r"^baseline-t(\d+)$")
 SAMPLE_SERIES = ("queue_depth", "slots_busy")
+BASELINE_SUFFIX = " (single stream)"
 
 
 @dataclass
@@ -87,9 +90,10 @@ def runs(store: Store, ttft: pd.DataFrame, arm_id: str, chart_prefix: str) -> li
                 x_title="turn", y_title="TTFT (s)",
             )
             seg = segments[n] if n < len(segments) else {}
+            names = [*SAMPLE_SERIES, *(f"{name}{BASELINE_SUFFIX}" for name in SAMPLE_SERIES)]
             queue = charts.xy_chart(
                 f"{cid}-queue", "Queue depth during the load",
-                [(name, seg.get(name, []), i) for i, name in enumerate(SAMPLE_SERIES) if seg.get(name)],
+                [(name, seg[name], i) for i, name in enumerate(names) if any(v is not None for _, v in seg.get(name, []))],
                 x_title="time since the load started (s)", y_title="requests",
             )
             out.append(AgentLoadRun(title, mode, ttft, queue))
@@ -103,18 +107,31 @@ def _samples_by_run(rows: list[SampleRow]) -> dict[int, list[SampleRow]]:
     return out
 
 
-def _segments(rows: list[SampleRow], modes: int) -> list[dict[str, list[tuple[float, float]]]]:
-    """Split a probe run's samples into one part per load phase: the sampler restarts its
-    clock for each mode, so time going backwards starts a new phase. Samples taken while
-    the single-stream baseline ran, if any, stay with the phase before them."""
-    parts: list[dict[str, list[tuple[float, float]]]] = [{}]
+def _segments(rows: list[SampleRow], modes: int) -> list[dict[str, list[tuple[float, float | None]]]]:
+    """Split a probe run's samples into one part per mode. Rows carry their phase in
+    `label` ("load", "baseline"; rows without one are load); the sampler restarts its
+    clock for each phase, so within a phase time going backwards starts the next mode's
+    part. Baseline series get their own names. A failed read (series `sample_gap`) breaks
+    every line of its phase at its time: no value is drawn across it."""
+    parts: dict[str, list[dict[str, list[tuple[float, float | None]]]]] = {"load": [{}], "baseline": [{}]}
     last: dict[str, float] = {}
     for row in rows:
-        if row.series not in SAMPLE_SERIES:
+        if row.series not in SAMPLE_SERIES and row.series != SAMPLE_GAP:
             continue
-        if row.series in last and row.t_s < last[row.series] and len(parts) < max(modes, 1):
-            parts.append({})
-            last = {}
-        parts[-1].setdefault(row.series, []).append((row.t_s, row.value))
-        last[row.series] = row.t_s
-    return parts
+        phase = "baseline" if row.label == "baseline" else "load"
+        if phase in last and row.t_s < last[phase] and len(parts[phase]) < max(modes, 1):
+            parts[phase].append({})
+        last[phase] = row.t_s
+        part = parts[phase][-1]
+        if row.series == SAMPLE_GAP:
+            for points in part.values():
+                points.append((row.t_s, None))
+        else:
+            part.setdefault(row.series, []).append((row.t_s, row.value))
+    out: list[dict[str, list[tuple[float, float | None]]]] = []
+    for n, load in enumerate(parts["load"]):
+        seg = dict(load)
+        base = parts["baseline"][n] if n < len(parts["baseline"]) else {}
+        seg.update({f"{name}{BASELINE_SUFFIX}": points for name, points in base.items()})
+        out.append(seg)
+    return out

@@ -4,11 +4,11 @@ and everything every probe measured on it."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from campaign.store import ArmRow, Store
-from reports import agent_load
+from reports import agent_load, load_curve
 from reports.data import ReportData, canonical_first
 from reports.raw import Answer, RawFiles
 
@@ -28,6 +28,7 @@ class ArmPage:
     raw_count: int
     answers: list[Answer]
     gates: list[dict[str, str]]
+    load_curves: list[load_curve.LoadCurve] = field(default_factory=list)
 
 
 def _bytes(value: int | None) -> str:
@@ -79,6 +80,7 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
         answers=raw.answers.get(aid, []),
         gates=[{"id": g.id, "title": g.title, "verdict": g.verdict, "page": data.gate_pages[g.id]}
                for g in data.summary.gates if aid in g.subjects or aid in g.baseline],
+        load_curves=load_curve.runs(load_curve.load_rows(data.frame), aid, f"arm-{data.arm_pages[aid]}"),
     )
 
 

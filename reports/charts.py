@@ -44,6 +44,7 @@ class Series:
     color: int = 0
     labels: list[str | None] = field(default_factory=list)
     dashed: bool = False
+    intervals: list[tuple[float, float] | None] = field(default_factory=list)  # per value: error bar (low, high)
 
 
 def color_of(index: int, mode: str = "canonical") -> str:
@@ -75,7 +76,28 @@ def _style(series: list[Series]) -> Style:
     )
 
 
+LEGEND_MAX_COLUMNS = 4
+_CHAR_PX = 7.0  # legend_font_size 12: an average character, generously
+
+
+def legend_columns(names: list[str], width: int) -> int:
+    """Columns of a bottom legend: as many as the longest name allows (up to
+    `LEGEND_MAX_COLUMNS`), and a divisor of the number of series.
+
+    Why a divisor: pygal reserves `len(series) // columns` legend rows under the plot,
+    rounding down, so a partly filled last row is drawn below the picture's edge (the
+    demo's cache-probe chart lost arm C that way). With whole rows, every entry shows."""
+    n = max(1, len(names))
+    longest = max((len(name) for name in names), default=1)
+    fit = max(1, int((width - 40) // (longest * _CHAR_PX + 30)))
+    limit = min(n, LEGEND_MAX_COLUMNS, fit)
+    return max(c for c in range(1, limit + 1) if n % c == 0)
+
+
 def _common(chart_id: str, title: str, x_title: str, y_title: str, series: list[Series], **extra: Any) -> dict[str, Any]:
+    width = extra.pop("width", 820)
+    columns = legend_columns([s.name for s in series], width)
+    rows = -(-max(1, len(series)) // columns)
     return dict(
         js=[],
         disable_xml_declaration=True,
@@ -85,11 +107,11 @@ def _common(chart_id: str, title: str, x_title: str, y_title: str, series: list[
         y_title=y_title,
         style=_style(series),
         legend_at_bottom=True,
-        legend_at_bottom_columns=min(4, max(1, len(series))),
+        legend_at_bottom_columns=columns,
         truncate_legend=-1,
         truncate_label=-1,
-        width=extra.pop("width", 820),
-        height=extra.pop("height", 380),
+        width=width,
+        height=extra.pop("height", 380) + 27 * (rows - 1),  # the plot keeps its size beside a taller legend
         margin=12,
         **extra,
     )
@@ -107,13 +129,21 @@ def _fmt(value: float) -> str:
 
 
 def _values(s: Series) -> list[Any]:
+    """pygal values: plain numbers, or dicts carrying a label and an error bar (pygal draws
+    `ci` low/high as a whisker on the bar: the interval a gate read)."""
     out: list[Any] = []
     for i, v in enumerate(s.values):
         label = s.labels[i] if i < len(s.labels) else None
-        if v is None or label is None:
+        interval = s.intervals[i] if i < len(s.intervals) else None
+        if v is None or (label is None and interval is None):
             out.append(v)
-        else:
-            out.append({"value": v, "label": label})
+            continue
+        value: dict[str, Any] = {"value": v}
+        if label is not None:
+            value["label"] = label
+        if interval is not None:
+            value["ci"] = {"low": interval[0], "high": interval[1]}  # pygal: type "manual" by default
+        out.append(value)
     return out
 
 
@@ -156,22 +186,32 @@ def bar_chart(
     y_title: str,
     horizontal: bool = False,
     print_values: bool | None = None,
+    print_labels: bool = False,
 ) -> Markup:
-    """Bars per category, one bar per series (canonical solid, greedy dimmed)."""
+    """Bars per category, one bar per series (canonical solid, greedy dimmed).
+    `print_labels` writes each value's label (which arm) on the bar, visibly."""
     if not categories or not any(v is not None for s in series for v in s.values):
         return empty(title, "no measurements yet")
     bars = len(categories) * len(series)
     if print_values is None:
         print_values = bars <= 24
     cls = pygal.HorizontalBar if horizontal else pygal.Bar
+    extra: dict[str, Any] = {}
+    highs = [iv[1] for s in series for iv in s.intervals if iv is not None]
+    if highs:  # pygal scales to the values only: make room for the whiskers
+        lows = [iv[0] for s in series for iv in s.intervals if iv is not None]
+        top = max([*highs, *(v for s in series for v in s.values if v is not None)])
+        extra["range"] = (min([0.0, *lows]), top * 1.08)
     chart = cls(
         **_common(
             chart_id, title, x_title, y_title, series,
             print_values=print_values,
+            print_labels=print_labels,
             print_values_position="top",
             value_formatter=_fmt,
             x_label_rotation=0 if len(categories) <= 8 else 30,
             height=max(300, 28 * bars + 160) if horizontal else 380,
+            **extra,
         )
     )
     chart.x_labels = categories
@@ -205,13 +245,15 @@ def line_chart(
 def xy_chart(
     chart_id: str,
     title: str,
-    series: list[tuple[str, list[tuple[float, float]], int]],
+    series: list[tuple[str, list[tuple[float, float | None]], int]],
     *,
     x_title: str,
     y_title: str,
     height: int = 260,
 ) -> Markup:
-    """Time series as (x, y) points, drawn as steps (a sampled gauge holds its value)."""
+    """Time series as (x, y) points, drawn as steps (a sampled gauge holds its value); a
+    point with y None is a gap (a failed sample): the line stops there and resumes at the
+    next value."""
     if not any(points for _, points, _ in series):
         return empty(title, "no samples")
     styles = [Series(name, [], color=color) for name, _, color in series]
@@ -219,6 +261,7 @@ def xy_chart(
         **_common(
             chart_id, title, x_title, y_title, styles, height=height, value_formatter=_fmt,
             x_value_formatter=lambda v: f"{v:g}", interpolate=None, show_dots=False, fill=False, stroke_style={"width": 2},
+            allow_interruptions=True,
         )
     )
     for name, points, _ in series:
@@ -226,10 +269,39 @@ def xy_chart(
     return _finish(chart, chart_id)
 
 
-def _steps(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for x, y in sorted(points):
-        if out:
-            out.append((x, out[-1][1]))
+def _steps(points: list[tuple[float, float | None]]) -> list[tuple[float, float | None]]:
+    out: list[tuple[float, float | None]] = []
+    for x, y in sorted(points, key=lambda p: p[0]):
+        if out and out[-1][1] is not None:
+            out.append((x, out[-1][1]))  # held until this point (or until the gap)
         out.append((x, y))
     return out
+
+
+@dataclass
+class Curve:
+    """A line through measured (x, y) points, e.g. a latency against the offered rate."""
+
+    name: str
+    points: list[tuple[float, float]]
+    color: int = 0
+    mode: str = "canonical"
+    dashed: bool = False
+
+
+def curve_chart(chart_id: str, title: str, curves: list[Curve], *, x_title: str, y_title: str, height: int = 320) -> Markup:
+    """Curves through their points with dots (measured runs), sorted by x; dashed curves
+    (markers, references) without dots' meaning, drawn the same way."""
+    if not any(c.points for c in curves):
+        return empty(title, "no runs")
+    styles = [Series(c.name, [], mode=c.mode, color=c.color) for c in curves]
+    chart = pygal.XY(
+        **_common(
+            chart_id, title, x_title, y_title, styles, height=height, value_formatter=_fmt,
+            x_value_formatter=lambda v: f"{v:.3g}", show_dots=True, dots_size=3, fill=False, stroke_style={"width": 2},
+        )
+    )
+    for c in curves:
+        kwargs: dict[str, Any] = {"stroke_style": {"dasharray": "6,4", "width": 2}, "show_dots": False} if c.dashed else {}
+        chart.add(c.name, sorted(c.points), **kwargs)
+    return _finish(chart, chart_id)

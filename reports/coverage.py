@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from campaign.states import ItemState, Mode, ProbeName
+from reports import load_curve
 from reports.data import ReportData
 
 SCENARIOS = ["cold", "identical", "append", "tool_turn", "middle_mutation"]
@@ -152,6 +153,7 @@ def build(data: ReportData) -> Coverage:
     columns += [Column("context", context_label(c), f"context:{c}") for c in contexts]
 
     reuse = _lookup(medians, "reuse")
+    curves = load_curve.coverage_text(load_curve.load_rows(frame))  # which arms have a load curve
     headline = {p: _lookup(medians, m) for p, (m, _) in _HEADLINE.items()}
     accept = _acceptance(frame)
 
@@ -182,6 +184,8 @@ def build(data: ReportData) -> Coverage:
                 vals = [v for (a, pr, _s), v in headline[p].items() if a == aid and pr == p]
                 if vals:
                     text += f" · {max(vals):.3g} {unit}" if p != ProbeName.AGENT_LOAD.value else f" · {max(vals):.3g} {unit} max"
+            if p == load_curve.LOAD and state in ("canonical", "greedy") and aid in curves:
+                text += f" · {curves[aid]}"
             row.cells.append(Cell(state, text, _title(state, p, why)))
         for c in contexts:
             state = _state(ctx_modes.get((aid, c)), (aid, c) in by_context_planned)

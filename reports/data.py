@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from sqlmodel import select
 
-from campaign.states import Mode
+from campaign.states import WARMUP_TRIAL, Mode
 from campaign.store import ArmRow, AttemptRow, Store, VerdictRow
 from campaign.summary import Summary, summarize
 
@@ -33,7 +33,10 @@ def load_measurements(
 
 def cell_stats(frame: pd.DataFrame) -> pd.DataFrame:
     """Median, min, max and count per (arm, probe, scenario, mode, context, metric, unit,
-    source), with whether any row was simulated: the tables on every page."""
+    source), with whether any row was simulated: the tables on every page. Warm-up rows
+    (trial WARMUP_TRIAL and below) are stored but never shown as a cell."""
+    if not frame.empty and "trial" in frame:
+        frame = frame[frame["trial"] > WARMUP_TRIAL]
     if frame.empty:
         return pd.DataFrame(columns=[*STAT_KEYS, "median", "min", "max", "count", "simulated"])
     grouped = frame.groupby(STAT_KEYS, dropna=False, sort=True, observed=True)

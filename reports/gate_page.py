@@ -1,7 +1,11 @@
 """One page per gate: why it says what it says, and the numbers behind it.
 
-The arms stand side by side (subjects, then the baseline or control) so a reader can
-check the reason line against the medians without leaving the page.
+What the page shows as the verdict's numbers is what the gate read: the cells, n, medians,
+intervals and error rates in its evidence (`GateView.read`), drawn as bars with the
+intervals as whiskers. Other medians of the same arms (from every item, which the gate
+may not have read) stay in a collapsed table, labelled as such. The arms stand side by
+side (subjects, then the baseline or control) so a reader can check the reason line
+against the numbers without leaving the page.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from campaign.summary import GateView
-from reports import charts
+from gates.compare import context_label
+from reports import charts, load_curve
 from reports.data import ReportData, canonical_first
 
 
@@ -27,11 +32,14 @@ class GatePage:
     recipe_rows: list[dict[str, Any]]
     evidence_rows: list[tuple[str, str]]
     evidence_json: str
+    read_cells: list[dict[str, Any]]
+    read_comparisons: list[dict[str, Any]]
     chart: Markup
     history: list[Any]
     attempts: list[dict[str, Any]]
     classes: list[str]
     params: dict[str, Any] = field(default_factory=dict)
+    load_chart: Markup | None = None  # the arms' load curves, on a gate over the load probe
 
 
 def flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -79,6 +87,7 @@ def build(data: ReportData, gate: GateView) -> GatePage:
     rows = _side_by_side(data.stats, arm_ids, params.get("metric"))
     metric = params.get("metric")
     decisive = [r for r in rows if r["decides"]] if metric else rows
+    read_cells = [_cell_row(c) for c in gate.read("cells")]
     return GatePage(
         gate=gate,
         arms=arms,
@@ -87,12 +96,61 @@ def build(data: ReportData, gate: GateView) -> GatePage:
         recipe_rows=_recipes(data, arm_ids),
         evidence_rows=flatten(gate.evidence),
         evidence_json=json.dumps(gate.evidence, indent=2, sort_keys=True, default=str),
-        chart=_chart(data, gate, arm_ids, role, params),
+        read_cells=read_cells,
+        read_comparisons=[_comparison_row(c) for c in gate.read("comparisons")],
+        chart=_read_chart(data, gate, read_cells, role, metric) if read_cells else _chart(data, gate, arm_ids, role, params),
         history=data.verdicts.get(gate.id, []),
         attempts=attempts,
         classes=sorted({a["klass"] for a in arms if a["klass"]}),
         params=params,
+        load_chart=_load_chart(data, gate, arm_ids, role, params),
     )
+
+
+def _cell_row(c: dict[str, Any]) -> dict[str, Any]:
+    """One cell the gate read, formatted for the table."""
+    rate = c.get("error_rate")
+    kinds = ", ".join(f"{k} {v}" for k, v in (c.get("errors_by_kind") or {}).items())
+    errors = "not recorded" if rate is None else f"{rate:.2f} ({c.get('failed', 0)}/{c.get('requests', 0)})" + (f": {kinds}" if kinds else "")
+    cov = c.get("coverage")
+    return {
+        "check": c.get("check", ""), "arm": c.get("arm", ""), "role": c.get("role", ""), "metric": c.get("metric", ""),
+        "samples": c.get("samples", ""), "basis": c.get("basis", ""),
+        "cell": f"{c.get('probe', '')}/{c.get('scenario', '')}@{context_label(int(c.get('context') or 0))}", "context": c.get("context", 0),
+        "mode": c.get("mode", ""), "n": c.get("n"), "median": c.get("median"), "low": c.get("low"), "high": c.get("high"),
+        "coverage": "" if cov is None else f"{cov:.0%}", "errors": errors, "verdict": c.get("verdict", ""), "unit": c.get("unit", ""),
+    }
+
+
+def _comparison_row(c: dict[str, Any]) -> dict[str, Any]:
+    pct = lambda v: f"{v * 100:+.0f}%"  # noqa: E731
+    return {
+        "check": c.get("check", ""), "subject": c.get("subject", ""), "baseline": c.get("baseline", ""), "cell": c.get("cell", ""),
+        "change": f"{pct(c['change'])} [{pct(c['change_low'])}, {pct(c['change_high'])}]" if "change" in c else "",
+        "method": c.get("method", ""), "coverage": f"{c['coverage']:.0%}" if c.get("coverage") is not None else "",
+        "verdict": c.get("verdict", ""), "notes": "; ".join(c.get("notes") or []),
+    }
+
+
+def _read_chart(data: ReportData, gate: GateView, cells: list[dict[str, Any]], role: dict[str, str], metric: str | None) -> Markup:
+    """The medians the gate read, one bar per arm and cell, each with its interval as a
+    whisker (the exact interval of the median stated in the evidence)."""
+    wanted = metric if metric and any(c["metric"] == metric for c in cells) else cells[0]["metric"]
+    chosen = [c for c in cells if c["metric"] == wanted and c["median"] is not None]
+    if not chosen:
+        return charts.empty(f"{wanted} as the gate read it", "no cells")
+    several = len({c["cell"] for c in chosen}) > 1
+    labels, values, intervals = [], [], []
+    for c in chosen:
+        who = f"{c['arm']} ({c['role'] or role.get(c['arm'], '')}){' sim' if data.is_simulated(c['arm']) else ''}"
+        labels.append(f"{who} · {c['cell']}" if several else who)
+        values.append(float(c["median"]))
+        intervals.append((float(c["low"]), float(c["high"])) if c["low"] is not None else None)
+    unit = chosen[0]["unit"] or _unit(data, wanted)
+    title = f"{wanted} as the gate read it (median, whiskers: interval)"
+    series = [charts.Series("canonical", values, mode="canonical", color=0, intervals=intervals)]
+    return charts.bar_chart(f"gate-{data.gate_pages[gate.id]}", title, labels, series, x_title="arm · cell" if several else "arm",
+                            y_title=f"{wanted} ({unit})" if unit else wanted)
 
 
 def _side_by_side(stats: pd.DataFrame, arm_ids: list[str], metric: str | None) -> list[dict[str, Any]]:
@@ -193,3 +251,11 @@ def _unit(data: ReportData, metric: str) -> str:
         return ""
     units = stats.loc[stats["metric"] == metric, "unit"]
     return str(units.iloc[0]) if len(units) else ""
+
+
+def _load_chart(data: ReportData, gate: GateView, arm_ids: list[str], role: dict[str, str], params: dict[str, Any]) -> Markup | None:
+    """A gate over the load probe shows its arms' curves side by side (`reports.load_curve`)."""
+    if params.get("probe", "load" if gate.predicate.startswith("load_") else None) != load_curve.LOAD:
+        return None
+    labels = {a: f"{a} ({role[a]}){' sim' if data.is_simulated(a) else ''}" for a in arm_ids}
+    return load_curve.gate_chart(load_curve.load_rows(data.frame), arm_ids, params, f"gate-{data.gate_pages[gate.id]}-load", labels)

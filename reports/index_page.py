@@ -3,6 +3,7 @@ offerings tables, built from the medians computed once in `reports.data`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -14,28 +15,50 @@ from reports.coverage import SCENARIOS
 from reports.data import ReportData, canonical_first
 
 
-def _best(medians: pd.DataFrame, data: ReportData, key_of: Any) -> dict[tuple[str, str], tuple[float, str]]:
-    """(category, mode) -> (best median decode, which arm at which context)."""
+def speculates(arm: Any) -> bool:
+    """Whether the arm's recipe decodes speculatively (from the stored recipe)."""
+    import json
+
+    try:
+        return bool(json.loads(arm.recipe_json or "{}").get("speculative"))
+    except ValueError:
+        return False
+
+
+RECIPE_KINDS = {False: "without speculation", True: "with speculation"}
+
+
+def _best(medians: pd.DataFrame, data: ReportData, key_of: Any) -> dict[tuple[str, str, bool], tuple[float, str]]:
+    """(category, mode, speculative) -> (best median decode, which arm at which context).
+
+    Speculation is part of the key: a speculative arm's decode is only ever compared with
+    other speculative arms', so a bar never sets q4 with a draft model against q8 without."""
     rows = medians[(medians["metric"] == "decode_tps") & (medians["probe"] == ProbeName.DECODE.value)] if not medians.empty else medians
-    best: dict[tuple[str, str], tuple[float, str]] = {}
+    best: dict[tuple[str, str, bool], tuple[float, str]] = {}
     for row in rows.itertuples(index=False):
         arm = data.arm_by_id.get(row.arm_id)
         if arm is None:
             continue
-        key = (key_of(arm), row.mode)
-        note = f"arm {row.arm_id} at {row.context} tokens"
+        key = (key_of(arm), row.mode, speculates(arm))
+        note = f"{row.arm_id} @ {row.context}"
         if key not in best or row.value > best[key][0]:
             best[key] = (float(row.value), note)
     return best
 
 
-def _mode_series(categories: list[str], best: dict[tuple[str, str], tuple[float, str]]) -> list[charts.Series]:
-    modes = canonical_first(sorted({m for _, m in best}))
+def _mode_series(categories: list[str], best: dict[tuple[str, str, bool], tuple[float, str]]) -> list[charts.Series]:
+    """One series per kind of recipe (and mode); each bar printed with its arm and context."""
+    modes = canonical_first(sorted({m for _, m, _ in best}))
+    kinds = sorted({k for _, _, k in best})
     out = []
-    for mode in modes:
-        values = [best.get((c, mode), (None, None))[0] for c in categories]
-        labels = [best.get((c, mode), (None, None))[1] for c in categories]
-        out.append(charts.Series(mode, values, mode=mode, color=0, labels=labels))
+    for color, kind in enumerate(kinds):
+        for mode in modes:
+            if not any((c, mode, kind) in best for c in categories):
+                continue
+            values = [best.get((c, mode, kind), (None, None))[0] for c in categories]
+            labels = [best.get((c, mode, kind), (None, None))[1] for c in categories]
+            name = RECIPE_KINDS[kind] + ("" if mode == "canonical" else f" · {mode}")
+            out.append(charts.Series(name, values, mode=mode, color=color, labels=labels))
     return out
 
 
@@ -46,10 +69,10 @@ def _sim_suffix(simulated: bool) -> str:
 def decode_per_runtime(data: ReportData) -> Markup:
     sim = {a.runtime: True for a in data.arms if data.is_simulated(a.arm_id)}
     best = _best(data.medians, data, lambda arm: arm.runtime + _sim_suffix(sim.get(arm.runtime, False)))
-    categories = sorted({c for c, _ in best})
+    categories = sorted({c for c, _, _ in best})
     return charts.bar_chart(
-        "decode-runtime", "Best decode per runtime", categories, _mode_series(categories, best),
-        x_title="runtime", y_title="decode (tok/s)",
+        "decode-runtime", "Best decode per runtime, speculative and plain recipes apart", categories,
+        _mode_series(categories, best), x_title="runtime", y_title="decode (tok/s)", print_labels=True,
     )
 
 
@@ -59,10 +82,10 @@ def decode_per_quant(data: ReportData) -> Markup:
         quants.setdefault(arm.bits_per_weight, set()).add(arm.quant)
     label = {bpw: f"{bpw:g} bpw ({'/'.join(sorted(q))})" for bpw, q in quants.items()}
     best = _best(data.medians, data, lambda arm: label[arm.bits_per_weight])
-    categories = [label[b] for b in sorted(quants) if any(c == label[b] for c, _ in best)]
+    categories = [label[b] for b in sorted(quants) if any(c == label[b] for c, _, _ in best)]
     return charts.bar_chart(
-        "decode-quant", "Best decode per quant (fewer bits tends to faster)", categories, _mode_series(categories, best),
-        x_title="bits per weight", y_title="decode (tok/s)",
+        "decode-quant", "Best decode per quant, speculative and plain recipes apart", categories,
+        _mode_series(categories, best), x_title="bits per weight", y_title="decode (tok/s)", print_labels=True,
     )
 
 
@@ -120,3 +143,48 @@ def identity_rows(data: ReportData) -> dict[str, dict[str, str]]:
 
 def gate_is_simulated(data: ReportData, arm_ids: list[str]) -> bool:
     return any(data.is_simulated(a) for a in arm_ids)
+
+
+@dataclass
+class Finding:
+    """One line of the index's answer: what was decided, why, and where the evidence is."""
+
+    title: str
+    reason: str
+    href: str
+    arms: str = ""
+
+
+ANSWER_GROUPS = [
+    ("won", "Passed", "pass"),
+    ("failed", "Failed", "fail"),
+    ("blocked", "Blocked", "blocked"),
+    ("broken", "Measurement failed", ""),
+    ("undecided", "Not decided", "inconclusive"),
+    ("control", "Controls", "control"),
+]
+
+
+def answer(data: ReportData) -> list[tuple[str, str, list[Finding]]]:
+    """The campaign's answer, before any table: each gate under its verdict (passed,
+    failed, blocked, not decided, control) with its one-line reason and a link to its
+    page, and each queue item that is blocked or whose measurement broke without a gate
+    to say so, linked to the arm page that shows why. Groups with nothing are left out."""
+    groups: dict[str, list[Finding]] = {key: [] for key, _, _ in ANSWER_GROUPS}
+    by_verdict = {"pass": "won", "fail": "failed", "blocked": "blocked", "control": "control"}
+    gated_blocked = set()
+    for g in data.summary.gates:
+        arms = "/".join(g.subjects) + (f" vs {'/'.join(g.baseline)}" if g.baseline else "")
+        finding = Finding(g.title or g.id, g.reason, f"gates/{data.gate_pages[g.id]}.html", arms)
+        groups[by_verdict.get(str(g.verdict), "undecided")].append(finding)
+        if str(g.verdict) == "blocked":
+            gated_blocked.add(g.id)
+    for item in data.summary.items:
+        state = str(item.state)
+        if state not in ("blocked", "failed") or (item.gate in gated_blocked and state == "blocked"):
+            continue
+        arm_id = item.reason.split(":", 1)[0].strip() if ":" in item.reason else (item.arms[0] if item.arms else "")
+        href = f"arms/{data.arm_pages[arm_id]}.html" if arm_id in data.arm_pages else "#queue-h"
+        finding = Finding(f"queue item: {item.title}", item.reason or state, href, "/".join(item.arms))
+        groups["blocked" if state == "blocked" else "broken"].append(finding)
+    return [(key, label, groups[key]) for key, label, _ in ANSWER_GROUPS if groups[key]]

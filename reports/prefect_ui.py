@@ -9,12 +9,14 @@ started as a background process in its own session, its log and pid under the wo
 
 So that the next `campaign run` reports to it, PREFECT_API_URL is written into the active
 Prefect profile (what `prefect config set` does, through Prefect's own settings API) -- a
-profile outlives the shell, unlike an exported variable, and `prefect config unset
-PREFECT_API_URL` undoes it.
+profile outlives the shell, unlike an exported variable. What the profile held before is
+recorded beside the pid (.campaign/prefect-profile.json), and `campaign ui --stop` puts it
+back (or removes the setting), so a stopped server never leaves runs pointed at nothing.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -115,10 +117,57 @@ def stop_server(workdir: Path) -> bool:
     return True
 
 
-def write_profile(api_url: str) -> None:
+PROFILE_RECORD = "prefect-profile.json"
+
+
+def profile_api_url() -> tuple[str, str | None]:
+    """The active Prefect profile's name and the PREFECT_API_URL it persists (not the
+    environment's)."""
+    from prefect.settings import PREFECT_API_URL, load_current_profile
+
+    profile = load_current_profile()
+    value = profile.settings.get(PREFECT_API_URL)
+    return profile.name, (str(value) if value else None)
+
+
+def write_profile(api_url: str, workdir: Path | None = None) -> None:
+    """Set PREFECT_API_URL in the active profile; with `workdir`, first record what it
+    was, for `restore_profile` (an earlier record is kept: it holds the user's value)."""
     from prefect.settings import PREFECT_API_URL, update_current_profile
 
+    if workdir is not None:
+        record = workdir / PROFILE_RECORD
+        if not record.exists():
+            name, previous = profile_api_url()
+            workdir.mkdir(parents=True, exist_ok=True)
+            record.write_text(json.dumps({"profile": name, "previous": previous, "written": api_url}))
     update_current_profile({PREFECT_API_URL: api_url})
+
+
+def restore_profile(workdir: Path) -> str | None:
+    """Undo `write_profile`: the profile gets back its earlier PREFECT_API_URL, or loses
+    the setting if it had none. Left alone if someone changed it since (or switched
+    profiles). Returns what was done, for the user."""
+    from prefect.settings import PREFECT_API_URL, update_current_profile
+
+    record_path = workdir / PROFILE_RECORD
+    if not record_path.exists():
+        return None
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError):
+        record_path.unlink(missing_ok=True)
+        return None
+    name, current = profile_api_url()
+    if name != record.get("profile") or current != record.get("written"):
+        record_path.unlink(missing_ok=True)
+        return f"PREFECT_API_URL in the Prefect profile was changed since `campaign ui` set it; left as it is ({current or 'unset'})"
+    previous = record.get("previous")
+    update_current_profile({PREFECT_API_URL: previous})
+    record_path.unlink(missing_ok=True)
+    if previous:
+        return f"PREFECT_API_URL restored to {previous} in Prefect profile {name!r}"
+    return f"PREFECT_API_URL removed from Prefect profile {name!r} (runs use a temporary local server again)"
 
 
 def ensure_ui(workdir: Path, *, write_config: bool = True, command: list[str] | None = None, api_url: str = DEFAULT_API) -> UiResult:
@@ -136,5 +185,5 @@ def ensure_ui(workdir: Path, *, write_config: bool = True, command: list[str] | 
         pid, log = start_server(workdir, command or server_command(), api_url)
         started = True
     if write_config:
-        write_profile(api_url)
+        write_profile(api_url, workdir)
     return UiResult(api_url, ui_url(api_url), started, pid, log, write_config)

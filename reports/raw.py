@@ -3,7 +3,9 @@
 Why keep them downloadable: every metric is recomputable from the raw record (send time,
 each event's first-byte time, usage, timings), so a reader who doubts a number can redo
 it. All attempts are written, not only the newest, each line saying which attempt it
-came from. The model's answers shown on the page are escaped like every other value.
+came from and whether its probe run finished (a run cut short by a crash keeps the rows
+it stored; resume measured it again as a new run). The model's answers shown on the page
+are escaped like every other value.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from campaign.store import Store
 _SQL = text(
     """
 SELECT a.arm_id, a.item_key, a.id AS attempt_id, a.number, a.state AS attempt_state,
-       p.id AS probe_run_id, p.probe, p.context,
+       p.id AS probe_run_id, p.state AS probe_run_state, p.probe, p.context,
        r.id, r.scenario, r.mode, r.trial, r.ok, r.error, r.raw_json
 FROM request_record r
 JOIN probe_run p ON p.id = r.probe_run_id
@@ -80,7 +82,8 @@ def write(store: Store, campaign_id: int, folder: Path, names: dict[str, str]) -
                 raw = row.raw_json or "{}"
                 head = json.dumps(
                     {"arm": arm_id, "item": row.item_key, "attempt_id": row.attempt_id, "attempt": row.number,
-                     "attempt_state": row.attempt_state, "probe_run_id": row.probe_run_id, "probe": row.probe,
+                     "attempt_state": row.attempt_state, "probe_run_id": row.probe_run_id,
+                     "probe_run_state": row.probe_run_state, "probe": row.probe,
                      "context": row.context, "request_id": row.id, "scenario": row.scenario, "mode": row.mode,
                      "trial": row.trial, "ok": bool(row.ok), "error": row.error},
                     separators=(",", ":"),

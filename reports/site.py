@@ -1,6 +1,13 @@
 """Write the static site: an index, one page per gate, one page per arm (with its raw
 records beside it). Data is loaded and aggregated once (`reports.data.load`); each page
-module only slices it."""
+module only slices it.
+
+A folder holds one campaign's report (the command line's default is
+reports/site/<campaign>/): the pages a previous report wrote there are removed first, so
+a report never shows a gate or an arm of another campaign, or of an older run of this one
+whose gates or arms have since been renamed. Only files the report itself writes are
+removed (`PAGE_PATTERNS`); anything else in the folder is left alone.
+"""
 
 from __future__ import annotations
 
@@ -38,14 +45,37 @@ def num(value: Any) -> str:
     return f"{v:.3g}"
 
 
+PAGE_PATTERNS = ("index.html", "gates/*.html", "arms/*.html", "arms/*.requests.jsonl")
+
+
+def default_folder(root: Path | str, campaign_name: str) -> Path:
+    """reports/site/<campaign>: one folder per campaign, named safely for any file system."""
+    from campaign.schema import slugify
+
+    return Path(root) / slugify(campaign_name)
+
+
+def clean(out: Path) -> int:
+    """Remove the pages an earlier report wrote into `out`; returns how many."""
+    removed = 0
+    for pattern in PAGE_PATTERNS:
+        for path in out.glob(pattern):
+            if path.is_file():
+                path.unlink()
+                removed += 1
+    return removed
+
+
 def write_site(store: Store, name: str | None, out: Path | str, timings: dict[str, float] | None = None) -> Path:
-    """Render every page into `out` and return the index path. `timings`, if given, is
-    filled with seconds per phase (the benchmark prints them)."""
+    """Render every page into `out` (after removing the pages of an earlier report there)
+    and return the index path. `timings`, if given, is filled with seconds per phase (the
+    benchmark prints them)."""
     clock = _Clock(timings)
     out = Path(out)
+    data = load(store, name)  # before cleaning: a report that cannot load leaves the old one
+    clean(out)
     (out / "gates").mkdir(parents=True, exist_ok=True)
     (out / "arms").mkdir(parents=True, exist_ok=True)
-    data = load(store, name)
     clock.lap("load")
     env = _env()
     common = {"s": data.summary, "simulated": bool(data.summary.simulated_arms), "arm_pages": data.arm_pages, "gate_pages": data.gate_pages}
@@ -71,6 +101,7 @@ def write_site(store: Store, name: str | None, out: Path | str, timings: dict[st
 def _index_context(data: ReportData) -> dict[str, Any]:
     return {
         "arms": data.arms,
+        "answer": index_page.answer(data),
         "coverage": coverage.build(data),
         "decode_runtime": index_page.decode_per_runtime(data),
         "decode_quant": index_page.decode_per_quant(data),

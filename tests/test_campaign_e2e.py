@@ -87,7 +87,7 @@ CAMPAIGN = textwrap.dedent(
     contexts = [1024]
     modes = ["canonical", "greedy"]
     gate = "spec"
-    overrides = { repeats = 2 }
+    overrides = { repeats = 3 }
 
     [[queue]]
     id = "cache"
@@ -96,7 +96,7 @@ CAMPAIGN = textwrap.dedent(
     probes = ["cache-probe"]
     gate = "cache"
     depends_on = ["probe"]
-    overrides = { prompt_tokens = 256 }
+    overrides = { prompt_tokens = 256, repeats = 3 }
 
     [[queue]]
     id = "ane"
@@ -118,7 +118,7 @@ CAMPAIGN = textwrap.dedent(
 
 def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
     from flows.campaign_flow import campaign_flow
-    from gates.predicates import median_of, Selector
+    from gates.compare import Rigor, Selector, compare
 
     path = tmp_path / "e2e.toml"
     path.write_text(CAMPAIGN)
@@ -138,12 +138,12 @@ def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
     # the spec verdict is what the stored canonical numbers say, not something written in
     frame = store.measurements_frame(camp.id)
     canonical = frame[frame["mode"] == "canonical"]
-    sel = Selector(metric="decode_tps", probe="decode")
-    b, c = median_of(canonical, sel, "B"), median_of(canonical, sel, "C")
-    assert b and c
-    expected = Verdict.PASS if (c - b) / b >= 0.10 else Verdict.FAIL
-    assert verdicts["spec"].verdict == expected == Verdict.PASS  # speculation at 0.8 acceptance wins
-    assert f"{c:.0f}" in verdicts["spec"].reason or f"{c:.1f}" in verdicts["spec"].reason
+    outcome = compare(canonical, ["C"], ["B"], Selector(metric="decode_tps", probe="decode"), higher_is_better=True, threshold=0.10, rigor=Rigor())
+    (cmp,) = outcome.comparisons  # one cell: decode at 1024, 3 trials a side
+    assert cmp.subject.n == cmp.baseline.n == 3
+    expected = Verdict.PASS if cmp.low >= 0.10 else (Verdict.FAIL if cmp.high < 0.10 else Verdict.INCONCLUSIVE)
+    assert verdicts["spec"].verdict == expected == Verdict.PASS  # speculation at 0.8 acceptance wins, interval and all
+    assert verdicts["spec"].reason == outcome.text()
 
     # greedy rows were measured and stored, but the verdict used canonical only
     assert set(frame["mode"]) == {"canonical", "greedy"}

@@ -17,6 +17,7 @@ LaunchSpec, on a free loopback port, and stopped at the end of the session.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -42,7 +43,8 @@ from arms.client import stream_chat
 from arms.metrics import record_payload
 from arms.probes import cache_probe, decode
 from arms.probes.base import MemorySink, ProbeTarget, QueueSampler, chat, identify, read_counters
-from arms.runtimes.base import LaunchContext
+from arms.probes.prompts import VIA_TEMPLATE, sized_conversation, sizing_tolerance
+from arms.runtimes.base import LaunchContext, LaunchError
 from arms.runtimes.external import model_cache_dir
 from arms.runtimes.llamacpp import LlamaCppAdapter, cache_events
 from arms.server import ServerProcess, ServerStartError, free_port
@@ -54,6 +56,9 @@ pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
 MODEL_PATH = "{model_cache}/" + gemma.MODEL_NAME
 SERVED_ID = "gemma-3-270m"
 CONTEXT = 1024  # per slot
+# Tokens of a shared prefix the server re-evaluates anyway (measured: 5 below ~512 tokens,
+# 1 above; see test_cache_probe_reuse_comes_from_timings_cache_n), with one token to spare.
+REUSE_TAIL_TOKENS = 6
 # Gemma's vendor sampling; `ignore_eos` keeps a base model from stopping before max_tokens
 VENDOR_SAMPLING = {"temperature": 1.0, "top_k": 64, "top_p": 0.95}
 
@@ -241,13 +246,21 @@ def test_cache_probe_reuse_comes_from_timings_cache_n(llama_server: LlamaServer)
     assert set(reuse) == {"cold", "identical", "append", "tool_turn", "middle_mutation"}
     assert {m["source"] for m in reuse.values()} == {"timings.cache_n"}
     expected = by_scenario(sink, "expected_reuse")
+    # expected reuse from the server's own template and tokenizer (it was 0.0: llama.cpp
+    # answers `/tokenize {messages}` with no tokens)
+    assert {m["source"] for s, m in expected.items() if s != "cold"} == {VIA_TEMPLATE}
+    assert expected["identical"]["value"] > 0.9
     assert reuse["identical"]["value"] >= 0.9
     assert reuse["cold"]["value"] <= 0.1
-    for scenario in ("append", "tool_turn"):  # the primed conversation is a prefix of the probe
-        assert reuse[scenario]["value"] >= expected[scenario]["value"] - 0.1, (scenario, reuse, expected)
+    prompts = by_scenario(sink, "prompt_tokens")
+    for scenario in ("identical", "append", "tool_turn"):  # the primed conversation is a prefix of the probe
+        # in tokens: the server re-evaluates the shared prefix's tail back to its last
+        # context checkpoint -- at least 1 token, 5 in every run here (sliding-window model)
+        shared = expected[scenario]["value"] * prompts[scenario]["value"]
+        assert 1 <= shared - by_scenario(sink, "cached_tokens")[scenario]["value"] <= REUSE_TAIL_TOKENS, (scenario, reuse, expected)
     # middle_mutation is only printed, not bounded: this model's sliding-window layers
     # let llama.cpp roll back only to its last context checkpoint before the change
-    prompt = by_scenario(sink, "prompt_tokens")["identical"]["value"]
+    prompt = prompts["identical"]["value"]
     assert 250 <= prompt <= 450  # ~256 words and the chat template
     # the counters agree: the server's own tally of cached prompt tokens moved
     counters = {m["metric"]: m for m in sink.measurements if m["scenario"] == ""}
@@ -259,13 +272,41 @@ def test_cache_probe_reuse_comes_from_timings_cache_n(llama_server: LlamaServer)
 def test_decode_is_measured(llama_server: LlamaServer) -> None:
     sink = MemorySink()
     params = decode.DecodeParams(contexts=[512], max_tokens=24, repeats=2, modes=[Mode.CANONICAL])
-    asyncio.run(decode.run(llama_server.target(ignore_eos=True), sink, params))
+    asyncio.run(decode.run(llama_server.target(), sink, params))  # decode itself asks for ignore_eos
 
-    rates = [m for m in sink.measurements if m["metric"] == "decode_tps"]
+    rates = [m for m in sink.measurements if m["metric"] == "decode_tps" and m["scenario"] == "decode"]
     assert len(rates) == 2, sink.measurements
     assert all(m["value"] > 1.0 and m["source"] == "server" for m in rates)
     assert sink.values("decode_tps_median")
+    assert not sink.values("short_trial")
+    assert [r["scenario"] for r in sink.requests] == [decode.WARMUP_SCENARIO, "decode", "decode"]
     assert all(r["usage"]["completion_tokens"] == 24 for r in sink.requests)
+
+
+def test_prompts_are_sized_in_the_servers_tokens(llama_server: LlamaServer) -> None:
+    """A prompt sized to N tokens is N of the server's tokens, template included (it was
+    N words plus the template); decode's context-filling prompt is sized that way."""
+    target = llama_server.target()
+
+    async def sized_requests() -> list[tuple[int, Any, Any]]:
+        async with target.client(2) as http:
+            out = []
+            for size in (300, 700):
+                sized = await sized_conversation(http, size, f"sizing-{size}", system_cap=256)
+                out.append((size, sized, await chat(http, target, sized.messages, Mode.GREEDY, 1)))
+            return out
+
+    for size, sized, record in asyncio.run(sized_requests()):
+        assert record.ok, record.error
+        assert sized.source == VIA_TEMPLATE
+        assert record_payload(record)["usage"]["prompt_tokens"] == sized.tokens  # the count is the server's
+        assert 0 <= size - sized.tokens <= sizing_tolerance(size)
+
+    sink = MemorySink()
+    asyncio.run(decode.run(target, sink, decode.DecodeParams(contexts=[512], max_tokens=8, repeats=1, modes=[Mode.CANONICAL])))
+    (row,) = [m for m in sink.measurements if m["metric"] == "prompt_tokens_target"]
+    assert row["source"] == VIA_TEMPLATE and row["value"] == int(512 * 0.8) - 8 - 16
+    assert sink.requests and all(0 <= row["value"] - r["usage"]["prompt_tokens"] <= sizing_tolerance(row["value"]) for r in sink.requests)
 
 
 def test_identity_props_and_slots(llama_server: LlamaServer, gguf_model: Path) -> None:
@@ -315,20 +356,23 @@ def test_queue_depth_is_requests_deferred(llama_servers: LlamaServers) -> None:
 
 def test_prompt_cache_hits_are_counted_from_the_log(llama_servers: LlamaServers) -> None:
     """One slot, conversations A, B, A: the slot held B, so A's reuse came from the
-    host-memory prompt cache -- a hit the log shows and no counter does."""
+    host-memory prompt cache -- a hit the log shows and no counter does. The probes' way
+    of reading it (read_counters: the log tailed from a saved offset) counts the same."""
     server = llama_servers.get(1)
-    target = server.target()
+    target = dataclasses.replace(server.target(), log_path=str(server.process.log_path))
     before = cache_events(server.log_text())
 
     def conversation(name: str) -> list[dict[str, str]]:
         words = " ".join(f"{name}{i % 17}" for i in range(160))
         return [{"role": "system", "content": f"conversation {name}"}, {"role": "user", "content": words}]
 
-    async def turns() -> list[Any]:
+    async def turns() -> tuple[list[Any], dict[str, float], dict[str, float]]:
         async with target.client(1) as http:
-            return [await chat(http, target, conversation(n), Mode.GREEDY, 2) for n in ("alpha", "bravo", "alpha")]
+            first = await read_counters(http, target)
+            records = [await chat(http, target, conversation(n), Mode.GREEDY, 2) for n in ("alpha", "bravo", "alpha")]
+            return records, first, await read_counters(http, target)
 
-    records = asyncio.run(turns())
+    records, tail_before, tail_after = asyncio.run(turns())
     assert all(r.ok for r in records)
     third = record_payload(records[2])
     assert third["timings"]["cache_n"] >= 0.9 * third["usage"]["prompt_tokens"]
@@ -336,6 +380,8 @@ def test_prompt_cache_hits_are_counted_from_the_log(llama_servers: LlamaServers)
     assert after["cache_hits"] - before["cache_hits"] >= 1, after
     assert after["cache_lookups"] - before["cache_lookups"] >= 2, after
     assert server.adapter.log_counters(server.log_text())["cache_hits"] == after["cache_hits"]
+    for name in ("cache_lookups", "cache_hits"):
+        assert tail_after[name] - tail_before[name] == after[name] - before[name], (tail_before, tail_after)
 
 
 def test_speculative_decoding_reports_acceptance(llama_servers: LlamaServers) -> None:
@@ -386,6 +432,23 @@ def test_missing_model_file_is_blocked(tmp_path: Path) -> None:
     verdict = LlamaCppAdapter().classify_start_failure(error.exit_code, error.log_tail)
     assert verdict.blocked is True
     assert str(absent) in verdict.message and "No such file or directory" in verdict.message
+
+
+def test_broken_model_file_is_blocked_saying_what_is_wrong(gguf_model: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "models" / "cut.gguf"
+    cut.parent.mkdir()
+    with gguf_model.open("rb") as whole:
+        cut.write_bytes(whole.read(1 << 20))  # a download that stopped after 1 MB
+    error = failed_start(llama_spec(slots=1, model_path=str(cut)), tmp_path)
+    verdict = LlamaCppAdapter().classify_start_failure(error.exit_code, error.log_tail)
+    assert verdict.blocked is True
+    assert f"failed to load model from {cut}" in verdict.message and "failed to read key-value pairs" in verdict.message
+
+
+def test_missing_binary_fails_the_launch_saying_what_was_tried(tmp_path: Path) -> None:
+    absent = tmp_path / "build" / "llama-server"
+    with pytest.raises(LaunchError, match=f"options.binary '{absent}' is not an executable file"):
+        start_process(llama_spec(slots=1, options={"binary": str(absent)}), tmp_path, tools=False)
 
 
 def test_no_server_left_behind(llama_servers: LlamaServers) -> None:

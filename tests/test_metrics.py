@@ -14,12 +14,14 @@ from arms.metrics import (
     decode_tps,
     e2e_s,
     extract_cached_tokens,
+    flag_reuse_source,
     itl_s,
     ok_records,
     percentile,
     prompt_tokens,
     reuse,
     summarize,
+    tpot_s,
     ttfr_s,
     ttft_s,
 )
@@ -81,6 +83,59 @@ def test_decode_uses_server_completion_tokens_and_counts_speculative_chunks() ->
     assert rate == pytest.approx(8 / 1.0)
 
 
+def test_decode_leaves_out_the_tokens_of_a_multi_token_first_event() -> None:
+    # a coalesced/speculative first event carries 3 tokens; they had arrived when the
+    # decode window opened, so only the 3 tokens after it are decoded in 1.0 s
+    rec = scripted(
+        [
+            (1.0, delta(content="a b c")),
+            (1.5, delta(content=" d")),
+            (2.0, delta(content=" e f")),
+            (2.01, {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6}}),
+            (2.02, b"[DONE]"),
+        ]
+    )
+    assert decode_tps(rec) == (pytest.approx(3 / 1.0), "server")
+    # TPOT is per token after the first event; ITL is per event gap
+    assert tpot_s(rec) == (pytest.approx(1.0 / 3), "server")
+    assert itl_s(rec) == pytest.approx([0.5, 0.5])
+    rec.usage = None  # the same from the client's own counts: 3 + 1 + 2 tokens
+    assert decode_tps(rec) == (pytest.approx(3 / 1.0), "client-estimate")
+    assert tpot_s(rec) == (pytest.approx(1.0 / 3), "client-estimate")
+
+
+def test_decode_is_none_when_no_token_follows_the_first_event() -> None:
+    rec = scripted(
+        [
+            (1.0, delta(content="a b")),
+            (1.5, delta(content="")),  # an empty chunk is no token event
+            (1.6, {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}),
+            (1.7, b"[DONE]"),
+        ]
+    )
+    assert decode_tps(rec)[0] is None and tpot_s(rec)[0] is None
+
+
+def test_to_dict_holds_every_field_like_asdict_without_sharing_the_record_lists() -> None:
+    from dataclasses import asdict
+
+    rec = scripted(
+        [
+            (0.3, delta(tool_calls=[{"index": 0, "id": "c1", "function": {"name": "add", "arguments": "{}"}}])),
+            (0.4, delta(content="x")),
+            (0.5, {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 1}}}),
+            (0.6, b"[DONE]"),
+        ]
+    )
+    rec.label = {"turn": 1}
+    out = rec.to_dict()
+    assert out == asdict(rec)
+    assert json.loads(json.dumps(out)) == out  # JSON-ready as stored
+    out["event_ns"].append(9)
+    out["label"]["turn"] = 2
+    assert rec.event_ns[-1] != 9 and rec.label == {"turn": 1}
+
+
 def test_tool_call_deltas_are_assembled() -> None:
     rec = scripted(
         [
@@ -130,6 +185,22 @@ def test_prefer_field_and_llamacpp_prompt_total() -> None:
     assert reuse(None, 100) is None
 
 
+@pytest.mark.parametrize(
+    ("cached", "prompt", "value", "source"),
+    [
+        (90, 100, 0.9, "timings.cache_n"),
+        (100, 100, 1.0, "timings.cache_n"),
+        (0, 100, 0.0, "timings.cache_n"),
+        (120, 100, 1.2, "timings.cache_n; impossible: >1"),
+        (-5, 100, -0.05, "timings.cache_n; impossible: <0"),
+    ],
+)
+def test_reuse_is_stored_as_measured_and_impossible_values_are_flagged(cached: int, prompt: int, value: float, source: str) -> None:
+    got = reuse(cached, prompt)
+    assert got == pytest.approx(value)  # never clamped into [0, 1]
+    assert flag_reuse_source("timings.cache_n", got) == source
+
+
 def test_counters_are_deltas_and_survive_a_restart() -> None:
     before = {"cache_hits": 10, "cache_lookups": 20}
     after = {"cache_hits": 14, "cache_lookups": 26, "new": 3}
@@ -142,3 +213,9 @@ def test_percentile_and_summary() -> None:
     assert percentile([], 50) is None
     s = summarize([1.0, None, 3.0])
     assert s["median"] == 2.0 and s["n"] == 2
+
+
+def test_a_p90_of_zero_stays_zero() -> None:
+    # ten zeros and one 1.0: the 90th percentile is 0, not the max
+    s = summarize([0.0] * 10 + [1.0])
+    assert s["p90"] == 0.0 and s["max"] == 1.0

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
+from aiohttp import web
 
 from arms.probes import agent_load, cache_ceiling, cache_probe, decode, tool_loop
 from arms.probes.base import MemorySink, ProbeTarget
+from arms.probes.failures import NOT_RUN, READ_TIMEOUT, error_kind
+from arms.probes.prompts import VIA_MESSAGES
 from arms.runtimes import registry
+from arms.simulator.app import make_app
+from arms.simulator.profile import SimProfile
+from arms.simulator.reply import ReplyContext, ReplyPlan
+from campaign.schema import GateEntry
+from campaign.states import WARMUP_TRIAL, Verdict
+from gates.engine import canonical_only, evaluate
+from reports.data import cell_medians, cell_stats
 from tests.simproc import simulator
 
 pytestmark = pytest.mark.integration
@@ -36,7 +49,7 @@ def test_cache_probe_scenarios_and_modes(tmp_path: Path) -> None:
         assert sink.values("ttft_cold_s", scenario="identical", mode=mode)[0] > sink.values("ttft_s", scenario="identical", mode=mode)[0]
     sources = {m["source"] for m in sink.measurements if m["metric"] == "cached_tokens"}
     assert sources == {"usage.prompt_tokens_details.cached_tokens"}
-    assert {m["source"] for m in sink.measurements if m["metric"] == "expected_reuse" and m["scenario"] != "cold"} == {"server-tokenizer"}
+    assert {m["source"] for m in sink.measurements if m["metric"] == "expected_reuse" and m["scenario"] != "cold"} == {VIA_MESSAGES}
     lookups = sink.values("cache_lookups", mode="canonical")
     assert lookups and lookups[0] >= 9  # per-probe deltas, not cumulative totals
 
@@ -46,9 +59,10 @@ def test_decode_median_and_spread(tmp_path: Path) -> None:
         sink = MemorySink()
         asyncio.run(decode.run(target(url), sink, decode.DecodeParams(contexts=[1024, 2048], max_tokens=32, repeats=3)))
     for ctx in (1024, 2048):
-        rates = sink.values("decode_tps", context=ctx)
+        rates = sink.values("decode_tps", context=ctx, scenario="decode")
         # the engine's step = 2 ms overhead + 1/200 s: 142.9 tok/s; the client must see that
         assert len(rates) == 3 and all(abs(r - 1 / (0.002 + 1 / 200)) < 10 for r in rates)
+        assert sink.values("tpot_s", context=ctx, scenario="decode") == pytest.approx([1 / r for r in rates])
         assert sink.values("decode_tps_median", context=ctx)
         assert sink.values("decode_tps_spread", context=ctx)[0] >= 0
 
@@ -83,18 +97,41 @@ def test_agent_load_slots_vs_cache(tmp_path: Path) -> None:
     assert {(t["conversation"], t["turn"]) for t in turns if t["phase"] == "load"} == {(c, t) for c in range(3) for t in range(5)}
     assert all(t["ttft_s"] is not None for t in turns)
     assert two.values("baseline_ttft_later_median_s")  # the single-stream run beside it
+    # the sampler runs through the baseline too: its samples say the queue was empty then
+    baseline = [s for s in two.samples if s["label"] == "baseline" and s["series"] == "queue_depth"]
+    assert baseline and max(s["value"] for s in baseline) == 0
+    assert two.values("queue_depth_max", scenario="baseline") == [0]
+    assert two.values("queue_sample_gaps", scenario="load") == [0] and two.values("queue_samples", scenario="baseline")[0] >= 1
 
 
 def test_cache_ceiling_finds_where_reuse_dies(tmp_path: Path) -> None:
-    with simulator(tmp_path, slots=1, reuse_ceiling_tokens=1067, ctx_size=8192, **FAST) as url:
+    """Sizes are the server's prompt_tokens; a 503 now and then is retried, never a death."""
+    with simulator(tmp_path, slots=1, reuse_ceiling_tokens=1067, ctx_size=8192, faults={"error_5xx_every": 5}, **FAST) as url:
         sink = MemorySink()
         params = cache_ceiling.CacheCeilingParams(start_tokens=128, max_tokens_prompt=4096, resolution_tokens=32)
         asyncio.run(cache_ceiling.run(target(url), sink, params))
-    good = sink.values("reuse_ceiling_tokens")[0]
-    bad = sink.values("reuse_dies_at_tokens")[0]
-    # prompt sizes are in words; the rendered prompt adds a few role tokens
-    assert bad - good <= 32
-    assert 1000 <= good <= 1067 <= bad + 8
+    good = [m for m in sink.measurements if m["metric"] == "reuse_ceiling_tokens"][0]
+    bad = [m for m in sink.measurements if m["metric"] == "reuse_dies_at_tokens"][0]
+    # the simulator reuses nothing for prompts of more than 1,067 of its tokens
+    assert 1000 <= good["value"] <= 1067 < bad["value"] <= good["value"] + 32 + 8
+    assert good["source"].endswith("usage.prompt_tokens") and bad["source"].endswith("usage.prompt_tokens")
+    errors = [m for m in sink.measurements if m["metric"] == "errors"]
+    assert errors and {m["source"] for m in errors} == {"HTTP 503"}
+    assert not sink.values("ceiling_search_error_at")
+
+
+def test_cache_ceiling_stops_on_a_failed_request_without_claiming_reuse_died(tmp_path: Path) -> None:
+    """Prompts past the context fail with HTTP 400: that is where the search stops, not a ceiling."""
+    with simulator(tmp_path, slots=1, ctx_size=1000, **FAST) as url:
+        sink = MemorySink()
+        params = cache_ceiling.CacheCeilingParams(start_tokens=128, max_tokens_prompt=4096, resolution_tokens=32)
+        asyncio.run(cache_ceiling.run(target(url), sink, params))
+    assert not sink.values("reuse_dies_at_tokens") and not sink.values("reuse_holds_to_limit")
+    assert sink.values("reuse_ceiling_tokens") == sink.values("prompt_tokens", scenario="len512")
+    stop = [m for m in sink.measurements if m["metric"] == "ceiling_search_error_at"]
+    assert [m["value"] for m in stop] == [1024] and stop[0]["source"].startswith("HTTP 400")
+    failed = [m for m in sink.measurements if m["metric"] == "errors"]
+    assert [(m["scenario"], m["trial"], m["source"]) for m in failed] == [("len1024", 0, "HTTP 400"), ("len1024", 1, "HTTP 400")]
 
 
 def test_misbehaving_server_is_recorded_not_fatal(tmp_path: Path) -> None:
@@ -102,11 +139,11 @@ def test_misbehaving_server_is_recorded_not_fatal(tmp_path: Path) -> None:
     with simulator(tmp_path, slots=2, faults=faults, **FAST) as url:
         sink = MemorySink()
         asyncio.run(decode.run(target(url), sink, decode.DecodeParams(contexts=[512], max_tokens=8, repeats=8)))
-    errors = [r["error"] for r in sink.requests if r["error"]]
+    errors = [r["error"] for r in sink.requests if r["error"] and r["scenario"] == "decode"]
     assert any(e.startswith("HTTP 503") for e in errors)
     assert any("malformed" in e for e in errors)
-    assert len(sink.values("decode_tps")) == 8 - len(errors)
-    assert len(sink.values("errors")) == len(errors)
+    assert len(sink.values("decode_tps", scenario="decode")) == 8 - len(errors)
+    assert sorted(m["source"] for m in sink.measurements if m["metric"] == "errors" and m["scenario"] == "decode") == sorted(map(error_kind, errors))
 
 
 def test_stall_ends_at_a_timeout_and_crash_is_an_error(tmp_path: Path) -> None:
@@ -138,3 +175,232 @@ def test_decode_takes_draft_counts_per_response_when_the_runtime_has_no_counters
     accepted = sink.values("accepted_tokens")
     assert drafted and drafted[0]["source"] == "per-request sum"
     assert 0.5 < accepted[0] / drafted[0]["value"] < 1.0
+
+
+def test_decode_warmup_is_stored_but_never_read_by_medians_or_gates(tmp_path: Path) -> None:
+    with simulator(tmp_path, slots=1, **FAST) as url:
+        sink = MemorySink()
+        asyncio.run(decode.run(target(url), sink, decode.DecodeParams(contexts=[512], max_tokens=16, repeats=1, warmup=2)))
+    assert [(r["scenario"], r["trial"]) for r in sink.requests] == [
+        (decode.WARMUP_SCENARIO, WARMUP_TRIAL), (decode.WARMUP_SCENARIO, WARMUP_TRIAL - 1), ("decode", 0)
+    ]
+    warm = [m for m in sink.measurements if m["metric"] == "decode_tps" and m["scenario"] == decode.WARMUP_SCENARIO]
+    assert len(warm) == 2
+    assert sink.values("decode_tps_median") == sink.values("decode_tps", scenario="decode")
+    # make the warm-up rows absurd: nothing that reads samples may move
+    for m in warm:
+        m["value"] = 1e6
+    frame = pd.DataFrame([{**m, "arm_id": "A", "probe": "decode", "item_key": "i", "simulated": True} for m in sink.measurements])
+    assert (canonical_only(frame)["trial"] > WARMUP_TRIAL).all()
+    gate = GateEntry(id="g", predicate="threshold", params={"metric": "decode_tps", "op": "<", "value": 1e5, "min_n": 1}, subjects=["A"])
+    assert evaluate(gate, frame).verdict == Verdict.PASS
+    for table, column in ((cell_stats(frame), "max"), (cell_medians(frame), "value")):
+        rates = table[table["metric"] == "decode_tps"]
+        assert len(rates) == 1 and rates[column].max() < 1e5 and decode.WARMUP_SCENARIO not in set(table["scenario"])
+
+
+def _stops_early(ctx: ReplyContext) -> ReplyPlan:
+    """A model that ends its reply after 5 tokens, as a real one meets end-of-sequence."""
+    return ReplyPlan(tokens=[f"w{i}" for i in range(5)], finish_reason="stop")
+
+
+async def _decode_in_process(params: decode.DecodeParams) -> MemorySink:
+    """The decode probe against an in-process simulator whose model stops early."""
+    runner = web.AppRunner(make_app(SimProfile(**FAST), reply_policy=_stops_early))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        sink = MemorySink()
+        await decode.run(target(f"http://127.0.0.1:{port}"), sink, params)
+        return sink
+    finally:
+        await runner.cleanup()
+
+
+def test_decode_sends_ignore_eos_and_flags_short_trials() -> None:
+    # the server ignores nothing it was not asked to: replies end at 5 tokens, and are flagged
+    short = asyncio.run(_decode_in_process(decode.DecodeParams(contexts=[512], max_tokens=16, repeats=3, warmup=0, ignore_eos=False, min_tokens=0)))
+    assert sink_metrics(short, "short_trial") == [5.0, 5.0, 5.0]
+    assert not short.values("decode_tps") and not short.values("decode_tps_median") and not short.values("e2e_s")
+    assert len(short.values("ttft_s")) == 3  # prefill was still measured
+    # by default decode asks for all of max_tokens, and the simulator, like llama.cpp, obliges
+    full = asyncio.run(_decode_in_process(decode.DecodeParams(contexts=[512], max_tokens=16, repeats=3, warmup=0)))
+    assert not full.values("short_trial")
+    assert len(full.values("decode_tps")) == 3 and full.values("decode_tps_median")
+    assert all(r["usage"]["completion_tokens"] == 16 for r in full.requests)
+
+
+def sink_metrics(sink: MemorySink, metric: str) -> list[float]:
+    return [m["value"] for m in sink.measurements if m["metric"] == metric]
+
+
+def test_error_kinds_group_what_the_client_writes() -> None:
+    cases = {
+        'HTTP 503: {"error": {"message": "simulated server error"}}': "HTTP 503",
+        "timeout: stream stalled: no bytes within the read timeout": READ_TIMEOUT,
+        "timeout: no response within the read timeout": READ_TIMEOUT,
+        "timeout: no bytes within the limit": "timeout",
+        "ReadError: stream broken: ClientPayloadError('Response payload is not completed')": "stream broken",
+        "server sent no tokens (finish_reason=stop, completion_tokens=0)": "server sent no tokens",
+        "malformed SSE: 1 event(s) were not JSON": "malformed SSE",
+        "ConnectError: cannot connect: [Errno 111] Connection refused": "cannot connect",
+        "RemoteProtocolError: server closed the connection before responding": "connection closed",
+        "stream ended without [DONE] or a finish_reason": "stream ended early",
+        "not run: stopped after 2 consecutive stalls (no byte for 1 s)": NOT_RUN,
+    }
+    assert {e: error_kind(e) for e in cases} == cases
+    assert error_kind(None) == ""
+
+
+STALL_PROBES: list[tuple[Any, Any]] = [
+    (decode.run, decode.DecodeParams(contexts=[512], max_tokens=8, repeats=3)),
+    (cache_probe.run, cache_probe.CacheProbeParams(prompt_tokens=200)),
+    (cache_ceiling.run, cache_ceiling.CacheCeilingParams(start_tokens=64, max_tokens_prompt=1024)),
+    (tool_loop.run, tool_loop.ToolLoopParams(trials=3)),
+    (agent_load.run, agent_load.AgentLoadParams(conversations=2, turns=3, system_tokens=50, task_tokens=50, turn_tokens=20, max_tokens=8)),
+]
+
+
+def test_every_probe_stops_sending_after_two_stalls(tmp_path: Path) -> None:
+    """A server that stops mid-stream costs each probe two read timeouts, not one per request."""
+    with simulator(tmp_path, faults={"stall_every": 1, "stall_after_tokens": 1}, **FAST) as url:
+        for run, params in STALL_PROBES:
+            sink = MemorySink()
+            t0 = time.perf_counter()
+            asyncio.run(run(target(url, read_timeout=0.5), sink, params))
+            elapsed = time.perf_counter() - t0
+            kinds = [error_kind(r["error"]) for r in sink.requests]
+            name = run.__module__
+            assert "" not in kinds, name  # every request stalled or was not sent
+            # agent-load's conversations run at once and go on after a failed turn, so one
+            # more turn may already be in flight when the second stall trips the guard
+            assert kinds.count(READ_TIMEOUT) == 2 or (run is agent_load.run and kinds.count(READ_TIMEOUT) == 3), (name, kinds)
+            assert elapsed < 4, (name, elapsed)
+            if run is cache_ceiling.run:  # its search ends at the failed length: nothing left to skip
+                stop = [m for m in sink.measurements if m["metric"] == "ceiling_search_error_at"]
+                assert [m["value"] for m in stop] == [64] and stop[0]["source"].startswith(READ_TIMEOUT)
+                continue
+            assert kinds[-1] == NOT_RUN, (name, kinds)
+            not_run = [m for m in sink.measurements if m["metric"] == "not_run"]
+            assert len(not_run) == kinds.count(NOT_RUN) and {m["source"] for m in not_run} == {NOT_RUN}, name
+            if run is tool_loop.run:  # a trial never sent is no failed trial: 0 of the 2 run, not 0/3
+                assert [m["source"] for m in sink.measurements if m["metric"] == "tool_loop_passes"] == ["0/2"]
+                assert len(sink.values("tool_loop_pass")) == 2
+
+
+# -- the queue sampler and the log tail: fixed schedule, gaps, never blocking the loop -------------
+
+
+def _metrics_client(delays: list[float], fail_every: int = 0) -> tuple[Any, list[float]]:
+    """An httpx client whose /metrics answers after `delays[n]` seconds (the last repeats),
+    with HTTP 500 on every `fail_every`-th read; returns the client and the read times."""
+    import httpx
+
+    started: list[float] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        started.append(time.perf_counter())
+        n = len(started)
+        await asyncio.sleep(delays[min(n - 1, len(delays) - 1)])
+        if fail_every and n % fail_every == 0:
+            return httpx.Response(500, text="busy")
+        return httpx.Response(200, text=f"sim_requests_deferred {n}\nsim_requests_running 1\n")
+
+    return httpx.AsyncClient(base_url="http://sim", transport=httpx.MockTransport(handler)), started
+
+
+def _sample(duration: float, delays: list[float], interval: float = 0.2, fail_every: int = 0) -> tuple[Any, MemorySink, list[float]]:
+    from arms.probes.base import QueueSampler
+
+    sink = MemorySink()
+
+    async def go() -> Any:
+        http, started = _metrics_client(delays, fail_every)
+        async with http:
+            async with QueueSampler(http, target("http://sim"), sink, interval_s=interval, phase="load") as sampler:
+                await asyncio.sleep(duration)
+            sampler.record(mode="canonical", scenario="load")
+        return sampler, started
+
+    sampler, started = asyncio.run(go())
+    return sampler, sink, started
+
+
+def test_queue_sampler_keeps_a_fixed_schedule() -> None:
+    """Reads start at k x 0.2 s although each takes 0.08 s (not 0.2 s after each returns)."""
+    sampler, sink, started = _sample(1.13, [0.08])
+    times = [s["t_s"] for s in sink.samples if s["series"] == "queue_depth"]
+    assert len(times) == 6 and len(started) == 6, times
+    assert all(abs(t - k * 0.2) < 0.04 for k, t in enumerate(times)), times
+    assert {s["label"] for s in sink.samples} == {"load"} and sampler.skipped == 0 and sampler.gaps == 0
+
+
+def test_queue_sampler_skips_ticks_a_slow_read_covered() -> None:
+    """A 0.5 s read covers two 0.2 s ticks: they are skipped and counted, never bunched up."""
+    sampler, sink, started = _sample(1.3, [0.5, 0.05])
+    times = [s["t_s"] for s in sink.samples if s["series"] == "queue_depth"]
+    assert [round(t / 0.2) for t in times] == [0, 3, 4, 5, 6], times  # ticks 1 and 2 passed during the first read
+    assert all(abs(t - round(t / 0.2) * 0.2) < 0.04 for t in times), times
+    assert sampler.skipped == 2
+    assert sink.values("queue_ticks_skipped") == [2]
+
+
+def test_queue_sampler_records_failed_reads_as_gaps() -> None:
+    sampler, sink, _ = _sample(1.05, [0.01], fail_every=3)
+    gaps = [s for s in sink.samples if s["series"] == "sample_gap"]
+    depth = [s for s in sink.samples if s["series"] == "queue_depth"]
+    assert len(gaps) == 2 and len(depth) == 4  # reads 3 and 6 failed: no value was made up for them
+    assert sampler.gaps == 2 and sink.values("queue_sample_gaps") == [2] and sink.values("queue_samples") == [6]
+    source = [m["source"] for m in sink.measurements if m["metric"] == "queue_sample_gaps"][0]
+    assert "500" in source
+    assert sink.values("queue_depth_max") == [5.0]  # the highest depth read, never a gap
+
+
+def test_log_tail_reads_only_what_was_added(tmp_path: Path) -> None:
+    """Each read scans only the new complete lines, in a worker thread; truncation and
+    rotation start over from the file's beginning while the totals keep counting."""
+    import os
+    import threading
+
+    from arms.probes.base import read_counters
+    from arms.runtimes.llamacpp import LlamaCppAdapter
+
+    log = tmp_path / "server.log"
+    lookup, hit = "srv load:  - looking for better prompt, base f_keep = 0.1\n", "srv load:  - found better prompt with f_keep = 1\n"
+    log.write_text("start\n" + lookup)
+    adapter = LlamaCppAdapter()
+    scanned: list[tuple[int, str]] = []
+
+    def count(text: str) -> dict[str, float]:
+        scanned.append((len(text), threading.current_thread().name))
+        return LlamaCppAdapter.log_counters(adapter, text)
+
+    adapter.log_counters = count  # type: ignore[method-assign]
+    tgt = ProbeTarget(base_url="http://127.0.0.1:9", model="m", adapter=adapter, log_path=str(log))
+
+    async def read() -> dict[str, float]:
+        import httpx
+
+        async with httpx.AsyncClient(base_url="http://x", transport=httpx.MockTransport(lambda r: httpx.Response(404))) as http:
+            out = await read_counters(http, tgt)
+        return {k: out[k] for k in ("cache_lookups", "cache_hits")}
+
+    assert asyncio.run(read()) == {"cache_lookups": 1, "cache_hits": 0}
+    with log.open("a") as fh:
+        fh.write(lookup + hit[:20])  # a line half written
+    assert asyncio.run(read()) == {"cache_lookups": 2, "cache_hits": 0}
+    with log.open("a") as fh:
+        fh.write(hit[20:])
+    assert asyncio.run(read()) == {"cache_lookups": 2, "cache_hits": 1}
+    real = [(n, name) for n, name in scanned if n]
+    assert [n for n, _ in real] == [len("start\n" + lookup), len(lookup), len(hit)]  # never the whole log again
+    assert all(name != threading.main_thread().name for _, name in real)
+    log.write_text(hit)  # truncated and written anew
+    assert asyncio.run(read()) == {"cache_lookups": 2, "cache_hits": 2}
+    rotated = tmp_path / "server.log.new"
+    rotated.write_text(lookup + lookup + lookup)  # longer than what was read: only the inode tells
+    os.replace(rotated, log)
+    assert asyncio.run(read()) == {"cache_lookups": 5, "cache_hits": 2}
+    assert tgt.log_tail() is not None and tgt.log_tail().resets == 2  # type: ignore[union-attr]

@@ -304,3 +304,131 @@ def test_ui_writes_the_api_url_into_the_prefect_profile(health_server: str, tmp_
     assert "already answers" in out.stdout and f"http://127.0.0.1:{port}/" in out.stdout
     profiles = (tmp_path / "prefect-home" / "profiles.toml").read_text()
     assert f'PREFECT_API_URL = "{health_server}"' in profiles
+
+
+def test_queue_chart_splits_phases_and_breaks_at_gaps() -> None:
+    """Samples of the load and the single-stream baseline (two modes, each phase's clock
+    starting at 0) land in their own mode and series; a failed read breaks the line."""
+    from campaign.store import SampleRow
+    from reports.agent_load import _segments
+
+    def rows(phase: str, points: list[tuple[float, float | None]]) -> list[SampleRow]:
+        return [SampleRow(probe_run_id=1, series="sample_gap" if v is None else "queue_depth", t_s=t, value=1.0 if v is None else v, label=phase) for t, v in points]
+
+    samples = (
+        rows("load", [(0.0, 2.0), (0.5, 2.0), (1.0, None), (1.5, 1.0), (2.0, 1.0)]) + rows("baseline", [(0.0, 0.0), (0.5, 0.0)])
+        + rows("load", [(0.0, 1.0), (0.5, 0.0)]) + rows("baseline", [(0.0, 0.0)])
+    )
+    for n, row in enumerate(samples):
+        row.id = n + 1
+    first, second = _segments(samples, 2)
+    assert first["queue_depth"] == [(0.0, 2.0), (0.5, 2.0), (1.0, None), (1.5, 1.0), (2.0, 1.0)]
+    assert first["queue_depth (single stream)"] == [(0.0, 0.0), (0.5, 0.0)]
+    assert second == {"queue_depth": [(0.0, 1.0), (0.5, 0.0)], "queue_depth (single stream)": [(0.0, 0.0)]}
+    svg = str(charts.xy_chart("q", "queue", [("queue_depth", first["queue_depth"], 0)], x_title="s", y_title="n"))
+    assert len(re.findall(r'<path d="M[^"]*" class="line reactive', svg)) == 2  # two pieces, nothing across the gap
+
+
+def test_ui_stop_gives_the_prefect_profile_back(health_server: str, tmp_path: Path) -> None:
+    """`campaign ui` wrote PREFECT_API_URL into the profile; `--stop` removes it again, so
+    the next `campaign run` does not die on a server that is gone."""
+    import os
+    import subprocess
+
+    port = health_server.split(":")[2].split("/")[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    profiles = tmp_path / "prefect-home" / "profiles.toml"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", "from campaign.cli import main; main()", *args],
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    assert cli("ui", "--port", port, "--workdir", str(tmp_path)).returncode == 0
+    assert f'PREFECT_API_URL = "{health_server}"' in profiles.read_text()
+    out = cli("ui", "--stop", "--workdir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "PREFECT_API_URL removed from Prefect profile" in out.stdout
+    assert "PREFECT_API_URL" not in profiles.read_text()
+    assert not (tmp_path / prefect_ui.PROFILE_RECORD).exists()
+    again = cli("ui", "--stop", "--workdir", str(tmp_path))  # nothing left to undo: says so, changes nothing
+    assert again.returncode == 0 and "removed" not in again.stdout
+
+
+def test_the_index_answers_the_campaign_question_first(built: tuple[Store, Path, synthetic.Options]) -> None:
+    store, site, _ = built
+    data = load(store)
+    index = (site / "index.html").read_text()
+    answer = index[index.index('<section id="answer">'):index.index("</section>")]
+    assert index.index('<section id="answer">') < index.index('<table')  # before any table
+    groups = {key: findings for key, _, findings in __import__("reports.index_page", fromlist=["answer"]).answer(data)}
+    assert [f.title for f in groups["won"]] == [g.title or g.id for g in data.summary.gates if g.verdict == "pass"]
+    assert {"won", "blocked", "control"} <= set(groups)
+    for findings in groups.values():
+        for f in findings:
+            assert f'href="{f.href}"' in answer
+            assert (site / f.href).exists(), f.href  # every finding links to its evidence
+    (blocked_gate,) = [f for f in groups["blocked"] if f.href.startswith("gates/")]
+    assert blocked_gate.reason.startswith("Blocked: 'Private compiler is unavailable'")
+    assert "Passed (2)" in answer and "Blocked (1)" in answer and "Controls (1)" in answer
+
+
+def test_best_decode_charts_compare_like_with_like_and_name_their_arms(built: tuple[Store, Path, synthetic.Options]) -> None:
+    from reports import index_page
+
+    store, _, _ = built
+    data = load(store)
+    spec_arms = {a.arm_id for a in data.arms if index_page.speculates(a)}
+    assert spec_arms == {"A1"}
+    best = index_page._best(data.medians, data, lambda arm: arm.quant)
+    # a speculative arm only ever stands against speculative arms
+    assert {k[2] for k in best if k[0] == "q8"} == {False}
+    assert {(k[0], k[2]) for k in best} >= {("q4", True), ("q4", False), ("q8", False)}
+    for k, (_, note) in best.items():
+        assert (note.split(" @ ")[0] in spec_arms) == k[2]
+    svg = str(index_page.decode_per_quant(data))
+    assert "speculative and plain recipes apart" in svg
+    assert ">without speculation<" in svg and ">with speculation<" in svg
+    visible = re.findall(r'<text[^>]*class="label"[^>]*>([^<]*)</text>', svg)  # drawn on the bars, not in <desc>
+    assert {label.split(" @ ")[0] for label in visible} >= {"A1", "A3"}
+
+
+def test_no_legend_is_clipped() -> None:
+    for n in range(1, 11):
+        names = [f"arm{i} (sim) · canonical" for i in range(n)]
+        series = [charts.Series(name, [0.5, 0.7, 0.9], color=i) for i, name in enumerate(names)]
+        svg = str(charts.bar_chart(f"t{n}", "legend", ["a", "b", "c"], series, x_title="x", y_title="y"))
+        height = float(re.search(r'viewBox="0 0 [\d.]+ ([\d.]+)"', svg).group(1))
+        legends = re.search(r'<g transform="translate\(([\d.]+), ([\d.]+)\)" class="legends">(.*?)</g>\s*</g>', svg, re.S)
+        top = float(legends.group(2))
+        ys = [float(y) for y in re.findall(r'<text[^>]*y="([\d.]+)"[^>]*>arm\d+ ', legends.group(0))]
+        assert len(ys) == n
+        assert top + max(ys) < height, f"{n} series: legend row at {top + max(ys):.0f} below the picture's {height:.0f}"
+
+
+def test_a_report_folder_holds_one_campaign_and_no_older_pages(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from reports.site import default_folder
+
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    synthetic.build(store, synthetic.Options())
+    name = store.campaign().name
+    out = default_folder(tmp_path / "reports" / "site", name)
+    assert out.parent == tmp_path / "reports" / "site" and out.name
+    write_site(store, name, out)
+    stale = [out / "gates" / "renamed-gate.html", out / "arms" / "old-arm.html", out / "arms" / "old-arm.requests.jsonl"]
+    for path in stale:
+        path.write_text("from an older run")
+    (out / "notes.txt").write_text("mine")
+    write_site(store, name, out)
+    assert not any(path.exists() for path in stale)
+    assert (out / "notes.txt").read_text() == "mine"  # only the report's own files are replaced
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parent.parent), PREFECT_HOME=str(tmp_path / "ph"))
+    done = subprocess.run([sys.executable, "-m", "campaign.cli", "report", "--db", str(tmp_path / "c.db")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (out / "index.html").exists() and str(out / "index.html") in done.stdout.replace("\n", "")

@@ -81,6 +81,20 @@ def test_good_file_loads(tmp_path: Path) -> None:
     assert spec.item("two").depends_on == ["one"]
 
 
+def test_model_sampling_takes_length_controls_sent_in_both_modes(tmp_path: Path) -> None:
+    from arms.probes.base import ProbeTarget
+    from arms.runtimes import registry
+    from campaign.states import Mode
+
+    text = GOOD.replace('bits_per_weight = 4.5', 'bits_per_weight = 4.5\nsampling = { temperature = 0.7, ignore_eos = true, min_tokens = 32 }')
+    model = load_campaign(write(tmp_path, text)).models[0]
+    target = ProbeTarget("http://x", "m", registry.get("simulator"), sampling=model.sampling.model_dump(exclude_none=True))
+    assert target.sampling_for(Mode.CANONICAL) == {"temperature": 0.7, "ignore_eos": True, "min_tokens": 32}
+    assert target.sampling_for(Mode.GREEDY) == {"temperature": 0.0, "ignore_eos": True, "min_tokens": 32}
+    (msg,) = problems(tmp_path, text.replace("min_tokens = 32", "min_tokens = -1"))
+    assert msg.startswith("models[0]") and "sampling.min_tokens" in msg
+
+
 def test_bad_slot_type_names_path_found_and_expected(tmp_path: Path) -> None:
     (msg,) = problems(tmp_path, GOOD.replace("recipe = { slots = 2 }", 'recipe = { slots = "four" }'))
     assert msg.startswith("arms[0] (id 'A').recipe.slots: found 'four', expected")

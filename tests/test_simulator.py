@@ -357,6 +357,26 @@ def test_engine_context_limit_and_reply_policy_seam() -> None:
     assert message["tool_calls"][0]["function"] == {"name": "add", "arguments": '{"a": 1, "b": 2}'}
 
 
+def test_engine_honours_ignore_eos_and_min_tokens() -> None:
+    """A reply that would stop early runs to max_tokens with ignore_eos, to min_tokens with
+    min_tokens, as on llama.cpp and vLLM: the decode probe relies on it."""
+
+    def short(ctx: ReplyContext) -> ReplyPlan:
+        return ReplyPlan(tokens=["a", "b", "c"], finish_reason="stop")
+
+    async def reply(**length: Any) -> tuple[int, str | None]:
+        engine = Engine(SimProfile(), reply_policy=short, clock=VirtualClock())
+        req = engine.submit(["w"] * 10, max_tokens=12, **length)
+        await req.collect()
+        await engine.stop()
+        return len(req.generated), req.finish_reason
+
+    assert _run(reply()) == (3, "stop")
+    assert _run(reply(ignore_eos=True)) == (12, "length")
+    assert _run(reply(min_tokens=8)) == (8, "stop")
+    assert _run(reply(min_tokens=50)) == (12, "length")
+
+
 # ------------------------------------------------------------------ real processes
 
 

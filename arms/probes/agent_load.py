@@ -3,7 +3,8 @@
 Turn 1 is a shared system prompt plus a task unique to the conversation; every later turn
 appends the model's reply and a block of synthetic tool output, so each conversation's
 history grows turn over turn. TTFT is recorded per conversation and turn, queue depth is
-sampled every 0.5 s, and cache counters are taken as deltas over the load -- so the
+sampled every 0.5 s (through the single-stream baseline too, so its samples show the
+queue really was empty), and cache counters are taken as deltas over the load -- so the
 stored numbers can say *which* mechanism (slot affinity or the prefix cache) kept TTFT
 flat. A single-stream run of the same shape is measured beside it.
 """
@@ -24,9 +25,11 @@ from arms.metrics import (
     extract_cached_tokens,
     prompt_tokens,
     record_payload,
+    tpot_s,
     ttft_s,
 )
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
+from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import words
 from campaign.states import Mode
 
@@ -71,7 +74,7 @@ async def _conversation(
     for turn in range(params.turns):
         record = await chat(
             http, target, messages, mode, params.max_tokens,
-            read_timeout=params.turn_timeout_s, total_timeout=params.turn_timeout_s,
+            read_timeout=target.read_timeout or params.turn_timeout_s, total_timeout=params.turn_timeout_s,
         )
         record.label = {"conversation": index, "turn": turn}
         scenario = scenario_of(index, turn)
@@ -79,7 +82,10 @@ async def _conversation(
         _emit_turn(sink, target, record, scenario, mode, params.context, turn)
         records.append(record)
         if not record.ok:
-            break  # a broken conversation cannot continue honestly
+            # The conversation goes on, as an agent harness retries a failed step: the next
+            # turn re-sends this history. Ending it here would drop the later turns of the
+            # arm that fails most, and flatter its latencies; the failure stays counted.
+            continue
         messages.append({"role": "assistant", "content": record.text.strip() or "ok"})
         messages.append(
             {"role": "user", "content": "Tool output: " + words(params.turn_tokens, f"{salt}/tool{index}/{turn}")}
@@ -89,7 +95,7 @@ async def _conversation(
 
 def _emit_turn(sink: Sink, target: ProbeTarget, record: RequestRecord, scenario: str, mode: Mode, context: int, turn: int) -> None:
     if not record.ok:
-        sink.measurement(metric="errors", value=1, unit="count", mode=mode, scenario=scenario, context=context, trial=turn, source=record.error or "")
+        record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=turn)
         return
     ttft = ttft_s(record)
     if ttft is not None:
@@ -104,6 +110,7 @@ def _emit_turn(sink: Sink, target: ProbeTarget, record: RequestRecord, scenario:
     rate, source = decode_tps(record)
     if rate is not None:
         sink.measurement(metric="decode_tps", value=rate, unit="tok/s", mode=mode, scenario=scenario, context=context, trial=turn, source=source)
+        sink.measurement(metric="tpot_s", value=tpot_s(record)[0], unit="s", mode=mode, scenario=scenario, context=context, trial=turn, source=source)
 
 
 def _later_turns(records: list[list[RequestRecord]]) -> list[float]:
@@ -137,10 +144,12 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
     put("ttft_last_turn_s", last, "s")
     if second and last:
         put("ttft_growth_ratio", last / second, "x")
-    timeouts = sum(1 for conv in records for r in conv if r.error and "timeout" in r.error)
-    errors = sum(1 for conv in records for r in conv if not r.ok)
-    put("requests_failed", float(errors), "count")
-    put("requests_timed_out", float(timeouts), "count")
+    # each later turn's TTFT beside its median: the samples a gate's n and interval come
+    # from (`gates.compare` reads `<x>_median<unit>` through `<x><unit>`)
+    for i, value in enumerate(later):
+        sink.measurement(metric=f"{prefix}ttft_later_s", value=value, unit="s", mode=mode, scenario="summary", context=ctx, trial=i)
+    # requests, failures by kind (timeouts, HTTP errors, turns not run after stalls), error rate
+    record_errors(sink, [r for conv in records for r in conv], mode=mode, scenario="summary", context=ctx, prefix=prefix)
 
 
 async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
@@ -150,7 +159,7 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
             salt = f"agent-{run_id}-{mode}"
             system = words(params.system_tokens, f"{salt}/system")
             before = await read_counters(http, target)
-            async with QueueSampler(http, target, sink) as sampler:
+            async with QueueSampler(http, target, sink, phase="load") as sampler:
                 records = await asyncio.gather(
                     *(
                         _conversation(http, target, params, mode, system, salt, c, sink, turn_scenario)
@@ -158,15 +167,16 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
                     )
                 )
             await record_counter_deltas(http, target, sink, before, mode=mode, scenario="load", context=params.context)
-            if sampler.series:
-                sink.measurement(metric="queue_depth_max", value=max(v for _, v in sampler.series), unit="requests", mode=mode, scenario="load", context=params.context, trial=-1)
+            sampler.record(mode=mode, scenario="load", context=params.context)
             _summaries(sink, list(records), params, mode, prefix="")
             if params.baseline:
                 base_salt = f"{salt}-single"
                 base_system = words(params.system_tokens, f"{base_salt}/system")
                 before = await read_counters(http, target)
-                single = await _conversation(http, target, params, mode, base_system, base_salt, 0, sink, lambda _c, t: baseline_scenario(t))
+                async with QueueSampler(http, target, sink, phase="baseline") as base_sampler:
+                    single = await _conversation(http, target, params, mode, base_system, base_salt, 0, sink, lambda _c, t: baseline_scenario(t))
                 await record_counter_deltas(http, target, sink, before, mode=mode, scenario="baseline", context=params.context)
+                base_sampler.record(mode=mode, scenario="baseline", context=params.context)
                 _summaries(sink, [single], params, mode, prefix="baseline_")
 
 

@@ -2,16 +2,19 @@
 helpers for sampling, server counters and identity.
 
 Why a sink: measurement is separated from output. A probe never knows whether its rows
-go to the campaign database (committed one by one as they exist) or to a JSON file from
-`campaign probe`; it calls the sink as soon as a number exists.
+go to the campaign database (queued to a writer thread, stored in batches) or to a JSON
+file from `campaign probe`; it calls the sink as soon as a number exists, and the call
+never waits for storage.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,15 +22,26 @@ import httpx
 
 from arms.client import get_text, make_http_client, stream_chat
 from arms.metrics import RequestRecord, counter_deltas
+from arms.probes.failures import StallGuard
 from arms.runtimes.base import COUNTERS, RuntimeAdapter
 from campaign.states import Mode
 
 GREEDY = {"temperature": 0.0}
+LENGTH_CONTROLS = ("ignore_eos", "min_tokens")
+"""Sampling fields that decide how long a reply is, not how its tokens are drawn: sent in
+both modes, so greedy and canonical replies follow the same length rules."""
+READ_TIMEOUT_S = 120.0
+"""Seconds without a byte before a request counts as stalled, unless the target or the
+probe says otherwise: generous, since a queued request on a busy server sends nothing."""
 
 
 @dataclass
 class ProbeTarget:
-    """A live server to measure, and how to talk to it."""
+    """A live server to measure, and how to talk to it.
+
+    `read_timeout` (None: READ_TIMEOUT_S, or the probe's own) applies to every request;
+    `stalls` stops the probe from sending after consecutive stalls (see `chat`).
+    """
 
     base_url: str
     model: str
@@ -35,10 +49,22 @@ class ProbeTarget:
     sampling: dict[str, Any] = field(default_factory=dict)
     simulated: bool = False
     log_path: str | None = None  # the server's log, for counters only the log reveals
+    read_timeout: float | None = None
+    stalls: StallGuard = field(default_factory=StallGuard, repr=False, compare=False)
+    _log_tail: LogTail | None = field(default=None, init=False, repr=False, compare=False)
+
+    def log_tail(self) -> LogTail | None:
+        """The tail reader of this server's log (one per target, so reads resume where the
+        last one stopped); None when there is no log or the runtime counts nothing in it."""
+        if not self.log_path or not self.adapter.log_counter_names:
+            return None
+        if self._log_tail is None or self._log_tail.path != self.log_path:
+            self._log_tail = LogTail(self.log_path, self.adapter.log_counters)
+        return self._log_tail
 
     def sampling_for(self, mode: Mode) -> dict[str, Any]:
         if mode == Mode.GREEDY:
-            return dict(GREEDY)
+            return {**GREEDY, **{k: self.sampling[k] for k in LENGTH_CONTROLS if self.sampling.get(k) is not None}}
         return self.adapter.sampling(self.sampling)
 
     def client(self, concurrency: int = 8) -> httpx.AsyncClient:
@@ -102,29 +128,99 @@ async def chat(
     max_tokens: int,
     *,
     tools: list[dict[str, Any]] | None = None,
-    read_timeout: float = 120.0,
+    read_timeout: float | None = None,
     total_timeout: float | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> RequestRecord:
+    """One streamed chat request with the target's sampling for `mode`; `extra` fields
+    (a probe's own, e.g. decode's ignore_eos) go last and win.
+
+    Every probe's requests pass here, so the stall policy lives here: once the target's
+    stall guard has tripped, nothing is sent and the record comes back "not run" at once.
+    """
+    if target.stalls.tripped:
+        return target.stalls.not_run()
+    timeout = read_timeout if read_timeout is not None else (target.read_timeout or READ_TIMEOUT_S)
     body: dict[str, Any] = {"model": target.model, "messages": messages, "max_tokens": max_tokens}
     body.update(target.sampling_for(mode))
     if tools:
         body["tools"] = tools
-    return await stream_chat(http, body, read_timeout=read_timeout, total_timeout=total_timeout)
+    if extra:  # through the adapter too, which renames or drops what its runtime lacks
+        body.update(target.adapter.sampling(extra))
+    record = await stream_chat(http, body, read_timeout=timeout, total_timeout=total_timeout)
+    target.stalls.observe(record, timeout)
+    return record
 
 
-async def read_counters(http: httpx.AsyncClient, target: ProbeTarget) -> dict[str, float]:
-    """Server counters under logical names; empty when the runtime exposes none."""
-    out: dict[str, float] = {}
+class LogTail:
+    """Cumulative counters of a growing server log, read from where the last read stopped.
+
+    Why: at trace verbosity a server log grows by megabytes over a probe; reading and
+    scanning all of it for every counter read costs more each time and competes with the
+    streams being timed. Only the bytes added since the last read are scanned (up to the
+    last complete line; a half-written line waits for the next read), and the counts are
+    added to running totals. A log that shrank or was replaced by a new file (truncation,
+    rotation) is read again from its start; the totals keep counting, so they never go
+    backwards and per-probe deltas stay right.
+    """
+
+    def __init__(self, path: str, count: Callable[[str], Mapping[str, float]]):
+        self.path = path
+        self.count = count
+        self.offset = 0
+        self.totals: dict[str, float] = {}
+        self.resets = 0
+        self._partial = b""
+        self._file_id: tuple[int, int] | None = None
+        self._lock = threading.Lock()  # one reader at a time (reads run in worker threads)
+
+    def read(self) -> dict[str, float]:
+        """The totals after reading what the log gained; raises OSError if it cannot be read."""
+        with self._lock:
+            with open(self.path, "rb") as fh:
+                stat = os.fstat(fh.fileno())
+                file_id = (stat.st_dev, stat.st_ino)
+                if self._file_id is not None and (file_id != self._file_id or stat.st_size < self.offset):
+                    self.offset, self._partial = 0, b""
+                    self.resets += 1
+                self._file_id = file_id
+                fh.seek(self.offset)
+                data = fh.read()
+            self.offset += len(data)
+            data = self._partial + data
+            end = data.rfind(b"\n") + 1
+            self._partial = data[end:]
+            if end:
+                for name, value in self.count(data[:end].decode("utf-8", errors="replace")).items():
+                    self.totals[name] = self.totals.get(name, 0.0) + float(value)
+            for name in self.count(""):  # every counter exists from the first read, even at 0
+                self.totals.setdefault(name, 0.0)
+            return dict(self.totals)
+
+
+async def read_server_metrics(http: httpx.AsyncClient, target: ProbeTarget, timeout: float = 10.0) -> dict[str, float]:
+    """Counters and gauges from the runtime's metrics endpoint, under logical names; {}
+    when it has none. Raises httpx.HTTPError or ValueError when the read fails."""
     path = target.adapter.metrics_path
-    if path and target.adapter.metric_names:
+    if not (path and target.adapter.metric_names):
+        return {}
+    return target.adapter.read_metrics(await get_text(http, path, timeout=timeout))
+
+
+async def read_counters(http: httpx.AsyncClient, target: ProbeTarget, *, log: bool = True) -> dict[str, float]:
+    """Server counters under logical names; empty when the runtime exposes none.
+
+    Log counters (`log=True`) are read by the target's LogTail in a worker thread, so the
+    file read and the scan never block the event loop the streams are timed on.
+    """
+    try:
+        out = await read_server_metrics(http, target)
+    except (httpx.HTTPError, ValueError):
+        out = {}
+    tail = target.log_tail() if log else None
+    if tail is not None:
         try:
-            out = target.adapter.read_metrics(await get_text(http, path))
-        except (httpx.HTTPError, ValueError):
-            out = {}
-    if target.log_path:
-        try:
-            with open(target.log_path, encoding="utf-8", errors="replace") as fh:
-                out.update(target.adapter.log_counters(fh.read()))
+            out.update(await asyncio.to_thread(tail.read))
         except OSError:
             pass
     return out
@@ -146,31 +242,97 @@ async def record_counter_deltas(
     for name in COUNTERS:
         if name in deltas:
             sink.measurement(
-                metric=name, value=deltas[name], unit="count" if "tokens" not in name else "tokens",
+                metric=name, value=deltas[name], unit=target.adapter.counter_unit(name),
                 mode=mode, scenario=scenario, context=context, source=sources.get(name, ""),
             )
     return deltas
 
 
-class QueueSampler:
-    """Samples queue depth (and slots busy) every `interval_s` while a load probe runs."""
+SAMPLE_GAP = "sample_gap"  # a sample series: one row per failed read, at its tick
 
-    def __init__(self, http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, interval_s: float = 0.5):
+
+class QueueSampler:
+    """Samples queue depth (and slots busy) on a fixed schedule while a load runs.
+
+    Ticks fall at start + k * interval_s, not interval_s after each read returns, so the
+    series keeps its stated rate however long a read takes. A tick that passes while the
+    previous read is still running is skipped (counted in `skipped`), never made up in a
+    burst. A read that fails or times out is a gap: a `sample_gap` row at its time and no
+    value for the gauges (the chart breaks there; nothing is carried over or guessed),
+    counted in `gaps`. Rows are labelled with the phase (`load`, `baseline`) so the
+    report can tell the phases apart. Only the metrics endpoint is read; log counters
+    are not needed for gauges. A runtime without a metrics endpoint is not sampled.
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        target: ProbeTarget,
+        sink: Sink,
+        interval_s: float = 0.5,
+        *,
+        phase: str = "load",
+        read_timeout_s: float | None = None,
+    ):
         self.http, self.target, self.sink, self.interval_s = http, target, sink, interval_s
+        self.phase = phase
+        self.read_timeout_s = read_timeout_s if read_timeout_s is not None else max(2.0, 4 * interval_s)
         self._task: asyncio.Task[None] | None = None
         self.series: list[tuple[float, float]] = []
+        self.reads = 0
+        self.gaps = 0
+        self.skipped = 0
+        self.first_error = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.target.adapter.metrics_path and self.target.adapter.metric_names)
 
     async def _run(self) -> None:
+        if not self.active:
+            return
         start = time.perf_counter()
+        tick = 0
         while True:
-            values = await read_counters(self.http, self.target)
             t = time.perf_counter() - start
-            if "queue_depth" in values:
-                self.series.append((t, values["queue_depth"]))
-                self.sink.sample("queue_depth", t, values["queue_depth"])
-            if "slots_busy" in values:
-                self.sink.sample("slots_busy", t, values["slots_busy"])
-            await asyncio.sleep(self.interval_s)
+            try:
+                values = await read_server_metrics(self.http, self.target, timeout=self.read_timeout_s)
+                self.reads += 1
+            except (httpx.HTTPError, ValueError, OSError) as exc:
+                self.reads += 1
+                self.gaps += 1
+                self.first_error = self.first_error or f"{type(exc).__name__}: {exc}"[:200]
+                self.sink.sample(SAMPLE_GAP, t, 1.0, self.phase)
+            else:
+                if "queue_depth" in values:
+                    self.series.append((t, values["queue_depth"]))
+                    self.sink.sample("queue_depth", t, values["queue_depth"], self.phase)
+                if "slots_busy" in values:
+                    self.sink.sample("slots_busy", t, values["slots_busy"], self.phase)
+            tick += 1
+            now = time.perf_counter() - start
+            if now >= tick * self.interval_s:  # the read overran: skip the ticks it covered
+                late = int(now // self.interval_s) + 1
+                self.skipped += late - tick
+                tick = late
+            await asyncio.sleep(tick * self.interval_s - now)
+
+    def record(self, *, mode: Mode | str, scenario: str, context: int = 0) -> None:
+        """The phase's summary rows: highest queue depth, and how many reads were made,
+        failed (gaps) and skipped, so a sparse series is never mistaken for a quiet one."""
+        if not self.active:
+            return
+        if self.series:
+            self.sink.measurement(
+                metric="queue_depth_max", value=max(v for _, v in self.series), unit="requests",
+                mode=mode, scenario=scenario, context=context, trial=-1,
+            )
+        for metric, value, source in (
+            ("queue_samples", self.reads, f"every {self.interval_s:g} s"),
+            ("queue_sample_gaps", self.gaps, self.first_error),
+            ("queue_ticks_skipped", self.skipped, ""),
+        ):
+            self.sink.measurement(metric=metric, value=value, unit="count", mode=mode, scenario=scenario, context=context, trial=-1, source=source)
 
     async def __aenter__(self) -> QueueSampler:
         self._task = asyncio.create_task(self._run())

@@ -4,17 +4,26 @@ Identical-prompt pairs (prime, then the same prompt again) at growing lengths: d
 from `start_tokens` until reuse falls below `min_reuse` or the context is reached, then a
 bisection between the last length that reused and the first that did not, down to
 `resolution_tokens`. "Our prefix cache died at token 1,067" is this probe's output.
+
+A request that fails is not a cache that died: a failed pair is tried once more, and if it
+fails again the search stops there and says so (`ceiling_search_error_at`, with the error
+kind), never recording a death. Sizes reported in tokens are the server's prompt_tokens of
+those requests; only when the server reports none do they fall back to the prompt's sizing
+count, and the source says which.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from arms.metrics import extract_cached_tokens, prompt_tokens, record_payload, reuse
+from arms.metrics import extract_cached_tokens, flag_reuse_source, prompt_tokens, record_payload, reuse
 from arms.probes.base import ProbeTarget, Sink, chat
-from arms.probes.prompts import conversation
+from arms.probes.failures import NOT_RUN, record_errors, record_failure
+from arms.probes.prompts import sized_conversation
 from campaign.states import Mode
 
 
@@ -28,24 +37,59 @@ class CacheCeilingParams(BaseModel):
     context: int = 0
 
 
-async def _reuse_at(http, target: ProbeTarget, sink: Sink, length: int, mode: Mode, salt: str, params: CacheCeilingParams) -> float | None:
-    system = min(64, length // 4)
-    messages = conversation(system, length - system, f"{salt}-{length}")
-    prime = await chat(http, target, messages, mode, params.max_tokens)
-    sink.request(prime, scenario=f"len{length}:prime", mode=mode)
-    record = await chat(http, target, messages, mode, params.max_tokens)
-    sink.request(record, scenario=f"len{length}", mode=mode)
-    if not (prime.ok and record.ok):
-        sink.measurement(metric="errors", value=1, unit="count", mode=mode, scenario=f"len{length}", context=params.context, source=(record.error or prime.error or ""))
-        return None
+@dataclass
+class _Point:
+    """One length tried: its reuse, the prompt's size in tokens (and where that count came
+    from), or the kind of error that kept it from being measured."""
+
+    length: int
+    reuse: float | None = None
+    tokens: int | None = None
+    tokens_source: str = ""
+    error: str = ""
+
+
+async def _reuse_at(
+    http, target: ProbeTarget, sink: Sink, length: int, mode: Mode, salt: str, params: CacheCeilingParams, sent: list[Any]
+) -> _Point:
+    sized = await sized_conversation(http, length, f"{salt}-{length}", system_cap=64)  # `length` in tokens
+    messages = sized.messages
+    sink.measurement(metric="prompt_tokens_target", value=length, unit="tokens", mode=mode, scenario=f"len{length}", context=params.context, source=sized.source)
+    scenario = f"len{length}"
+    for attempt in range(2):  # one failed pair is tried again: a single 503 is no ceiling
+        record = await chat(http, target, messages, mode, params.max_tokens)
+        sent.append(record)
+        sink.request(record, scenario=f"{scenario}:prime", mode=mode, trial=attempt)
+        if record.ok:
+            record = await chat(http, target, messages, mode, params.max_tokens)
+            sent.append(record)
+            sink.request(record, scenario=scenario, mode=mode, trial=attempt)
+        if record.ok:
+            break
+        kind = record_failure(sink, record, mode=mode, scenario=scenario, context=params.context, trial=attempt)
+        if kind == NOT_RUN:
+            break
+    if not record.ok:
+        return _Point(length, error=kind)
     payload = record_payload(record)
     cached, field = extract_cached_tokens(payload, prefer=target.adapter.cached_tokens_field)
     prompt = prompt_tokens(payload)
-    value = reuse(cached, prompt)
-    if value is not None:
-        sink.measurement(metric="reuse", value=value, unit="ratio", mode=mode, scenario=f"len{length}", context=params.context, source=field)
-        sink.measurement(metric="prompt_tokens", value=prompt or 0, unit="tokens", mode=mode, scenario=f"len{length}", context=params.context, source="usage.prompt_tokens")
-    return value
+    point = _Point(length, reuse(cached, prompt), prompt, _prompt_source(payload), "")
+    if prompt is None:  # the server counts nothing: the sizing count stands in, labelled
+        point.tokens, point.tokens_source = sized.tokens, f"{sized.source} (the server reported no prompt_tokens)"
+    if point.reuse is None:
+        point.error = "no cached-token count from the server"
+        return point
+    sink.measurement(metric="reuse", value=point.reuse, unit="ratio", mode=mode, scenario=scenario, context=params.context, source=flag_reuse_source(field, point.reuse))
+    sink.measurement(metric="prompt_tokens", value=point.tokens or 0, unit="tokens", mode=mode, scenario=scenario, context=params.context, source=point.tokens_source)
+    return point
+
+
+def _prompt_source(payload: dict) -> str:
+    """Which server field `prompt_tokens(payload)` read."""
+    if isinstance((payload.get("usage") or {}).get("prompt_tokens"), int):
+        return "usage.prompt_tokens"
+    return "timings.prompt_n + timings.cache_n"
 
 
 async def run(target: ProbeTarget, sink: Sink, params: CacheCeilingParams) -> None:
@@ -53,28 +97,50 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheCeilingParams) -> No
     async with target.client(2) as http:
         for mode in params.modes:
             salt = f"ceiling-{uuid.uuid4().hex[:8]}-{mode}"
-            good, bad = 0, None
+            good: _Point | None = None  # the largest length that reused
+            bad: _Point | None = None  # the smallest length whose reuse died
+            stopped: _Point | None = None  # the length whose requests failed: search over
             length = min(params.start_tokens, limit)
+            sent: list[Any] = []  # every request of the search, for its error rate
             while True:
-                value = await _reuse_at(http, target, sink, length, mode, salt, params)
-                if value is None:
-                    bad = length
+                point = await _reuse_at(http, target, sink, length, mode, salt, params, sent)
+                if point.error:
+                    stopped = point
                     break
-                if value < params.min_reuse:
-                    bad = length
+                if point.reuse < params.min_reuse:
+                    bad = point
                     break
-                good = length
+                good = point
                 if length >= limit:
                     break
                 length = min(length * 2, limit)
-            while bad is not None and bad - good > params.resolution_tokens:
-                mid = (good + bad) // 2
-                value = await _reuse_at(http, target, sink, mid, mode, salt, params)
-                if value is not None and value >= params.min_reuse:
-                    good = mid
+            while bad is not None and stopped is None and bad.length - (good.length if good else 0) > params.resolution_tokens:
+                point = await _reuse_at(http, target, sink, ((good.length if good else 0) + bad.length) // 2, mode, salt, params, sent)
+                if point.error:
+                    stopped = point
+                elif point.reuse >= params.min_reuse:
+                    good = point
                 else:
-                    bad = mid
-            sink.measurement(metric="reuse_ceiling_tokens", value=good, unit="tokens", mode=mode, scenario="summary", context=params.context, trial=-1, source="largest prompt that reused")
-            if bad is not None:
-                sink.measurement(metric="reuse_dies_at_tokens", value=bad, unit="tokens", mode=mode, scenario="summary", context=params.context, trial=-1, source="smallest prompt that did not")
-            sink.measurement(metric="reuse_holds_to_limit", value=float(bad is None), unit="bool", mode=mode, scenario="summary", context=params.context, trial=-1, source=f"limit {limit}")
+                    bad = point
+            _summary(sink, params, mode, limit, good, bad, stopped)
+            record_errors(sink, sent, mode=mode, scenario="summary", context=params.context)
+
+
+def _summary(sink: Sink, params: CacheCeilingParams, mode: Mode, limit: int, good: _Point | None, bad: _Point | None, stopped: _Point | None) -> None:
+    """What the search found, in the server's tokens; nothing is claimed that was not seen:
+    no ceiling before any length was measured, no death where requests failed."""
+
+    def put(metric: str, value: float, unit: str, source: str) -> None:
+        sink.measurement(metric=metric, value=value, unit=unit, mode=mode, scenario="summary", context=params.context, trial=-1, source=source)
+
+    if good is not None:
+        put("reuse_ceiling_tokens", good.tokens or 0, "tokens", f"largest prompt that reused: {good.tokens_source}")
+    elif bad is not None:
+        put("reuse_ceiling_tokens", 0, "tokens", f"no prompt reused, from {params.start_tokens} tokens on")
+    if bad is not None:
+        put("reuse_dies_at_tokens", bad.tokens or 0, "tokens", f"smallest prompt that did not reuse: {bad.tokens_source}")
+    if stopped is not None:
+        # the failed request has no server count: the size asked for, in sizing tokens
+        put("ceiling_search_error_at", stopped.length, "tokens", f"{stopped.error}; the search stopped on this error, not on reuse")
+    if bad is not None or stopped is None:
+        put("reuse_holds_to_limit", float(bad is None), "bool", f"limit {limit}")

@@ -8,6 +8,10 @@ Each scenario primes the server with a prompt, then probes it with a related one
   middle_mutation  one word changed mid-prompt (reuse ~ the share before the change)
 Reuse is what the server reports (cached / prompt tokens, with the field it came from);
 expected reuse is what the prompts were built to allow. Reuse is never inferred from TTFT.
+
+`repeats` runs every scenario that many times with fresh prompts (trial = repeat), so a
+gate reading a scenario has n > 1 and an interval; each scenario's requests (primes
+included) give its error rate (`record_errors`).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from arms.metrics import extract_cached_tokens, prompt_tokens, record_payload, reuse, ttft_s
+from arms.metrics import extract_cached_tokens, flag_reuse_source, prompt_tokens, record_payload, reuse, ttft_s
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
+from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import conversation, expected_reuse, mutate_middle, words
 from campaign.states import Mode
 
@@ -40,6 +45,7 @@ class CacheProbeParams(BaseModel):
     max_tokens: int = Field(default=8, ge=1)
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL, Mode.GREEDY])
     scenarios: list[str] = Field(default_factory=lambda: list(SCENARIOS))
+    repeats: int = Field(default=1, ge=1, description="each scenario this many times, fresh prompts each (trial = repeat)")
     context: int = 0
 
 
@@ -74,30 +80,38 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None
     async with target.client(2) as http:
         for mode in params.modes:
             before = await read_counters(http, target)
-            for scenario in params.scenarios:
-                salt = f"cache-{run_id}-{mode}-{scenario}"
-                primed = conversation(system, user, salt)
-                tools = [LOOKUP_TOOL] if scenario == "tool_turn" else None
-                if scenario == "cold":
-                    record = await chat(http, target, primed, mode, params.max_tokens, tools=tools)
-                    sink.request(record, scenario=scenario, mode=mode)
-                    _emit(sink, target, record, scenario, mode, params.context, expected=0.0, expected_source="constructed")
-                    continue
-                prime = await chat(http, target, primed, mode, params.max_tokens, tools=tools)
-                sink.request(prime, scenario=f"{scenario}:prime", mode=mode)
-                if not prime.ok:
-                    continue
-                probe_msgs = _probe_messages(scenario, primed, prime.text.strip() or "ok", salt)
-                expected, source = await expected_reuse(http, primed, probe_msgs)
-                record = await chat(http, target, probe_msgs, mode, params.max_tokens, tools=tools)
-                sink.request(record, scenario=scenario, mode=mode)
-                cold = ttft_s(prime)
-                if cold is not None:
-                    sink.measurement(metric="ttft_cold_s", value=cold, unit="s", mode=mode, scenario=scenario, context=params.context)
-                _emit(sink, target, record, scenario, mode, params.context, expected=expected, expected_source=source)
-                warm = ttft_s(record)
-                if cold and warm:
-                    sink.measurement(metric="warm_speedup", value=cold / warm, unit="x", mode=mode, scenario=scenario, context=params.context)
+            sent: dict[str, list[Any]] = {scenario: [] for scenario in params.scenarios}
+            for trial in range(params.repeats):
+                for scenario in params.scenarios:
+                    salt = f"cache-{run_id}-{mode}-{scenario}" + (f"-r{trial}" if trial else "")
+                    primed = conversation(system, user, salt)
+                    tools = [LOOKUP_TOOL] if scenario == "tool_turn" else None
+                    if scenario == "cold":
+                        record = await chat(http, target, primed, mode, params.max_tokens, tools=tools)
+                        sent[scenario].append(record)
+                        sink.request(record, scenario=scenario, mode=mode, trial=trial)
+                        _emit(sink, target, record, scenario, mode, params.context, trial, expected=0.0, expected_source="constructed")
+                        continue
+                    prime = await chat(http, target, primed, mode, params.max_tokens, tools=tools)
+                    sent[scenario].append(prime)
+                    sink.request(prime, scenario=f"{scenario}:prime", mode=mode, trial=trial)
+                    if not prime.ok:
+                        record_failure(sink, prime, mode=mode, scenario=f"{scenario}:prime", context=params.context, trial=trial)
+                        continue
+                    probe_msgs = _probe_messages(scenario, primed, prime.text.strip() or "ok", salt)
+                    expected, source = await expected_reuse(http, primed, probe_msgs, tools)
+                    record = await chat(http, target, probe_msgs, mode, params.max_tokens, tools=tools)
+                    sent[scenario].append(record)
+                    sink.request(record, scenario=scenario, mode=mode, trial=trial)
+                    cold = ttft_s(prime)
+                    if cold is not None:
+                        sink.measurement(metric="ttft_cold_s", value=cold, unit="s", mode=mode, scenario=scenario, context=params.context, trial=trial)
+                    _emit(sink, target, record, scenario, mode, params.context, trial, expected=expected, expected_source=source)
+                    warm = ttft_s(record)
+                    if cold and warm:
+                        sink.measurement(metric="warm_speedup", value=cold / warm, unit="x", mode=mode, scenario=scenario, context=params.context, trial=trial)
+            for scenario, records in sent.items():
+                record_errors(sink, records, mode=mode, scenario=scenario, context=params.context)
             await record_counter_deltas(http, target, sink, before, mode=mode, context=params.context)
 
 
@@ -108,24 +122,25 @@ def _emit(
     scenario: str,
     mode: Mode,
     context: int,
+    trial: int,
     *,
     expected: float,
     expected_source: str,
 ) -> None:
-    sink.measurement(metric="expected_reuse", value=expected, unit="ratio", mode=mode, scenario=scenario, context=context, source=expected_source)
+    sink.measurement(metric="expected_reuse", value=expected, unit="ratio", mode=mode, scenario=scenario, context=context, trial=trial, source=expected_source)
     if not record.ok:
-        sink.measurement(metric="errors", value=1, unit="count", mode=mode, scenario=scenario, context=context, source=record.error or "")
+        record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial)
         return
     ttft = ttft_s(record)
     if ttft is not None:
-        sink.measurement(metric="ttft_s", value=ttft, unit="s", mode=mode, scenario=scenario, context=context)
+        sink.measurement(metric="ttft_s", value=ttft, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
     payload = record_payload(record)
     cached, field = extract_cached_tokens(payload, prefer=target.adapter.cached_tokens_field)
     prompt = prompt_tokens(payload)
     if prompt is not None:
-        sink.measurement(metric="prompt_tokens", value=prompt, unit="tokens", mode=mode, scenario=scenario, context=context, source="usage.prompt_tokens")
+        sink.measurement(metric="prompt_tokens", value=prompt, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source="usage.prompt_tokens")
     if cached is not None:
-        sink.measurement(metric="cached_tokens", value=cached, unit="tokens", mode=mode, scenario=scenario, context=context, source=field)
+        sink.measurement(metric="cached_tokens", value=cached, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source=field)
         value = reuse(cached, prompt)
         if value is not None:
-            sink.measurement(metric="reuse", value=value, unit="ratio", mode=mode, scenario=scenario, context=context, source=field)
+            sink.measurement(metric="reuse", value=value, unit="ratio", mode=mode, scenario=scenario, context=context, trial=trial, source=flag_reuse_source(field, value))

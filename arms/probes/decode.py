@@ -4,18 +4,30 @@ The prompt fills the context (leaving room for the output), then `max_tokens` ar
 generated; repeated `repeats` times with the same prompt, so that after the first
 repeat the prefill is reused and the wall clock goes to decode. The median and the
 spread are stored beside every trial.
+
+Every trial should generate exactly `max_tokens`, or rates at different lengths would be
+compared: the probe sends `ignore_eos` and `min_tokens = max_tokens` (llama.cpp honours
+the first, vLLM and SGLang both), and a trial whose server-reported completion_tokens
+differs is stored as `short_trial` (its token count), never as a decode rate.
+`warmup` untimed trials run first (connection, prefill, caches); they are stored under
+scenario `decode:warmup` with trial WARMUP_TRIAL - i, which no median or gate reads.
 """
 
 from __future__ import annotations
 
 import uuid
 
-from pydantic import BaseModel, Field
+from typing import Any
 
-from arms.metrics import decode_tps, e2e_s, record_payload, summarize, ttft_s
+from pydantic import BaseModel, Field, model_validator
+
+from arms.metrics import SOURCE_SERVER, RequestRecord, completion_tokens, decode_tps, e2e_s, record_payload, summarize, tpot_s, ttft_s
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
-from arms.probes.prompts import conversation
-from campaign.states import Mode
+from arms.probes.failures import record_errors, record_failure
+from arms.probes.prompts import sized_conversation
+from campaign.states import WARMUP_TRIAL, Mode
+
+WARMUP_SCENARIO = "decode:warmup"
 
 
 class DecodeParams(BaseModel):
@@ -24,6 +36,20 @@ class DecodeParams(BaseModel):
     repeats: int = Field(default=3, ge=1)
     fill: float = Field(default=0.8, gt=0, le=1, description="share of the context the prompt fills")
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
+    warmup: int = Field(default=1, ge=0, description="untimed trials before the timed ones, stored but never read by medians or gates")
+    ignore_eos: bool = Field(default=True, description="ask the server to generate past end-of-sequence")
+    min_tokens: int | None = Field(default=None, ge=0, description="no end-of-sequence before this many tokens (default: max_tokens)")
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> DecodeParams:
+        if self.min_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens {self.min_tokens} is above max_tokens {self.max_tokens}")
+        return self
+
+    def length_fields(self) -> dict[str, Any]:
+        """The request fields that make every trial generate exactly max_tokens."""
+        floor = self.max_tokens if self.min_tokens is None else self.min_tokens
+        return {"ignore_eos": self.ignore_eos, **({"min_tokens": floor} if floor else {})}
 
 
 async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
@@ -32,25 +58,19 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
         for context in params.contexts:
             size = max(16, int(context * params.fill) - params.max_tokens - 16)
             for mode in params.modes:
-                messages = conversation(min(256, size // 4), size - min(256, size // 4), f"decode-{run_id}-{context}-{mode}")
+                # `size` is in the server's tokens where it has a tokenizer; the source says how
+                sized = await sized_conversation(http, size, f"decode-{run_id}-{context}-{mode}", system_cap=256)
+                messages = sized.messages
+                sink.measurement(metric="prompt_tokens_target", value=size, unit="tokens", mode=mode, scenario="decode", context=context, trial=-1, source=sized.source)
                 rates: list[float | None] = []
                 per_request: dict[str, float] = {}
+                for i in range(params.warmup):
+                    await _trial(http, target, sink, params, messages, mode, context, WARMUP_SCENARIO, WARMUP_TRIAL - i, None)
                 before = await read_counters(http, target)
+                timed: list[RequestRecord] = []
                 for trial in range(params.repeats):
-                    record = await chat(http, target, messages, mode, params.max_tokens)
-                    sink.request(record, scenario="decode", mode=mode, trial=trial)
-                    if not record.ok:
-                        sink.measurement(metric="errors", value=1, unit="count", mode=mode, scenario="decode", context=context, trial=trial, source=record.error or "")
-                        continue
-                    for name, value in target.adapter.request_counters(record_payload(record)).items():
-                        per_request[name] = per_request.get(name, 0.0) + value
-                    rate, source = decode_tps(record)
-                    rates.append(rate)
-                    if rate is not None:
-                        sink.measurement(metric="decode_tps", value=rate, unit="tok/s", mode=mode, scenario="decode", context=context, trial=trial, source=source)
-                    for metric, value in (("ttft_s", ttft_s(record)), ("e2e_s", e2e_s(record))):
-                        if value is not None:
-                            sink.measurement(metric=metric, value=value, unit="s", mode=mode, scenario="decode", context=context, trial=trial)
+                    rates.append(await _trial(http, target, sink, params, messages, mode, context, "decode", trial, per_request, timed))
+                record_errors(sink, timed, mode=mode, scenario="decode", context=context)
                 # draft/accepted tokens and the rest, as deltas over this context's repeats
                 deltas = await record_counter_deltas(http, target, sink, before, mode=mode, scenario="decode", context=context)
                 for name, value in per_request.items():  # runtimes that report drafting per response only
@@ -60,3 +80,48 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                 if stats:
                     sink.measurement(metric="decode_tps_median", value=stats["median"], unit="tok/s", mode=mode, scenario="decode", context=context, trial=-1)
                     sink.measurement(metric="decode_tps_spread", value=stats["max"] - stats["min"], unit="tok/s", mode=mode, scenario="decode", context=context, trial=-1)
+
+
+async def _trial(
+    http: Any,
+    target: ProbeTarget,
+    sink: Sink,
+    params: DecodeParams,
+    messages: list[dict[str, Any]],
+    mode: Mode,
+    context: int,
+    scenario: str,
+    trial: int,
+    per_request: dict[str, float] | None,
+    timed: list[RequestRecord] | None = None,
+) -> float | None:
+    """One decode request and its rows; its decode rate, or None when it failed or was
+    short. `per_request` sums per-response draft counts (None: a warm-up, not counted)."""
+    record = await chat(http, target, messages, mode, params.max_tokens, extra=params.length_fields())
+    if timed is not None:  # the cell's requests, for its error rate (warm-ups are not in it)
+        timed.append(record)
+    sink.request(record, scenario=scenario, mode=mode, trial=trial)
+    if not record.ok:
+        record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial)
+        return None
+    if per_request is not None:
+        for name, value in target.adapter.request_counters(record_payload(record)).items():
+            per_request[name] = per_request.get(name, 0.0) + value
+    first = ttft_s(record)
+    if first is not None:  # prefill is measured whatever the reply's length
+        sink.measurement(metric="ttft_s", value=first, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
+    generated, counted_by = completion_tokens(record)
+    if counted_by == SOURCE_SERVER and generated != params.max_tokens:
+        sink.measurement(
+            metric="short_trial", value=generated or 0, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial,
+            source=f"completion_tokens {generated} of max_tokens {params.max_tokens}, finish_reason {record.finish_reason}",
+        )
+        return None
+    rate, source = decode_tps(record)
+    if rate is not None:
+        sink.measurement(metric="decode_tps", value=rate, unit="tok/s", mode=mode, scenario=scenario, context=context, trial=trial, source=source)
+        sink.measurement(metric="tpot_s", value=tpot_s(record)[0], unit="s", mode=mode, scenario=scenario, context=context, trial=trial, source=source)
+    total = e2e_s(record)
+    if total is not None:
+        sink.measurement(metric="e2e_s", value=total, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
+    return rate

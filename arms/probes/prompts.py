@@ -1,13 +1,20 @@
-"""Synthetic prompts with known shape: sizes in words, shared prefixes by construction.
+"""Synthetic prompts with known shape: built in words, sized in the server's tokens, shared
+prefixes by construction.
 
 Words are common English words so that real tokenizers split them about one token each;
-the simulator counts one token per word. Each prompt is seeded by a salt, so a probe can
-build "never seen" and "seen before" prompts at will.
+the simulator counts one token per word. `sized_conversation` corrects the word count with
+the server's tokenizer (`PromptTokenizer`) so a prompt size means tokens on every runtime.
+Each prompt is seeded by a salt, so a probe can build "never seen" and "seen before"
+prompts at will.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -58,16 +65,105 @@ def mutate_middle(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return out, target / total if total else 0.0
 
 
-async def server_token_count(http: httpx.AsyncClient, messages: list[dict[str, Any]]) -> list[str] | None:
-    """Rendered prompt tokens from the server's tokenizer endpoint, where it has one."""
-    try:
-        response = await http.post("/tokenize", json={"messages": messages}, timeout=10.0)
-        if response.status_code != 200:
-            return None
-        tokens = response.json().get("tokens")
-        return [str(t) for t in tokens] if isinstance(tokens, list) else None
-    except (httpx.HTTPError, ValueError):
+# How a prompt's size or shared prefix was counted (stored as the measurement's `source`).
+VIA_TEMPLATE = "server-tokenizer (apply-template)"
+VIA_MESSAGES = "server-tokenizer (messages)"
+CLIENT_WORDS = "client-words"
+WORD_ESTIMATE = "word-estimate (1 word = 1 token)"
+
+# Server answers meaning "this endpoint does not exist here", as opposed to "not this prompt".
+_ABSENT = frozenset({404, 405, 501})
+
+
+class PromptTokenizer:
+    """A chat's prompt tokens as the server will see them, where the server can say.
+
+    Why: expected reuse and prompt sizes are claims in the server's tokens, and only the
+    server's tokenizer and chat template give those. Two ways, tried in this order, so a
+    server that has both is always counted the same way:
+      1. `POST /apply-template {messages, tools}` renders the template (llama.cpp), then
+         `POST /tokenize {content, add_special}` tokenizes the text with the flags the chat
+         path uses, so the count equals the server's `usage.prompt_tokens`.
+      2. `POST /tokenize {messages, tools}` (the simulator, vLLM).
+    An empty token list is "no tokenizer here" (llama.cpp answers `/tokenize {messages}`
+    with `{"tokens": []}`), never a prompt of 0 tokens. A way the server does not have
+    (404, or an empty answer) is dropped for the life of the client; a way that fails on
+    one prompt only (a template that rejects a tool call) is skipped for that prompt.
+    Answers are cached by request, so sizing a prompt twice costs no second round trip.
+    """
+
+    def __init__(self, http: httpx.AsyncClient):
+        self.http = http
+        self.ways: dict[str, Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], Awaitable[list[str] | None]]] = {
+            VIA_TEMPLATE: self._via_template,
+            VIA_MESSAGES: self._via_messages,
+        }
+        self._cache: dict[tuple[str, str], list[str] | None] = {}
+
+    async def tokens(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, way: str | None = None
+    ) -> tuple[list[str], str] | None:
+        """The prompt's tokens and the way they were counted; None when no way answers."""
+        for name in [way] if way else list(self.ways):
+            if name not in self.ways:
+                continue
+            key = (name, json.dumps([messages, tools], sort_keys=True))
+            if key not in self._cache:
+                self._cache[key] = await self.ways[name](messages, tools)
+            if self._cache[key] is not None:
+                return self._cache[key], name
         return None
+
+    async def _post(self, path: str, body: dict[str, Any], way: str) -> dict[str, Any] | None:
+        """The JSON answer, or None. A connection that breaks (a pooled one the server has
+        closed) is tried once more: a transport hiccup must not pass for a missing way."""
+        for attempt in range(2):
+            try:
+                response = await self.http.post(path, json=body, timeout=30.0)
+                break
+            except httpx.TransportError:
+                if attempt:
+                    return None
+            except httpx.HTTPError:
+                return None
+        if response.status_code in _ABSENT:
+            self.ways.pop(way, None)
+            return None
+        try:
+            answer = response.json() if response.status_code == 200 else None
+        except ValueError:
+            return None
+        return answer if isinstance(answer, dict) else None
+
+    def _token_list(self, answer: dict[str, Any] | None, way: str) -> list[str] | None:
+        tokens = answer.get("tokens") if answer else None
+        if isinstance(tokens, list) and not tokens:
+            self.ways.pop(way, None)  # answers, but counts nothing: no tokenizer this way
+        if not (isinstance(tokens, list) and tokens):
+            return None
+        return [str(t.get("id", t)) if isinstance(t, dict) else str(t) for t in tokens]
+
+    async def _via_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[str] | None:
+        body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
+        rendered = await self._post("/apply-template", body, VIA_TEMPLATE)
+        prompt = rendered.get("prompt") if rendered else None
+        if not isinstance(prompt, str) or not prompt:
+            return None
+        return self._token_list(await self._post("/tokenize", {"content": prompt, "add_special": True}, VIA_TEMPLATE), VIA_TEMPLATE)
+
+    async def _via_messages(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[str] | None:
+        body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
+        return self._token_list(await self._post("/tokenize", body, VIA_MESSAGES), VIA_MESSAGES)
+
+
+_TOKENIZERS: weakref.WeakKeyDictionary[httpx.AsyncClient, PromptTokenizer] = weakref.WeakKeyDictionary()
+
+
+def tokenizer_for(http: httpx.AsyncClient) -> PromptTokenizer:
+    """One PromptTokenizer per client: which ways the server has is learned once per probe run."""
+    if http not in _TOKENIZERS:
+        _TOKENIZERS[http] = PromptTokenizer(http)
+    return _TOKENIZERS[http]
 
 
 def common_prefix(a: list[Any], b: list[Any]) -> int:
@@ -91,12 +187,103 @@ def client_tokens(messages: list[dict[str, Any]]) -> list[str]:
 
 
 async def expected_reuse(
-    http: httpx.AsyncClient, primed: list[dict[str, Any]], probe: list[dict[str, Any]]
+    http: httpx.AsyncClient,
+    primed: list[dict[str, Any]],
+    probe: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
 ) -> tuple[float, str]:
-    """The share of the probe prompt that a perfect prefix cache could reuse."""
-    a = await server_token_count(http, primed)
-    b = await server_token_count(http, probe) if a is not None else None
-    source = "server-tokenizer"
-    if a is None or b is None:
-        a, b, source = client_tokens(primed), client_tokens(probe), "client-words"
-    return (common_prefix(a, b) / len(b) if b else 0.0), source
+    """The share of the probe prompt that a perfect prefix cache could reuse, and how the
+    prompts were counted. Both prompts are counted the same way (a shared prefix across two
+    tokenizers means nothing); the client's word split is the last resort, and says so."""
+    tokenizer = tokenizer_for(http)
+    for way in list(tokenizer.ways):
+        a = await tokenizer.tokens(primed, tools, way=way)
+        b = await tokenizer.tokens(probe, tools, way=way) if a else None
+        if a and b:
+            return common_prefix(a[0], b[0]) / len(b[0]), way
+    a_words, b_words = client_tokens(primed), client_tokens(probe)
+    return common_prefix(a_words, b_words) / len(b_words), CLIENT_WORDS
+
+
+@dataclass(frozen=True)
+class SizedPrompt:
+    """A conversation built to a token count: `tokens` as counted by `source`."""
+
+    messages: list[dict[str, Any]]
+    tokens: int
+    source: str
+
+
+SIZING_TRIES = 6
+
+
+def sizing_tolerance(target: int) -> int:
+    """How far below the target a sized prompt may land: 0.2%, at least 2 tokens. Never above:
+    a prompt sized to fill a context must not overflow it."""
+    return max(2, target // 500)
+
+
+async def sized_conversation(
+    http: httpx.AsyncClient,
+    target: int,
+    salt: str,
+    *,
+    system_cap: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
+) -> SizedPrompt:
+    """A system + user conversation whose rendered prompt is `target` tokens on this server.
+
+    Why: "context 32K" must mean 32K of the server's tokens on every runtime, chat template
+    included. With a server tokenizer the word count is corrected until the count lands in
+    [target - tolerance, target] (proportional first, then secant steps: the template adds a
+    constant, each word about one token); without one, words stand for tokens one to one and
+    the source says it is an estimate. A quarter of the words go to the system message, at
+    most `system_cap`. Sizing requests go before any timed request of a probe.
+    """
+    tokenizer = tokenizer_for(http)
+
+    def build(n: int) -> list[dict[str, Any]]:
+        system = min(system_cap, n // 4) if system_cap is not None else n // 4
+        return conversation(system, n - system, salt)
+
+    n, counted = max(1, target), {}
+    best: SizedPrompt | None = None
+    for _ in range(SIZING_TRIES):
+        messages = build(n)
+        answer = await tokenizer.tokens(messages, tools)
+        if answer is None:
+            break
+        count, source = len(answer[0]), answer[1]
+        counted[n] = count
+        candidate = SizedPrompt(messages, count, source)
+        if best is None or _closer_below(candidate.tokens, best.tokens, target):
+            best = candidate
+        if 0 <= target - count <= sizing_tolerance(target):
+            return candidate
+        below = [k for k, c in counted.items() if c <= target]
+        above = [k for k, c in counted.items() if c > target]
+        if below and above:  # secant between the nearest sizes either side of the target
+            lo, hi = max(below), min(above)
+        elif len(counted) > 1:  # secant through the two nearest tried sizes
+            lo, hi = sorted(sorted(counted, key=lambda k: abs(counted[k] - target))[:2])
+        else:  # proportional: tokens per word so far, template included
+            lo, hi = 0, n
+        slope = (counted[hi] - counted.get(lo, 0)) / (hi - lo)
+        aim = target - sizing_tolerance(target) // 2  # the middle of the accepted window
+        following = max(1, n + round((aim - count) / max(slope, 1e-6)))
+        if following in counted:  # the step rounds onto a tried size: one word toward the target
+            following = n + (1 if count < target else -1)
+        if following in counted or following < 1:
+            break
+        n = following
+    if best is not None:
+        return best
+    return SizedPrompt(build(max(1, target)), max(1, target), WORD_ESTIMATE)
+
+
+def _closer_below(count: int, best: int, target: int) -> bool:
+    """Whether `count` is a better size than `best`: at or under the target beats over it,
+    then the nearer one wins."""
+    if (count <= target) != (best <= target):
+        return count <= target
+    return abs(target - count) < abs(target - best)

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from arms.probes import agent_load, cache_ceiling, cache_probe, decode, tool_loop
+from arms.probes import agent_load, cache_ceiling, cache_probe, decode, load, tool_loop
 from campaign.states import ProbeName
 
 
@@ -25,6 +25,7 @@ PROBES: dict[ProbeName, ProbeSpec] = {
     ProbeName.TOOL_LOOP: ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False),
     ProbeName.AGENT_LOAD: ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False),
     ProbeName.CACHE_CEILING: ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False),
+    ProbeName.LOAD: ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False),
 }
 
 

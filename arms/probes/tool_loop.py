@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from arms.metrics import ttft_s
 from arms.probes import tool_env
 from arms.probes.base import ProbeTarget, Sink, chat
+from arms.probes.failures import NOT_RUN, record_errors, record_failure
 from campaign.states import Mode
 
 
@@ -31,14 +32,21 @@ class ToolLoopParams(BaseModel):
 SYSTEM = "You are an agent. Call the tools you are given, one step at a time, then answer."
 
 
-async def run_trial(http: Any, target: ProbeTarget, sink: Sink, params: ToolLoopParams, mode: Mode, trial: int, task: tool_env.Task) -> dict[str, Any]:
+async def run_trial(
+    http: Any, target: ProbeTarget, sink: Sink, params: ToolLoopParams, mode: Mode, trial: int, task: tool_env.Task,
+    sent: list[Any] | None = None,
+) -> dict[str, Any]:
+    """One task to its end; `sent` collects the requests (for the error rate)."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.prompt}]
     calls = 0
     for step in range(params.max_steps):
         record = await chat(http, target, messages, mode, params.max_tokens, tools=tool_env.TOOLS)
+        if sent is not None:
+            sent.append(record)
         sink.request(record, scenario=f"trial{trial}-step{step}", mode=mode, trial=trial)
         if not record.ok:
-            return {"passed": False, "steps": step + 1, "calls": calls, "answer": "", "error": record.error}
+            kind = record_failure(sink, record, mode=mode, scenario=f"step{step}", context=params.context, trial=trial)
+            return {"passed": False, "steps": step + 1, "calls": calls, "answer": "", "error": record.error, "not_run": kind == NOT_RUN}
         t = ttft_s(record)
         if t is not None:
             sink.measurement(metric="ttft_s", value=t, unit="s", mode=mode, scenario=f"step{step}", context=params.context, trial=trial)
@@ -59,10 +67,14 @@ async def run_trial(http: Any, target: ProbeTarget, sink: Sink, params: ToolLoop
 async def run(target: ProbeTarget, sink: Sink, params: ToolLoopParams) -> None:
     async with target.client(2) as http:
         for mode in params.modes:
-            passes = 0
+            passes = ran = 0
+            sent: list[Any] = []
             for trial in range(params.trials):
                 task = tool_env.TASKS[trial % len(tool_env.TASKS)]
-                outcome = await run_trial(http, target, sink, params, mode, trial, task)
+                outcome = await run_trial(http, target, sink, params, mode, trial, task, sent)
+                if outcome.get("not_run"):
+                    continue  # never sent (the server stalled before): no verdict, not a failure
+                ran += 1
                 passes += int(outcome["passed"])
                 sink.measurement(
                     metric="tool_loop_pass", value=float(outcome["passed"]), unit="bool", mode=mode,
@@ -70,5 +82,6 @@ async def run(target: ProbeTarget, sink: Sink, params: ToolLoopParams) -> None:
                     source=json.dumps({k: outcome[k] for k in ("steps", "calls", "answer", "error")}),
                 )
                 sink.measurement(metric="tool_calls", value=outcome["calls"], unit="count", mode=mode, scenario=f"user:{task.user}", context=params.context, trial=trial)
-            sink.measurement(metric="tool_loop_passes", value=passes, unit="count", mode=mode, scenario="summary", context=params.context, trial=-1, source=f"{passes}/{params.trials}")
-            sink.measurement(metric="tool_loop_trials", value=params.trials, unit="count", mode=mode, scenario="summary", context=params.context, trial=-1)
+            sink.measurement(metric="tool_loop_passes", value=passes, unit="count", mode=mode, scenario="summary", context=params.context, trial=-1, source=f"{passes}/{ran}")
+            sink.measurement(metric="tool_loop_trials", value=ran, unit="count", mode=mode, scenario="summary", context=params.context, trial=-1)
+            record_errors(sink, sent, mode=mode, scenario="summary", context=params.context)

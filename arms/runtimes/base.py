@@ -39,6 +39,20 @@ class LaunchContext:
     tools: bool = False
 
 
+# Error-level lines in logs without a format of their own: `ERROR ...` / `FATAL` / `CRITICAL`
+# level words, `error: ...`, and Python's final `SomeError: ...` line of a traceback.
+_ERROR_LINE = re.compile(r"\b(?:ERROR|FATAL|CRITICAL)\b|^(?i:error|fatal)\b|^[\w.]*(?:Error|Exception):")
+CAUSE_GAP = 2  # other lines allowed between two error lines of one cascade
+CAUSE_WINDOW = 10  # the cause of exit ends within this many final lines
+FINAL_LINES = 3  # the cause when no error-level line is near the end
+
+
+class LaunchError(RuntimeError):
+    """The adapter could not build a launch (no server binary, a model file it could not
+    write); the message says what was tried. Raised from `launch()`, it ends the attempt
+    `failed` with that message, before any process starts."""
+
+
 @dataclass
 class StartClassification:
     """`blocked` is an external reason (missing component, file, hardware), kept word for word."""
@@ -69,6 +83,8 @@ class RuntimeAdapter:
     # logical counter/gauge name -> runtime metric name (Prometheus), absent = not reported
     metric_names: ClassVar[Mapping[str, str]] = {}
     metrics_path: ClassVar[str | None] = "/metrics"
+    # logical counters `log_counters()` finds in the server log; empty = the log is not read
+    log_counter_names: ClassVar[tuple[str, ...]] = ()
     # start-failure text that means an external blocker, not a broken measurement
     blocked_patterns: ClassVar[tuple[str, ...]] = (
         r"No such file or directory",
@@ -110,15 +126,43 @@ class RuntimeAdapter:
         return (ctx.runtime.url or f"http://{ctx.host}:{ctx.port}").rstrip("/")
 
     def classify_start_failure(self, exit_code: int | None, log_tail: str) -> StartClassification:
+        """Blocked only when the cause of exit (`exit_cause`) is an external one, quoted word
+        for word (with the cascade's first error when that is another line: "failed to load
+        model X" says which file, "failed to read key-value pairs" what is wrong with it); a
+        blocked-looking warning earlier in the log (a missing optional file) says nothing
+        about why the server stopped. Otherwise failed, quoting the first line of the cause
+        (the root of the cascade, not its "exiting" epilogue)."""
         lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+        cause = self.exit_cause(lines)
+        root = cause[0] if cause and self.is_error_line(cause[0]) else None
         for pattern in self.blocked_patterns:
-            for line in reversed(lines):
+            for line in cause:
                 if re.search(pattern, line, re.IGNORECASE):
-                    return StartClassification(True, line)
-        last = lines[-1] if lines else f"exit code {exit_code}"
+                    return StartClassification(True, line if root in (None, line) else f"{line} (first error: {root})")
+        quoted = root or (cause[-1] if cause else f"exit code {exit_code}")
         if exit_code is not None and exit_code in self.blocked_exit_codes:
-            return StartClassification(True, last)
-        return StartClassification(False, last)
+            return StartClassification(True, quoted)
+        return StartClassification(False, quoted)
+
+    def is_error_line(self, line: str) -> bool:
+        """Whether a log line is error-level. Runtimes with a log format of their own override."""
+        return bool(_ERROR_LINE.search(line))
+
+    def exit_cause(self, lines: list[str]) -> list[str]:
+        """The lines that say why the server exited.
+
+        The final cascade of error-level lines: the last error line and the error lines before
+        it with at most CAUSE_GAP other lines between neighbours (a "cleaning up" line inside
+        a cascade), provided it ends within the last CAUSE_WINDOW lines (usage text may
+        follow an argument error). Without such a cascade, the last FINAL_LINES lines.
+        """
+        errors = [i for i, line in enumerate(lines) if self.is_error_line(line)]
+        if not errors or len(lines) - 1 - errors[-1] >= CAUSE_WINDOW:
+            return lines[-FINAL_LINES:]
+        first = len(errors) - 1
+        while first > 0 and errors[first] - errors[first - 1] - 1 <= CAUSE_GAP:
+            first -= 1
+        return [lines[i] for i in errors[first:]]
 
     def read_metrics(self, text: str) -> dict[str, float]:
         """Counters and gauges under their logical names."""
@@ -128,6 +172,17 @@ class RuntimeAdapter:
     def counter_sources(self) -> dict[str, str]:
         """What each logical counter is read from, for the record (stored as `source`)."""
         return {logical: f"{self.metrics_path}:{name}" for logical, name in self.metric_names.items()}
+
+    # what one unit of a cache counter is: the runtimes differ (vLLM counts prefix-cache
+    # queries and hits in tokens; llama.cpp's log lines and the simulator's admissions are
+    # requests), so counts are stored with their unit and only compared within it
+    cache_counter_unit: ClassVar[str] = "requests"
+
+    def counter_unit(self, name: str) -> str:
+        """The unit a logical counter is stored in (see `cache_counter_unit`)."""
+        if name in ("cache_lookups", "cache_hits"):
+            return self.cache_counter_unit
+        return "tokens" if "tokens" in name else "count"
 
     def is_ready(self, status_code: int, body: str) -> bool:
         """Whether a health answer means ready; runtimes that answer 200 while loading override."""

@@ -247,3 +247,6 @@ class ExternalAdapter(OpenAICompatAdapter):
 
     def counter_sources(self) -> dict[str, str]:
         return self.family.counter_sources() if self.family else super().counter_sources()
+
+    def counter_unit(self, name: str) -> str:
+        return self.family.counter_unit(name) if self.family else super().counter_unit(name)

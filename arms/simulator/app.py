@@ -191,9 +191,15 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         if temperature is not None and (isinstance(temperature, bool)
                                         or not isinstance(temperature, (int, float))):
             raise ValueError("'temperature' must be a number")
+        ignore_eos = body.get("ignore_eos", False)
+        if not isinstance(ignore_eos, bool):
+            raise ValueError("'ignore_eos' must be a boolean")
+        min_tokens = body.get("min_tokens") or 0
+        if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 0:
+            raise ValueError("'min_tokens' must be an integer >= 0")
         req = engine.submit(prompt, max_tokens=max_tokens,
                             temperature=None if temperature is None else float(temperature),
-                            messages=messages, tools=tools)
+                            messages=messages, tools=tools, ignore_eos=ignore_eos, min_tokens=min_tokens)
     except ContextLimitError as exc:
         engine.record_error()
         return _bad_request(str(exc), param="messages", code="context_length_exceeded")

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from arms.simulator.cache import PrefixCache, common_prefix_len
 from arms.simulator.clock import Clock, ScaledClock
 from arms.simulator.profile import SimProfile
-from arms.simulator.reply import ReplyContext, ReplyPlan, ReplyPolicy, text_rng, words_policy
+from arms.simulator.reply import ReplyContext, ReplyPlan, ReplyPolicy, at_least, text_rng, words_policy
 
 RequestState = Literal["queued", "prefill", "decode", "done", "cancelled"]
 SlotState = Literal["idle", "prefill", "decode"]
@@ -222,8 +222,12 @@ class Engine:
     def submit(self, prompt: Sequence[str], *, max_tokens: int | None = None,
                temperature: float | None = None,
                messages: Sequence[Mapping[str, Any]] | None = None,
-               tools: Sequence[Mapping[str, Any]] | None = None) -> SimRequest:
+               tools: Sequence[Mapping[str, Any]] | None = None,
+               ignore_eos: bool = False, min_tokens: int = 0) -> SimRequest:
         """Queue a request; it is admitted at once if a slot is idle.
+
+        `ignore_eos` (generate all of max_tokens) and `min_tokens` (no end before that
+        many) lengthen a reply that would end sooner, as llama.cpp and vLLM do.
 
         Raises ContextLimitError when prompt + max_tokens exceeds ctx_size, ValueError
         for an empty prompt or max_tokens < 1.
@@ -243,6 +247,7 @@ class Engine:
         plan = self.reply_policy(ReplyContext(
             request_id=request_id, model=self.profile.model, prompt=tuple(prompt),
             max_tokens=n_max, temperature=temperature, rng=rng, messages=messages, tools=tools))
+        plan = at_least(plan, n_max if ignore_eos else min(min_tokens, n_max), n_max, rng)
         draft_rng = random.Random(f"draft:{self.profile.seed}:{request_id}")
         req = SimRequest(request_id, prompt, n_max, plan, self.clock.now(), draft_rng)
         self.counters.requests_total += 1

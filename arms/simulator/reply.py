@@ -79,6 +79,18 @@ def text_rng(
     return random.Random(int.from_bytes(h.digest()[:8], "big"))
 
 
+def at_least(plan: ReplyPlan, floor: int, max_tokens: int, rng: random.Random) -> ReplyPlan:
+    """The plan lengthened with filler words to `floor` tokens, as a server does that was
+    told to ignore end-of-sequence (floor = max_tokens: it ends by length) or not to end
+    before `min_tokens`. Replies ending in tool calls are left as they are: their call
+    tokens must stay last."""
+    missing = floor - len(plan.tokens)
+    if missing <= 0 or plan.tool_calls:
+        return plan
+    tokens = plan.tokens + [f"tok{rng.randrange(10000)}" for _ in range(missing)]
+    return ReplyPlan(tokens=tokens, finish_reason="length" if floor >= max_tokens else plan.finish_reason)
+
+
 def words_policy(ctx: ReplyContext) -> ReplyPlan:
     """The default reply: `max_tokens` filler words such as `tok4821`, ending by length."""
     words = [f"tok{ctx.rng.randrange(10000)}" for _ in range(ctx.max_tokens)]

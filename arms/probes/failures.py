@@ -1,0 +1,145 @@
+"""How a probe's requests fail: error kinds, and the stall policy every probe shares.
+
+Why kinds: a raw error string carries server text, offsets and ids, so no two are alike
+and a table of them says nothing. `error_kind` folds each into the few kinds a person
+acts on ("HTTP 503", "read timeout", "stream broken", "server sent no tokens", ...).
+
+Why a stall policy: a server that stops sending mid-stream holds each request for the
+whole read timeout, so a probe of a few dozen requests against a stalled server would
+sit for an hour. After `STALL_LIMIT` consecutive stalls (read timeouts) the probe stops
+sending: every later request comes back at once as "not run", stored like any other row,
+so the record says what was skipped and why instead of what a dead server did to it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from arms.metrics import RequestRecord
+
+NOT_RUN = "not run"
+READ_TIMEOUT = "read timeout"
+STALL_LIMIT = 2
+
+_HTTP = re.compile(r"^HTTP (\d{3})\b")
+_TYPE = re.compile(r"^([A-Z][A-Za-z]*(?:Error|Exception|Timeout)):")
+
+# (substring of the client's error text, kind), first match wins; the texts are the ones
+# `arms.client.stream_chat` writes.
+_KINDS: tuple[tuple[str, str], ...] = (
+    ("server sent no tokens", "server sent no tokens"),
+    ("stream broken", "stream broken"),
+    ("malformed SSE", "malformed SSE"),
+    ("server error event", "server error event"),
+    ("without [DONE]", "stream ended early"),
+    ("cannot connect", "cannot connect"),
+    ("connection failed", "cannot connect"),
+    ("closed the connection", "connection closed"),
+    ("malformed response", "malformed response"),
+)
+
+
+def error_kind(error: str | None) -> str:
+    """The kind of a request's error, for counting; "" for a request that succeeded."""
+    if not error:
+        return ""
+    if error.startswith(NOT_RUN):
+        return NOT_RUN
+    if match := _HTTP.match(error):
+        return f"HTTP {match.group(1)}"
+    if error.startswith("timeout"):
+        # the client says "read timeout" when no byte came within it (a stall); any other
+        # timeout is the request's total time limit
+        return READ_TIMEOUT if READ_TIMEOUT in error else "timeout"
+    for needle, kind in _KINDS:
+        if needle in error:
+            return kind
+    if match := _TYPE.match(error):
+        return match.group(1)
+    return error.split(":", 1)[0][:40]
+
+
+class StallGuard:
+    """Counts consecutive stalls of one probe run; after `limit` of them it is tripped and
+    the probe's requests are no longer sent (see `arms.probes.base.chat`).
+
+    Any request that ends another way (a success, an HTTP error) resets the count: a
+    server that answers between stalls is slow or flaky, not gone.
+    """
+
+    def __init__(self, limit: int = STALL_LIMIT):
+        self.limit = limit
+        self.consecutive = 0
+        self.reason = ""  # set once tripped: what the "not run" records say
+
+    @property
+    def tripped(self) -> bool:
+        return bool(self.reason)
+
+    def observe(self, record: RequestRecord, read_timeout: float) -> None:
+        if error_kind(record.error) != READ_TIMEOUT:
+            self.consecutive = 0
+            return
+        self.consecutive += 1
+        if self.consecutive >= self.limit and not self.reason:
+            self.reason = f"stopped after {self.consecutive} consecutive stalls (no byte for {read_timeout:g} s)"
+
+    def not_run(self) -> RequestRecord:
+        """The record of a request the probe did not send."""
+        now = time.perf_counter_ns()
+        return RequestRecord(send_ns=now, end_ns=now, error=f"{NOT_RUN}: {self.reason}")
+
+
+def record_failure(sink: Any, record: RequestRecord, *, mode: Any, scenario: str, context: int = 0, trial: int = 0) -> str:
+    """A failed request as one measurement, and its kind: `not_run` (value 1) when the
+    stall guard kept it from being sent, else `errors` (value 1). The source is the error
+    kind; the raw message stays on the request row."""
+    kind = error_kind(record.error)
+    metric = "not_run" if kind == NOT_RUN else "errors"
+    sink.measurement(metric=metric, value=1, unit="count", mode=mode, scenario=scenario, context=context, trial=trial, source=kind)
+    return kind
+
+
+def kind_slug(kind: str) -> str:
+    """An error kind as a metric-name suffix: "HTTP 503" -> "http_503"."""
+    return re.sub(r"[^a-z0-9]+", "_", kind.lower()).strip("_") or "other"
+
+
+def record_errors(sink: Any, records: Any, *, mode: Any, scenario: str, context: int = 0, prefix: str = "") -> dict[str, float]:
+    """One cell's request outcomes as summary rows (trial -1): `requests`,
+    `requests_failed`, `error_rate`, `requests_retried`, and `requests_failed_<kind>` for
+    each kind seen (source: the kind as `error_kind` names it). Requests the stall guard
+    never sent are neither requests nor failures: they are counted apart, in
+    `requests_not_run`. `prefix` names a phase whose metrics share the cell (agent-load's
+    `baseline_`).
+
+    Why every probe writes these in the cell a gate reads: failed requests never enter
+    latency samples, so an arm that fails a third of its requests can look fastest. The
+    gates read these rows (`gates.compare`) and an arm over the error limit cannot pass.
+    """
+    everything = list(records)
+    records = [r for r in everything if error_kind(r.error) != NOT_RUN]  # never sent: not a request, not an error
+    kinds: dict[str, tuple[str, int]] = {}
+    for record in records:
+        if not record.ok:
+            kind = error_kind(record.error)
+            slug = kind_slug(kind)
+            kinds[slug] = (kind, kinds.get(slug, (kind, 0))[1] + 1)
+    failed = sum(n for _, n in kinds.values())
+    rows: list[tuple[str, float, str, str]] = [
+        ("requests", len(records), "requests", ""),
+        ("requests_failed", failed, "requests", ""),
+        ("requests_retried", sum(1 for r in records if r.retries), "requests", "refused before any byte, sent again; times count from the first send"),
+        *((f"requests_failed_{slug}", n, "requests", kind) for slug, (kind, n) in sorted(kinds.items())),
+    ]
+    if len(everything) > len(records):
+        rows.append(("requests_not_run", len(everything) - len(records), "requests", NOT_RUN))
+    if records:
+        rows.append(("error_rate", failed / len(records), "ratio", f"{failed}/{len(records)}"))
+    out = {}
+    for metric, value, unit, source in rows:
+        sink.measurement(metric=prefix + metric, value=value, unit=unit, mode=mode, scenario=scenario, context=context, trial=-1, source=source)
+        out[prefix + metric] = value
+    return out

@@ -1,0 +1,309 @@
+"""load: a load profile against a live server, with latency targets and goodput; or a
+sweep from one request at a time up to the server's maximum throughput that finds the
+highest rate it carries within the targets.
+
+The profiles, the schedule, and every per-run number are defined in `arms.load`; this
+probe supplies the workload, sends through `chat` (so the stall policy applies), samples
+the queue, and writes the rows. The cells:
+
+- probe `load`, scenario = the run's profile: `synchronous`, `concurrency=32`, `rate=1.5`
+  (constant arrivals), `poisson=1.5`. In a sweep every run is one cell, so the curve is the
+  set of cells; a gate "at a rate" names one.
+- per request, trial = its index in the run: `ttft_s`, `tpot_s`, `e2e_s`, `itl_max_s` (its
+  longest gap between token events: the worst stall its user saw), `schedule_lag_s`; a
+  failure is its `errors` (or `not_run`) row. The raw record keeps the scheduled and the
+  actual send.
+- per run, trial -1: `arms.load.run_stats` (offered_rps, request_throughput_rps,
+  output_tps, goodput_rps, target_attainment, p50/p90/p99 of ttft/tpot/itl/e2e, schedule
+  lag p50/p99/max, in-flight peak and cap waits), the error counts (`record_errors`), the
+  queue (`queue_depth_max`, `queue_depth_mean`, sample counts; samples every 0.5 s
+  labelled with the scenario), and cache counter deltas.
+- a sweep adds scenario `sweep`: `max_goodput_rps` (its source is the scenario it came
+  from), `max_goodput_offered_rps` (its source says why the next rate did not hold),
+  `synchronous_rps`, `max_throughput_rps`, `sweep_fraction`.
+
+Per-request rows are written when a run has ended, not as each request ends: computing
+them between sends would delay the sends still to come, and a probe run is stored whole
+or measured again anyway.
+
+Workloads: `synthetic` (a unique prompt of `prompt_tokens` words per request, `max_tokens`
+out) or `agent` (agent-load's shape: request k is turn k // conversations of conversation
+k % conversations, its prompt that conversation's history -- shared system prompt, its own
+task, then per earlier turn a reply and a block of tool output -- so prefixes are shared
+as in seed 000; the replies in the history are synthetic, since an open-loop request
+cannot wait for the previous turn's answer). Output is held to `max_tokens` (`ignore_eos`)
+so every rate asks for the same work.
+"""
+
+from __future__ import annotations
+
+import uuid
+from functools import lru_cache
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, Field, PositiveFloat, model_validator
+
+from arms import load
+from arms.load import Kind, Point, Profile, RunResult
+from arms.metrics import RequestRecord, e2e_s, itl_s, schedule_lag_s, tpot_s, ttft_s
+from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
+from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
+from arms.probes.prompts import words
+from campaign.states import Mode
+
+TargetName = Literal["ttft_s", "tpot_s", "e2e_s"]
+AGENT_FIELDS = ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens")
+SWEEP_SCENARIO = "sweep"
+DEFAULT_DURATION_S = 20.0
+
+
+class LoadParams(BaseModel):
+    profile: Kind = Field(default=Kind.SWEEP, description="synchronous | concurrent | constant | poisson | sweep")
+    rate: float | None = Field(default=None, gt=0, description="constant, poisson: requests per second")
+    concurrency: int | None = Field(default=None, ge=1, le=4096, description="concurrent: clients")
+    seed: int = Field(default=0, description="poisson: seeds the arrivals, so a run can be repeated")
+    duration_s: float | None = Field(default=None, gt=0, description=f"seconds per run (each step of a sweep); default {DEFAULT_DURATION_S:g} unless requests is set")
+    requests: int | None = Field(default=None, ge=1, description="requests per run (with duration_s: whichever ends first)")
+    targets: dict[TargetName, PositiveFloat] = Field(default_factory=dict, description="latency targets a request must meet to count as goodput, e.g. {ttft_s = 2.0, tpot_s = 0.2}")
+    fraction: float = Field(default=0.9, gt=0, le=1, description="sweep: a rate holds when this share of its requests met every target")
+    rates: int = Field(default=4, ge=1, le=50, description="sweep: rates run between synchronous and maximum throughput")
+    max_concurrency: int = Field(default=32, ge=2, le=4096, description="sweep: clients of the maximum-throughput run")
+    arrivals: Literal["constant", "poisson"] = Field(default="poisson", description="sweep: arrivals of its rate runs (Poisson: bursts as real traffic has, so a queue grows before the maximum rate)")
+    workload: Literal["synthetic", "agent"] | None = Field(default=None, description="default: agent when any agent-shape field is set")
+    prompt_tokens: int = Field(default=256, ge=1, description="synthetic: prompt size (words, about one token each)")
+    max_tokens: int = Field(default=64, ge=2, description="output tokens per request")
+    ignore_eos: bool = Field(default=True, description="hold every reply to max_tokens")
+    conversations: int = Field(default=4, ge=1, le=1024)
+    turns: int = Field(default=6, ge=1, le=200, description="agent: turns before a conversation starts over with a new task")
+    system_tokens: int = Field(default=2000, ge=0)
+    task_tokens: int = Field(default=4000, ge=1)
+    turn_tokens: int = Field(default=1600, ge=0)
+    max_in_flight: int = Field(default=256, ge=1, le=4096, description="open loop: requests in flight at most; a send that finds it full waits, and is counted")
+    modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
+    context: int = 0
+
+    @model_validator(mode="after")
+    def _coherent(self) -> LoadParams:
+        p = self.profile
+        if p in load.OPEN_LOOP and self.rate is None:
+            raise ValueError(f"profile {p} needs a rate in requests per second (rate = 2, --rate 2)")
+        if self.rate is not None and p not in load.OPEN_LOOP:
+            raise ValueError(f"rate applies to the constant and poisson profiles, not to {p}")
+        if p == Kind.CONCURRENT and self.concurrency is None:
+            raise ValueError("profile concurrent needs a number of clients (concurrency = 8, --concurrency 8)")
+        if self.concurrency is not None and p != Kind.CONCURRENT:
+            raise ValueError(f"concurrency applies to the concurrent profile, not to {p} (a sweep's is max_concurrency)")
+        if p == Kind.SWEEP:
+            if not self.targets:
+                raise ValueError("a sweep needs latency targets to find the rate that holds them (targets = {ttft_s = 2.0, tpot_s = 0.2}, --target ttft_s=2.0)")
+            if not load.QUEUE_TARGETS & set(self.targets):
+                raise ValueError("a sweep needs a ttft_s or e2e_s target: a growing queue shows only there, a tpot_s target alone cannot see it")
+        if self.duration_s is None and self.requests is None:
+            self.duration_s = DEFAULT_DURATION_S
+        agent_set = [f for f in AGENT_FIELDS if f in self.model_fields_set and getattr(self, f) != type(self).model_fields[f].default]
+        if self.workload is None:
+            self.workload = "agent" if agent_set else "synthetic"
+        if self.workload == "synthetic" and agent_set:
+            raise ValueError(f"{', '.join(agent_set)} shape(s) the agent workload, not the synthetic one (workload = 'agent')")
+        if self.workload == "agent" and "prompt_tokens" in self.model_fields_set and self.prompt_tokens != type(self).model_fields["prompt_tokens"].default:
+            raise ValueError("prompt_tokens sizes the synthetic workload; the agent one is sized by system_tokens, task_tokens and turn_tokens")
+        return self
+
+    def profile_of(self) -> Profile:
+        """The single run's profile (not for a sweep, which is several)."""
+        if self.profile == Kind.SYNCHRONOUS:
+            return load.synchronous()
+        if self.profile == Kind.CONCURRENT:
+            return load.concurrent(self.concurrency or 1)
+        if self.profile == Kind.CONSTANT:
+            return load.constant(self.rate or 0.0)
+        if self.profile == Kind.POISSON:
+            return load.poisson(self.rate or 0.0, self.seed)
+        raise ValueError("a sweep is several runs")
+
+
+# -- workloads ------------------------------------------------------------------------------------
+
+
+class Workload:
+    """Request i's messages and label; built before an open-loop run starts its clock."""
+
+    def __init__(self, params: LoadParams, salt: str, shared: str):
+        self.p = params
+        self.salt = salt
+        self.system = words(params.system_tokens, f"{shared}/system") if params.workload == "agent" else ""
+        self._piece = lru_cache(maxsize=4096)(words)
+
+    def prepare(self, i: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        p = self.p
+        if p.workload != "agent":
+            return [{"role": "user", "content": words(p.prompt_tokens, f"{self.salt}/{i}")}], {"index": i}
+        generation, k = divmod(i, p.conversations * p.turns)
+        turn, conv = divmod(k, p.conversations)
+        who = f"{self.salt}/g{generation}/c{conv}"
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": "Task: " + self._piece(p.task_tokens, f"{who}/task")},
+        ]
+        for t in range(turn):
+            messages.append({"role": "assistant", "content": self._piece(p.max_tokens, f"{who}/reply{t}")})
+            messages.append({"role": "user", "content": "Tool output: " + self._piece(p.turn_tokens, f"{who}/tool{t}")})
+        return messages, {"index": i, "conversation": conv, "turn": turn, "generation": generation}
+
+
+# -- one run --------------------------------------------------------------------------------------
+
+
+def _per_request(sink: Sink, record: RequestRecord, *, mode: Mode, scenario: str, context: int, trial: int) -> None:
+    lag = schedule_lag_s(record)
+    if lag is not None and error_kind(record.error) != NOT_RUN:  # a request never sent has no lag
+        sink.measurement(metric="schedule_lag_s", value=lag, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
+    if not record.ok:
+        record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial)
+        return
+    def put(metric: str, value: float | None, source: str = "") -> None:
+        if value is not None:
+            sink.measurement(metric=metric, value=value, unit="s", mode=mode, scenario=scenario, context=context, trial=trial, source=source)
+
+    put("ttft_s", ttft_s(record))
+    tpot, source = tpot_s(record)
+    put("tpot_s", tpot, source)
+    put("e2e_s", e2e_s(record))
+    gaps = itl_s(record)
+    put("itl_max_s", max(gaps) if gaps else None)
+
+
+async def run_profile(
+    http: httpx.AsyncClient,
+    target: ProbeTarget,
+    sink: Sink,
+    params: LoadParams,
+    profile: Profile,
+    mode: Mode,
+    workload: Workload,
+) -> tuple[RunResult, dict[str, float]]:
+    """One run of one profile, every row of it written; returns it and its per-run numbers."""
+    scenario, ctx = profile.scenario, params.context
+    extra = {"ignore_eos": True, "min_tokens": params.max_tokens} if params.ignore_eos else None
+
+    async def send(i: int, item: tuple[list[dict[str, Any]], dict[str, Any]]) -> RequestRecord:
+        messages, label = item
+        record = await chat(http, target, messages, mode, params.max_tokens, extra=extra)
+        record.label = label
+        return record
+
+    before = await read_counters(http, target)
+    async with QueueSampler(http, target, sink, phase=scenario) as sampler:
+        result = await load.run(
+            profile, send, prepare=workload.prepare, duration_s=params.duration_s, requests=params.requests,
+            max_in_flight=params.max_in_flight, stop=lambda: target.stalls.tripped,
+        )
+    for trial, record in enumerate(result.records):
+        sink.request(record, scenario=scenario, mode=mode, trial=trial)
+        _per_request(sink, record, mode=mode, scenario=scenario, context=ctx, trial=trial)
+    numbers: dict[str, float] = {}
+    for stat in load.run_stats(result, params.targets):
+        sink.measurement(metric=stat.metric, value=stat.value, unit=stat.unit, mode=mode, scenario=scenario, context=ctx, trial=-1, source=stat.source)
+        numbers[stat.metric] = stat.value
+    if profile.open_loop:
+        sink.measurement(metric="rate_rps", value=profile.rate, unit="req/s", mode=mode, scenario=scenario, context=ctx, trial=-1, source=profile.kind.value)
+    else:
+        sink.measurement(metric="concurrency", value=profile.concurrency, unit="clients", mode=mode, scenario=scenario, context=ctx, trial=-1)
+    record_errors(sink, result.records, mode=mode, scenario=scenario, context=ctx)
+    sampler.record(mode=mode, scenario=scenario, context=ctx)
+    if sampler.series:
+        mean = sum(v for _, v in sampler.series) / len(sampler.series)
+        sink.measurement(metric="queue_depth_mean", value=mean, unit="requests", mode=mode, scenario=scenario, context=ctx, trial=-1, source=f"{len(sampler.series)} samples")
+    await record_counter_deltas(http, target, sink, before, mode=mode, scenario=scenario, context=ctx)
+    return result, numbers
+
+
+async def run(target: ProbeTarget, sink: Sink, params: LoadParams) -> None:
+    run_id = uuid.uuid4().hex[:8]
+    pool = max(params.max_in_flight, params.max_concurrency if params.profile == Kind.SWEEP else 1, params.concurrency or 1)
+    async with target.client(pool + 2) as http:
+        for mode in params.modes:
+            shared = f"load-{run_id}-{mode}"
+
+            def workload(profile: Profile) -> Workload:
+                return Workload(params, f"{shared}-{profile.scenario}", shared)
+
+            if params.profile != Kind.SWEEP:
+                profile = params.profile_of()
+                await run_profile(http, target, sink, params, profile, mode, workload(profile))
+                continue
+            await sweep(http, target, sink, params, mode, workload)
+
+
+async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params: LoadParams, mode: Mode, workload: Any) -> None:
+    """Synchronous, then maximum throughput, then `rates` rates between the two (GuideLLM's
+    sweep); then the knee: the highest rate whose goodput holds (`arms.load.knee`)."""
+    points: list[Point] = []
+
+    async def step(profile: Profile) -> dict[str, float]:
+        _, numbers = await run_profile(http, target, sink, params, profile, mode, workload(profile))
+        points.append(Point(profile.scenario, numbers.get("offered_rps", 0.0), numbers.get("goodput_rps", 0.0),
+                            numbers.get("target_attainment", 0.0), profile.open_loop))
+        return numbers
+
+    first = await step(load.synchronous())
+    top = await step(load.concurrent(params.max_concurrency))
+    sync_rps, max_rps = first.get("request_throughput_rps", 0.0), top.get("request_throughput_rps", 0.0)
+    for rate in load.sweep_rates(sync_rps, max_rps, params.rates):
+        if target.stalls.tripped:
+            break  # the stall guard stopped the probe: the rates not run are not measured
+        await step(load.poisson(rate, params.seed) if params.arrivals == "poisson" else load.constant(rate))
+    found = load.knee(points, params.fraction)
+    ctx = params.context
+    put = lambda metric, value, unit, source="": sink.measurement(  # noqa: E731
+        metric=metric, value=value, unit=unit, mode=mode, scenario=SWEEP_SCENARIO, context=ctx, trial=-1, source=source
+    )
+    put("max_goodput_rps", found.max_goodput_rps, "req/s", found.point.scenario if found.point else "")
+    put("max_goodput_offered_rps", found.point.offered_rps if found.point else 0.0, "req/s", found.text())
+    put("synchronous_rps", sync_rps, "req/s", load.synchronous().scenario)
+    put("max_throughput_rps", max_rps, "req/s", load.concurrent(params.max_concurrency).scenario)
+    put("sweep_fraction", params.fraction, "ratio", load.targets_text(params.targets))
+    put("sweep_runs", len(points), "count", "synchronous, maximum throughput, then the rates")
+
+
+# -- the curve, for the command line, JSON and the report --------------------------------------
+
+CURVE_METRICS = (
+    "offered_rps", "request_throughput_rps", "goodput_rps", "target_attainment", "output_tps",
+    "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "error_rate",
+    "queue_depth_mean", "queue_depth_max", "schedule_lag_p99_s", "in_flight_cap_waits",
+)
+
+
+def curve_rows(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (mode, context, run) from stored measurement rows (dicts with metric,
+    scenario, mode, context, trial, value): the run's summary numbers, median over repeats,
+    ordered by offered rate. The sweep's own cell is not a run and is left out."""
+    import statistics
+
+    cells: dict[tuple[str, int, str], dict[str, list[float]]] = {}
+    for m in measurements:
+        if int(m.get("trial", 0)) != -1 or m["scenario"] == SWEEP_SCENARIO or m["metric"] not in CURVE_METRICS:
+            continue
+        key = (str(m["mode"]), int(m.get("context", 0)), str(m["scenario"]))
+        cells.setdefault(key, {}).setdefault(str(m["metric"]), []).append(float(m["value"]))
+    rows = []
+    for (mode, context, scenario), values in cells.items():
+        if "offered_rps" not in values:
+            continue
+        row: dict[str, Any] = {"mode": mode, "context": context, "scenario": scenario, "open_loop": load.is_open_loop(scenario)}
+        row.update({metric: statistics.median(v) for metric, v in values.items()})
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r["mode"] != Mode.CANONICAL.value, r["mode"], r["context"], r["offered_rps"]))
+
+
+def sweep_result(measurements: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(mode, context) -> the sweep cell's numbers and sources (max_goodput_rps and the rest)."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for m in measurements:
+        if m["scenario"] == SWEEP_SCENARIO and int(m.get("trial", 0)) == -1:
+            cell = out.setdefault((str(m["mode"]), int(m.get("context", 0))), {})
+            cell[str(m["metric"])] = float(m["value"])
+            cell[f"{m['metric']}_source"] = str(m.get("source", ""))
+    return out

@@ -1,0 +1,106 @@
+"""Does the load client keep to its schedule? A benchmark, not a test.
+
+The `load` probe, with a constant-rate (open-loop) profile, against the scheduled loopback
+server of `client_accuracy.py` (started the way that script starts it, in its own
+process: first token after `--ttft-ms`, then one every `--itl-ms`). For each rate it
+prints what the probe itself stored: the offered rate, the schedule lag (actual send -
+scheduled send) p50/p99/max, sends that waited for the in-flight cap, failures, and the
+client's CPU share. The client keeps up at a rate when its p99 lag stays within `--bound-ms`
+and it offered what was asked; the last line names the highest such rate, which is the
+highest rate this machine's client can honestly offer.
+
+    python benchmarks/load_lag.py                               # 25 .. 1600 req/s, 5 s each
+    python benchmarks/load_lag.py --rates 100 400 --seconds 10 --bound-ms 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+SERVER = HERE / "client_accuracy.py"  # its scheduled loopback server, run as that script runs it
+
+
+def start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+    from arms.server import free_port
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(SERVER), "--serve", str(port), "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms)],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )
+    assert server.stdout is not None
+    server.stdout.readline()  # "ready"
+    return server, f"http://127.0.0.1:{port}"
+
+
+def one_rate(url: str, rate: float, seconds: float, tokens: int, cap: int) -> dict[str, float]:
+    from arms.probes import load
+    from arms.probes.base import MemorySink, ProbeTarget
+    from arms.runtimes import registry
+
+    target = ProbeTarget(base_url=url, model="bench", adapter=registry.get("llamacpp"))  # the server answers /metrics as llama-server
+    params = load.LoadParams(
+        profile="constant", rate=rate, duration_s=seconds, prompt_tokens=8, max_tokens=tokens, max_in_flight=cap,
+    )
+    sink = MemorySink()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    asyncio.run(load.run(target, sink, params))
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    out = {m["metric"]: m["value"] for m in sink.measurements if m["trial"] == -1}
+    out["cpu_share"] = cpu / wall if wall else 0.0
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rates", type=float, nargs="*", default=[25, 50, 100, 200, 400, 800, 1600])
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per rate")
+    parser.add_argument("--tokens", type=int, default=8, help="tokens per stream")
+    parser.add_argument("--ttft-ms", type=float, default=50.0)
+    parser.add_argument("--itl-ms", type=float, default=10.0)
+    parser.add_argument("--cap", type=int, default=1024, help="max in flight")
+    parser.add_argument("--bound-ms", type=float, default=5.0, help="the p99 schedule lag a rate must stay within")
+    args = parser.parse_args(argv)
+
+    server, url = start_server(args.ttft_ms, args.itl_ms)
+    try:
+        one_rate(url, 10, 0.5, 2, args.cap)  # warm-up: imports and first connections stay out of the numbers
+        per_request = (args.ttft_ms + args.itl_ms * (args.tokens - 1)) / 1000
+        print(f"constant rate for {args.seconds:g} s each; {args.tokens} tokens per stream (~{per_request * 1000:.0f} ms each); "
+              f"server in its own process; {os.cpu_count()} cores; bound: p99 lag <= {args.bound_ms:g} ms")
+        print(f"{'rate':>6} {'offered':>8} {'in flight':>9} {'lag p50':>8} {'p99':>8} {'max':>8} {'cap waits':>9} {'failed':>6} {'client CPU':>10}")
+        kept: float | None = None
+        for rate in args.rates:
+            r = one_rate(url, rate, args.seconds, args.tokens, args.cap)
+            p50, p99, lmax = (r.get(k, float("nan")) * 1000 for k in ("schedule_lag_p50_s", "schedule_lag_p99_s", "schedule_lag_max_s"))
+            ok = p99 <= args.bound_ms and not r.get("in_flight_cap_waits") and r.get("requests_failed", 0) == 0
+            print(
+                f"{rate:6g} {r['offered_rps']:8.1f} {r['in_flight_peak']:9.0f} {p50:6.2f}ms {p99:6.2f}ms {lmax:6.1f}ms "
+                f"{r.get('in_flight_cap_waits', 0):9.0f} {r.get('requests_failed', 0):6.0f} {r['cpu_share']:9.0%}"
+                + ("" if ok else "  <- over the bound"),
+                flush=True,
+            )
+            if ok and kept is None or (ok and kept is not None and rate > kept):
+                kept = rate
+        if kept is None:
+            print(f"\nno rate kept p99 schedule lag within {args.bound_ms:g} ms")
+        else:
+            print(f"\nthe client keeps its schedule (p99 lag <= {args.bound_ms:g} ms, no cap waits, no failures) up to {kept:g} req/s")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

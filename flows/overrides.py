@@ -1,0 +1,184 @@
+"""Queue-item overrides: what each key means, checked before anything runs.
+
+An override is one of three kinds of key:
+
+- a parameter of one of the item's probes (`max_tokens`, `repeats`, `prompt_tokens`, ...,
+  from the probe's parameter model in `arms.probes`);
+- `recipe.<field>`: a serving-recipe field, so the servers are launched with it;
+- `sim.<field>`: a simulator profile field, for arms on the simulator.
+
+Why here and not in `campaign.schema`: the probes' parameter models live in `arms`, and
+the core schema must not import `arms`. This module sits where both registries are known
+and is called by the command line before a campaign starts (exit 2 with the valid keys
+listed) and by the flows, so a misspelled key (`repeat`, `max_token`) is never stored and
+silently ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from arms.probes import registry as probes
+from campaign.schema import CampaignSpec, QueueItem, Recipe
+from campaign.states import ProbeName
+
+# Set from the queue item itself, never through overrides.
+ITEM_FIELDS = {"context": "contexts", "contexts": "contexts"}
+
+
+def probe_params(
+    spec: CampaignSpec, item: QueueItem, probe: ProbeName, context: int, overrides: dict[str, Any], arm_context: int = 0
+) -> Any:
+    """A probe's parameters: defaults, then what the item and its overrides say."""
+    pspec = probes.get(probe)
+    fields = pspec.params.model_fields
+    values: dict[str, Any] = {}
+    if "modes" in fields:
+        values["modes"] = list(item.modes)
+    if "max_tokens" in fields and probe == ProbeName.DECODE:
+        values["max_tokens"] = spec.campaign.default_max_tokens
+    if probe == ProbeName.DECODE:
+        values["contexts"] = [context]
+    if "context" in fields:
+        values["context"] = context or arm_context
+    if probe == ProbeName.CACHE_PROBE:
+        if item.contexts:
+            values["prompt_tokens"] = max(16, int(context * 0.8))
+    values.update({k: v for k, v in overrides.items() if k in fields})
+    return pspec.params.model_validate(values)
+
+
+def probe_keys(item: QueueItem) -> dict[str, list[str]]:
+    """Override keys the item's probes accept -> which probes take each."""
+    out: dict[str, list[str]] = {}
+    for probe in item.probes:
+        for name in probes.get(probe).params.model_fields:
+            if name not in ITEM_FIELDS:
+                out.setdefault(name, []).append(str(probe))
+    return out
+
+
+def _sim_fields() -> set[str]:
+    from arms.simulator.profile import SimProfile
+
+    return set(SimProfile.model_fields)
+
+
+def _uses_simulator(spec: CampaignSpec, item: QueueItem) -> bool:
+    return any(spec.runtime(spec.arm(a).runtime).adapter == "simulator" for a in item.arms)
+
+
+def valid_keys_text(spec: CampaignSpec, item: QueueItem) -> str:
+    keys = sorted(probe_keys(item))
+    text = f"probe parameters of {', '.join(str(p) for p in item.probes)}: {', '.join(keys)}"
+    text += f"; recipe fields as recipe.<field>: {', '.join(sorted(Recipe.model_fields))}"
+    if _uses_simulator(spec, item):
+        text += "; simulator profile fields as sim.<field>"
+    return text
+
+
+def check(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any], where: str) -> list[str]:
+    """Problems with `overrides` for `item`, one line each, naming the valid keys."""
+    problems: list[str] = []
+    accepted = probe_keys(item)
+    recipe_changes: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if key in accepted:
+            continue
+        if key.startswith("recipe."):
+            name = key[len("recipe."):]
+            if name not in Recipe.model_fields:
+                problems.append(f"{where}: {key!r} is not a recipe field; expected recipe.<one of: {', '.join(sorted(Recipe.model_fields))}>")
+            else:
+                recipe_changes[name] = value
+            continue
+        if key.startswith("sim."):
+            name = key[len("sim."):]
+            if not _uses_simulator(spec, item):
+                problems.append(f"{where}: {key!r} sets a simulator profile field, but no arm of this item runs on the simulator")
+            elif name not in _sim_fields():
+                problems.append(f"{where}: {key!r} is not a simulator profile field; expected sim.<one of: {', '.join(sorted(_sim_fields()))}>")
+            continue
+        if key in ITEM_FIELDS:
+            problems.append(f"{where}: {key!r} is set by the queue item's {ITEM_FIELDS[key]!r}, not by an override")
+            continue
+        problems.append(f"{where}: unknown key {key!r}; valid keys: {valid_keys_text(spec, item)}")
+    if problems:
+        return problems
+    for arm_id in item.arms:  # the values, through the same models the arms will use
+        arm = spec.arm(arm_id)
+        if recipe_changes:
+            try:
+                Recipe.model_validate({**spec.recipe_for(arm_id, item).model_dump(), **recipe_changes})
+            except ValidationError as exc:
+                problems.extend(f"{where}: recipe of arm {arm_id!r}: {_first_line(e)}" for e in exc.errors())
+        for probe in item.probes:
+            context = (item.contexts or [arm.context])[0]
+            try:
+                probe_params(spec, item, probe, context, overrides, arm.context)
+            except ValidationError as exc:
+                problems.extend(f"{where}: {probe}: {_first_line(e)}" for e in exc.errors())
+        if problems:
+            break  # one arm's worth says it
+    return problems
+
+
+def _first_line(err: Any) -> str:
+    loc = ".".join(str(x) for x in err.get("loc", ()))
+    found = repr(err.get("input"))
+    if len(found) > 40:
+        found = found[:37] + "..."
+    return f"{loc or 'value'}: found {found}, expected: {err.get('msg', '')}"
+
+
+def check_campaign(spec: CampaignSpec) -> list[str]:
+    """Problems with every queue item's overrides in a campaign file."""
+    problems: list[str] = []
+    for i, item in enumerate(spec.queue):
+        problems += check(spec, item, item.overrides, f"queue[{i}] ({item.title!r}).overrides")
+    return problems
+
+
+@dataclass
+class RerunOverrides:
+    """`campaign rerun --set ...` made explicit: the overrides to store and run with, and
+    one line per recipe change saying what the servers will be launched with."""
+
+    overrides: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def check_rerun(spec: CampaignSpec, item: QueueItem, sets: dict[str, Any]) -> RerunOverrides:
+    """A bare recipe field (`--set slots=8`) means `recipe.slots`: applied, and shown. A
+    recipe change on a confirmatory item is refused (it may change only its one variable),
+    and so is a key both a probe and the recipe know (none today) without its prefix."""
+    out = RerunOverrides()
+    accepted = probe_keys(item)
+    for key, value in sets.items():
+        name = key[len("recipe."):] if key.startswith("recipe.") else key
+        is_recipe = key.startswith("recipe.") or (key not in accepted and key in Recipe.model_fields)
+        if is_recipe and name in Recipe.model_fields:
+            if item.confirms is not None:
+                changed = next(iter(item.change))
+                out.problems.append(
+                    f"--set {key}: refused: {item.key!r} is a confirmatory item that changes only {changed!r}; "
+                    f"rerun {item.confirms!r} with --set recipe.{name}=... instead"
+                )
+                continue
+            out.overrides[f"recipe.{name}"] = value
+            continue
+        out.overrides[key] = value
+    out.problems += check(spec, item, out.overrides, "--set")
+    if not out.problems:
+        for key, value in out.overrides.items():
+            if not key.startswith("recipe."):
+                continue
+            name = key[len("recipe."):]
+            before = {a: getattr(spec.recipe_for(a, item), name) for a in item.arms}
+            shown = ", ".join(f"{a}: {v!r} -> {value!r}" for a, v in before.items())
+            out.notes.append(f"recipe {name}: {shown} (the servers are launched with it)")
+    return out

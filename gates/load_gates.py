@@ -1,0 +1,276 @@
+"""Gates on the `load` probe: goodput at a rate (or a sweep's maximum), and a latency
+percentile at a rate.
+
+Both read through the comparison primitive (`gates.compare`) and follow its rules: one
+cell (probe, scenario, context, mode) per arm, never pooled across cells, so a gate "at a
+rate" names the run's scenario (`rate=2`, `poisson=2`, `concurrency=8`, or `sweep`); each
+number carries n and an interval; an arm failing more than `max_error_rate` of its
+requests cannot pass; n below `min_n` is inconclusive; a bound or a gain whose interval
+straddles the threshold is inconclusive; every subject against every baseline arm.
+
+- `load_goodput`: goodput_rps = requests that met every target / the window the load was
+  offered over (`arms.load`); failures count as misses. The window is fixed by the
+  schedule, so the share met is the only random part: the interval is the exact
+  (Clopper-Pearson) interval of met / offered, times offered / window. Attempts (repeats)
+  of one cell are pooled: met, offered and windows add up. Scenario `sweep` reads
+  `max_goodput_rps`, whose source names the run it came from; that run's counts give the
+  interval. A floor (`min_rps`), a gain over each baseline arm (`min_gain`), or both.
+- `load_latency`: the q-th percentile of the per-request samples in the cell (`ttft_s`,
+  `tpot_s`, `e2e_s`, `itl_max_s`, ...; failed requests are in the error rate, not the
+  samples), with the distribution-free order-statistic interval of that quantile
+  (`gates.intervals.quantile_interval`). Few requests cannot bound a high percentile from
+  above (50 cannot bound a p99 at 95%), so such a bound stays inconclusive and the reason
+  says how many requests it needs. A ceiling (`max_value`), a cut against each baseline
+  arm (`min_gain`, lower is better), or both.
+
+Registered by `gates.predicates`; this module imports neither it nor the campaign schema
+(a gate is read by its `subjects` and `baseline` only), so it adds no import cycle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+from pydantic import Field, model_validator
+
+from campaign.states import SUMMARY_TRIAL, Verdict
+from gates import compare
+from gates.compare import Cell, CellStat, Comparison, Rigor, Selector, fmt
+from gates.intervals import CONFIDENCE, RATE_METHOD, needed_for_upper, quantile_interval, rate_interval
+from gates.result import GateResult, pending
+
+SWEEP = "sweep"
+QUANTILE_METHOD = "exact order-statistic interval of the quantile (binomial, distribution-free)"
+
+
+class LoadGoodputParams(Rigor):
+    probe: str = "load"
+    scenario: str = Field(default=SWEEP, description="a run's cell ('rate=2', 'concurrency=8') or 'sweep' for its max_goodput_rps")
+    context: int | None = None
+    min_rps: float | None = Field(default=None, ge=0, description="each subject's goodput must reach this (req/s)")
+    min_gain: float | None = Field(default=None, description="each subject must beat each baseline arm by this (0.2 = +20%)")
+
+    @model_validator(mode="after")
+    def _something(self) -> LoadGoodputParams:
+        if self.min_rps is None and self.min_gain is None:
+            raise ValueError("load_goodput needs min_rps (a floor), min_gain (against the baseline), or both")
+        return self
+
+
+class LoadLatencyParams(Rigor):
+    metric: str = Field(default="ttft_s", description="a per-request latency: ttft_s, tpot_s, e2e_s, itl_max_s")
+    percentile: float = Field(default=99.0, gt=0, lt=100)
+    probe: str = "load"
+    scenario: str = Field(description="the run's cell, e.g. 'rate=2'")
+    context: int | None = None
+    max_value: float | None = Field(default=None, gt=0, description="each subject's percentile must stay at or below this")
+    min_gain: float | None = Field(default=None, description="each subject's percentile must be this much lower than each baseline's (0.2 = -20%)")
+
+    @model_validator(mode="after")
+    def _something(self) -> LoadLatencyParams:
+        if self.max_value is None and self.min_gain is None:
+            raise ValueError("load_latency needs max_value (a ceiling), min_gain (against the baseline), or both")
+        return self
+
+
+# -- goodput -------------------------------------------------------------------------------------
+
+
+def _summary(rows: pd.DataFrame, arm: str, probe: str, scenario: str, context: int | None) -> pd.DataFrame:
+    mask = (rows["arm_id"] == arm) & (rows["probe"] == probe) & (rows["scenario"] == scenario) & (rows["trial"] == SUMMARY_TRIAL)
+    if context is not None:
+        mask &= rows["context"] == context
+    return rows.loc[mask]
+
+
+def _goodput_stat(rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: str, label: str) -> dict[Cell, CellStat]:
+    """Goodput per cell of one run's scenario, with the Clopper-Pearson interval (module doc)."""
+    out: dict[Cell, CellStat] = {}
+    part = _summary(rows, arm, p.probe, scenario, p.context)
+    if part.empty:
+        return out
+    counts = compare.cell_stats(rows, Selector(metric="requests_met", probe=p.probe, scenario=scenario, context=p.context), arm)
+    for (context, mode), cell_rows in part.groupby(["context", "mode"], observed=True):
+        total = lambda metric: float(cell_rows.loc[cell_rows["metric"] == metric, "value"].sum())  # noqa: E731
+        met, offered, window = int(total("requests_met")), int(total("requests")), total("window_s")
+        if not offered or window <= 0:
+            continue
+        cell = Cell(p.probe, scenario, int(context), str(mode))
+        lo, hi = rate_interval(met, offered)
+        per = offered / window
+        base = counts.get(cell)
+        stat = CellStat(
+            arm=arm, cell=cell, metric=label, sample_metric="requests met every target", basis=f"{met} of {offered} requests over {fmt(window)} s",
+            values=[1.0] * met + [0.0] * (offered - met), median=met / window, low=lo * per, high=hi * per,
+            coverage=CONFIDENCE, unit="req/s",
+        )
+        if base is not None:
+            stat = replace(stat, requests=base.requests, failed=base.failed, errors_by_kind=base.errors_by_kind, retried=base.retried)
+        out[cell] = stat
+    return out
+
+
+def goodput_stats(rows: pd.DataFrame, arm: str, p: LoadGoodputParams) -> dict[Cell, CellStat]:
+    """The arm's goodput per cell; for `sweep`, its max_goodput_rps read through the run it
+    came from (or, when its attempts' maxima came from different runs, the maxima
+    themselves, one per attempt, with the median's interval)."""
+    if p.scenario != SWEEP:
+        return _goodput_stat(rows, arm, p, p.scenario, "goodput_rps")
+    sweep = _summary(rows, arm, p.probe, SWEEP, p.context)
+    maxima = sweep[sweep["metric"] == "max_goodput_rps"]
+    out: dict[Cell, CellStat] = {}
+    for (context, mode), part in maxima.groupby(["context", "mode"], observed=True):
+        cell = Cell(p.probe, SWEEP, int(context), str(mode))
+        sources = sorted({str(s) for s in part["source"]})
+        if len(sources) == 1 and sources[0]:
+            step = LoadGoodputParams(probe=p.probe, scenario=sources[0], context=int(context), min_rps=0)
+            found = _goodput_stat(rows, arm, step, sources[0], f"max_goodput_rps (at {sources[0]})").get(Cell(p.probe, sources[0], int(context), str(mode)))
+            if found is not None:
+                out[cell] = replace(found, cell=cell)
+                continue
+        by_attempt = compare.cell_stats(rows, Selector(metric="max_goodput_rps", probe=p.probe, scenario=SWEEP, context=int(context)), arm)
+        if cell in by_attempt:
+            out[cell] = by_attempt[cell]
+    return out
+
+
+def _against_zero(s: CellStat, b: CellStat, rigor: Rigor) -> Comparison:
+    """A baseline that carried nothing within the targets: any goodput the subject surely
+    has beats it (no relative gain can be computed against 0)."""
+    cmp = Comparison(
+        subject=s, baseline=b, higher_is_better=True, threshold=0.0, gain=math.inf if s.median > 0 else 0.0,
+        low=math.inf if s.low > 0 else 0.0, high=math.inf if s.high > 0 else 0.0, method="against a baseline of 0",
+        pairs=0, coverage=s.coverage, n_ok=s.n >= rigor.min_n, subject_flaky=compare.flaky(s, rigor), baseline_flaky=compare.flaky(b, rigor),
+    )
+    if cmp.subject_flaky:
+        cmp.verdict, cmp.notes = Verdict.FAIL, [compare.error_note(s, rigor) + ": cannot pass"]
+    elif not cmp.n_ok:
+        cmp.verdict, cmp.notes = Verdict.INCONCLUSIVE, [f"{s.arm} n={s.n} < {rigor.min_n}: too few to decide"]
+    elif s.low > 0:
+        cmp.verdict, cmp.notes = Verdict.PASS, [f"{b.arm} carried nothing within the targets"]
+    else:
+        cmp.verdict, cmp.notes = Verdict.INCONCLUSIVE, [f"{b.arm} carried nothing, and {s.arm}'s interval reaches 0"]
+    return cmp
+
+
+def _judge(
+    gate: Any, stats: dict[str, dict[Cell, CellStat]], *, metric: str, what: str, higher_is_better: bool,
+    bound: float | None, min_gain: float | None, rigor: Rigor, note: Any = None,
+) -> GateResult:
+    """Bounds per subject cell, then gains against every baseline on every common cell;
+    the worst verdict of all decides (`compare.worst`)."""
+    for arm, cells in stats.items():
+        if not cells:
+            return pending(f"no canonical {what} for {arm} yet")
+    verdicts: list[Verdict] = []
+    parts: list[str] = []
+    notes: list[str] = []
+    bounds: list[dict[str, Any]] = []
+    all_cells = [c for arm in gate.subjects for c in stats[arm]]
+    label = compare.cell_labeller(all_cells)
+    if bound is not None:
+        op = ">=" if higher_is_better else "<="
+        shown = []
+        for arm in gate.subjects:
+            for cell, stat in stats[arm].items():
+                verdict, why = compare.judge_bound(stat, (lambda x: x >= bound - compare.EPS) if higher_is_better else (lambda x: x <= bound + compare.EPS), rigor)
+                verdicts.append(verdict)
+                where = label(cell)
+                shown.append(f"{arm}{' ' + where.rstrip(':') if where else ''} {compare.fmt_stat(stat)} (n={stat.n})")
+                if why:
+                    notes.append(why)
+                if note is not None and (extra := note(stat)):
+                    notes.append(extra)
+                bounds.append({**stat.evidence("subject"), "verdict": str(verdict), "bound": bound})
+        parts.append(f"{what}: {', '.join(shown)}; needs {op} {fmt(bound)}")
+    comparisons: list[Comparison] = []
+    if min_gain is not None:
+        if not gate.baseline:
+            return pending(f"{metric} min_gain needs a baseline arm")
+        for s in gate.subjects:
+            for b in gate.baseline:
+                common = sorted(set(stats[s]) & set(stats[b]))
+                if not common:
+                    return pending(f"no common cell for {metric}: {s} has {compare.describe_cells(stats[s])}; {b} has {compare.describe_cells(stats[b])}")
+                for cell in common:
+                    subject, base = stats[s][cell], stats[b][cell]
+                    if base.median == 0 and higher_is_better:
+                        comparisons.append(_against_zero(subject, base, rigor))
+                    elif base.median == 0:
+                        return pending(f"{b} {metric} is 0 at {cell.key()}: no relative change can be computed")
+                    else:
+                        comparisons.append(compare.compare_cells(subject, base, higher_is_better, min_gain, rigor))
+        outcome = compare.Outcome(metric=what, higher_is_better=higher_is_better, threshold=min_gain, rigor=rigor, stats=stats, comparisons=comparisons)
+        verdicts += [c.verdict for c in comparisons]
+        parts.append(outcome.text())
+    reason = "; ".join(parts)
+    tail = [n for n in dict.fromkeys(notes) if n not in reason]
+    if tail:
+        reason += "; " + "; ".join(tail)
+    outcome = compare.Outcome(metric=metric, higher_is_better=higher_is_better, threshold=min_gain or 0.0, rigor=rigor, stats=stats, comparisons=comparisons)
+    evidence = outcome.evidence()
+    compared = [c for c in evidence["cells"] if not any(c["arm"] == b["arm"] and c["scenario"] == b["scenario"] and c["context"] == b["context"] for b in bounds)]
+    evidence.update({"cells": bounds + compared, "bound": bound, "what": what})  # every cell read, once
+    return GateResult(verdict=compare.worst(verdicts), reason=reason, evidence=evidence)
+
+
+def load_goodput(rows: pd.DataFrame, gate: Any, p: LoadGoodputParams) -> GateResult:
+    """Goodput at a rate, or a sweep's maximum: a floor, a gain over the baseline, or both
+    (see the module doc for the interval)."""
+    if rows.empty:
+        return pending(f"no canonical load runs for {'/'.join(gate.subjects)} yet")
+    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    arms = list(dict.fromkeys([*gate.subjects, *(gate.baseline if p.min_gain is not None else [])]))
+    stats = {arm: goodput_stats(rows, arm, p) for arm in arms}
+    metric = "max_goodput_rps" if p.scenario == SWEEP else "goodput_rps"
+    what = metric if p.scenario == SWEEP else f"{metric} at {p.scenario}"
+    result = _judge(gate, stats, metric=metric, what=what, higher_is_better=True, bound=p.min_rps, min_gain=p.min_gain, rigor=rigor)
+    result.evidence.update({"interval_method": f"{RATE_METHOD}, times offered / window", "failures_count_as_misses": True})
+    return result
+
+
+# -- a latency percentile --------------------------------------------------------------------------
+
+
+def percentile_stats(rows: pd.DataFrame, arm: str, p: LoadLatencyParams) -> dict[Cell, CellStat]:
+    """The q-th percentile of the arm's per-request samples per cell, with its interval;
+    error counts as the primitive attaches them to the cell."""
+    q = p.percentile / 100
+    out: dict[Cell, CellStat] = {}
+    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
+    for cell, stat in compare.cell_stats(rows, sel, arm).items():
+        if stat.basis != "samples":
+            continue  # summary rows are not requests: no percentile of them
+        low, high, coverage = quantile_interval(stat.values, q)
+        value = float(pd.Series(stat.values).quantile(q))  # linear interpolation, as arms.metrics.percentile
+        out[cell] = replace(stat, metric=f"{p.metric} p{p.percentile:g}", median=value, low=low, high=high, coverage=coverage, by_repeat={})
+    return out
+
+
+def load_latency(rows: pd.DataFrame, gate: Any, p: LoadLatencyParams) -> GateResult:
+    """A latency percentile at a rate: a ceiling, a cut against the baseline, or both."""
+    if rows.empty:
+        return pending(f"no canonical {p.metric} for {'/'.join(gate.subjects)} yet")
+    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    arms = list(dict.fromkeys([*gate.subjects, *(gate.baseline if p.min_gain is not None else [])]))
+    stats = {arm: percentile_stats(rows, arm, p) for arm in arms}
+    q = p.percentile / 100
+
+    def unbounded(stat: CellStat) -> str:
+        if math.isinf(stat.high):
+            return f"{stat.arm}'s p{p.percentile:g} of {stat.n} requests has no upper bound at {CONFIDENCE:.0%} (needs >= {needed_for_upper(q)})"
+        return ""
+
+    what = f"{p.metric} p{p.percentile:g} at {p.scenario}"
+    result = _judge(gate, stats, metric=p.metric, what=what, higher_is_better=False, bound=p.max_value, min_gain=p.min_gain, rigor=rigor, note=unbounded)
+    result.evidence.update({"interval_method": QUANTILE_METHOD, "percentile": p.percentile})
+    return result
+
+
+PREDICATES = {
+    "load_goodput": (load_goodput, LoadGoodputParams),
+    "load_latency": (load_latency, LoadLatencyParams),
+}

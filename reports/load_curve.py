@@ -1,0 +1,138 @@
+"""Throughput-latency curves of the `load` probe, for arm pages, gate pages and the
+coverage matrix.
+
+Reads the per-run summary rows the probe writes (trial -1, one cell per run: scenario
+`synchronous`, `concurrency=32`, `rate=1.5`, ...; see `arms.probes.load`) through
+`curve_rows`, the same function the command line and its JSON use, so the page shows
+the numbers `campaign probe` prints. A curve is latency (p50 and p99 TTFT and TPOT)
+against the offered rate, with the sweep's maximum goodput marked where it was found,
+and beside it goodput and throughput against the offered rate (what the server carried
+within the targets, against what was asked of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from markupsafe import Markup
+
+from arms.probes.load import curve_rows, sweep_result
+from campaign.states import ProbeName
+from reports import charts
+
+LOAD = ProbeName.LOAD.value
+LATENCY_SERIES = (("TTFT p50", "ttft_p50_s", 0, False), ("TTFT p99", "ttft_p99_s", 0, True), ("TPOT p50", "tpot_p50_s", 1, False), ("TPOT p99", "tpot_p99_s", 1, True))
+
+
+@dataclass
+class LoadCurve:
+    """One load probe run of an arm (one item, context and mode): its two charts."""
+
+    title: str
+    mode: str
+    summary: str
+    latency_chart: Markup
+    goodput_chart: Markup
+    runs: int
+
+
+def load_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The load probe's summary rows (selected once for every page)."""
+    if frame.empty:
+        return frame
+    return frame[(frame["probe"] == LOAD) & (frame["trial"] == -1)]
+
+
+def _records(part: pd.DataFrame) -> list[dict[str, Any]]:
+    cols = ["scenario", "mode", "context", "trial", "metric", "value", "source"]
+    return [dict(zip(cols, row)) for row in part[cols].astype({"scenario": str, "mode": str, "metric": str, "source": str}).itertuples(index=False)]
+
+
+def _knee(records: list[dict[str, Any]], mode: str, context: int) -> tuple[float, float, str] | None:
+    """(offered rate, goodput, text) of the sweep's maximum goodput, if a sweep ran and held somewhere."""
+    cell = sweep_result(records).get((mode, context))
+    if not cell or not cell.get("max_goodput_rps_source"):
+        return None
+    return cell.get("max_goodput_offered_rps", 0.0), cell.get("max_goodput_rps", 0.0), cell.get("max_goodput_offered_rps_source", "")
+
+
+def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
+    """Charts for every load probe run of the arm; `rows` comes from `load_rows`."""
+    if rows.empty:
+        return []
+    mine = rows[rows["arm_id"] == arm_id]
+    out: list[LoadCurve] = []
+    for (item, context), part in mine.groupby(["item_key", "context"], sort=True, observed=True):
+        records = _records(part)
+        curve = curve_rows(records)
+        for mode in dict.fromkeys(r["mode"] for r in curve):  # curve_rows puts canonical first
+            points = [r for r in curve if r["mode"] == mode]
+            knee = _knee(records, mode, int(context))
+            cid = f"{chart_prefix}-load-{item}-{int(context)}-{mode}"
+            latency = [
+                charts.Curve(name, [(r["offered_rps"], r[key]) for r in points if key in r], color=color, mode=mode, dashed=dashed)
+                for name, key, color, dashed in LATENCY_SERIES
+            ]
+            top = max((y for c in latency for _, y in c.points), default=0.0)
+            goodput = [
+                charts.Curve("goodput", [(r["offered_rps"], r["goodput_rps"]) for r in points], color=2, mode=mode),
+                charts.Curve("throughput", [(r["offered_rps"], r["request_throughput_rps"]) for r in points], color=3, mode=mode),
+            ]
+            most = max((r["offered_rps"] for r in points), default=0.0)
+            goodput.append(charts.Curve("offered (all carried)", [(0.0, 0.0), (most, most)], color=4, mode=mode, dashed=True))
+            summary = f"{len(points)} run(s)"
+            if knee is not None:
+                x, y, text = knee
+                marker = f"max goodput {y:.3g} req/s"
+                latency.append(charts.Curve(marker, [(x, 0.0), (x, top)], color=2, mode=mode, dashed=True))
+                goodput.append(charts.Curve(marker, [(x, 0.0), (x, y)], color=2, mode=mode, dashed=True))
+                summary += f"; max goodput {y:.3g} req/s at {text}"
+            title = f"load · {item}{f' · context {int(context)}' if int(context) else ''} · {mode}"
+            out.append(LoadCurve(
+                title, mode, summary,
+                charts.curve_chart(f"{cid}-latency", "Latency against offered rate", latency, x_title="offered rate (req/s)", y_title="latency (s)"),
+                charts.curve_chart(f"{cid}-goodput", "Goodput and throughput against offered rate", goodput, x_title="offered rate (req/s)", y_title="req/s"),
+                len(points),
+            ))
+    return out
+
+
+def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
+    """Per arm, what the coverage matrix says about its load runs: a curve (two runs or
+    more) and the best maximum goodput its sweeps found."""
+    out: dict[str, str] = {}
+    if rows.empty:
+        return out
+    for arm, part in rows.groupby("arm_id", observed=True):
+        records = _records(part)
+        curve = curve_rows(records)
+        if not curve:
+            continue
+        text = f"curve, {len(curve)} runs" if len(curve) > 1 else "1 run, no curve"
+        best = [cell["max_goodput_rps"] for cell in sweep_result(records).values() if "max_goodput_rps" in cell]
+        if best:
+            text += f" · max goodput {max(best):.3g} req/s"
+        out[str(arm)] = text
+    return out
+
+
+def gate_chart(rows: pd.DataFrame, arm_ids: list[str], params: dict[str, Any], chart_id: str, labels: dict[str, str]) -> Markup:
+    """The arms' curves side by side on a load gate's page: goodput against offered rate
+    for a goodput gate, the gate's latency percentile against offered rate for a latency
+    gate (where the probe stores that percentile)."""
+    metric = str(params.get("metric", ""))
+    if metric:
+        key = f"{metric.removesuffix('_s')}_p{float(params.get('percentile', 99)):g}_s"
+        title, y_title = f"{key} against offered rate, per arm", "latency (s)"
+    else:
+        key, title, y_title = "goodput_rps", "goodput against offered rate, per arm", "req/s"
+    curves = []
+    for i, arm in enumerate(arm_ids):
+        mine = rows[rows["arm_id"] == arm] if not rows.empty else rows
+        if params.get("context") is not None and not mine.empty:
+            mine = mine[mine["context"] == params["context"]]
+        points = [r for r in curve_rows(_records(mine)) if r["mode"] == "canonical" and key in r] if not mine.empty else []
+        curves.append(charts.Curve(labels.get(arm, arm), [(r["offered_rps"], r[key]) for r in points], color=i))
+    return charts.curve_chart(chart_id, title, curves, x_title="offered rate (req/s)", y_title=y_title)

@@ -1,0 +1,324 @@
+"""Load profiles (`arms.load`), the `load` probe, its gates and its report curves.
+
+The open-loop cases use a fake server (a coroutine that takes as long as it is told), so
+"the schedule was kept while requests piled up" is checked without any real server's
+noise; the simulator cases check the probe end to end: 4 slots carry clearly more goodput
+than 2 for the same agent workload."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from arms import load
+from arms.load import Point
+from arms.metrics import NS, RequestRecord
+from arms.probes import load as load_probe
+from arms.probes.base import MemorySink, ProbeTarget
+from arms.runtimes import registry
+from campaign.schema import GateEntry
+from campaign.states import Verdict
+from gates.engine import evaluate
+from gates.intervals import needed_for_upper, quantile_interval
+from reports import charts, load_curve
+
+# -- fakes -----------------------------------------------------------------------------------------
+
+
+def record(send_s: float, *, ttft: float = 0.1, tokens: int = 5, gap: float = 0.02, error: str | None = None) -> RequestRecord:
+    """A finished request sent at `send_s` (seconds on an arbitrary clock)."""
+    send = int(send_s * NS)
+    r = RequestRecord(send_ns=send, error=error, usage={"completion_tokens": tokens})
+    if error is None:
+        r.event_ns = [send + int((ttft + k * gap) * NS) for k in range(tokens)]
+        r.event_kind = ["content"] * tokens
+        r.event_tokens = [1] * tokens
+    r.end_ns = (r.event_ns[-1] if r.event_ns else send) + int(0.001 * NS)
+    return r
+
+
+def fake_server(seconds: float):
+    """send(i, item): a request that takes `seconds` and is stamped as sent when it starts."""
+
+    async def send(i: int, item: Any) -> RequestRecord:
+        start = time.perf_counter_ns()
+        await asyncio.sleep(seconds)
+        r = record(0)
+        r.send_ns = start
+        shift = start - r.event_ns[0] + int(0.01 * NS)
+        r.event_ns = [t + shift for t in r.event_ns]
+        r.end_ns = time.perf_counter_ns()
+        return r
+
+    return send
+
+
+# -- profiles and the schedule ------------------------------------------------------------------------
+
+
+def test_schedules_and_scenario_names() -> None:
+    offsets, window = load.constant(4).offsets(1.0, None)
+    assert offsets == [0.0, 0.25, 0.5, 0.75] and window == 1.0
+    offsets, window = load.constant(4).offsets(None, 3)
+    assert len(offsets) == 3 and window == 0.75  # the window ends where the 4th send would be
+    offsets, window = load.constant(3).offsets(1.0, None)
+    assert len(offsets) == 3 and window == 1.0  # 0, 1/3, 2/3: three sends own the whole second
+    a, _ = load.poisson(50, seed=7).offsets(20.0, None)
+    b, _ = load.poisson(50, seed=7).offsets(20.0, None)
+    c, _ = load.poisson(50, seed=8).offsets(20.0, None)
+    assert a == b and a != c  # seeded: a run can be repeated with the same arrivals
+    assert 900 < len(a) < 1100  # ~rate x duration
+    gaps = [y - x for x, y in zip(a, a[1:])]
+    assert sum(g < 0.02 for g in gaps) > 0.5 * len(gaps)  # exponential: most gaps shorter than the mean
+    assert [p.scenario for p in (load.synchronous(), load.concurrent(8), load.constant(2), load.poisson(1.25))] == [
+        "synchronous", "concurrency=8", "rate=2", "poisson=1.25"]
+    with pytest.raises(ValueError):
+        load.constant(-1)
+    with pytest.raises(ValueError):
+        load.synchronous().offsets(1.0, None)
+
+
+def test_open_loop_keeps_its_schedule_while_requests_pile_up() -> None:
+    """Each request takes 0.5 s; at 20 req/s for 0.5 s an open loop still sends all 10 on
+    time (10 in flight at once), where a closed loop would send one."""
+    result = asyncio.run(load.run(load.constant(20), fake_server(0.5), duration_s=0.5))
+    assert len(result.records) == 10
+    assert result.peak_in_flight == 10 and result.cap_waits == 0
+    lags = [r.send_ns - r.scheduled_ns for r in result.records]
+    assert max(lags) < 0.03 * NS, lags  # sent on schedule, not after the previous one ended
+    closed = asyncio.run(load.run(load.synchronous(), fake_server(0.5), duration_s=0.5))
+    assert len(closed.records) == 1  # the closed loop waited for the server: what the open loop must not do
+
+
+def test_a_full_in_flight_cap_is_counted_and_shows_in_the_lag() -> None:
+    result = asyncio.run(load.run(load.constant(20), fake_server(0.3), duration_s=0.3, max_in_flight=2))
+    assert len(result.records) == 6
+    assert result.cap_waits == 4 and result.peak_in_flight == 2
+    stats = {s.metric: s for s in load.run_stats(result, {})}
+    assert stats["in_flight_cap_waits"].value == 4 and "cap of 2" in stats["in_flight_cap_waits"].source
+    assert stats["schedule_lag_max_s"].value > 0.2  # the waits are in the lag, never hidden
+
+
+def test_stop_sends_the_rest_of_the_schedule_at_once() -> None:
+    """A stalled probe stops waiting: the rest of its schedule goes to `send` at once (the
+    probe's `chat` returns those as not run), so a dead server does not cost the duration."""
+    calls: list[int] = []
+
+    async def send(i: int, item: Any) -> RequestRecord:
+        calls.append(i)
+        return record(0, error="not run: stopped")
+
+    started = time.perf_counter()
+    result = asyncio.run(load.run(load.constant(10), send, duration_s=5.0, stop=lambda: len(calls) >= 2))
+    assert time.perf_counter() - started < 1.0
+    assert len(result.records) == 50 and all(r.scheduled_ns is not None for r in result.records)
+
+
+# -- what a run carried ---------------------------------------------------------------------------------
+
+
+def test_run_stats_goodput_counts_failures_as_misses_over_the_window() -> None:
+    records = [
+        record(0.0, ttft=0.1), record(0.5, ttft=0.2), record(1.0, ttft=3.0),  # the third misses ttft
+        record(1.5, error="HTTP 503: busy"),  # a failure is a miss
+        record(2.0, ttft=0.1, tokens=1),  # one token: no TPOT, cannot miss a TPOT target
+    ]
+    for i, r in enumerate(records):
+        r.scheduled_ns = int(i * 0.5 * NS)
+    result = load.RunResult(load.constant(2), records, 0, records[-1].end_ns + int(1.0 * NS), 2.5, 256)
+    stats = {s.metric: s.value for s in load.run_stats(result, {"ttft_s": 1.0, "tpot_s": 0.05})}
+    assert stats["requests_met"] == 3
+    assert stats["goodput_rps"] == pytest.approx(3 / 2.5)  # over the schedule's window
+    assert stats["target_attainment"] == pytest.approx(3 / 5)
+    assert stats["offered_rps"] == pytest.approx(2.0)
+    span = result.span_s
+    assert stats["request_throughput_rps"] == pytest.approx(4 / span)  # succeeded over the wall span
+    assert stats["output_tps"] == pytest.approx((5 + 5 + 5 + 1) / span)
+    assert stats["ttft_p50_s"] == pytest.approx(0.15)  # of the 4 that succeeded
+    assert stats["tpot_p99_s"] == pytest.approx(0.02)
+    assert "schedule_lag_p99_s" in stats
+    assert load.meets(records[4], {"tpot_s": 0.001}) and not load.meets(records[3], {})
+
+
+def test_sweep_rates_and_the_knee() -> None:
+    assert load.sweep_rates(1.0, 3.0, 4) == [1.5, 2.0, 2.5, 3.0]
+    assert load.sweep_rates(2.0, 2.0, 2) == [3.0, 4.0]  # no scaling: up to twice the synchronous rate
+    pts = [Point("synchronous", 1.0, 1.0, 1.0, False), Point("concurrency=32", 3.0, 0.3, 0.1, False),
+           Point("rate=1.5", 1.5, 1.45, 0.97), Point("rate=2", 2.0, 1.9, 0.95), Point("rate=2.5", 2.5, 1.2, 0.5),
+           Point("rate=3", 3.0, 2.8, 0.93)]
+    knee = load.knee(pts, 0.9)
+    assert knee.point.scenario == "rate=2" and knee.max_goodput_rps == 1.9  # rate=3 held above a break: noise
+    assert knee.broke_at.scenario == "rate=2.5" and "rate=2.5 met 50%" in knee.text()
+    none = load.knee([Point("synchronous", 1.0, 0.2, 0.2, False), Point("rate=2", 2.0, 0.1, 0.05)], 0.9)
+    assert none.max_goodput_rps == 0.0 and "no rate held" in none.text()
+
+
+def test_params_say_what_is_wrong() -> None:
+    def error(**kw: Any) -> str:
+        with pytest.raises(ValidationError) as info:
+            load_probe.LoadParams(**kw)
+        return str(info.value)
+
+    assert "needs latency targets" in error(profile="sweep")
+    assert "ttft_s or e2e_s" in error(profile="sweep", targets={"tpot_s": 0.1})
+    assert "needs a rate" in error(profile="constant")
+    assert "greater than 0" in error(profile="constant", rate=-1)
+    assert "rate applies" in error(profile="concurrent", concurrency=2, rate=1)
+    assert "agent workload" in error(profile="synchronous", workload="synthetic", conversations=3)
+    p = load_probe.LoadParams(profile="synchronous", turns=3)
+    assert p.workload == "agent" and p.duration_s == 20.0
+    again = load_probe.LoadParams.model_validate_json(p.model_dump_json())  # as the flow hands it to the task
+    assert again == p
+    assert load_probe.LoadParams(profile="constant", rate=2, requests=10).duration_s is None
+
+
+def test_agent_workload_shares_prefixes_turn_over_turn() -> None:
+    p = load_probe.LoadParams(profile="synchronous", conversations=2, turns=3, system_tokens=20, task_tokens=10, turn_tokens=5, max_tokens=4)
+    w = load_probe.Workload(p, "s", "shared")
+    (m0, l0), (m1, _), (m2, l2), (m4, l4) = (w.prepare(i) for i in (0, 1, 2, 4))
+    assert (l0["conversation"], l0["turn"]) == (0, 0) and (l2["conversation"], l2["turn"]) == (0, 1) and l4["turn"] == 2
+    assert m2[: len(m0)] == m0 and len(m2) == len(m0) + 2  # turn 1 extends turn 0's prompt
+    assert m4[: len(m2)] == m2
+    assert m0[0] == m1[0] and m0[1] != m1[1]  # one system prompt, a task per conversation
+    _, l6 = w.prepare(6)
+    assert l6["generation"] == 1 and l6["turn"] == 0  # after `turns` turns a conversation starts over
+
+
+# -- gates -------------------------------------------------------------------------------------------------
+
+
+def rows_of(arm: str, sink: MemorySink) -> list[dict[str, Any]]:
+    return [{**m, "arm_id": arm, "probe": "load", "repeat": 0, "item_key": "load"} for m in sink.measurements]
+
+
+def run_rows(arm: str, scenario: str, *, met: int, offered: int, window: float, failed: int = 0,
+             ttft: list[float] | None = None, extra: dict[str, tuple[float, str]] | None = None) -> list[dict[str, Any]]:
+    """The rows the probe writes for one run (summary and per-request TTFT)."""
+    base = {"arm_id": arm, "probe": "load", "scenario": scenario, "context": 0, "mode": "canonical", "repeat": 0, "unit": "", "source": ""}
+    out = [
+        {**base, "metric": m, "value": float(v), "trial": -1}
+        for m, v in (("requests_met", met), ("requests", offered), ("requests_failed", failed), ("window_s", window),
+                     ("goodput_rps", met / window), ("offered_rps", offered / window), ("target_attainment", met / offered))
+    ]
+    for metric, (value, source) in (extra or {}).items():
+        out.append({**base, "metric": metric, "value": value, "trial": -1, "source": source})
+    out += [{**base, "metric": "ttft_s", "value": v, "trial": i} for i, v in enumerate(ttft or [])]
+    return out
+
+
+def gate(predicate: str, params: dict[str, Any], subjects: list[str], baseline: list[str] | None = None) -> GateEntry:
+    return GateEntry(id="g", predicate=predicate, params=params, subjects=subjects, baseline=baseline or [])
+
+
+def test_goodput_gate_interval_errors_and_the_sweep_cell() -> None:
+    rows = pd.DataFrame(run_rows("B", "rate=2", met=38, offered=40, window=20) + run_rows("A", "rate=2", met=20, offered=40, window=20))
+    result = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_gain": 0.2}, ["B"], ["A"]), rows)
+    assert "+90% [+26%, +194%]" in result.reason  # unpaired: every gain between the two exact intervals
+    assert result.verdict == Verdict.PASS, result.reason
+    assert "goodput_rps at rate=2" in result.reason and "B 1.90" in result.reason
+    floor = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 1.8}, ["B"]), rows)
+    assert floor.verdict == Verdict.INCONCLUSIVE, floor.reason  # 1.90 [1.66, 1.99]: the interval straddles 1.8
+    cell = floor.evidence["cells"][0]
+    assert cell["low"] == pytest.approx(1.6621, abs=1e-3) and cell["n"] == 40
+    # a subject failing more than the limit cannot pass, however much goodput it shows
+    flaky = pd.DataFrame(run_rows("B", "rate=2", met=38, offered=40, window=20, failed=3))
+    assert evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 0.5}, ["B"]), flaky).verdict == Verdict.FAIL
+    # the sweep's maximum is read through the run its source names
+    sweep = pd.DataFrame(
+        run_rows("B", "rate=3", met=57, offered=60, window=20)
+        + run_rows("B", "sweep", met=0, offered=1, window=1, extra={"max_goodput_rps": (2.85, "rate=3")})
+        + run_rows("A", "synchronous", met=2, offered=20, window=20)
+        + run_rows("A", "sweep", met=0, offered=1, window=1, extra={"max_goodput_rps": (0.0, "")})
+    )
+    swept = evaluate(gate("load_goodput", {"min_gain": 0.5}, ["B"], ["A"]), sweep)
+    assert swept.verdict == Verdict.PASS and "A carried nothing" in swept.reason, swept.reason
+    assert any(c["basis"].startswith("57 of 60") for c in swept.evidence["cells"])
+
+
+def test_latency_gate_needs_enough_requests_to_bound_a_high_percentile() -> None:
+    fast = [0.2 + 0.001 * i for i in range(50)]
+    rows = pd.DataFrame(run_rows("B", "rate=2", met=50, offered=50, window=25, ttft=fast))
+    p99 = evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 99, "max_value": 1.0}, ["B"]), rows)
+    assert p99.verdict == Verdict.INCONCLUSIVE and "needs >= 368" in p99.reason, p99.reason
+    p90 = evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 90, "max_value": 1.0}, ["B"]), rows)
+    assert p90.verdict == Verdict.PASS, p90.reason
+    slow = pd.DataFrame(run_rows("B", "rate=2", met=50, offered=50, window=25, ttft=[2.0 + 0.01 * i for i in range(50)]))
+    assert evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 50, "max_value": 1.0}, ["B"]), slow).verdict == Verdict.FAIL
+    assert needed_for_upper(0.99) == 368
+    low, high, _ = quantile_interval(list(range(1, 1001)), 0.99)
+    assert (low, high) == (983.0, 997.0)
+    assert math.isinf(quantile_interval(list(range(50)), 0.99)[1])
+
+
+# -- the probe on the simulator ----------------------------------------------------------------------------
+
+SIM = {"prefill_tps": 2000.0, "decode_tps": 60.0, "batch_penalty": 0.1}
+AGENT = {"conversations": 4, "turns": 6, "system_tokens": 200, "task_tokens": 400, "turn_tokens": 160, "max_tokens": 16}
+
+
+def sim_target(url: str) -> ProbeTarget:
+    return ProbeTarget(base_url=url, model="sim-model", adapter=registry.get("simulator"), sampling={"temperature": 1.0})
+
+
+@pytest.mark.integration
+def test_four_slots_carry_clearly_more_goodput_than_two(tmp_path: Path) -> None:
+    """The same agent workload swept on 2 and 4 simulated slots (both at once): the 4-slot
+    recipe keeps each conversation in its slot and decodes four at a time, so its maximum
+    goodput within the targets is clearly higher; the gate says so from the stored rows."""
+    from tests.simproc import simulator
+
+    params = load_probe.LoadParams(profile="sweep", duration_s=3.0, rates=3, max_concurrency=8,
+                                   targets={"ttft_s": 1.0, "tpot_s": 0.1}, **AGENT)
+    sinks = {"A": MemorySink(), "B": MemorySink()}
+    started = time.perf_counter()
+    with simulator(tmp_path, slots=2, **SIM) as two, simulator(tmp_path, slots=4, **SIM) as four:
+        async def both() -> None:
+            await asyncio.gather(load_probe.run(sim_target(two), sinks["A"], params), load_probe.run(sim_target(four), sinks["B"], params))
+
+        asyncio.run(both())
+    assert time.perf_counter() - started < 60
+    best = {arm: load_probe.sweep_result(s.measurements)[("canonical", 0)] for arm, s in sinks.items()}
+    assert best["B"]["max_goodput_rps"] >= 1.4 * best["A"]["max_goodput_rps"] > 0, best
+    for s in sinks.values():
+        curve = load_probe.curve_rows(s.measurements)
+        assert [r["scenario"] for r in curve][0] == "synchronous" and len(curve) == 5
+        assert not s.values("errors")
+        lags = s.values("schedule_lag_p99_s")
+        assert lags and max(lags) < 0.25  # the client kept to its schedule (a loaded 2-core machine)
+        requests = [r for r in s.requests if r["scenario"].startswith("rate=")]
+        assert requests and all(r["scheduled_ns"] and r["send_ns"] >= r["scheduled_ns"] for r in requests)
+    rows = pd.DataFrame(rows_of("A", sinks["A"]) + rows_of("B", sinks["B"]))
+    verdict = evaluate(gate("load_goodput", {"min_gain": 0.3}, ["B"], ["A"]), rows)
+    assert verdict.verdict == Verdict.PASS, verdict.reason
+    # the report draws both curves and the coverage matrix says which arms have one
+    curves = load_curve.runs(load_curve.load_rows(rows), "B", "arm-b")
+    assert len(curves) == 1 and curves[0].runs == 5 and "max goodput" in curves[0].summary
+    for chart in (curves[0].latency_chart, curves[0].goodput_chart):
+        assert "<svg" in chart and not charts.external_references(str(chart))
+    text = load_curve.coverage_text(load_curve.load_rows(rows))
+    assert text["A"].startswith("curve, 5 runs") and "max goodput" in text["B"]
+
+
+@pytest.mark.integration
+def test_open_loop_on_the_simulator_shows_the_queue_a_closed_loop_hides(tmp_path: Path) -> None:
+    """Past one slot's capacity, an open-loop rate builds a queue and TTFT grows; the same
+    server under one closed-loop client never queues."""
+    from tests.simproc import simulator
+
+    synthetic = {"prompt_tokens": 100, "max_tokens": 16, "duration_s": 3.0}
+    with simulator(tmp_path, slots=1, prefill_tps=4000.0, decode_tps=80.0) as url:
+        over, single = MemorySink(), MemorySink()
+        asyncio.run(load_probe.run(sim_target(url), over, load_probe.LoadParams(profile="constant", rate=8, **synthetic)))
+        asyncio.run(load_probe.run(sim_target(url), single, load_probe.LoadParams(profile="synchronous", **synthetic)))
+    assert over.values("queue_depth_max", scenario="rate=8")[0] >= 3
+    assert single.values("queue_depth_max", scenario="synchronous")[0] == 0
+    assert over.values("ttft_p99_s")[0] > 4 * single.values("ttft_p99_s")[0]
+    assert over.values("offered_rps")[0] == pytest.approx(8.0)  # offered as scheduled, whatever the server did
+    assert over.values("request_throughput_rps")[0] < 6.5  # what one slot could carry
