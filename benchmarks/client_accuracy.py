@@ -9,15 +9,24 @@ printed beside it, so server lateness is not blamed on the client.
 
 Clients, each with the same requests in the same run:
   ours         arms.client.stream_chat (httpx API, timed aiohttp transport)
+  probe        (with --through-probe) ours inside a real probe: the agent-load probe, one
+               turn per conversation, writing through the campaign's StoreSink into a
+               temporary SQLite store while its QueueSampler reads /metrics every 0.5 s;
+               scored from the request rows read back from the store
   aiohttp      a plain aiohttp client reading lines and parsing JSON as they come
   httpx        a plain httpx.AsyncClient with its default transport, same loop
 
 Printed per client and concurrency: TTFT error p50/p99 (first token), ITL error p50/p99
-(|measured gap - scheduled gap|), the send-stamp gap (server receipt - client send stamp),
-events per wall second, events per client CPU second (capacity), and ratios to ours.
+(|measured gap - scheduled gap|), the server's own send lag p99, events per wall second,
+events per client CPU second (capacity; for `probe` it includes the sink's writer thread
+and the sampler), how our records say their stamps were taken, ratios to ours, and with
+--through-probe the probe's p99 errors minus the bare client's (target: within 1 ms).
+With --through-probe the loopback server also answers GET /metrics like llama-server and
+writes a server log with a line per token, as llama-server does at trace verbosity.
 
     python benchmarks/client_accuracy.py                    # 1, 16, 64, 256 streams
     python benchmarks/client_accuracy.py --streams 64 --tokens 200
+    python benchmarks/client_accuracy.py --streams 64 256 --through-probe
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -449,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -102,7 +102,7 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
         from campaign.progress_view import CampaignProgress
         from flows.campaign_flow import campaign_flow
 
-        with _flow_session(spec):
+        with _flow_session():
             with CampaignProgress(console, spec), _quiet_heartbeat():
                 result = campaign_flow(str(file), store.url, workdir, recheck_blocked)
     _finish(result)
@@ -136,8 +136,7 @@ class _runner:
 class _flow_session:
     """Two-step Ctrl-C (flows.interrupt) and the Prefect API for the flows of one command."""
 
-    def __init__(self, spec: Any):
-        self.spec = spec
+    def __init__(self) -> None:
         self._stack: Any = None
 
     def __enter__(self) -> None:
@@ -273,7 +272,7 @@ def rerun(
         from campaign.status_view import render_status
         from flows.campaign_flow import rerun_flow
 
-        with _flow_session(spec):
+        with _flow_session():
             with CampaignProgress(console, spec, items=1), _quiet_heartbeat():
                 result = rerun_flow(str(file), store.url, match[0].key, checked.overrides, workdir)
     _finish(result)
@@ -293,6 +292,11 @@ def status(
     if row is None:
         raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
     render_status(console, store, row.name)
+    from campaign.queue import current_runner
+
+    runner = current_runner(store, row.name)
+    if runner:
+        console.print(f"running now: {runner}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

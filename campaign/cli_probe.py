@@ -255,33 +255,42 @@ def _print_turns(sink: Any) -> None:
     console.print(table)
 
 
+def _short(value: float) -> str:
+    """At most three significant digits, no exponent: 0.0421, 3.14, 42.1, 1234."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _print_load(sink: Any) -> None:
     """The load curve (one row per run, by offered rate), the sweep's answer, and what the
-    client could not keep to: schedule lag, sends that waited for the in-flight cap."""
+    client could not keep to: schedule lag, sends that waited for the in-flight cap. Output
+    tokens/s and the other percentiles are in --json."""
     from arms.probes.load import curve_rows, sweep_result
 
+    from rich import box
+
     columns = (
-        ("run", "scenario", ""), ("offered rps", "offered_rps", ".3g"), ("throughput rps", "request_throughput_rps", ".3g"),
-        ("goodput rps", "goodput_rps", ".3g"), ("met", "target_attainment", ".0%"), ("out tok/s", "output_tps", ".3g"),
-        ("TTFT p50", "ttft_p50_s", ".3g"), ("TTFT p99", "ttft_p99_s", ".3g"), ("TPOT p50", "tpot_p50_s", ".3g"),
-        ("TPOT p99", "tpot_p99_s", ".3g"), ("errors", "error_rate", ".0%"), ("queue max", "queue_depth_max", ".3g"),
-        ("lag p99 ms", "schedule_lag_p99_s", "ms"),
+        ("run", "scenario", 1), ("offered", "offered_rps", 1), ("thru", "request_throughput_rps", 1),
+        ("goodput", "goodput_rps", 1), ("met", "target_attainment", 0), ("TTFT\np50", "ttft_p50_s", 1000),
+        ("TTFT\np99", "ttft_p99_s", 1000), ("TPOT\np99", "tpot_p99_s", 1000), ("err", "error_rate", 0),
+        ("queue", "queue_depth_max", 1), ("lag\np99", "schedule_lag_p99_s", 1000),
     )
     rows = curve_rows(sink.measurements)
+    widest = max((len(r["scenario"]) for r in rows), default=3)
     for mode_ in dict.fromkeys(r["mode"] for r in rows):
-        table = Table(title=f"load, {mode_} (latencies in s)", title_justify="left")
-        for title, _, _ in columns:
-            table.add_column(title, justify="left" if title == "run" else "right")
+        title = f"load, {mode_}: rates in req/s (thru: throughput), latencies and schedule lag in ms, queue: most waiting"
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+        for name, _, _ in columns:  # fits 80 columns; the run's name is never cut
+            table.add_column(name, justify="left" if name == "run" else "right", no_wrap=True, min_width=widest if name == "run" else None)
         for r in (r for r in rows if r["mode"] == mode_):
-            cells = []
-            for _, key, spec in columns:
+            cells = [r["scenario"]]
+            for _, key, scale in columns[1:]:
                 value = r.get(key)
-                cells.append("-" if value is None else value if not spec else f"{value * 1000:.3g}" if spec == "ms" else format(value, spec))
+                cells.append("-" if value is None else f"{value:.0%}" if scale == 0 else _short(value * scale))
             table.add_row(*cells, style="dim" if mode_ == Mode.GREEDY.value else "")
         console.print(table)
-        waits = [r for r in rows if r["mode"] == mode_ and r.get("in_flight_cap_waits")]
-        for r in waits:
-            console.print(f"  [yellow]{r['scenario']}: {r['in_flight_cap_waits']:.0f} send(s) waited for the in-flight cap; their lag includes the wait[/yellow]")
+        for r in rows:
+            if r["mode"] == mode_ and r.get("in_flight_cap_waits"):
+                console.print(f"  [yellow]{r['scenario']}: {r['in_flight_cap_waits']:.0f} send(s) waited for the in-flight cap; their lag includes the wait[/yellow]")
     for (mode_, _ctx), cell in sweep_result(sink.measurements).items():
         console.print(
             f"[bold]sweep ({mode_})[/bold]: max goodput {cell.get('max_goodput_rps', 0):.3g} req/s "

@@ -23,7 +23,7 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
     width = console.width
     arms_of = {g.id: "/".join(g.subjects) + (f" vs {'/'.join(g.baseline)}" if g.baseline else "") for g in s.gates}
     fixed = [_longest(["gate", *(g.id for g in s.gates)]), _longest(["verdict", *(str(g.verdict) for g in s.gates)]),
-             min(ARMS_MAX, _longest(["arms", *arms_of.values()]))]
+             min(_arms_max(width), _longest(["arms", *arms_of.values()]))]
     title_w, reason_w = fit(width, fixed, _longest(g.title for g in s.gates), _longest(g.reason for g in s.gates))
     gates = Table(title="Gate verdicts", title_justify="left")
     gates.add_column("gate", no_wrap=True, width=fixed[0])
@@ -41,7 +41,7 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
     notes = ["; ".join(x for x in (item.reason, item.isolation) if x) for item in s.items]
     columns = {"#": [str(len(s.items))], "arms": ["/".join(i.arms) for i in s.items], "gate": [i.gate or "" for i in s.items],
                "state": [str(i.state) for i in s.items], "attempts": [str(i.attempts) for i in s.items]}
-    fixed = [min(ARMS_MAX if name == "arms" else 99, _longest([name, *values])) for name, values in columns.items()]
+    fixed = [min(_arms_max(width) if name == "arms" else 99, _longest([name, *values])) for name, values in columns.items()]
     item_w, note_w = fit(width, fixed, _longest(i.title for i in s.items), _longest(notes))
     queue = Table(title="Campaign queue", title_justify="left")
     queue.add_column("#", no_wrap=True, width=fixed[0])
@@ -60,9 +60,14 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
         console.print(f"[yellow]identity[/yellow] arm {flag.arm_id}: {flag.message}")
 
 
-ARMS_MAX = 14  # an arms cell longer than this wraps
+ARMS_MAX = 14  # an arms cell longer than this wraps (twice that on a wide terminal)
 TITLE_MIN = 12  # a title column narrower than this is left out
+TITLE_MAX = 32  # beside a text that wraps, a title longer than this wraps too
 TEXT_MIN = 40  # the text column keeps at least this much before a title gets any
+
+
+def _arms_max(width: int) -> int:
+    return ARMS_MAX if width < 120 else 2 * ARMS_MAX
 
 
 def _longest(texts: object) -> int:
@@ -74,14 +79,17 @@ def fit(width: int, fixed: list[int], title: int, text: int) -> tuple[int | None
     the widths of its other columns; None for the title means: leave it out.
 
     Why by hand: rich shrinks the widest wrapping column first, and the reason is the
-    widest -- at 80 columns it was left 7-16 characters. Here the text column gets the
-    room it needs first (it wraps, never truncated), up to all of it; a title gets what
-    is left when that is at least `TITLE_MIN` and the text keeps `TEXT_MIN` (or all it
-    needs). Each column costs 3 characters of frame and padding, the table 1 more.
+    widest -- at 80 columns it was left 7-16 characters. Here both are whole when they
+    fit; otherwise the title gets a quarter of the room (at least `TITLE_MIN`) and the
+    text the rest, wrapped, never cut; and when the text would keep less than `TEXT_MIN`,
+    the title goes. Each column costs 3 characters of frame and padding, the table 1 more.
     """
     text = max(text, 4)
     room = width - sum(fixed) - (3 * (len(fixed) + 2) + 1)
-    if room - TITLE_MIN >= min(text, TEXT_MIN):
-        text_w = min(text, room - TITLE_MIN)
-        return min(max(title, 5), room - text_w), text_w
+    if text + max(title, 5) <= room:
+        return max(title, 5), text
+    want_title = min(max(title, 5), TITLE_MAX)
+    title_w = max(TITLE_MIN, min(want_title, room // 4))
+    if room - title_w >= TEXT_MIN:
+        return title_w, room - title_w
     return None, max(8, min(text, room + 3))

@@ -15,12 +15,13 @@ from typing import Any
 from prefect import flow
 
 from campaign import queue
-from campaign.schema import CampaignSpec, QueueItem, load_campaign
+from campaign.schema import CampaignFileError, CampaignSpec, QueueItem, load_campaign
 from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
 from flows.arm_flow import arm_flow
 from flows.artifacts import artifact_key, publish
 from flows import interrupt
+from flows import overrides as override_keys
 from flows.devices import ensure_limits, release_lease
 from flows.progress import emit
 from gates.engine import evaluate
@@ -145,6 +146,9 @@ def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign"
     """Run the queue. Only one process runs a campaign at a time (`queue.claim_runner`;
     `RunnerBusy` names the other one). A Ctrl-C returns `{"interrupted": ...}`."""
     spec = load_campaign(campaign_path)
+    problems = override_keys.check_campaign(spec)  # the command line said so already; callers of the flow hear it too
+    if problems:
+        raise CampaignFileError(campaign_path, problems)
     store = Store(store_url)
     taken = queue.claim_runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run")
     try:
@@ -206,9 +210,12 @@ def with_item_overrides(spec: CampaignSpec, item_key: str, overrides: dict[str, 
 @flow(name="rerun", flow_run_name="rerun {item_key}", log_prints=False, persist_result=False)
 def rerun_flow(campaign_path: str, store_url: str, item_key: str, overrides: dict[str, Any], workdir: str = ".campaign") -> dict[str, Any]:
     """A new attempt of a finished item with overrides; older attempts stay as history and
-    the newest is what verdicts read. Overrides are checked by the caller
-    (`flows.overrides.check_rerun`)."""
+    the newest is what verdicts read. `overrides` are as `flows.overrides.check_rerun`
+    makes them (bare recipe fields as recipe.<field>); anything else is refused here."""
     file_spec = load_campaign(campaign_path)
+    problems = override_keys.check(file_spec, file_spec.item(item_key), overrides, "overrides")
+    if problems:
+        raise CampaignFileError(campaign_path, problems)
     store = Store(store_url)
     taken = queue.claim_runner(store, file_spec.campaign.name, "campaign rerun")
     try:

@@ -13,11 +13,12 @@ slot it held must then come back without anyone resetting it by hand. So:
 - an arm that finds the device busy says what it waits for ("device local held by
   attempt 7 (demo: spec-decode/B), pid 4242 on host h1, since 18:10:48") and takes the
   slot back when its holder is provably gone: the holder ran on this host and its
-  process no longer exists (or the pid now belongs to a process started later), or it
-  has not renewed for `stale_s` (the lease expired; a temporary Prefect server keeps
-  leases in memory and runs no expiry service, so expiry is enforced here too), or the
-  slot is counted with no holder at all for `stale_s` (left by a process that died
-  before it could say who it was).
+  process no longer exists (or the pid now belongs to a process started later) -- while
+  it lives, it keeps the slot; or it ran on another host and has not renewed for
+  `STALE_S` (its lease expired; a temporary Prefect server keeps leases in memory and
+  runs no expiry service, so expiry is enforced here too); or the slot is counted with
+  no holder at all for `STALE_S` (left by a process that died before it could say who
+  it was).
 
 Limits are strict: a device without a limit is an error.
 """
@@ -40,6 +41,7 @@ from flows import interrupt
 
 LEASE_S = 60.0  # the shortest lease Prefect grants
 RENEW_S = LEASE_S / 3
+STALE_S = 2 * LEASE_S  # a holder not renewed for this long is gone (six renewals missed)
 
 
 class DeviceLimitMissing(RuntimeError):
@@ -80,13 +82,16 @@ class Holder:
         return f"device {device} held by {who}{what}, pid {self.pid} on host {self.host}, since {since}"
 
     def gone(self, now: float, stale_s: float) -> str | None:
-        """Why this holder is provably gone, or None if it may still be running."""
+        """Why this holder is provably gone, or None if it may still be running. On this
+        host its process decides (alive: it keeps the slot, however late its renewals);
+        elsewhere, a lease not renewed for `stale_s` has expired."""
         if self.host == socket.gethostname() and self.pid:
             started = _process_start(self.pid)
             if started is None:
                 return f"pid {self.pid} no longer exists"
             if self.process_start is not None and abs(started - self.process_start) > 1.0:
                 return f"pid {self.pid} now belongs to another process"
+            return None
         if self.renewed and now - self.renewed > stale_s:
             return f"its lease was not renewed for {now - self.renewed:.0f} s"
         return None
@@ -179,7 +184,7 @@ class DeviceLock:
     attempt: int | None = None
     what: str = ""
     on_wait: Callable[[str], None] | None = None
-    stale_s: float = LEASE_S
+    stale_s: float = STALE_S
     poll_s: float = 1.0
     lease_id: str | None = None
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)

@@ -1,6 +1,8 @@
-"""Gates: the predicate library and the verdict engine.
+"""Gates: the comparison primitive, the predicate library and the verdict engine.
 
 Pure functions over pandas frames of *canonical* measurements; no I/O. Greedy rows are
-removed in exactly one place, `engine.canonical_only`, before any predicate runs.
+removed in exactly one place, `engine.canonical_only`, before any predicate runs. Every
+comparative predicate reads its numbers through `compare` (cells, n, intervals of the
+median from `intervals`, error rates), so a verdict is one its numbers support.
 May import `campaign.schema` and `campaign.states`, nothing else of the project.
 """

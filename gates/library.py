@@ -84,19 +84,22 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
             comparisons.append(cmp)
             change, lo, hi = cmp.change
             shown.append(f"{c} {pct(change)} [{pct(lo)}, {pct(hi)}]")
+            # the comparison is the control's advantage; the verdict is the subject's
+            mine: list[str] = []
             if any(compare.flaky(s, rigor) for s in subj):
-                verdicts.append(Verdict.FAIL)
-                notes += [compare.error_note(s, rigor) + ": cannot be promoted" for s in subj if compare.flaky(s, rigor)]
+                v = Verdict.FAIL
+                mine = [compare.error_note(s, rigor) + ": cannot be promoted" for s in subj if compare.flaky(s, rigor)]
             elif not cmp.n_ok:
-                verdicts.append(Verdict.INCONCLUSIVE)
-                notes += cmp.notes
+                v, mine = Verdict.INCONCLUSIVE, cmp.notes
             elif cmp.low > p.max_advantage + compare.EPS:
-                verdicts.append(Verdict.FAIL)
+                v = Verdict.FAIL
             elif cmp.high <= p.max_advantage + compare.EPS:
-                verdicts.append(Verdict.PASS)
+                v = Verdict.PASS
             else:
-                verdicts.append(Verdict.INCONCLUSIVE)
-                notes.append(f"{c}'s advantage interval straddles {pct(p.max_advantage)}")
+                v, mine = Verdict.INCONCLUSIVE, [f"{c}'s advantage interval straddles {pct(p.max_advantage)}"]
+            cmp.verdict, cmp.notes = v, mine
+            verdicts.append(v)
+            notes += mine
         where = label(cell)
         parts.append((where + " " if where else "") + ", ".join(shown) + f" over {best.arm} {compare.fmt_stat(best)}")
     evidence = _evidence(comparisons, rigor, p.metric, {"max_advantage": p.max_advantage, "role": p.role})
@@ -580,7 +583,6 @@ class AttributionParams(Rigor):
     context: int | None = None
     lower_is_better: bool = True
     min_gain: float = Field(default=0.2, description="the win must be at least this large to credit anything")
-    min_cost: float = Field(default=0.1, ge=0, description="switching the mechanism off must cost the subject at least this")
     counter_scenario: str = "load"
     min_hits: int = Field(default=1, ge=1)
 
@@ -633,8 +635,11 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
     The win is the subject against the baseline arms other than the ablation (intervals,
     error rates and n as in `gates.compare`). With an ablation arm (the subject's recipe
     with the claimed mechanism off) the mechanism is credited (`pass`) only when switching
-    it off costs the win: the ablation no longer wins by `min_gain`, and the subject beats
-    the ablation by at least `min_cost`. When the ablation keeps the win, the claim fails.
+    it off costs the win: the subject beats its ablation by at least `min_gain` (the gain's
+    whole interval), and the ablation does not itself keep the win. When the ablation
+    keeps the win (its own gain over the baseline clears `min_gain`) and switching off
+    costs less than that, the claim fails. Anything between -- the mechanism worth part of
+    the win -- is inconclusive.
 
     Without an ablation arm the verdict is never `pass`: counters (cache hits, with their
     unit) can only argue by elimination ("0 hits: the cache did no work"), so that argument
@@ -659,7 +664,7 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
     counters = {a: _counters(rows, a, p) for a in arms}
     evidence: dict[str, Any] = {
         **win.evidence(), "claim": p.claim, "subject": subject, "reference": reference, "ablation": p.ablation,
-        "counters": counters, "min_cost": p.min_cost,
+        "counters": counters,
     }
     counter_txt = _counter_text(subject, counters[subject])
     compared = _counters_compared(counters)
@@ -680,7 +685,7 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
             evidence=evidence,
         )
     kept = compare.compare(rows, [ablation], reference, sel, higher_is_better=hib, threshold=p.min_gain, rigor=rigor)
-    cost = compare.compare(rows, [subject], [ablation], sel, higher_is_better=hib, threshold=p.min_cost, rigor=rigor)
+    cost = compare.compare(rows, [subject], [ablation], sel, higher_is_better=hib, threshold=p.min_gain, rigor=rigor)
     if kept.missing or cost.missing:
         return pending(kept.missing or cost.missing, **evidence)
     evidence["ablation_vs_reference"] = kept.evidence()
@@ -703,7 +708,7 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
             reason=f"{numbers}; switching the {p.claim} off keeps the win: the win was not the {p.claim}; {counter_txt}",
             evidence=evidence,
         )
-    if kept.verdict == Verdict.FAIL and cost.verdict == Verdict.PASS:
+    if cost.verdict == Verdict.PASS:
         return GateResult(
             verdict=Verdict.PASS,
             reason=f"{numbers}; switching the {p.claim} off costs the win: the win was the {p.claim}; {counter_txt}",
@@ -713,7 +718,7 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
     tail = f"; {'; '.join(notes)}" if notes else ""
     return GateResult(
         verdict=Verdict.INCONCLUSIVE,
-        reason=f"{numbers}; the ablation does not decide it (needs {ablation} to lose the {need(p)} win and {subject} to beat it by {pct(p.min_cost)}){tail}; {counter_txt}",
+        reason=f"{numbers}; the ablation does not decide it: switching the {p.claim} off costs neither surely the {need(p)} win nor surely less while {ablation} keeps it{tail}; {counter_txt}",
         evidence=evidence,
     )
 

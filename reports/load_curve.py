@@ -19,7 +19,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from arms.probes.load import curve_rows, sweep_result
-from campaign.states import ProbeName
+from campaign.states import SUMMARY_TRIAL, ProbeName
 from reports import charts
 
 LOAD = ProbeName.LOAD.value
@@ -42,7 +42,7 @@ def load_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """The load probe's summary rows (selected once for every page)."""
     if frame.empty:
         return frame
-    return frame[(frame["probe"] == LOAD) & (frame["trial"] == -1)]
+    return frame[(frame["probe"] == LOAD) & (frame["trial"] == SUMMARY_TRIAL)]
 
 
 def _records(part: pd.DataFrame) -> list[dict[str, Any]]:
@@ -82,7 +82,7 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
             ]
             most = max((r["offered_rps"] for r in points), default=0.0)
             goodput.append(charts.Curve("offered (all carried)", [(0.0, 0.0), (most, most)], color=4, mode=mode, dashed=True))
-            summary = f"{len(points)} run(s)"
+            summary = f"{len(points)} runs" if len(points) > 1 else _one_run(points[0])
             if knee is not None:
                 x, y, text = knee
                 marker = f"max goodput {y:.3g} req/s"
@@ -90,6 +90,10 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
                 goodput.append(charts.Curve(marker, [(x, 0.0), (x, y)], color=2, mode=mode, dashed=True))
                 summary += f"; max goodput {y:.3g} req/s at {text}"
             title = f"load · {item}{f' · context {int(context)}' if int(context) else ''} · {mode}"
+            if len(points) < 2:  # one point is not a curve: its numbers say more than a dot
+                none = charts.empty("Latency against offered rate", "one run, no curve")
+                out.append(LoadCurve(title, mode, summary, none, Markup(""), 1))
+                continue
             out.append(LoadCurve(
                 title, mode, summary,
                 charts.curve_chart(f"{cid}-latency", "Latency against offered rate", latency, x_title="offered rate (req/s)", y_title="latency (s)"),
@@ -97,6 +101,12 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
                 len(points),
             ))
     return out
+
+
+def _one_run(r: dict[str, Any]) -> str:
+    latency = ", ".join(f"{name} {r[key]:.3g} s" for name, key, _, _ in LATENCY_SERIES if key in r)
+    return (f"1 run, {r['scenario']}: offered {r['offered_rps']:.3g} req/s, goodput {r['goodput_rps']:.3g} req/s "
+            f"({r.get('target_attainment', 0):.0%} met), throughput {r['request_throughput_rps']:.3g} req/s; {latency}")
 
 
 def coverage_text(rows: pd.DataFrame) -> dict[str, str]:

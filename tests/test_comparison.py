@@ -292,9 +292,14 @@ def test_attribution_by_ablation_each_branch() -> None:
     assert "switching the slots off costs the win: the win was the slots" in result.reason
     assert {c["arm"] for c in result.evidence["ablation_vs_reference"]["cells"]} == {"A", "B-2slots"}
     assert {c["arm"] for c in result.evidence["subject_vs_ablation"]["cells"]} == {"B", "B-2slots"}
-    # switching it off costs some, but the ablation still wins: only part of the win
-    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-half", [0.60, 0.61, 0.62, 0.59, 0.63], 0, 18))
-    assert evaluate(attribution("slots", "B-half", ["A", "B-half"]), rows).verdict == Verdict.INCONCLUSIVE
+    # switching it off costs part of the win: neither credited nor cleared
+    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-half", [0.74, 0.75, 0.76, 0.73, 0.77], 0, 18))
+    partial = evaluate(attribution("slots", "B-half", ["A", "B-half"]), rows)
+    assert partial.verdict == Verdict.INCONCLUSIVE and "the ablation does not decide it" in partial.reason
+    # the ablation keeps the win and switching off still costs the full win: both matter
+    rows = frame(_load("B", [0.20, 0.21, 0.19, 0.20, 0.22], 0, 18), _load("A", SLOW, 12, 18), _load("B-half", [0.60, 0.61, 0.62, 0.59, 0.63], 0, 18))
+    both = evaluate(attribution("slots", "B-half", ["A", "B-half"]), rows)
+    assert both.verdict == Verdict.INCONCLUSIVE and "only part of the win" in both.reason
     # no win, nothing to credit
     rows = frame(_load("B", SLOW, 0, 18), _load("A", SLOW, 12, 18), _load("B-off", SLOW, 0, 0))
     result = evaluate(attribution("cache", "B-off", ["A", "B-off"]), rows)

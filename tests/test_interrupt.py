@@ -279,3 +279,64 @@ def test_an_unreachable_prefect_api_is_one_line(tmp_path: Path, prefect_home: Pa
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith("error: PREFECT_API_URL is http://127.0.0.1:9/api (from the environment) but no Prefect server answers there")
     assert "campaign ui" in line
+
+
+def test_a_prefect_server_that_cannot_start_in_time_is_one_line(tmp_path: Path, prefect_home: Path) -> None:
+    """The wait is Prefect's own setting (raised to STARTUP_TIMEOUT_S by default, since a
+    busy machine needs more than Prefect's 20 s); too short a wait is one line, exit 1."""
+    from campaign import cli_prefect
+
+    assert cli_prefect.startup_timeout_s() == int(os.environ.get(cli_prefect.TIMEOUT_SETTING) or cli_prefect.STARTUP_TIMEOUT_S)
+    assert cli_prefect.STARTUP_TIMEOUT_S >= 120
+    path = _write(tmp_path, "slow", repeats=1)
+    env = {**_env(prefect_home), cli_prefect.TIMEOUT_SETTING: "1"}
+    out = subprocess.run(
+        _cli("run", str(path), "--db", str(tmp_path / "s.db")), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines()[0] == "starting a local Prefect server..."
+    (line,) = out.stderr.strip().splitlines()[1:]
+    assert line.startswith("error: the temporary Prefect server did not answer within 1 s")
+    assert _gone(_using(prefect_home))  # the server that was too slow is not left behind
+
+
+def _using(prefect_home: Path) -> list[int]:
+    """Processes started with this Prefect home (the runs and their Prefect servers)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("PREFECT_HOME") == str(prefect_home):
+                found.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def test_the_runner_claim_is_re_entrant_refuses_the_living_and_replaces_the_dead(tmp_path: Path) -> None:
+    import socket
+
+    from campaign import queue
+    from campaign.store import RunnerRow
+
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    assert queue.claim_runner(store, "c", "campaign run") is True
+    assert queue.claim_runner(store, "c", "campaign run") is False  # this process already holds it
+    assert queue.current_runner(store, "c").startswith(f"pid {os.getpid()} on host {socket.gethostname()} (`campaign run`, since ")
+    queue.release_runner(store, "c")
+    assert queue.current_runner(store, "c") is None
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        store.add(RunnerRow(campaign_name="c", pid=sleeper.pid, host=socket.gethostname(), command="campaign resume"))
+        with pytest.raises(queue.RunnerBusy, match=f"campaign 'c' is already being run by pid {sleeper.pid} on host .* \\(`campaign resume`, since "):
+            queue.claim_runner(store, "c")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert queue.current_runner(store, "c") is None  # its process is gone
+    assert queue.claim_runner(store, "c", "campaign run") is True  # so its claim is taken over
+    store.add(RunnerRow(campaign_name="d", pid=1, host="another-host"))
+    with pytest.raises(queue.RunnerBusy, match="on host another-host"):  # cannot be proven dead from here
+        queue.claim_runner(store, "d")

@@ -292,7 +292,7 @@ def test_four_slots_carry_clearly_more_goodput_than_two(tmp_path: Path) -> None:
         assert not s.values("errors")
         lags = s.values("schedule_lag_p99_s")
         assert lags and max(lags) < 0.25  # the client kept to its schedule (a loaded 2-core machine)
-        requests = [r for r in s.requests if r["scenario"].startswith("rate=")]
+        requests = [r for r in s.requests if load.is_open_loop(r["scenario"])]
         assert requests and all(r["scheduled_ns"] and r["send_ns"] >= r["scheduled_ns"] for r in requests)
     rows = pd.DataFrame(rows_of("A", sinks["A"]) + rows_of("B", sinks["B"]))
     verdict = evaluate(gate("load_goodput", {"min_gain": 0.3}, ["B"], ["A"]), rows)
@@ -322,3 +322,25 @@ def test_open_loop_on_the_simulator_shows_the_queue_a_closed_loop_hides(tmp_path
     assert over.values("ttft_p99_s")[0] > 4 * single.values("ttft_p99_s")[0]
     assert over.values("offered_rps")[0] == pytest.approx(8.0)  # offered as scheduled, whatever the server did
     assert over.values("request_throughput_rps")[0] < 6.5  # what one slot could carry
+
+
+@pytest.mark.integration
+def test_sweep_example_verdicts_and_report(tmp_path: Path, examples: Path, prefect_harness: None) -> None:
+    """examples/sweep.toml as the README states it: 4 slots carry more goodput, hold TTFT at
+    3 requests/s, and 2 slots do not; the report draws the curves and the coverage matrix
+    says which arms have one. About three minutes."""
+    from campaign.store import Store
+    from flows.campaign_flow import campaign_flow
+    from reports.site import write_site
+
+    store = Store(f"sqlite:///{tmp_path / 'sweep.db'}")
+    result = campaign_flow(str(examples / "sweep.toml"), store.url, str(tmp_path / "work"))
+    assert set(result["items"].values()) == {"done"}
+    assert result["verdicts"] == {"goodput": "pass", "ttft-b": "pass", "ttft-a": "fail"}
+    index = write_site(store, "sweep", tmp_path / "site")
+    assert index.read_text().count("curve, 6 runs") == 2  # 5 runs of the sweep and the fixed rate, per arm
+    arm = (index.parent / "arms" / "b.html").read_text()
+    assert "Latency against offered rate" in arm and "max goodput" in arm
+    gate_page = (index.parent / "gates" / "goodput.html").read_text()
+    chart = gate_page.split('id="gate-load-chart">', 1)[1].split("</div>", 1)[0]
+    assert "<svg" in chart and "B (subject)" in chart and not charts.external_references(chart)

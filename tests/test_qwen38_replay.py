@@ -1,9 +1,13 @@
 """Seed 004 replayed on simulated runtimes: every verdict computed from what was measured.
 
 The campaign file writes no verdicts; this test checks that the predicates, fed by the
-simulator's measurements, reach the seed's conclusions, and that status reads like the
-seed's dashboard (blocked ANE, the confirmatory cap item, a pending item behind a block).
-About five minutes on two cores: the decode probes run at the seed's decode rates.
+simulator's measurements, reach the seed's conclusions where the numbers can decide them,
+and `inconclusive` where they cannot (tool loops of 3 trials), and that status reads like
+the seed's dashboard (blocked ANE, the confirmatory cap item, a pending item behind a
+block). The simulator profiles were calibrated to reproduce seed 004's verdicts;
+`test_seed_robustness.py` runs them over other seeds.
+About ten minutes on two busy cores: the decode probes run at the seed's decode rates, and
+each cell a gate reads is measured at least three times.
 """
 
 from __future__ import annotations
@@ -19,16 +23,21 @@ from campaign.store import Store
 pytestmark = pytest.mark.integration
 
 EXPECTED = {
-    "gate-6": Verdict.FAIL,  # SpecPrefill: cold TTFT down, warm cache zeroed
-    "gate-7": Verdict.BLOCKED,  # ANE compiler missing from the build
-    "gate-8": Verdict.PASS,  # DSpark / DFlash2 deliver decode and total time
-    "gate-9": Verdict.PASS,  # T promoted, U a control
-    "gate-10": Verdict.PASS,  # MTPLX best decode at 32K
-    "gate-11": Verdict.FAIL,  # DFlash decode gain, but not 10% of total time with cache off
-    "mtp-gate": Verdict.PASS,  # L beats K on total time, acceptance ~0.8, tool loop majority
-    "mtplx-quality": Verdict.CONTROL,  # Quality profiles characterised against Speed
-    "ceiling-decode": Verdict.PASS,  # oMLX / dspark hold at 262K, MTPLX collapses
-    "ceiling-cache": Verdict.PASS,  # reuse holds at 262K
+    "gate-6": {Verdict.FAIL},  # SpecPrefill: cold TTFT down, warm cache zeroed
+    "gate-7": {Verdict.BLOCKED},  # ANE compiler missing from the build
+    # DSpark / DFlash2 deliver decode and total time, but the seed's "tool loop 2/3" is 3
+    # trials: [0.09, 0.99] cannot tell a majority from chance, so the gate cannot pass
+    "gate-8": {Verdict.INCONCLUSIVE},
+    "gate-9": {Verdict.PASS},  # T promoted, U a control
+    "gate-10": {Verdict.INCONCLUSIVE},  # MTPLX best decode at 32K; its tool loop is 3 trials
+    "gate-11": {Verdict.FAIL},  # DFlash decode gain, but not 10% of total time with cache off
+    "mtp-gate": {Verdict.INCONCLUSIVE},  # L beats K on total time, acceptance ~0.8; tool loop of 3 trials
+    "mtplx-quality": {Verdict.CONTROL},  # Quality profiles characterised against Speed
+    # oMLX / dspark hold at 262K, MTPLX collapses; S (13-14 tok/s over 3 trials of 32
+    # tokens, each a draw of draft acceptances) sits close enough to 12.0 that its
+    # interval may straddle it: then inconclusive, never fail
+    "ceiling-decode": {Verdict.PASS, Verdict.INCONCLUSIVE},
+    "ceiling-cache": {Verdict.PASS},  # reuse holds at 262K
 }
 
 
@@ -42,8 +51,10 @@ def test_seed_004_verdicts_come_from_measurements(tmp_path: Path, examples: Path
     summary = summarize(store, "qwen38")
     verdicts = {g.id: g.verdict for g in summary.gates}
     reasons = {g.id: g.reason for g in summary.gates}
-    wrong = {g: (verdicts[g], reasons[g]) for g in EXPECTED if verdicts.get(g) != EXPECTED[g]}
+    wrong = {g: (verdicts[g], reasons[g]) for g in EXPECTED if verdicts.get(g) not in EXPECTED[g]}
     assert not wrong, wrong
+    for gate in ("gate-8", "gate-10", "mtp-gate"):
+        assert "3 trials cannot tell" in reasons[gate], reasons[gate]
 
     assert "Private ANE procedure-bank compiler is unavailable" in reasons["gate-7"]
     assert "but M reuse 0.00, N reuse 0.00" in reasons["gate-6"]

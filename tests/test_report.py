@@ -155,9 +155,14 @@ def test_raw_records_beside_the_arm_page(built: tuple[Store, Path, synthetic.Opt
 def test_gate_page_shows_reason_evidence_arms_chart_history(built: tuple[Store, Path, synthetic.Options]) -> None:
     _, site, _ = built
     spec = (site / "gates" / "spec.html").read_text()
-    assert "decode_tps: A1 +150% vs A0" in spec
-    assert "gains.A1" in spec and "values.A0" in spec  # evidence, flattened
+    assert re.search(r"decode_tps: (at \d+K: )?A1 [\d.]+ \(\+\d+% \[\+\d+%, \+\d+%\]\) vs A0", spec)  # the gain with its interval
+    assert "comparisons[0].gain" in spec and "cells[0].median" in spec  # evidence, flattened
     assert 'id="chart-gate-spec"' in spec and "decode_tps (tok/s)" in spec
+    # what the gate read: each cell with n, its interval and error rate, drawn with whiskers
+    read = spec[spec.index('id="read-cells"'):spec.index("</table>", spec.index('id="read-cells"'))]
+    assert "A1" in read and "A0" in read and "decode/decode@" in read and "not recorded" in read
+    assert 'id="read-comparisons"' in spec and "unpaired" in spec
+    assert 'class="ci"' in spec  # pygal's whisker for each bar's interval
     assert "baseline" in spec and "subject" in spec
     cache = (site / "gates" / "cache.html").read_text()
     assert cache.count('class="v-pending"') >= 1 and cache.count('class="v-pass"') >= 2  # history kept
@@ -356,12 +361,14 @@ def test_ui_stop_gives_the_prefect_profile_back(health_server: str, tmp_path: Pa
 
 
 def test_the_index_answers_the_campaign_question_first(built: tuple[Store, Path, synthetic.Options]) -> None:
+    from reports import index_page
+
     store, site, _ = built
     data = load(store)
     index = (site / "index.html").read_text()
     answer = index[index.index('<section id="answer">'):index.index("</section>")]
     assert index.index('<section id="answer">') < index.index('<table')  # before any table
-    groups = {key: findings for key, _, findings in __import__("reports.index_page", fromlist=["answer"]).answer(data)}
+    groups = {key: findings for key, _, findings in index_page.answer(data)}
     assert [f.title for f in groups["won"]] == [g.title or g.id for g in data.summary.gates if g.verdict == "pass"]
     assert {"won", "blocked", "control"} <= set(groups)
     for findings in groups.values():
@@ -370,7 +377,9 @@ def test_the_index_answers_the_campaign_question_first(built: tuple[Store, Path,
             assert (site / f.href).exists(), f.href  # every finding links to its evidence
     (blocked_gate,) = [f for f in groups["blocked"] if f.href.startswith("gates/")]
     assert blocked_gate.reason.startswith("Blocked: 'Private compiler is unavailable'")
-    assert "Passed (2)" in answer and "Blocked (1)" in answer and "Controls (1)" in answer
+    for key, label, findings in index_page.answer(data):
+        assert f"{label} ({len(findings)})" in answer
+        assert answer.index(f'id="answer-{key}"') < answer.index("</ul>", answer.index(f'id="answer-{key}"'))
 
 
 def test_best_decode_charts_compare_like_with_like_and_name_their_arms(built: tuple[Store, Path, synthetic.Options]) -> None:

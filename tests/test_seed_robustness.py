@@ -2,9 +2,11 @@
 
 `examples/qwen38.toml`'s simulator profiles were calibrated to reproduce seed 004's
 verdicts, with one seed per arm. A verdict that only holds for that seed is no finding.
-This runs the replay's gates (sized down: the items that feed gates 6, 8, 9, 10, 11, the
-MTP gate and MTPLX Quality, at 32K only) under three other seeds and records, per gate,
-the verdict in each. The rule it checks: no verdict flips between pass and fail across
+This runs the replay's gates whose numbers the seed can move -- speculative decode rates
+(each a draw of draft acceptances) and tool loops (each trial a draw of the scripted tool
+policy) -- sized down to the items that feed gates 8, 9, 10, 11, the MTP gate and MTPLX
+Quality, at 32K only, under three other seeds, and records per gate the verdict in each.
+(Gates 6 and the ceilings read reuse and cold prefill, which no seed moves.) The rule it checks: no verdict flips between pass and fail across
 seeds -- where the numbers hang on the seed (a tool loop of 3 trials, a draft-acceptance
 draw), the intervals must make the verdict `inconclusive` instead.
 
@@ -27,8 +29,8 @@ from campaign.store import Store
 pytestmark = pytest.mark.integration
 
 SEEDS = ("seed-a", "seed-b", "seed-c")
-KEEP = ("oq8e", "dflash-w-x", "mtplx-v", "mtplx-quality", "mtp", "specprefill-16k", "specprefill-32k", "dspark")
-GATES = ("gate-6", "gate-8", "gate-9", "gate-10", "gate-11", "mtp-gate", "mtplx-quality")
+KEEP = ("oq8e", "dflash-w-x", "mtplx-v", "mtplx-quality", "mtp", "dspark")
+GATES = ("gate-8", "gate-9", "gate-10", "gate-11", "mtp-gate", "mtplx-quality")
 
 
 def sized_down(text: str, name: str) -> str:
@@ -40,6 +42,7 @@ def sized_down(text: str, name: str) -> str:
         if key and key.group(1) in KEEP:
             item = item.replace("contexts = [8192, 32768]", "contexts = [32768]")
             item = item.replace('depends_on = ["smoke"]\n', "")
+            item = re.sub(r"^repeats = \d+\n", "", item, flags=re.MULTILINE)  # one interleaved pass
             kept.append(item)
     assert len(kept) == len(KEEP), "an item of the replay was renamed: update KEEP"
     head = head.replace('name = "qwen38"', f'name = "{name}"', 1)
@@ -87,5 +90,5 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
     for gate in ("gate-8", "gate-10", "mtp-gate"):
         assert set(table[gate].values()) <= {Verdict.INCONCLUSIVE.value, Verdict.FAIL.value}, (gate, reasons[gate])
         assert all("3 trials cannot tell" in reason for reason in reasons[gate].values()), reasons[gate]
-    # a warm cache zeroed by SpecPrefill is no matter of chance
-    assert robust.get("gate-6") == Verdict.FAIL.value, reasons["gate-6"]
+    # no draw makes DFlash worth 10% of total time with the cache off
+    assert robust.get("gate-11") == Verdict.FAIL.value, reasons["gate-11"]

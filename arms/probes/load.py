@@ -37,6 +37,7 @@ so every rate asks for the same work.
 
 from __future__ import annotations
 
+import statistics
 import uuid
 from functools import lru_cache
 from typing import Any, Literal
@@ -50,7 +51,7 @@ from arms.metrics import RequestRecord, e2e_s, itl_s, schedule_lag_s, tpot_s, tt
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
 from arms.probes.prompts import words
-from campaign.states import Mode
+from campaign.states import SUMMARY_TRIAL, Mode
 
 TargetName = Literal["ttft_s", "tpot_s", "e2e_s"]
 AGENT_FIELDS = ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens")
@@ -162,6 +163,7 @@ def _per_request(sink: Sink, record: RequestRecord, *, mode: Mode, scenario: str
     if not record.ok:
         record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial)
         return
+
     def put(metric: str, value: float | None, source: str = "") -> None:
         if value is not None:
             sink.measurement(metric=metric, value=value, unit="s", mode=mode, scenario=scenario, context=context, trial=trial, source=source)
@@ -204,17 +206,17 @@ async def run_profile(
         _per_request(sink, record, mode=mode, scenario=scenario, context=ctx, trial=trial)
     numbers: dict[str, float] = {}
     for stat in load.run_stats(result, params.targets):
-        sink.measurement(metric=stat.metric, value=stat.value, unit=stat.unit, mode=mode, scenario=scenario, context=ctx, trial=-1, source=stat.source)
+        sink.measurement(metric=stat.metric, value=stat.value, unit=stat.unit, mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL, source=stat.source)
         numbers[stat.metric] = stat.value
     if profile.open_loop:
-        sink.measurement(metric="rate_rps", value=profile.rate, unit="req/s", mode=mode, scenario=scenario, context=ctx, trial=-1, source=profile.kind.value)
+        sink.measurement(metric="rate_rps", value=profile.rate, unit="req/s", mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL, source=profile.kind.value)
     else:
-        sink.measurement(metric="concurrency", value=profile.concurrency, unit="clients", mode=mode, scenario=scenario, context=ctx, trial=-1)
+        sink.measurement(metric="concurrency", value=profile.concurrency, unit="clients", mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL)
     record_errors(sink, result.records, mode=mode, scenario=scenario, context=ctx)
     sampler.record(mode=mode, scenario=scenario, context=ctx)
     if sampler.series:
         mean = sum(v for _, v in sampler.series) / len(sampler.series)
-        sink.measurement(metric="queue_depth_mean", value=mean, unit="requests", mode=mode, scenario=scenario, context=ctx, trial=-1, source=f"{len(sampler.series)} samples")
+        sink.measurement(metric="queue_depth_mean", value=mean, unit="requests", mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL, source=f"{len(sampler.series)} samples")
     await record_counter_deltas(http, target, sink, before, mode=mode, scenario=scenario, context=ctx)
     return result, numbers
 
@@ -256,9 +258,10 @@ async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params
         await step(load.poisson(rate, params.seed) if params.arrivals == "poisson" else load.constant(rate))
     found = load.knee(points, params.fraction)
     ctx = params.context
-    put = lambda metric, value, unit, source="": sink.measurement(  # noqa: E731
-        metric=metric, value=value, unit=unit, mode=mode, scenario=SWEEP_SCENARIO, context=ctx, trial=-1, source=source
-    )
+
+    def put(metric: str, value: float, unit: str, source: str = "") -> None:
+        sink.measurement(metric=metric, value=value, unit=unit, mode=mode, scenario=SWEEP_SCENARIO, context=ctx, trial=SUMMARY_TRIAL, source=source)
+
     put("max_goodput_rps", found.max_goodput_rps, "req/s", found.point.scenario if found.point else "")
     put("max_goodput_offered_rps", found.point.offered_rps if found.point else 0.0, "req/s", found.text())
     put("synchronous_rps", sync_rps, "req/s", load.synchronous().scenario)
@@ -280,11 +283,9 @@ def curve_rows(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (mode, context, run) from stored measurement rows (dicts with metric,
     scenario, mode, context, trial, value): the run's summary numbers, median over repeats,
     ordered by offered rate. The sweep's own cell is not a run and is left out."""
-    import statistics
-
     cells: dict[tuple[str, int, str], dict[str, list[float]]] = {}
     for m in measurements:
-        if int(m.get("trial", 0)) != -1 or m["scenario"] == SWEEP_SCENARIO or m["metric"] not in CURVE_METRICS:
+        if int(m.get("trial", 0)) != SUMMARY_TRIAL or m["scenario"] == SWEEP_SCENARIO or m["metric"] not in CURVE_METRICS:
             continue
         key = (str(m["mode"]), int(m.get("context", 0)), str(m["scenario"]))
         cells.setdefault(key, {}).setdefault(str(m["metric"]), []).append(float(m["value"]))
@@ -302,7 +303,7 @@ def sweep_result(measurements: list[dict[str, Any]]) -> dict[tuple[str, int], di
     """(mode, context) -> the sweep cell's numbers and sources (max_goodput_rps and the rest)."""
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for m in measurements:
-        if m["scenario"] == SWEEP_SCENARIO and int(m.get("trial", 0)) == -1:
+        if m["scenario"] == SWEEP_SCENARIO and int(m.get("trial", 0)) == SUMMARY_TRIAL:
             cell = out.setdefault((str(m["mode"]), int(m.get("context", 0))), {})
             cell[str(m["metric"])] = float(m["value"])
             cell[f"{m['metric']}_source"] = str(m.get("source", ""))

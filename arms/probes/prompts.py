@@ -269,6 +269,8 @@ async def sized_conversation(
         else:  # proportional: tokens per word so far, template included
             lo, hi = 0, n
         slope = (counted[hi] - counted.get(lo, 0)) / (hi - lo)
+        if slope <= 0:  # a tokenizer that is not monotone here: fall back to the proportion
+            slope = count / n
         aim = target - sizing_tolerance(target) // 2  # the middle of the accepted window
         following = max(1, n + round((aim - count) / max(slope, 1e-6)))
         if following in counted:  # the step rounds onto a tried size: one word toward the target

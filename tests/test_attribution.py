@@ -1,0 +1,51 @@
+"""Seed 000's question on the simulator, slots or cache, decided by ablation:
+`examples/slots-vs-cache.toml` through Prefect (its cache-probe item left out).
+
+The 4-slot recipe (B) wins against the 2-slot one (A) with 0 cache hits. Before, that
+alone credited the slots and failed the cache, by elimination -- though A and B also
+differ in prefill chunks. Now B-nocache (B, cache off) and B-2slots (B, two slots) decide.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from campaign.states import Verdict
+from campaign.store import Store
+
+pytestmark = pytest.mark.integration
+
+
+def test_slots_vs_cache_by_ablation(tmp_path: Path, examples: Path, prefect_harness: None) -> None:
+    from campaign.summary import summarize
+    from flows.campaign_flow import campaign_flow
+
+    text = (examples / "slots-vs-cache.toml").read_text()
+    head, _, tail = text.rpartition("\n[[queue]]\n")
+    assert 'id = "cache-probe"' in tail  # the last item is the cache-probe, which no gate reads
+    path = tmp_path / "svc.toml"
+    path.write_text(head + "\n")
+    store = Store(f"sqlite:///{tmp_path / 'svc.db'}")
+    campaign_flow(str(path), store.url, str(tmp_path / "w"))
+    gates = {g.id: g for g in summarize(store, "slots-vs-cache").gates}
+
+    win = gates["win"]
+    assert win.verdict == Verdict.PASS, win.reason
+    b = next(c for c in win.read("cells") if c["arm"] == "B")
+    assert b["samples"] == "ttft_later_s" and b["n"] >= 20  # 3 conversations x 9 later turns, not one median
+    # switching the cache off keeps the win: the cache gets no credit
+    cache = gates["credit-cache"]
+    assert cache.verdict == Verdict.FAIL, cache.reason
+    assert "switching the cache off keeps the win: the win was not the cache" in cache.reason
+    # switching to two slots (chunks kept) loses it: the slots get the credit
+    slots = gates["credit-slots"]
+    assert slots.verdict == Verdict.PASS, slots.reason
+    assert "switching the slots off costs the win: the win was the slots" in slots.reason
+    # the counters alone only argue by elimination, and say so
+    counters = gates["cache-counters"]
+    assert counters.verdict == Verdict.INCONCLUSIVE and "by elimination only" in counters.reason
+    assert "cache 0 hits in" in counters.reason and "(requests) on B" in counters.reason
+    frame = store.measurements_frame(summarize(store, "slots-vs-cache").campaign_id)
+    assert set(frame.loc[frame["metric"].isin(["cache_hits", "cache_lookups"]), "unit"]) == {"requests"}
