@@ -50,6 +50,7 @@ Per-run numbers, defined here once (`run_stats`):
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -57,6 +58,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from arms.client import gc_paused
 from arms.metrics import (
     NS,
     SOURCE_CLIENT_ESTIMATE,
@@ -220,10 +222,15 @@ async def run(
     until the duration has passed or the request count is reached.
     `stop()` true (a probe whose server stalled) ends the waiting: open loop hands the rest
     of its schedule to `send` at once (which records them as not run), closed loop sends no more.
+    The cyclic garbage collector is off for the whole run, not only while streams are in
+    flight: at a low rate there are moments with nothing in flight, and a collection then
+    would delay the next scheduled send by tens of milliseconds.
     """
-    if profile.open_loop:
-        return await _open_loop(profile, send, prepare, duration_s, requests, max_in_flight, stop)
-    return await _closed_loop(profile, send, prepare, duration_s, requests, stop)
+    gc.collect()  # before the clock starts: then the collector stays off for the whole run
+    with gc_paused:  # a collection between two requests would land on a scheduled send (tens of ms)
+        if profile.open_loop:
+            return await _open_loop(profile, send, prepare, duration_s, requests, max_in_flight, stop)
+        return await _closed_loop(profile, send, prepare, duration_s, requests, stop)
 
 
 async def _open_loop(

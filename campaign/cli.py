@@ -104,7 +104,7 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
 
         with _flow_session():
             with CampaignProgress(console, spec), _quiet_heartbeat():
-                result = campaign_flow(str(file), store.url, workdir, recheck_blocked)
+                result = campaign_flow(str(file), store.public_url, workdir, recheck_blocked)
     _finish(result)
     from campaign.status_view import render_status
 
@@ -274,7 +274,7 @@ def rerun(
 
         with _flow_session():
             with CampaignProgress(console, spec, items=1), _quiet_heartbeat():
-                result = rerun_flow(str(file), store.url, match[0].key, checked.overrides, workdir)
+                result = rerun_flow(str(file), store.public_url, match[0].key, checked.overrides, workdir)
     _finish(result)
     render_status(console, store, spec.campaign.name)
 
@@ -397,6 +397,9 @@ def examples(
 
 def _register_extra_commands() -> None:
     """Command groups kept in their own modules so each stays small."""
+    from campaign.cli_db import db_app
+
+    app.add_typer(db_app, name="db")
     import campaign.cli_probe  # noqa: F401
     import campaign.cli_reports  # noqa: F401
 

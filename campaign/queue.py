@@ -25,6 +25,8 @@ from campaign.store import (
     QueueItemRow,
     RunnerRow,
     Store,
+    holder_gone,
+    this_host,
     utcnow,
 )
 
@@ -146,41 +148,36 @@ def register(store: Store, spec: CampaignSpec, source_path: str = "") -> Campaig
 
 
 def recover(store: Store, campaign_id: int, release_lease: Callable[[str], bool] | None = None) -> list[str]:
-    """After a crash: attempts left `running` by a dead process become `interrupted`, their
-    servers are stopped (if still ours), the device slots they held are released, and
-    running items go back to pending."""
+    """After a crash: attempts left `running` by a provably dead process (`holder_gone`:
+    its pid gone on this host, or its heartbeat stale) become `interrupted`, their servers
+    are stopped (if still ours), the device slots they held are released, and running
+    items go back to pending. An attempt whose holder may be alive -- on another host,
+    or a worker here -- is left alone: nothing it holds is released, and the arm waits
+    for it (`flows.arm_flow`)."""
     notes: list[str] = []
+    live_items: set[str] = set()
     for att in store.attempts(campaign_id):
         if att.state != AttemptState.RUNNING:
             continue
-        if att.owner_pid and att.owner_pid != os.getpid() and _alive(att.owner_pid):
-            raise RunnerBusy(
-                f"attempt {att.id} ({att.item_key}/{att.arm_id}) is being run by live process {att.owner_pid}; "
-                "is another `campaign run` still going?"
-            )
-        if att.server_pgid and kill_orphan(att.server_pgid, att.server_cmdline):
+        gone = holder_gone(att)
+        if gone is None:
+            live_items.add(att.item_key)
+            notes.append(f"attempt {att.id} ({att.item_key}/{att.arm_id}) is still run by pid {att.owner_pid} on host {att.host or '?'}; left alone")
+            continue
+        if not store.release_attempt(att.id or 0, att, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error=f"interrupted ({gone})"):
+            continue  # its holder beat its heart in between, or another runner took it
+        if att.server_pgid and att.host in ("", this_host()) and kill_orphan(att.server_pgid, att.server_cmdline):
             notes.append(f"stopped server process group {att.server_pgid} left by attempt {att.id}")
         if att.device_lease and release_lease is not None and release_lease(att.device_lease):
             notes.append(f"released the device slot held by attempt {att.id}")
-        store.update(AttemptRow, att.id, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error="interrupted (campaign process died)")
         for run in store.probe_runs(att.id or 0):
             if run.state == ProbeRunState.RUNNING:
                 store.update(ProbeRunRow, run.id, state=ProbeRunState.INTERRUPTED, ended_at=utcnow())
-        notes.append(f"attempt {att.id} ({att.item_key}/{att.arm_id}) was interrupted; it will be continued")
+        notes.append(f"attempt {att.id} ({att.item_key}/{att.arm_id}) was interrupted ({gone}); it will be continued")
     for item in store.items(campaign_id):
-        if item.state == ItemState.RUNNING:
+        if item.state == ItemState.RUNNING and item.key not in live_items:
             store.set_item_state(campaign_id, item.key, ItemState.PENDING, "interrupted; resuming")
     return notes
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass

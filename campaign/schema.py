@@ -109,6 +109,10 @@ class RuntimeEntry(_Strict):
     startup_timeout_s: float = Field(default=120.0, gt=0)
     url: str | None = Field(default=None, description="external server: measure this URL, launch nothing")
     device: str = Field(default="local", pattern=_ID, description="arms on one device never run at once")
+    host: str = Field(
+        default="", pattern=r"^([A-Za-z0-9][A-Za-z0-9_.-]*)?$",
+        description="the host (a `campaign worker --host NAME`) its arms run on; empty: where `campaign run` runs",
+    )
     seeks: str = Field(default="", description="what this runtime offers")
     how: str = ""
     cost: str = Field(default="", description="what it costs")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -19,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Index, UniqueConstraint, event, inspect, text
-from sqlalchemy.engine import Engine
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, Table, UniqueConstraint, event, inspect, text
+from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
@@ -28,6 +30,21 @@ from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+# 64-bit everywhere a number can pass 2**31: sizes in bytes, and the ids of the tables
+# that grow by millions of rows. SQLite keeps INTEGER (its integers are 64-bit already,
+# and only an INTEGER primary key is the auto-incremented rowid).
+BIG_INT = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _big_id() -> Any:
+    return Field(default=None, sa_column=Column(BIG_INT, primary_key=True, autoincrement=True))
+
+
+def aware(moment: datetime) -> datetime:
+    """SQLite hands datetimes back without their zone (they were written in UTC)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class CampaignRow(SQLModel, table=True):
@@ -76,9 +93,22 @@ class QueueItemRow(SQLModel, table=True):
 
 
 class AttemptRow(SQLModel, table=True):
-    """One run of one arm for one queue item; a rerun or a retry is a new row."""
+    """One run of one arm for one queue item; a rerun or a retry is a new row.
+
+    Who runs it is recorded (`host`, `owner_pid` and its `owner_start`, the Prefect
+    `flow_run_id`) and proven alive by `heartbeat_at`, so that another process on
+    another machine can tell a live attempt from a dead one (`holder_gone`). At most one
+    attempt of an (item, arm, repeat) is running: a partial unique index says so, which
+    makes `Store.claim_attempt` atomic on every backend.
+    """
 
     __tablename__ = "attempt"
+    __table_args__ = (
+        Index(
+            "uq_attempt_running", "campaign_id", "item_key", "arm_id", "repeat", unique=True,
+            sqlite_where=text("state = 'running'"), postgresql_where=text("state = 'running'"),
+        ),
+    )
     id: int | None = Field(default=None, primary_key=True)
     campaign_id: int = Field(foreign_key="campaign.id", index=True)
     item_key: str = Field(index=True)
@@ -98,7 +128,11 @@ class AttemptRow(SQLModel, table=True):
     served_model: str = ""
     fingerprint: str = ""
     identity_json: str = "{}"
-    rss_bytes: int | None = None
+    rss_bytes: int | None = Field(default=None, sa_column=Column(BIG_INT, nullable=True))
+    host: str = ""
+    owner_start: float | None = None
+    flow_run_id: str = ""
+    heartbeat_at: datetime | None = None
 
 
 class ProbeRunRow(SQLModel, table=True):
@@ -117,7 +151,7 @@ class ProbeRunRow(SQLModel, table=True):
 
 class RequestRow(SQLModel, table=True):
     __tablename__ = "request_record"
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _big_id()
     probe_run_id: int = Field(foreign_key="probe_run.id", index=True)
     scenario: str = ""
     mode: str = ""
@@ -134,7 +168,7 @@ class MeasurementRow(SQLModel, table=True):
         Index("ix_measurement_item", "campaign_id", "item_key"),
         Index("ix_measurement_arm_metric", "campaign_id", "arm_id", "metric"),
     )
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _big_id()
     campaign_id: int = Field(foreign_key="campaign.id", index=True)
     attempt_id: int = Field(foreign_key="attempt.id", index=True)
     probe_run_id: int = Field(foreign_key="probe_run.id")
@@ -155,7 +189,7 @@ class MeasurementRow(SQLModel, table=True):
 
 class SampleRow(SQLModel, table=True):
     __tablename__ = "sample"
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _big_id()
     probe_run_id: int = Field(foreign_key="probe_run.id", index=True)
     series: str
     t_s: float
@@ -190,7 +224,7 @@ class RunnerRow(SQLModel, table=True):
 
 class EventRow(SQLModel, table=True):
     __tablename__ = "event"
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _big_id()
     campaign_id: int = Field(foreign_key="campaign.id", index=True)
     item_key: str = ""
     arm_id: str = ""
@@ -233,39 +267,133 @@ def newest_done_attempts(attempts: Iterable[AttemptRow]) -> dict[tuple[str, str,
     return newest
 
 
-def _add_missing_columns(engine: Engine) -> None:
-    """Bring a database made by an older version up to date: new columns are added with
-    their defaults, nothing is dropped or rewritten."""
-    inspector = inspect(engine)
-    with engine.begin() as conn:
-        for table in SQLModel.metadata.sorted_tables:
-            if not inspector.has_table(table.name):
+MIGRATIONS = Path(__file__).with_name("migrations")
+BASELINE_REVISION = "0001"  # the schema as the last version without migrations made it
+_ADVISORY_LOCK = 0x63616D70  # one Postgres advisory lock: one process migrates at a time
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer version of this program."""
+
+
+def _alembic_config(connection: Any = None) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def schema_revision(engine: Engine) -> str | None:
+    """The revision the database is at; None for an empty or a pre-migration database."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"  # Postgres refuses 0/1 for a boolean
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)
+
+
+def _bring_to_baseline(conn: Any) -> list[str]:
+    """A database made before migrations existed: whatever it lacks of the baseline
+    schema (tables, or columns added by versions before it) is added with the defaults,
+    nothing is dropped or rewritten; then it is stamped as the baseline and migrated on.
+
+    The baseline is read from the baseline migration itself (run on an empty in-memory
+    database), so it is written down once."""
+    from alembic import command
+    from sqlalchemy import create_engine as sa_create_engine
+
+    scratch = sa_create_engine("sqlite://")
+    with scratch.begin() as scratch_conn:
+        command.upgrade(_alembic_config(scratch_conn), BASELINE_REVISION)
+    baseline = MetaData()
+    baseline.reflect(scratch)
+    scratch.dispose()
+    inspector = inspect(conn)
+    done: list[str] = []
+    for table in baseline.sorted_tables:
+        if table.name == "alembic_version":
+            continue
+        if not inspector.has_table(table.name):
+            Table(table.name, MetaData(), *[c.copy() for c in table.columns]).create(conn)
+            done.append(f"created table {table.name}")
+            continue
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        model = SQLModel.metadata.tables.get(table.name)
+        for column in table.columns:
+            if column.name in have:
                 continue
-            have = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name in have:
-                    continue
-                default = column.default.arg if column.default is not None and not callable(column.default.arg) else None
-                literal = "NULL" if default is None else (f"'{default}'" if isinstance(default, str) else str(int(default) if isinstance(default, bool) else default))
-                kind = column.type.compile(engine.dialect)
-                conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind} DEFAULT {literal}'))
+            current = model.columns.get(column.name) if model is not None else None
+            source = current if current is not None else column
+            default = source.default.arg if source.default is not None and not callable(source.default.arg) else None
+            kind = source.type.compile(conn.dialect)
+            conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind} DEFAULT {_literal(default)}'))
+            done.append(f"added {table.name}.{column.name}")
+    return done
 
 
-def _create_tables(engine: Engine, tries: int = 5) -> None:
-    """Create missing tables and columns. Two processes opening a new database at the
-    same instant race here (both see a table missing, the second CREATE fails): the loser
-    looks again, and finds the work done."""
-    from sqlalchemy.exc import OperationalError, ProgrammingError
+def upgrade(engine: Engine) -> str:
+    """Migrate the database to the newest schema (what `campaign db upgrade` runs, and
+    every store does on first use in a process). Returns what was done, in words.
 
-    for attempt in range(tries):
+    An empty database gets every migration; one made before migrations existed is first
+    completed to the baseline and stamped (`_bring_to_baseline`); one made by a newer
+    version raises `SchemaTooNew`. On Postgres an advisory lock lets one process migrate
+    while the others wait; two SQLite processes racing on a new file find the loser's
+    CREATE failing, and it looks again."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    head = head_revision()
+    for attempt in range(5):
         try:
-            SQLModel.metadata.create_all(engine)
-            _add_missing_columns(engine)
-            return
-        except (OperationalError, ProgrammingError) as exc:
+            with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK})
+                current = MigrationContext.configure(conn).get_current_revision()
+                if current == head:
+                    return f"at {head} already"
+                config = _alembic_config(conn)
+                from alembic.script import ScriptDirectory
+
+                known = {rev.revision for rev in ScriptDirectory.from_config(config).walk_revisions()}
+                if current is not None and current not in known:
+                    raise SchemaTooNew(
+                        f"the database is at schema revision {current}, which this version does not know "
+                        f"(its newest is {head}): use the newer version of llm-campaign with it"
+                    )
+                notes: list[str] = []
+                origin = current or "an empty database"
+                if current is None and inspect(conn).has_table("campaign"):
+                    notes = _bring_to_baseline(conn)
+                    command.stamp(config, BASELINE_REVISION)
+                    origin = "a database made before migrations"
+                command.upgrade(config, "head")
+                return f"upgraded from {origin} to {head}" + (f" ({'; '.join(notes)})" if notes else "")
+        except (OperationalError, ProgrammingError, IntegrityError) as exc:
             text_ = str(exc).lower()
-            if attempt == tries - 1 or not ("already exists" in text_ or "duplicate column" in text_):
+            if attempt == 4 or not any(w in text_ for w in ("already exists", "duplicate", "unique", "locked")):
                 raise
+    raise AssertionError("unreachable")
 
 
 def default_db_url() -> str:
@@ -295,19 +423,147 @@ def _sqlite_pragmas(engine: Engine) -> None:
         cur.close()
 
 
+def public_url(url: str) -> str:
+    """The URL without its password: what may be shown, logged and passed to a flow as a
+    parameter (Prefect stores parameters in its database and shows them in its UI)."""
+    parsed = make_url(url)
+    if parsed.password is None:
+        return url
+    return parsed._replace(password=None).render_as_string(hide_password=False)  # set(password=None) keeps it
+
+
+def resolve_url(url: str) -> str:
+    """The URL to connect with, given one that may have lost its password (`public_url`):
+    an engine this process opened with the credentials, or $CAMPAIGN_DB naming the same
+    database, supplies them. Otherwise the URL as given (the driver may still find a
+    password in PGPASSWORD or ~/.pgpass)."""
+    if make_url(url).password is not None:
+        return url
+    with _ENGINES_LOCK:
+        known = _FULL_URLS.get(url)
+    if known:
+        return known
+    env = os.environ.get("CAMPAIGN_DB")
+    if env:
+        full = db_url(env)
+        if public_url(full) == url:
+            return full
+    return url
+
+
+_ENGINES: dict[str, Engine] = {}
+_FULL_URLS: dict[str, str] = {}  # public URL -> the URL with credentials it was opened with
+_ENGINES_LOCK = threading.Lock()
+
+
+def engine_for(url: str) -> Engine:
+    """One engine (one connection pool) per database per process, its schema checked
+    and brought to the newest revision once (`upgrade`). A SQLite file deleted since is
+    checked again."""
+    full = resolve_url(url)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(full)
+        if engine is not None and full.startswith("sqlite") and engine.url.database and not Path(engine.url.database).exists():
+            engine.dispose()
+            engine = None
+        if engine is None:
+            kwargs: dict[str, Any] = {}
+            if full.startswith("sqlite"):
+                kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            else:
+                kwargs["pool_pre_ping"] = True
+            engine = create_engine(full, **kwargs)
+            if full.startswith("sqlite"):
+                _sqlite_pragmas(engine)
+            upgrade(engine)
+            _ENGINES[full] = engine
+            _FULL_URLS[public_url(full)] = full
+        return engine
+
+
+def this_host() -> str:
+    """The name attempts record as their host: $CAMPAIGN_HOST (what `campaign worker
+    --host` sets), else the machine's host name."""
+    return os.environ.get("CAMPAIGN_HOST") or socket.gethostname()
+
+
+HEARTBEAT_S = float(os.environ.get("CAMPAIGN_HEARTBEAT_S", "10"))
+# An attempt whose heartbeat is older than this is dead, wherever it ran: six beats missed.
+HEARTBEAT_STALE_S = float(os.environ.get("CAMPAIGN_HEARTBEAT_STALE_S", str(6 * HEARTBEAT_S)))
+
+
+def _process_start(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+        return None
+
+
+def holder_gone(attempt: AttemptRow, now: datetime | None = None, stale_s: float | None = None) -> str | None:
+    """Why the process running `attempt` is provably dead, or None if it may be alive.
+
+    Proof is one of: it ran on this host and its pid is gone (or now names a process
+    started later); or its heartbeat is older than `stale_s` (HEARTBEAT_STALE_S), which
+    holds for a holder on another host. A pid on another host proves nothing from here,
+    so a live holder elsewhere is never judged dead while it beats; on this host a live
+    pid keeps its attempt, however late its heartbeat. Attempts written before heartbeats
+    existed (no heartbeat, no host) are judged by their pid, as before.
+    """
+    now = now or utcnow()
+    stale_s = HEARTBEAT_STALE_S if stale_s is None else stale_s
+    if attempt.host in ("", this_host()) and attempt.owner_pid:
+        started = _process_start(attempt.owner_pid)
+        if started is None:
+            return f"pid {attempt.owner_pid} on {attempt.host or 'this host'} is gone"
+        if attempt.owner_start is not None and abs(started - attempt.owner_start) > 1.0:
+            return f"pid {attempt.owner_pid} now belongs to a later process"
+        return None  # alive here: it keeps the attempt, however late its heartbeat
+    if attempt.heartbeat_at is not None:
+        age = (now - aware(attempt.heartbeat_at)).total_seconds()
+        if age > stale_s:
+            return f"no heartbeat from host {attempt.host or '?'} for {age:.0f} s (limit {stale_s:.0f} s)"
+    return None
+
+
+class AttemptHeartbeat:
+    """A thread that beats an attempt's heart every HEARTBEAT_S while its arm runs."""
+
+    def __init__(self, store: "Store", attempt_id: int, every_s: float | None = None):
+        self.store, self.attempt_id = store, attempt_id
+        self.every_s = HEARTBEAT_S if every_s is None else every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{attempt_id}", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                if not self.store.heartbeat(self.attempt_id):
+                    return
+            except Exception:
+                pass  # the next beat may get through; staleness is judged generously
+
+    def __enter__(self) -> "AttemptHeartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
 class Store:
     """Thin, typed access to the campaign database. Every write commits at once (the
-    probe sink batches its rows through `insert_rows` from a writer thread)."""
+    probe sink batches its rows through `insert_rows` from a writer thread).
+
+    `url` is the URL with its credentials, kept in this process only; `public_url` is
+    the one to pass on (flow parameters, messages)."""
 
     def __init__(self, url: str | None = None):
-        self.url = url or default_db_url()
-        kwargs: dict[str, Any] = {}
-        if self.url.startswith("sqlite"):
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
-        self.engine = create_engine(self.url, **kwargs)
-        if self.url.startswith("sqlite"):
-            _sqlite_pragmas(self.engine)
-        _create_tables(self.engine)
+        self.url = resolve_url(url or default_db_url())
+        self.public_url = public_url(self.url)
+        self.engine = engine_for(self.url)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -429,8 +685,104 @@ class Store:
                 number=number,
                 overrides_json=json.dumps(overrides, sort_keys=True),
                 owner_pid=os.getpid(),
+                owner_start=_process_start(os.getpid()),
+                host=this_host(),
+                heartbeat_at=utcnow(),
             )
         )
+
+    def claim_attempt(
+        self,
+        campaign_id: int,
+        item_key: str,
+        arm_id: str,
+        overrides: dict[str, Any],
+        repeat: int = 0,
+        *,
+        fresh: bool = True,
+        flow_run_id: str = "",
+    ) -> tuple[str, AttemptRow | None]:
+        """Take the (item, arm, repeat) to run in this process, atomically.
+
+        Returns ("resumed", attempt) for the newest attempt if it was interrupted (its
+        probe runs that finished are kept), ("new", attempt) for a new one, ("done",
+        attempt) when not `fresh` and the newest attempt finished (nothing to run), or
+        ("busy", attempt) when another holder runs it now. Why atomic: the read of the
+        newest attempt and the write that takes it are one transaction that first locks
+        the campaign's row (SELECT ... FOR UPDATE on Postgres; on SQLite the first write
+        takes the database's one write lock), and the partial unique index on running
+        attempts refuses a second running one whatever happens.
+        """
+        from sqlalchemy import update
+        from sqlalchemy.exc import IntegrityError
+
+        me = {"owner_pid": os.getpid(), "owner_start": _process_start(os.getpid()), "host": this_host(),
+              "flow_run_id": flow_run_id, "heartbeat_at": utcnow()}
+        try:
+            with self.session() as s:
+                if self.engine.dialect.name == "postgresql":
+                    s.exec(select(CampaignRow.id).where(CampaignRow.id == campaign_id).with_for_update())
+                else:
+                    s.exec(update(CampaignRow).where(CampaignRow.id == campaign_id).values(id=CampaignRow.id))  # type: ignore[call-overload, arg-type]
+                rows = list(s.exec(select(AttemptRow).where(
+                    AttemptRow.campaign_id == campaign_id, AttemptRow.item_key == item_key,
+                    AttemptRow.arm_id == arm_id, AttemptRow.repeat == repeat,
+                ).order_by(AttemptRow.id)))  # type: ignore[arg-type]
+                newest = rows[-1] if rows else None
+                if newest is not None and newest.state == AttemptState.RUNNING:
+                    return "busy", newest
+                if newest is not None and not fresh and newest.state == AttemptState.DONE:
+                    return "done", newest
+                if newest is not None and newest.state == AttemptState.INTERRUPTED:
+                    taken = s.exec(update(AttemptRow).where(  # type: ignore[call-overload]
+                        AttemptRow.id == newest.id, AttemptRow.state == AttemptState.INTERRUPTED,  # type: ignore[arg-type]
+                    ).values(state=AttemptState.RUNNING, error="", ended_at=None, **me))
+                    if taken.rowcount != 1:
+                        s.rollback()
+                        return "busy", newest
+                    s.commit()
+                    return "resumed", self._attempt(newest.id or 0)
+                row = AttemptRow(
+                    campaign_id=campaign_id, item_key=item_key, arm_id=arm_id, repeat=repeat, number=len(rows) + 1,
+                    overrides_json=json.dumps(overrides, sort_keys=True), **me,
+                )
+                s.add(row)
+                s.commit()
+                s.refresh(row)
+                return "new", row
+        except IntegrityError:  # another process inserted the running attempt first
+            running = [a for a in self.attempts(campaign_id, item_key, arm_id) if a.repeat == repeat and a.state == AttemptState.RUNNING]
+            return "busy", running[-1] if running else None
+
+    def _attempt(self, attempt_id: int) -> AttemptRow:
+        with self.session() as s:
+            row = s.get(AttemptRow, attempt_id)
+            assert row is not None
+            return row
+
+    def heartbeat(self, attempt_id: int) -> bool:
+        """Say that the attempt's holder lives; False once the attempt is no longer
+        running (finished, or taken over after it was judged dead)."""
+        from sqlalchemy import update
+
+        with self.engine.begin() as conn:
+            done = conn.execute(update(AttemptRow).where(  # type: ignore[arg-type]
+                AttemptRow.id == attempt_id, AttemptRow.state == AttemptState.RUNNING,  # type: ignore[arg-type]
+            ).values(heartbeat_at=utcnow()))
+        return done.rowcount == 1
+
+    def release_attempt(self, attempt_id: int, expected: AttemptRow, **fields: Any) -> bool:
+        """Move a running attempt on (to interrupted, failed...) only if it is still the
+        one `expected` saw: same holder and heartbeat. A holder that came back to life
+        and beat its heart in between keeps it. True if this call moved it."""
+        from sqlalchemy import update
+
+        cond = [AttemptRow.id == attempt_id, AttemptRow.state == AttemptState.RUNNING,
+                AttemptRow.owner_pid == expected.owner_pid, AttemptRow.host == expected.host]
+        cond.append(AttemptRow.heartbeat_at == expected.heartbeat_at if expected.heartbeat_at is not None else AttemptRow.heartbeat_at.is_(None))  # type: ignore[union-attr]
+        with self.engine.begin() as conn:
+            done = conn.execute(update(AttemptRow).where(*cond).values(**fields))  # type: ignore[arg-type]
+        return done.rowcount == 1
 
     def probe_runs(self, attempt_id: int) -> list[ProbeRunRow]:
         with self.session() as s:

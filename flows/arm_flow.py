@@ -20,10 +20,9 @@ from arms.probes.base import ProbeTarget, identify
 from arms.runtimes import registry as runtimes
 from arms.runtimes.base import LaunchContext, RuntimeAdapter
 from arms.server import ServerProcess, ServerStartError, free_port, rss_of_group
-from campaign.queue import resumable_attempt
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import AttemptState, ProbeName, ProbeRunState
-from campaign.store import AttemptRow, ProbeRunRow, Store, utcnow
+from campaign.store import AttemptHeartbeat, AttemptRow, ProbeRunRow, Store, holder_gone, utcnow
 from flows import interrupt
 from flows.devices import DeviceLock
 from flows.overrides import probe_params
@@ -136,16 +135,60 @@ def arm_flow(
     workdir: str,
     repeat: int = 0,
     device_limit: str | None = None,
+    fresh: bool = True,
 ) -> dict[str, Any]:
+    """`store_url` carries no password (`Store.public_url`): the credentials come from
+    this process's $CAMPAIGN_DB, never from a flow parameter Prefect would keep.
+    Without `fresh`, an arm whose newest attempt is done is not run again."""
     spec = CampaignSpec.model_validate_json(spec_json)
     store = Store(store_url)
     item = spec.item(item_key)
-    attempt = resumable_attempt(store, campaign_id, item_key, arm_id, repeat)
-    if attempt is not None:
-        attempt = store.update(AttemptRow, attempt.id, state=AttemptState.RUNNING, error="", owner_pid=_pid())
+    how, attempt = _claim(store, campaign_id, item_key, arm_id, overrides, repeat, fresh)
+    if how == "done":
+        return {"arm_id": arm_id, "state": str(AttemptState.DONE), "message": "", "attempt_id": attempt.id, "repeat": repeat}
+    if how == "resumed":
         store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {attempt.number}", item_key, arm_id)
-    else:
-        attempt = store.new_attempt(campaign_id, item_key, arm_id, overrides, repeat)
+    with AttemptHeartbeat(store, attempt.id or 0):
+        return _hold_and_run(spec, store, campaign_name, campaign_id, item, arm_id, attempt, overrides, workdir, repeat, device_limit)
+
+
+def _claim(
+    store: Store, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int, fresh: bool
+) -> tuple[str, AttemptRow]:
+    """Claim the arm's attempt (`Store.claim_attempt`). While another live process runs
+    it (here or on another host), wait for it; one provably dead (`holder_gone`) is
+    moved to interrupted -- only if it is still the holder that was judged -- and then
+    continued here."""
+    import time
+
+    from prefect.runtime import flow_run
+
+    flow_run_id = str(flow_run.id or "")
+    said = False
+    while True:
+        how, attempt = store.claim_attempt(campaign_id, item_key, arm_id, overrides, repeat, fresh=fresh, flow_run_id=flow_run_id)
+        if how != "busy":
+            assert attempt is not None
+            return how, attempt
+        if attempt is not None:
+            gone = holder_gone(attempt)
+            if gone:
+                if store.release_attempt(attempt.id or 0, attempt, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error=f"holder died: {gone}"):
+                    store.log_event(campaign_id, "recover", f"attempt {attempt.id} taken over: {gone}", item_key, arm_id)
+                continue
+            if not said:
+                emit("arm-wait", arm=arm_id, item=item_key, message=f"attempt {attempt.id} runs on host {attempt.host} (pid {attempt.owner_pid})")
+                said = True
+        interrupt.check(f"waiting for {item_key}/{arm_id} run elsewhere")
+        time.sleep(1.0)
+
+
+def _hold_and_run(
+    spec: CampaignSpec, store: Store, campaign_name: str, campaign_id: int, item: QueueItem, arm_id: str,
+    attempt: AttemptRow, overrides: dict[str, Any], workdir: str, repeat: int, device_limit: str | None,
+) -> dict[str, Any]:
+    item_key = item.key
+
     def record_lease(lease_id: str) -> None:
         store.update(AttemptRow, attempt.id, device_lease=lease_id)
 
@@ -165,12 +208,6 @@ def arm_flow(
     except interrupt.CampaignInterrupted:  # stopped while waiting for the device
         outcome = _interrupted(store, campaign_id, item, arm_id, attempt)
     return {"arm_id": outcome.arm_id, "state": str(outcome.state), "message": outcome.message, "attempt_id": outcome.attempt_id, "repeat": repeat}
-
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
 
 
 def _run_arm(
@@ -231,7 +268,8 @@ def _run_arm(
             adapter=adapter,
             sampling=model.sampling.model_dump(exclude_none=True),
             simulated=adapter.simulated,
-            log_path=str(log_path) if launch is not None else None,
+            # only a log that records the adapter's log counters is read (llama.cpp: -lv 4)
+            log_path=str(log_path) if launch is not None and adapter.log_counters_enabled(launch.argv) else None,
         )
         identity = interrupt.run_cancellable(identify(target))
         identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
@@ -257,7 +295,7 @@ def _run_arm(
                 interrupt.check()
                 params = probe_params(spec, item, probe, context, overrides, arm.context)
                 run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
-                    store.url, campaign_id, attempt.id or 0, attempt.repeat, item.key, arm_id, str(probe), context,
+                    store.public_url, campaign_id, attempt.id or 0, attempt.repeat, item.key, arm_id, str(probe), context,
                     base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
                     adapter.cached_tokens_field, target.log_path,
                 )

@@ -55,8 +55,14 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
     return out
 
 
+def runtime_device(runtime: Any) -> str:
+    """A runtime's device named per host (`h1/gpu0`): one host's `local` never
+    serialises another's. Without a host, the bare device name, as before."""
+    return f"{runtime.host}/{runtime.device}" if runtime.host else runtime.device
+
+
 def device_of(spec: CampaignSpec, arm_id: str) -> str:
-    return spec.runtime(spec.arm(arm_id).runtime).device
+    return runtime_device(spec.runtime(spec.arm(arm_id).runtime))
 
 
 def device_limit_name(device: str) -> str:
@@ -65,7 +71,7 @@ def device_limit_name(device: str) -> str:
 
 def ensure_device_limits(spec: CampaignSpec) -> list[str]:
     """One global concurrency limit of 1 per device, created before any arm asks for it."""
-    names = sorted({device_limit_name(r.device) for r in spec.runtimes})
+    names = sorted({device_limit_name(runtime_device(r)) for r in spec.runtimes})
     ensure_limits(names)
     return names
 
@@ -106,8 +112,8 @@ def run_item(
                 return {"arm_id": arm_id, "state": AttemptState.INTERRUPTED, "message": "not started", "attempt_id": None, "repeat": repeat}
             outcome = arm_flow(
                 campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
-                store_url=store.url, campaign_id=campaign_id, overrides=merged, workdir=workdir, repeat=repeat,
-                device_limit=device_limit_name(device_of(spec, arm_id)),
+                store_url=store.public_url, campaign_id=campaign_id, overrides=merged, workdir=workdir, repeat=repeat,
+                device_limit=device_limit_name(device_of(spec, arm_id)), fresh=fresh,
             )
             if outcome["state"] != AttemptState.FAILED:
                 break

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
+
 from arms.metrics import RequestRecord, ttft_s
 from campaign.states import Mode
 from campaign.store import MeasurementRow, RequestRow, SampleRow, Store
@@ -45,9 +47,9 @@ class _Flush:
 class RowWriter:
     """One thread that inserts queued rows, a batch per transaction.
 
-    A batch that fails (a constraint, a locked database past the busy timeout) is
-    retried row by row, so one bad row costs only itself; the failures are kept and
-    reported by `close()`.
+    A batch that breaks a constraint is retried row by row, so one bad row costs only
+    itself; a batch the database refuses as a whole (locked past the busy timeout, gone)
+    is not retried. The failures are kept and reported by `close()`.
     """
 
     def __init__(self, store: Store, *, flush_interval_s: float = 0.2, max_batch: int = 2000):
@@ -116,9 +118,13 @@ class RowWriter:
                         markers.append(rest)
                     elif rest is not _STOP:
                         batch.append(rest)
-            self._write(batch)
-            for marker in markers:
-                marker.done.set()
+            try:
+                self._write(batch)
+            except BaseException as exc:  # noqa: BLE001 - never die silently: close() must report it
+                self.errors.extend([f"writer: {type(exc).__name__}: {exc}"] * max(len(batch), 1))
+            finally:
+                for marker in markers:
+                    marker.done.set()
 
     def _write(self, batch: list[tuple[type[Any], dict[str, Any]]]) -> None:
         if not batch:
@@ -128,8 +134,11 @@ class RowWriter:
             self.rows_written += len(batch)
             self.batches_written += 1
             return
-        except Exception:  # noqa: BLE001 - isolate the bad row(s) below
-            pass
+        except IntegrityError:
+            pass  # some row breaks a constraint: find it below, keep the others
+        except Exception as exc:  # noqa: BLE001 - the database itself failed (locked, gone): all of them
+            self.errors.extend([f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"] * len(batch))
+            return
         for table, row in batch:
             try:
                 self.store.insert_rows([(table, row)])

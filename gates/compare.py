@@ -183,6 +183,7 @@ def cell_stats(rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None
     """The arm's numbers for the selector, one `CellStat` per cell (see the module doc)."""
     if rows.empty:
         return {}
+    rows = rows.loc[rows["arm_id"] == arm]  # once: every lookup below is within this arm
     chosen = _match(rows, arm, sel.metric, sel, scenario)
     trial = _col(chosen, "trial", 0)
     samples = _grouped(chosen[trial >= 0])

@@ -8,6 +8,7 @@ reason in the seed's style, numbers first.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import pandas as pd
@@ -511,8 +512,6 @@ def goodput(rows: pd.DataFrame, gate: GateEntry, p: GoodputParams) -> GateResult
     requests". Per arm and context (never pooled); the share carries its exact
     (Clopper-Pearson) interval: pass when the whole interval reaches `min_share`, fail
     when none of it does, inconclusive between."""
-    import re
-
     pattern = re.compile(p.scenario_pattern) if p.scenario_pattern else None
     results: list[dict[str, Any]] = []
     verdicts: list[Verdict] = []
@@ -636,7 +635,9 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
     error rates and n as in `gates.compare`). With an ablation arm (the subject's recipe
     with the claimed mechanism off) the mechanism is credited (`pass`) only when switching
     it off costs the win: the subject beats its ablation by at least `min_gain` (the gain's
-    whole interval), and the ablation does not itself keep the win. When the ablation
+    whole interval), the ablation does not itself keep the win, and, for the cache, its
+    counters do not say it never hit (then the difference came from elsewhere, such as load
+    drifting between runs, and the verdict is inconclusive). When the ablation
     keeps the win (its own gain over the baseline clears `min_gain`) and switching off
     costs less than that, the claim fails. Anything between -- the mechanism worth part of
     the win -- is inconclusive.
@@ -706,6 +707,15 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
         return GateResult(
             verdict=Verdict.FAIL,
             reason=f"{numbers}; switching the {p.claim} off keeps the win: the win was not the {p.claim}; {counter_txt}",
+            evidence=evidence,
+        )
+    if cost.verdict == Verdict.PASS and p.claim == "cache" and counters[subject] is not None and counters[subject]["hits"] < p.min_hits:
+        # the counters contradict the ablation: a cache that never hit did no work, so the
+        # difference came from elsewhere (load drifting between the runs, say)
+        return GateResult(
+            verdict=Verdict.INCONCLUSIVE,
+            reason=f"{numbers}; switching the cache off costs the win, but the cache made {int(counters[subject]['hits'])} hits on {subject}: "
+                   f"the difference is not the cache's doing (drift between runs? interleave repeats); {counter_txt}",
             evidence=evidence,
         )
     if cost.verdict == Verdict.PASS:

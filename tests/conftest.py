@@ -78,3 +78,33 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             reporter.write_line(f"  {line}", red=True)
     if exitstatus == 0:
         session.exitstatus = 1
+
+
+# -- a real PostgreSQL for the store tests on both backends ----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """One throwaway PostgreSQL cluster for the session (tests/pgcluster.py); skipped
+    (which fails a CI session) where the server programs are not installed."""
+    from tests.pgcluster import Cluster, server_bin
+
+    if server_bin("initdb") is None:
+        pytest.skip("PostgreSQL server programs not installed (apt-get install postgresql)")
+    cluster = Cluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+_pg_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty campaign database on each backend (a new Postgres database per test)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'c.db'}"
+    cluster = request.getfixturevalue("postgres_cluster")
+    return cluster.create_database(f"t{next(_pg_databases)}")

@@ -326,6 +326,18 @@ def test_cache_events_from_a_recorded_log() -> None:
     assert LlamaCppAdapter().log_counters(fixture_text("llamacpp_cache_log.txt")) == {"cache_lookups": 3.0, "cache_hits": 1.0}
 
 
+@pytest.mark.parametrize(("extra", "argv", "read"), [
+    ([], [], True),  # the adapter's default: trace, so lookups and hits are logged
+    (["-lv", "3"], [], False),  # info: the log cannot show a lookup, so it is not read
+    ([], ["{llama_server}", "--log-verbosity=2"], False),  # the user's argv template wins
+    (["--verbose"], [], True),
+])
+def test_llamacpp_log_is_read_only_when_it_logs_cache_lookups(tmp_path: Path, extra: list[str], argv: list[str], read: bool) -> None:
+    launched = launch_argv("llamacpp", {"slots": 1, "extra_args": extra}, tmp_path, argv=argv or None)
+    assert LlamaCppAdapter().log_counters_enabled(launched) is read, launched
+    assert registry.get("simulator").log_counters_enabled(launched) is False  # it counts nothing in logs
+
+
 @pytest.mark.parametrize(("fixture", "blocked", "quoted"), [
     ("llamacpp_start_missing_model.txt", True, "failed to open GGUF file '/tmp/nope/missing.gguf' (No such file or directory)"),
     ("llamacpp_start_bad_flag.txt", False, "error: invalid argument: --no-such-flag"),

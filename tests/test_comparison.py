@@ -292,6 +292,12 @@ def test_attribution_by_ablation_each_branch() -> None:
     assert "switching the slots off costs the win: the win was the slots" in result.reason
     assert {c["arm"] for c in result.evidence["ablation_vs_reference"]["cells"]} == {"A", "B-2slots"}
     assert {c["arm"] for c in result.evidence["subject_vs_ablation"]["cells"]} == {"B", "B-2slots"}
+    # the ablation says the cache, its counters say it never hit: not credited
+    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-nocache", [1.25, 1.3, 1.28, 1.33, 1.27], 0, 0))
+    contradicted = evaluate(attribution("cache", "B-nocache", ["A", "B-nocache"]), rows)
+    assert contradicted.verdict == Verdict.INCONCLUSIVE and "the difference is not the cache's doing" in contradicted.reason
+    rows = frame(_load("B", FAST, 15, 18), _load("A", SLOW, 12, 18), _load("B-nocache", [1.25, 1.3, 1.28, 1.33, 1.27], 0, 0))
+    assert evaluate(attribution("cache", "B-nocache", ["A", "B-nocache"]), rows).verdict == Verdict.PASS
     # switching it off costs part of the win: neither credited nor cleared
     rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-half", [0.74, 0.75, 0.76, 0.73, 0.77], 0, 18))
     partial = evaluate(attribution("slots", "B-half", ["A", "B-half"]), rows)

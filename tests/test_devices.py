@@ -67,8 +67,8 @@ def test_a_waiting_arm_names_the_live_holder_and_goes_on_when_it_dies(prefect_ha
 
         since = time.time()
         _occupy(name, Holder(limit=name, pid=sleeper.pid, host=socket.gethostname(),
-                             process_start=psutil.Process(sleeper.pid).create_time(), since=since, renewed=since,
-                             attempt=7, what="demo: spec-decode/B"))
+                             process_start=psutil.Process(sleeper.pid).create_time(), since=since, renewed=since - 600,
+                             attempt=7, what="demo: spec-decode/B"))  # late renewals: on this host, liveness decides
         said: list[str] = []
         thread, got = _acquire_in_thread(DeviceLock(name, device="gpu0", on_wait=said.append, poll_s=0.2))
         time.sleep(3)

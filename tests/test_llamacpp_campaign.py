@@ -168,10 +168,13 @@ def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -
     assert slots.verdict == {"pass": "pass", "fail": "fail"}.get(str(cmp.verdict), "inconclusive"), slots.reason
     if slots.verdict == "pass":
         assert "S1 is S3 with slots off" in slots.reason
-    # the cache is credited only if switching it off (S3) loses S3c's win over S1; with a
-    # slot per conversation it has nothing to hand back, so it never is
+    # the cache is credited only if switching it off (S3) costs S3c its win over S1, and
+    # never while its counters say it did not hit: with a slot per conversation it has
+    # nothing to hand back (one run on busy cores: S3c 7.83 s vs S3 17.7 s, load drifting
+    # between the arms, 0 hits -- inconclusive, not the cache's doing)
     cache = verdicts["credit-cache"]
-    assert cache.verdict != "pass", cache.reason
-    assert "S3 (cache off)" in cache.reason or "win itself is not established" in cache.reason or "no win" in cache.reason, cache.reason
     hits = frame[(frame["metric"] == "cache_hits") & (frame["arm_id"] == "S3c")]
     assert set(hits["unit"]) == {"requests"}  # llama.cpp's log counts requests
+    if hits["value"].sum() == 0:
+        assert cache.verdict != "pass", cache.reason
+    assert "S3 (cache off)" in cache.reason or "win itself is not established" in cache.reason or "no win" in cache.reason, cache.reason

@@ -49,6 +49,8 @@ def test_the_wheel_holds_examples_license_packages_and_templates(wheel: Path) ->
             assert inside in names, f"{inside} is missing: add its package to [tool.setuptools] packages"
     for template in (ROOT / "reports" / "templates").glob("*.html"):
         assert f"reports/templates/{template.name}" in names
+    for data in (ROOT / "campaign").rglob("*.mako"):  # alembic's template for new migrations
+        assert data.relative_to(ROOT).as_posix() in names
 
 
 def test_the_wheel_metadata(wheel: Path) -> None:

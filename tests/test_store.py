@@ -10,13 +10,15 @@ from campaign.states import AttemptState, ItemState, ProbeRunState
 from campaign.store import CampaignRow, MeasurementRow, ProbeRunRow, QueueItemRow, Store
 
 
-def test_round_trip_and_latest_only(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
-    with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+def test_round_trip_and_latest_only(db_url: str) -> None:
+    store = Store(db_url)
+    if store.engine.dialect.name == "sqlite":
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     camp = store.add(CampaignRow(name="c", title="t"))
     store.add(QueueItemRow(campaign_id=camp.id, key="k", position=0, title="k"))
     first = store.new_attempt(camp.id, "k", "A", {"max_tokens": 8})
+    store.update(type(first), first.id, state=AttemptState.FAILED)  # one running attempt per arm at a time
     second = store.new_attempt(camp.id, "k", "A", {})
     assert (first.number, second.number) == (1, 2)
     for att, value in ((first, 1.0), (second, 2.0)):
@@ -34,8 +36,8 @@ def test_round_trip_and_latest_only(tmp_path: Path) -> None:
     assert [e.to_state for e in store.events(camp.id)] == ["done"]
 
 
-def test_unfinished_probe_runs_are_not_read(tmp_path: Path) -> None:
-    store = Store(str(tmp_path / "d.db") if "://" in str(tmp_path) else f"sqlite:///{tmp_path / 'd.db'}")
+def test_unfinished_probe_runs_are_not_read(db_url: str) -> None:
+    store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
     att = store.new_attempt(camp.id, "k", "A", {})
     run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0, state=ProbeRunState.INTERRUPTED))
@@ -47,10 +49,10 @@ def test_unfinished_probe_runs_are_not_read(tmp_path: Path) -> None:
 # -- the probe sink: rows queued by the probe, stored by a writer thread in batches ----------------
 
 
-def _sink_fixture(tmp_path: Path):  # type: ignore[no-untyped-def]
+def _sink_fixture(db_url: str):  # type: ignore[no-untyped-def]
     from flows.sink import StoreSink
 
-    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
     att = store.new_attempt(camp.id, "k", "A", {})
     run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0))
@@ -62,13 +64,13 @@ def _count(store: Store, table: str) -> int:
         return int(conn.exec_driver_sql(f"select count(*) from {table}").scalar() or 0)
 
 
-def test_store_sink_never_writes_on_the_callers_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_sink_never_writes_on_the_callers_thread(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The probe's call only queues: a slow database (0.2 s a commit) does not slow the
     calls, rows go in a few batches from another thread, and close() stores them all."""
     import threading
     import time
 
-    store, _camp, _att, run, make = _sink_fixture(tmp_path)
+    store, _camp, _att, run, make = _sink_fixture(db_url)
     real_insert = store.insert_rows
     calls: list[tuple[str, int]] = []
 
@@ -98,10 +100,10 @@ def test_store_sink_never_writes_on_the_callers_thread(tmp_path: Path, monkeypat
     assert sorted(frame["trial"]) == list(range(300)) and set(frame["probe_run_id"]) == {run.id}
 
 
-def test_store_sink_flush_and_a_bad_row_costs_only_itself(tmp_path: Path) -> None:
+def test_store_sink_flush_and_a_bad_row_costs_only_itself(db_url: str) -> None:
     from flows.sink import SinkWriteError
 
-    store, _camp, _att, _run, make = _sink_fixture(tmp_path)
+    store, _camp, _att, _run, make = _sink_fixture(db_url)
     sink = make(flush_interval_s=5.0)  # would hold rows for 5 s without an explicit flush
     sink.measurement(metric="m", value=1, unit="", mode="canonical", trial=0)
     sink.flush()
@@ -117,7 +119,7 @@ def test_store_sink_flush_and_a_bad_row_costs_only_itself(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_run_probe_stores_every_row_before_the_run_changes_state(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: bool
+    db_url: str, monkeypatch: pytest.MonkeyPatch, fail: bool
 ) -> None:
     """Done means every row is in the database; a failed probe keeps what it measured."""
     from pydantic import BaseModel
@@ -125,7 +127,7 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
     from arms.probes import registry
     from flows import arm_flow
 
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
     att = store.new_attempt(camp.id, "k", "A", {})
 
@@ -149,7 +151,7 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
         return real_update(self, row_type, row_id, **fields)
 
     monkeypatch.setattr(Store, "update", update)
-    args = (store.url, camp.id, att.id, 0, "k", "A", "decode", 0, "http://127.0.0.1:9", "simulator", "m", {}, "{}", "")
+    args = (store.public_url, camp.id, att.id, 0, "k", "A", "decode", 0, "http://127.0.0.1:9", "simulator", "m", {}, "{}", "")
     if fail:
         with pytest.raises(RuntimeError, match="went away"):
             arm_flow.run_probe.fn(*args)
@@ -159,10 +161,10 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
 
 
 @pytest.mark.parametrize("state", [ProbeRunState.RUNNING, ProbeRunState.FAILED, ProbeRunState.INTERRUPTED])
-def test_a_resumed_probe_run_is_counted_once(tmp_path: Path, state: ProbeRunState) -> None:
+def test_a_resumed_probe_run_is_counted_once(db_url: str, state: ProbeRunState) -> None:
     """A crash leaves part of a probe run's rows behind; resume measures the run again under
     a new probe run. Verdicts read the finished run only: nothing counted twice."""
-    store = Store(f"sqlite:///{tmp_path / 'x.db'}")
+    store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
     att = store.new_attempt(camp.id, "k", "A", {})
     cut = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=1024, state=state))
@@ -174,3 +176,169 @@ def test_a_resumed_probe_run_is_counted_once(tmp_path: Path, state: ProbeRunStat
     frame = store.measurements_frame(camp.id)
     assert list(frame["value"]) == [20.0] * 4 and set(frame["probe_run_id"]) == {again.id}
     assert len(store.measurements_frame(camp.id, latest_only=False)) == 6  # history kept for export
+
+
+# -- several runners, migrations, 64-bit sizes: the same tests on SQLite and Postgres ------------
+
+
+def test_migrations_make_exactly_the_models_schema(db_url: str) -> None:
+    """The migrations and the table classes say the same thing: a database built by the
+    migrations differs in nothing from the models (Alembic's own comparison)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+    from sqlmodel import SQLModel
+
+    from campaign.store import head_revision, schema_revision
+
+    store = Store(db_url)
+    assert schema_revision(store.engine) == head_revision()
+    with store.engine.connect() as conn:
+        diffs = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), SQLModel.metadata)
+    assert diffs == []
+
+
+def test_sizes_past_2_gib_and_ids_past_2_31(db_url: str) -> None:
+    """An arm's server above 2 GiB of RSS is stored as it is (a 32-bit column refused it
+    at the arm's last step), and so is a measurement id past 2**31."""
+    store = Store(db_url)
+    camp = store.add(CampaignRow(name="c"))
+    att = store.new_attempt(camp.id, "k", "A", {})
+    store.update(type(att), att.id, rss_bytes=5 * 2**30)
+    assert store.attempts(camp.id)[0].rss_bytes == 5 * 2**30
+    run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0))
+    store.add(MeasurementRow(id=2**31 + 7, campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", probe="decode", mode="m", metric="x", value=1))
+    assert list(store.measurements_frame(camp.id, latest_only=False)["id"]) == [2**31 + 7]
+
+
+def test_claim_attempt_takes_each_arm_once(db_url: str) -> None:
+    """new -> busy while it runs -> done once finished (not fresh) -> resumed when it was
+    interrupted; and the database itself refuses a second running attempt."""
+    from sqlalchemy.exc import IntegrityError
+
+    from campaign.store import AttemptRow
+
+    store = Store(db_url)
+    camp = store.add(CampaignRow(name="c"))
+    how, att = store.claim_attempt(camp.id, "k", "A", {}, 0, fresh=False, flow_run_id="fr-1")
+    assert how == "new" and att is not None and att.flow_run_id == "fr-1" and att.heartbeat_at is not None
+    how2, other = store.claim_attempt(camp.id, "k", "A", {}, 0, fresh=False)
+    assert (how2, other.id if other else None) == ("busy", att.id)
+    assert store.claim_attempt(camp.id, "k", "A", {}, 1, fresh=False)[0] == "new"  # another repeat is another arm run
+    with pytest.raises(IntegrityError):
+        store.add(AttemptRow(campaign_id=camp.id, item_key="k", arm_id="A", repeat=0, number=9, state=AttemptState.RUNNING))
+    store.update(AttemptRow, att.id, state=AttemptState.DONE)
+    assert store.claim_attempt(camp.id, "k", "A", {}, 0, fresh=False)[0] == "done"
+    how3, rerun = store.claim_attempt(camp.id, "k", "A", {}, 0, fresh=True)
+    assert how3 == "new" and rerun is not None and rerun.number == 2
+    store.update(AttemptRow, rerun.id, state=AttemptState.INTERRUPTED)
+    how4, resumed = store.claim_attempt(camp.id, "k", "A", {}, 0, fresh=False)
+    assert (how4, resumed.id if resumed else None) == ("resumed", rerun.id) and resumed.state == AttemptState.RUNNING
+
+
+def test_concurrent_claims_from_many_processes_give_one_winner(db_url: str) -> None:
+    """Four processes claim the same arms at the same instant: each (arm, repeat) is
+    taken by exactly one of them, and no arm finished by one is taken again by another."""
+    import subprocess
+    import sys
+
+    store = Store(db_url)
+    camp = store.add(CampaignRow(name="c"))
+    script = (
+        "import sys\n"
+        "from campaign.store import Store, AttemptRow\n"
+        "from campaign.states import AttemptState\n"
+        "s = Store(sys.argv[1]); cid = int(sys.argv[2])\n"
+        "print('ready', flush=True); sys.stdin.readline()\n"
+        "won = []\n"
+        "for arm in 'ABCDEF':\n"
+        "    how, att = s.claim_attempt(cid, 'k', arm, {}, 0, fresh=False)\n"
+        "    if how in ('new', 'resumed'):\n"
+        "        won.append(arm); s.update(AttemptRow, att.id, state=AttemptState.DONE)\n"
+        "print(''.join(won))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, store.url, str(camp.id)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:  # all at once
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    outs = [proc.communicate(timeout=120)[0].strip() for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs)
+    assert sorted("".join(outs)) == list("ABCDEF")  # every arm won once, by someone
+    assert sorted(a.arm_id for a in store.attempts(camp.id)) == list("ABCDEF")  # and run once
+
+
+def test_holder_gone_needs_proof(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pid on another host proves nothing; a fresh heartbeat keeps any holder; a stale
+    one (past HEARTBEAT_STALE_S) or a gone local pid proves death."""
+    import os
+    import subprocess
+    from datetime import timedelta
+
+    from campaign.store import AttemptRow, holder_gone, this_host, utcnow
+
+    monkeypatch.setenv("CAMPAIGN_HOST", "h1")
+    now = utcnow()
+    fresh, stale = now - timedelta(seconds=5), now - timedelta(seconds=3600)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    att = lambda **kw: AttemptRow(campaign_id=1, item_key="k", arm_id="A", number=1, **kw)  # noqa: E731
+    assert this_host() == "h1"
+    assert holder_gone(att(host="h2", owner_pid=dead.pid, heartbeat_at=fresh), now, 60) is None
+    assert "no heartbeat" in (holder_gone(att(host="h2", owner_pid=os.getpid(), heartbeat_at=stale), now, 60) or "")
+    assert "is gone" in (holder_gone(att(host="h1", owner_pid=dead.pid, heartbeat_at=fresh), now, 60) or "")
+    assert holder_gone(att(host="h1", owner_pid=os.getpid(), heartbeat_at=stale), now, 60) is None  # alive here: kept
+    later = att(host="h1", owner_pid=os.getpid(), owner_start=1.0, heartbeat_at=fresh)
+    assert "later process" in (holder_gone(later, now, 60) or "")
+
+
+def test_release_attempt_only_moves_the_holder_it_judged(db_url: str) -> None:
+    """Recovery judged a holder dead from its heartbeat; if it beat again in between, the
+    conditional update leaves the attempt alone."""
+    from campaign.store import AttemptRow
+
+    store = Store(db_url)
+    camp = store.add(CampaignRow(name="c"))
+    _how, att = store.claim_attempt(camp.id, "k", "A", {}, 0)
+    assert att is not None
+    seen = store.attempts(camp.id)[0]
+    assert store.heartbeat(att.id)  # the holder lives after all
+    assert not store.release_attempt(att.id, seen, state=AttemptState.INTERRUPTED)
+    seen = store.attempts(camp.id)[0]
+    assert store.release_attempt(att.id, seen, state=AttemptState.INTERRUPTED)
+    assert not store.heartbeat(att.id)  # a taken-over attempt's heartbeat stops counting
+
+
+def test_pre_migration_sqlite_database_is_upgraded(tmp_path: Path) -> None:
+    """A database made by the last version without migrations (create_all, no
+    alembic_version), lacking a column of older versions too, opens with its rows kept
+    and ends at the newest revision."""
+    import sqlite3
+
+    from campaign.store import head_revision, schema_revision
+
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:
+        conn.executescript((Path(__file__).parent / "fixtures" / "schema_before_migrations.sql").read_text())
+        conn.execute("INSERT INTO campaign (name, title, source_path, file_digest, spec_json, created_at, updated_at) VALUES ('old', '', '', '', '', '2026-01-01 00:00:00', '2026-01-01 00:00:00')")
+        conn.execute("INSERT INTO attempt (campaign_id, item_key, arm_id, repeat, number, state, started_at, error, overrides_json, server_cmdline, server_log, served_model, fingerprint, identity_json) VALUES (1, 'k', 'A', 0, 1, 'done', '2026-01-01 00:00:00', '', '{}', '', '', '', '', '{}')")
+    store = Store(f"sqlite:///{db}")
+    assert schema_revision(store.engine) == head_revision()
+    old = store.campaign("old")
+    assert old is not None
+    attempts = store.attempts(old.id)
+    assert [(a.arm_id, a.state, a.device_lease, a.host) for a in attempts] == [("A", "done", "", "")]
+
+
+def test_device_limits_are_named_per_host() -> None:
+    """Two hosts' `local` devices are two limits; a runtime without a host keeps the bare name."""
+    from campaign.schema import RuntimeEntry
+    from flows.campaign_flow import device_limit_name, runtime_device
+
+    h1 = RuntimeEntry(name="a", adapter="simulator", host="h1")
+    h2 = RuntimeEntry(name="b", adapter="simulator", host="h2")
+    here = RuntimeEntry(name="c", adapter="simulator")
+    names = {device_limit_name(runtime_device(r)) for r in (h1, h2, here)}
+    assert names == {"device-h1-local", "device-h2-local", "device-local"}

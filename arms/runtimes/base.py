@@ -8,7 +8,7 @@ into a launch, and says where each measured number comes from, so probes stay ge
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -199,6 +199,12 @@ class RuntimeAdapter:
     def log_counters(self, log_text: str) -> dict[str, float]:
         """Cumulative counters only the server log reveals (llama.cpp's prompt-cache hits)."""
         return {}
+
+    def log_counters_enabled(self, argv: Sequence[str]) -> bool:
+        """Whether a server started with `argv` writes the lines `log_counters` counts. When
+        it does not, its log is not read, so a count of 0 is never reported for events the
+        log could not have shown."""
+        return bool(self.log_counter_names)
 
     def sampling(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Vendor sampling as request fields; runtimes without top_k etc. drop them here."""

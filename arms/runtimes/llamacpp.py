@@ -10,10 +10,25 @@ What it reports, and where (checked against a real build, see tests/test_llamacp
   means "all prompt tokens" as it does for every other runtime.
 - speculation: `llamacpp:spec_decode_num_draft_tokens_total` / `..._accepted_tokens_total`,
   and per request `timings.draft_n` / `timings.draft_n_accepted`.
-- prefix-cache lookups and hits: no counter exists. With `-lv 4` the server logs each
-  prompt-cache lookup ("looking for better prompt") and hit ("found better prompt"), and
-  each slot chosen by affinity ("selected slot by LCP similarity"); `cache_events()`
-  counts them from the server log. That is what separates slot affinity from the cache.
+- prefix-cache lookups and hits: no counter exists. Not on `/metrics`
+  (`llamacpp:prompt_tokens_cached_total` adds up tokens a slot kept and tokens the prompt
+  cache restored alike), not in `/slots` (token counts per slot, nothing about the prompt
+  cache), not per request (`timings.cache_n` is the same mix, and the OpenAI stream names
+  no slot, so "cached tokens on a slot that did not hold the prefix" cannot be told from
+  the client). With `-lv 4` (trace) the server logs each prompt-cache lookup ("looking
+  for better prompt") and hit ("found better prompt"), and each slot chosen by affinity
+  ("selected slot by LCP similarity"); `cache_events()` counts them, and the probes read
+  the log from a saved offset in a worker thread (`arms.probes.base.LogTail`). That is
+  what separates slot affinity from the cache. Below trace level the log is not read at
+  all (`log_counters_enabled`): no lookups are reported rather than a made-up 0.
+  Trace logging stays on during timed probes because its cost is below what can be
+  measured: at level 4 llama-server adds ~25 lines (~5 KiB) per request and one line per
+  HTTP request, nothing per token, written by its logger thread.
+  `benchmarks/llamacpp_log_cost.py` (arm S1 of examples/llamacpp-slots.toml, -lv 4 vs
+  -lv 3, 12 interleaved trial pairs, 1 thread) measured the server's CPU time per decoded
+  token -1.1% [95% interval -4.5%, +4.5%] and for a 480-token cold prefill +0.5% [-4.6%,
+  +4.6%]; wall-clock TTFT and decode rate moved within their (large, on a shared 2-core
+  machine) noise. `options.log_verbosity = 3` turns it off.
 - per-slot state: `GET /slots` (`parse_slots`).
 
 Context: with `-np N` llama-server splits `-c` across the slots, so the adapter passes
@@ -27,7 +42,7 @@ import math
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,7 +55,11 @@ from arms.runtimes.registry import register
 
 MIB = 1024**2
 DEFAULT_CACHE_REUSE = 256
-DEFAULT_LOG_VERBOSITY = 4  # "trace": the level at which prompt-cache lookups are logged
+TRACE_LOG_LEVEL = 4  # llama.cpp's "trace" level: the one at which prompt-cache lookups are logged
+SERVER_DEFAULT_LOG_LEVEL = 3  # "info", what llama-server logs without -lv
+DEFAULT_LOG_VERBOSITY = TRACE_LOG_LEVEL  # on in timed phases too: benchmarks/llamacpp_log_cost.py
+_VERBOSITY_FLAGS = ("-lv", "--verbosity", "--log-verbosity")
+_VERBOSE_FLAGS = ("-v", "--verbose", "--log-verbose")  # verbosity "infinity"
 SPEC_TYPES = (
     "draft-simple",
     "draft-eagle3",
@@ -259,6 +278,23 @@ _CACHE_EVENTS = {
 }
 
 
+def log_verbosity(argv: Sequence[str]) -> int:
+    """The log verbosity llama-server runs at with `argv` (the last setting wins, as in its
+    argument parser; `-v` means all levels)."""
+    level = SERVER_DEFAULT_LOG_LEVEL
+    for i, part in enumerate(argv):
+        name, eq, inline = part.partition("=")
+        if name in _VERBOSE_FLAGS:
+            level = 1_000
+        elif name in _VERBOSITY_FLAGS:
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            try:
+                level = int(value)
+            except ValueError:
+                pass  # llama-server refuses to start; its own error says why
+    return level
+
+
 def cache_events(log_text: str) -> dict[str, int]:
     """Prompt-cache lookups and hits, and how slots were chosen, counted from a server log.
 
@@ -408,6 +444,11 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         """Prefix-cache lookups/hits under their logical names, from the server log."""
         events = cache_events(log_text)
         return {"cache_lookups": float(events["cache_lookups"]), "cache_hits": float(events["cache_hits"])}
+
+    def log_counters_enabled(self, argv: Sequence[str]) -> bool:
+        """Lookups and hits are logged only at trace level (-lv 4 or more); below it the log
+        says nothing about the prompt cache, and 0 hits would be a guess."""
+        return log_verbosity(argv) >= TRACE_LOG_LEVEL
 
     def parse_identity(self, doc: Any) -> dict[str, Any]:
         if not isinstance(doc, Mapping):

@@ -1,0 +1,47 @@
+"""`campaign db ...`: the database's schema revision, and migrating it by hand.
+
+Every command migrates a database it opens (`campaign.store.upgrade`), as a Prefect
+server does its own; `campaign db upgrade` does only that, for whoever wants to migrate
+a shared database before starting runners and workers on it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+# added to the main app by campaign.cli (this module imports nothing of it: no cycle)
+db_app = typer.Typer(help="The campaign database: schema revision and migrations.", no_args_is_help=True)
+console = Console()
+DbOption = Annotated[str | None, typer.Option("--db", help="database file or SQLAlchemy URL (default: $CAMPAIGN_DB)")]
+
+
+def _engine(db: str | None):  # type: ignore[no-untyped-def]
+    from sqlalchemy import create_engine
+
+    from campaign.store import db_url, default_db_url, resolve_url
+
+    return create_engine(resolve_url(db_url(db) if db else default_db_url()))
+
+
+@db_app.command()
+def upgrade(db: DbOption = None) -> None:
+    """Migrate the database to this version's newest schema revision."""
+    from campaign.store import public_url
+    from campaign.store import upgrade as migrate
+
+    engine = _engine(db)
+    console.print(f"{public_url(str(engine.url.render_as_string(hide_password=False)))}: {migrate(engine)}", highlight=False)
+    engine.dispose()
+
+
+@db_app.command()
+def current(db: DbOption = None) -> None:
+    """Print the database's schema revision and this version's newest one."""
+    from campaign.store import head_revision, schema_revision
+
+    engine = _engine(db)
+    console.print(f"database at {schema_revision(engine) or 'no revision (empty, or made before migrations)'}; newest {head_revision()}", highlight=False)
+    engine.dispose()
