@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
 import json
 import os
 import shutil
@@ -99,6 +100,8 @@ class _Scheduler:
         self.loop = asyncio.get_running_loop()
         self.log = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115 - open for the server's life
         self.active = self.requests = self.predicted = 0
+        self.due: list[tuple[int, int, _StreamProtocol, int, int]] = []  # (scheduled ns, task, stream, token, of n)
+        self.arrived = asyncio.Event()
 
     def answer_get(self, proto: _StreamProtocol, path: str) -> None:
         assert proto.transport is not None
@@ -127,7 +130,6 @@ class _Scheduler:
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
         )
         n = int(body.get("max_tokens", 64))
-        first = recv_ns + self.ttft_ns
         self.requests += 1
         task = self.requests
         if self.log is not None:
@@ -136,36 +138,58 @@ class _Scheduler:
                 "srv  get_availabl: looking for better prompt, base f_keep = 1.000, sim = 1.000\n"
                 "srv          load:  - found better prompt with f_keep = 1.000, sim = 1.000\n"
             )
-        self._write(proto, {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}], "recv": recv_ns})
-        self.loop.create_task(self._stream(proto, n, first, task))
+        self._write(proto, b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"recv":%d}\n\n' % recv_ns)
+        self.active += 1
+        heapq.heappush(self.due, (recv_ns + self.ttft_ns, task, proto, 0, n))
+        self.arrived.set()
 
     @staticmethod
-    def _write(proto: _StreamProtocol, obj: dict | None, raw: bytes | None = None) -> None:
-        data = raw if raw is not None else b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+    def _write(proto: _StreamProtocol, data: bytes) -> None:
         if proto.transport is not None and not proto.transport.is_closing():
             proto.transport.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    async def _stream(self, proto: _StreamProtocol, n: int, first: int, task: int) -> None:
-        self.active += 1
-        for k in range(n):
-            sched = first + k * self.itl_ns
-            delay = (sched - time.perf_counter_ns()) / NS
+    async def run(self) -> None:
+        """One task writes every stream's tokens as they fall due (not a task and a timer
+        per stream and token): the server's own cost per token stays small, so at hundreds of
+        streams its send lag stays low and the clients' errors are their own."""
+        due = self.due
+        while True:
+            if not due:
+                await self.arrived.wait()
+                self.arrived.clear()
+                continue
+            delay = (due[0][0] - time.perf_counter_ns()) / NS
             if delay > 0:
-                await asyncio.sleep(delay)
-            sent = time.perf_counter_ns()
-            self._write(proto, {"choices": [{"index": 0, "delta": {"content": f" {k}:{sched}:{sent}"}}]})
-            if self.log is not None:
-                self.log.write(f"slot process_toke: id  0 | task {task} | n_decoded = {k + 1}, n_remaining = {n - k - 1}, next token: 263 ' {k}'\n")
-        self.active -= 1
-        self.predicted += n
-        self._write(proto, {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": n}})
-        self._write(proto, None, b"data: [DONE]\n\n")
-        if proto.transport is not None and not proto.transport.is_closing():
-            proto.transport.write(b"0\r\n\r\n")
+                try:  # a new stream may fall due first (it cannot: TTFT > 0), but wake to re-check
+                    await asyncio.wait_for(self.arrived.wait(), delay)
+                except TimeoutError:
+                    pass
+                self.arrived.clear()
+                continue
+            now = time.perf_counter_ns()
+            while due and due[0][0] <= now:
+                sched, task, proto, k, n = heapq.heappop(due)
+                sent = time.perf_counter_ns()
+                self._write(proto, _TOKEN % (k, sched, sent))
+                if self.log is not None:
+                    self.log.write(f"slot process_toke: id  0 | task {task} | n_decoded = {k + 1}, n_remaining = {n - k - 1}, next token: 263 ' {k}'\n")
+                if k + 1 < n:
+                    heapq.heappush(due, (sched + self.itl_ns, task, proto, k + 1, n))
+                else:
+                    self.active -= 1
+                    self.predicted += n
+                    self._write(proto, b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":%d}}\n\n' % n)
+                    self._write(proto, b"data: [DONE]\n\n")
+                    if proto.transport is not None and not proto.transport.is_closing():
+                        proto.transport.write(b"0\r\n\r\n")
+
+
+_TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":" %d:%d:%d"}}]}\n\n'
 
 
 async def _serve(port: int, ttft_ms: float, itl_ms: float, log_path: str | None) -> None:
     scheduler = _Scheduler(ttft_ms, itl_ms, log_path)
+    ticker = asyncio.create_task(scheduler.run())  # noqa: F841 - runs for the server's life
     server = await asyncio.get_running_loop().create_server(lambda: _StreamProtocol(scheduler), "127.0.0.1", port, backlog=1024)
     print("ready", flush=True)
     async with server:

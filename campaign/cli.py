@@ -93,6 +93,11 @@ def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> 
 def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
     _prefect_env()
     spec = _load_checked(file)  # validate before starting anything
+    from flows.placement import placement_problem
+
+    problem = placement_problem(spec)  # arms on other hosts need a lasting Prefect server
+    if problem:
+        raise CannotRun(problem)
     store = _store(db)
     done = _nothing_to_do(store, spec, file, recheck_blocked)
     if done:
@@ -277,6 +282,23 @@ def rerun(
                 result = rerun_flow(str(file), store.public_url, match[0].key, checked.overrides, workdir)
     _finish(result)
     render_status(console, store, spec.campaign.name)
+
+
+@app.command()
+def worker(
+    host: Annotated[str, typer.Option("--host", help='this host\'s name, as runtimes name it (host = "NAME")')],
+    db: DbOption = None,
+) -> None:
+    """Serve this host's arms: the Prefect deployment arm/arm-HOST (needs PREFECT_API_URL)."""
+    _prefect_env()
+    from campaign.cli_worker import BadHost, WorkerCannotStart, serve_host
+
+    try:
+        serve_host(host, db, lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True))
+    except BadHost as exc:
+        raise UsageError(str(exc)) from None
+    except WorkerCannotStart as exc:
+        raise CannotRun(str(exc)) from None
 
 
 @app.command()

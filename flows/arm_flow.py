@@ -149,7 +149,33 @@ def arm_flow(
     if how == "resumed":
         store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {attempt.number}", item_key, arm_id)
     with AttemptHeartbeat(store, attempt.id or 0):
-        return _hold_and_run(spec, store, campaign_name, campaign_id, item, arm_id, attempt, overrides, workdir, repeat, device_limit)
+        result = _hold_and_run(spec, store, campaign_name, campaign_id, item, arm_id, attempt, overrides, workdir, repeat, device_limit)
+    return run_state(result)  # type: ignore[return-value]
+
+
+def run_state(result: dict[str, Any]) -> Any:
+    """The flow run's end state for an arm's outcome, so the Prefect UI tells them
+    apart: a failed arm is Failed; a blocked one (the runtime cannot serve the recipe) is
+    a failed-type state named Blocked, red like a failure but named for what it is;
+    anything else completes. The outcome dict is the state's data either way, so an
+    in-process caller reads it with `state.result(raise_on_failure=False)`."""
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Failed, State
+
+    if result["state"] == AttemptState.FAILED:
+        return Failed(message=result["message"] or "arm failed", data=result)
+    if result["state"] == AttemptState.BLOCKED:
+        return State(type=StateType.FAILED, name="Blocked", message=result["message"], data=result)
+    return result
+
+
+def outcome_of(state: Any) -> dict[str, Any]:
+    """The outcome dict of an arm flow run called in-process with `return_state=True`;
+    an exception the flow raised is raised again here, as a direct call would."""
+    value = state.result(raise_on_failure=False)
+    if isinstance(value, BaseException):
+        raise value
+    return value
 
 
 def _claim(

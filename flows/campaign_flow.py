@@ -12,13 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, tags
 
 from campaign import queue
 from campaign.schema import CampaignFileError, CampaignSpec, QueueItem, load_campaign
 from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
-from flows.arm_flow import arm_flow
+from flows import placement
+from flows.arm_flow import arm_flow, outcome_of
 from flows.artifacts import artifact_key, publish
 from flows import interrupt
 from flows import overrides as override_keys
@@ -110,11 +111,18 @@ def run_item(
         for _ in range(max(retries, item.retries) + 1):
             if interrupt.requested():  # stopped: the next arms of the lane do not start
                 return {"arm_id": arm_id, "state": AttemptState.INTERRUPTED, "message": "not started", "attempt_id": None, "repeat": repeat}
-            outcome = arm_flow(
+            parameters = dict(
                 campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
                 store_url=store.public_url, campaign_id=campaign_id, overrides=merged, workdir=workdir, repeat=repeat,
                 device_limit=device_limit_name(device_of(spec, arm_id)), fresh=fresh,
             )
+            arm_tags = placement.arm_tags(spec, item.key, arm_id, device_of(spec, arm_id))
+            host = placement.host_of(spec, arm_id)
+            if host:  # its host's worker runs it; the store says how it went
+                outcome = placement.run_on_host(store, host, parameters, arm_tags)
+            else:
+                with tags(*arm_tags):
+                    outcome = outcome_of(arm_flow(**parameters, return_state=True))
             if outcome["state"] != AttemptState.FAILED:
                 break
         return outcome
@@ -165,6 +173,9 @@ def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign"
 
 
 def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: str, recheck_blocked: bool) -> dict[str, Any]:
+    problem = placement.placement_problem(spec)
+    if problem:
+        raise placement.PlacementUnavailable(problem)
     row = queue.register(store, spec, campaign_path)
     campaign_id = row.id
     assert campaign_id is not None

@@ -1,0 +1,59 @@
+"""`campaign worker --host NAME`: run the arms placed on this host.
+
+It serves the arm flow as the Prefect deployment `arm/arm-NAME` (`flows.placement`);
+`campaign run` on any machine starts runs of it for the arms whose runtime says
+`host = "NAME"`. Each run executes in its own process here, with $CAMPAIGN_HOST set to
+NAME, so its attempts record the host they ran on; the database credentials come from
+this process's `--db` / $CAMPAIGN_DB, never from the run's parameters. Ctrl-C stops
+serving (runs in progress are stopped with it; `campaign run` sends them again once a
+worker is back).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class BadHost(ValueError):
+    """The host name cannot name a deployment (a usage error)."""
+
+
+class WorkerCannotStart(RuntimeError):
+    """No Prefect server to serve from; the message is one line with the fix."""
+
+
+def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
+    """Serve this host's arms until Ctrl-C. Prefect's environment defaults
+    (`campaign.cli._prefect_env`) are set by the caller before this imports Prefect."""
+    if not _HOST.match(host):
+        raise BadHost(f"--host {host!r}: letters, digits, '.', '_' and '-', starting with a letter or digit")
+    os.environ["CAMPAIGN_HOST"] = host
+    os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "true"  # a lasting server: its UI shows the arms' logs
+    from campaign.cli_prefect import PrefectUnavailable, check_configured
+    from campaign.store import Store, db_url
+
+    try:
+        api = check_configured()
+    except PrefectUnavailable as exc:
+        raise WorkerCannotStart(str(exc)) from None
+    if not api:
+        raise WorkerCannotStart(
+            "campaign worker needs the Prefect server that `campaign run` uses: "
+            "export PREFECT_API_URL=http://SERVER:4200/api (start one with `prefect server start --host 0.0.0.0`)"
+        )
+    where = "each run's database (set CAMPAIGN_DB or --db for one that needs a password)"
+    if db:
+        os.environ["CAMPAIGN_DB"] = db_url(db)
+    if os.environ.get("CAMPAIGN_DB"):
+        where = Store(db_url(os.environ["CAMPAIGN_DB"])).public_url  # opened (and migrated) now: a wrong URL fails here
+    from flows.arm_flow import arm_flow
+    from flows.placement import deployment_name
+
+    name = deployment_name(host)
+    say(f"worker for host {host}: serving deployment arm/{name} from Prefect {api}, database {where}; Ctrl-C stops")
+    arm_flow.serve(name=name, tags=[f"host:{host}"], print_starting_message=False, pause_on_shutdown=False)
+    say(f"worker for host {host} stopped")

@@ -1,0 +1,192 @@
+"""Arms placed on other hosts: a runtime that names `host = "h1"` has its arms run by
+`campaign worker --host h1`, which serves the arm flow as the Prefect deployment
+`arm/arm-h1`. `campaign run` starts each such arm with `run_deployment` (a subflow of
+the campaign run, so the UI shows it under the campaign), waits for it, and reads the
+arm's outcome from the store -- the source of truth; a remote flow's return value is
+not kept (`persist_result=False`) and a killed worker returns nothing at all.
+
+Why the dispatcher watches the store as well as the flow run: a worker killed mid-arm
+leaves its flow run "Running" in Prefect forever, while its attempt's heartbeat stops.
+Once the attempt's holder is provably dead (`holder_gone`), the flow run is marked
+Crashed and the arm is dispatched again; the next run on that host (after the worker is
+back) takes the dead attempt over and continues it, so it is recovered exactly once.
+
+Why a wait with a limit: a host whose worker is not running would otherwise leave its
+arm Scheduled with nothing said. The arm waits up to $CAMPAIGN_WORKER_WAIT_S (default
+600 s), saying which worker to start, then fails with that message.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from campaign.schema import CampaignSpec
+from campaign.states import AttemptState
+from campaign.store import AttemptRow, Store, holder_gone
+from flows import interrupt
+from flows.progress import emit
+
+WAIT_SETTING = "CAMPAIGN_WORKER_WAIT_S"
+DEFAULT_WAIT_S = 600.0
+POLL_S = 1.0
+MAX_DISPATCHES = 3  # a crashed arm is sent again at most this many times in all
+
+
+class PlacementUnavailable(Exception):
+    """Arms name hosts but there is no lasting Prefect server to reach their workers;
+    the message is one line with the set-up."""
+
+
+def wait_limit_s() -> float:
+    try:
+        return float(os.environ.get(WAIT_SETTING) or DEFAULT_WAIT_S)
+    except ValueError:
+        return DEFAULT_WAIT_S
+
+
+def host_of(spec: CampaignSpec, arm_id: str) -> str:
+    return spec.runtime(spec.arm(arm_id).runtime).host
+
+
+def hosts_of(spec: CampaignSpec) -> list[str]:
+    """The hosts the campaign's queued arms are placed on."""
+    return sorted({host_of(spec, arm) for item in spec.queue for arm in item.arms} - {""})
+
+
+def deployment_name(host: str) -> str:
+    """The deployment a host's worker serves; `arm/<this>` is what `run_deployment` takes."""
+    return f"arm-{host}"
+
+
+def configured_api_url() -> str | None:
+    """The lasting Prefect server runs report to (environment or active profile); None
+    when runs would go to a temporary server, which no worker elsewhere can reach."""
+    env = os.environ.get("PREFECT_API_URL")
+    if env:
+        return env
+    from prefect.settings import PREFECT_API_URL
+
+    value = PREFECT_API_URL.value()
+    return str(value) if value else None
+
+
+def placement_problem(spec: CampaignSpec) -> str | None:
+    """One line on what is missing to run a campaign whose arms name hosts, or None."""
+    hosts = hosts_of(spec)
+    if not hosts or configured_api_url():
+        return None
+    names = ", ".join(hosts)
+    return (
+        f"arms of {spec.campaign.name!r} run on hosts {names}, which needs a Prefect server all machines reach: "
+        "start one (`prefect server start --host 0.0.0.0`), `export PREFECT_API_URL=http://SERVER:4200/api` here and on "
+        f"each host, and run `campaign worker --host NAME` on each of {names} with the same CAMPAIGN_DB"
+    )
+
+
+def arm_tags(spec: CampaignSpec, item_key: str, arm_id: str, device: str) -> list[str]:
+    """Tags of an arm's flow run, to filter the Prefect UI by any of them."""
+    runtime = spec.runtime(spec.arm(arm_id).runtime)
+    return [
+        f"campaign:{spec.campaign.name}", f"item:{item_key}", f"arm:{arm_id}", f"device:{device}",
+        f"host:{runtime.host or 'local'}", f"runtime:{runtime.name}",
+    ]
+
+
+def _outcome(attempt: AttemptRow, repeat: int) -> dict[str, Any]:
+    return {"arm_id": attempt.arm_id, "state": str(attempt.state), "message": attempt.error, "attempt_id": attempt.id, "repeat": repeat}
+
+
+def _failed(arm_id: str, repeat: int, message: str) -> dict[str, Any]:
+    return {"arm_id": arm_id, "state": str(AttemptState.FAILED), "message": message, "attempt_id": None, "repeat": repeat}
+
+
+def _attempt_of(store: Store, parameters: dict[str, Any], flow_run_id: str) -> AttemptRow | None:
+    """The attempt the flow run holds; for a run that found the arm already done (not
+    `fresh`), the newest done attempt."""
+    rows = [
+        a for a in store.attempts(parameters["campaign_id"], parameters["item_key"], parameters["arm_id"])
+        if a.repeat == parameters.get("repeat", 0)
+    ]
+    mine = [a for a in rows if a.flow_run_id == flow_run_id]
+    if mine:
+        return mine[-1]
+    if rows and rows[-1].state == AttemptState.DONE and not parameters.get("fresh", True):
+        return rows[-1]
+    return None
+
+
+def run_on_host(store: Store, host: str, parameters: dict[str, Any], tags: list[str]) -> dict[str, Any]:
+    """Run one arm on `host`'s worker and return its outcome as the store records it."""
+    arm_id, repeat = parameters["arm_id"], parameters.get("repeat", 0)
+    if not configured_api_url():
+        raise PlacementUnavailable(f"arm {arm_id} runs on host {host}, but no lasting Prefect server is configured (PREFECT_API_URL)")
+    for _ in range(MAX_DISPATCHES):
+        outcome = _dispatch_once(store, host, parameters, tags)
+        if outcome is not None:
+            return outcome
+    return _failed(arm_id, repeat, f"the arm's flow run on host {host} crashed {MAX_DISPATCHES} times")
+
+
+def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: list[str]) -> dict[str, Any] | None:
+    """One flow run of the host's deployment, followed to its end. None: its holder died
+    mid-arm (or the run crashed) and the arm should be sent again."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import StateType
+    from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
+    from prefect.states import Cancelled, Crashed
+
+    arm_id, item_key, repeat = parameters["arm_id"], parameters["item_key"], parameters.get("repeat", 0)
+    limit = wait_limit_s()
+    began = time.monotonic()
+    hint = f"start `campaign worker --host {host}` on that machine (waiting up to {limit:.0f} s, {WAIT_SETTING})"
+    said = False
+    name = f"arm/{deployment_name(host)}"
+    while True:
+        try:
+            flow_run = run_deployment(name=name, parameters=parameters, tags=tags, as_subflow=True, timeout=0)
+            break
+        except ObjectNotFound:
+            if time.monotonic() - began > limit:
+                return _failed(arm_id, repeat, f"no worker has ever served host {host} (deployment {name}): {hint}")
+            if not said:
+                emit("arm-wait", arm=arm_id, item=item_key, message=f"no worker serves host {host} yet: {hint}")
+                said = True
+            interrupt.check(f"waiting for a worker on {host}")
+            time.sleep(POLL_S * 2)
+    run_id = str(flow_run.id)
+    with get_client(sync_client=True) as client:
+        while True:
+            try:
+                interrupt.check(f"waiting for {item_key}/{arm_id} on {host}")
+            except interrupt.CampaignInterrupted:
+                client.set_flow_run_state(flow_run.id, Cancelled(message="the campaign run was stopped"), force=True)
+                raise
+            run = client.read_flow_run(flow_run.id)
+            state = run.state
+            kind = state.type if state is not None else StateType.SCHEDULED
+            if kind in (StateType.SCHEDULED, StateType.PENDING):
+                waited = time.monotonic() - began
+                if waited > limit:
+                    client.set_flow_run_state(flow_run.id, Cancelled(message=f"no worker for host {host} picked it up"), force=True)
+                    return _failed(arm_id, repeat, f"no worker for host {host} picked up the arm within {limit:.0f} s: {hint}")
+                if waited > 10 and not said:
+                    emit("arm-wait", arm=arm_id, item=item_key, message=f"waiting for a worker on host {host}: {hint}")
+                    said = True
+            elif state is not None and state.is_final():
+                attempt = _attempt_of(store, parameters, run_id)
+                if attempt is not None and attempt.state != AttemptState.RUNNING:
+                    return _outcome(attempt, repeat)
+                if attempt is not None or kind == StateType.CRASHED:
+                    return None  # died holding the attempt, or before claiming it: send it again
+                return _failed(arm_id, repeat, f"flow run {run.name} on host {host} ended {state.name}: {state.message or ''}".rstrip(": "))
+            else:  # running: its holder must stay alive
+                attempt = _attempt_of(store, parameters, run_id)
+                gone = holder_gone(attempt) if attempt is not None and attempt.state == AttemptState.RUNNING else None
+                if gone:
+                    client.set_flow_run_state(flow_run.id, Crashed(message=f"worker on {host} died: {gone}"), force=True)
+                    emit("arm-wait", arm=arm_id, item=item_key, message=f"the worker on host {host} died mid-arm ({gone}); sending the arm again")
+                    return None
+            time.sleep(POLL_S)

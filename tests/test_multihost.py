@@ -1,0 +1,216 @@
+"""Arms placed on two hosts, for real: a `prefect server start` on a free loopback port,
+a real PostgreSQL (tests/pgcluster.py), two `campaign worker` processes named h1 and h2,
+and `campaign run` dispatching to them (flows/placement.py). Everything runs on this
+machine; the host names are what `campaign worker --host` says, as on a lab of several."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from campaign.states import AttemptState, ProbeRunState
+from campaign.store import Store
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parent.parent
+
+CAMPAIGN = """
+[campaign]
+name = "{name}"
+default_max_tokens = 16
+
+[[models]]
+name = "m"
+quant = "q4"
+bits_per_weight = 4.5
+
+[[runtimes]]
+name = "sim1"
+adapter = "simulator"
+host = "h1"
+[runtimes.options.profile]
+prefill_tps = 20000.0
+decode_tps = 300.0
+
+[[runtimes]]
+name = "sim2"
+adapter = "simulator"
+host = "h2"
+[runtimes.options.profile]
+prefill_tps = 20000.0
+decode_tps = 600.0
+
+[[arms]]
+id = "A"
+model = "m"
+runtime = "sim1"
+context = 4096
+
+[[arms]]
+id = "B"
+model = "m"
+runtime = "sim2"
+context = 4096
+
+[[gates]]
+id = "faster"
+predicate = "relative_improvement"
+params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10 }}
+subjects = ["B"]
+baseline = ["A"]
+
+[[queue]]
+id = "one"
+title = "A on h1 against B on h2"
+arms = ["A", "B"]
+probes = ["decode"]
+contexts = [1024]
+gate = "faster"
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Ctrl-C first (what a user does), then kill the whole group."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A lasting Prefect server, as a user starts one, in its own process group."""
+    home = tmp_path_factory.mktemp("prefect-server")
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    log = (home / "server.log").open("wb")
+    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port), "--analytics-off"]
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, (home / "server.log").read_text()
+            try:
+                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the Prefect server did not answer"
+            time.sleep(0.5)
+        yield api
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def _env(tmp_path: Path, api: str, db: str, name: str) -> dict[str, str]:
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / f"prefect-{name}"), "PYTHONPATH": str(ROOT),
+           "PREFECT_API_URL": api, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "CAMPAIGN_DB": db,
+           "CAMPAIGN_HEARTBEAT_S": "1", "CAMPAIGN_WORKER_WAIT_S": "120"}
+    env.pop("CAMPAIGN_HOST", None)
+    return env
+
+
+def _worker(tmp_path: Path, api: str, db: str, host: str) -> tuple[subprocess.Popen, Path]:
+    log = tmp_path / f"worker-{host}.log"
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "campaign.cli", "worker", "--host", host], env=_env(tmp_path, api, db, host),
+            cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    return proc, log
+
+
+def _wait_for(what: str, check, timeout: float = 90.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
+    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
+) -> None:
+    db = postgres_cluster.create_database("twohosts")
+    path = tmp_path / "c.toml"
+    path.write_text(CAMPAIGN.format(name="twohosts"))
+    workers = [_worker(tmp_path, prefect_server, db, host) for host in ("h1", "h2")]
+    try:
+        for _proc, log in workers:
+            _wait_for("the worker's start line", lambda log=log: "serving deployment arm/arm-" in log.read_text())
+        run = subprocess.run(
+            [sys.executable, "-m", "campaign.cli", "run", str(path), "--workdir", str(tmp_path / "w")],
+            env=_env(tmp_path, prefect_server, db, "run"), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )
+        logs = "\n".join(log.read_text() for _p, log in workers)
+        assert run.returncode == 0, (run.stdout, run.stderr, logs)
+    finally:
+        for proc, _log in workers:
+            _stop(proc)
+    assert "worker for host h1 stopped" in workers[0][1].read_text()  # Ctrl-C stops it cleanly
+
+    store = Store(db)
+    camp = store.campaign("twohosts")
+    assert camp is not None and camp.id is not None
+    attempts = {a.arm_id: a for a in store.attempts(camp.id)}
+    assert set(attempts) == {"A", "B"}
+    assert (attempts["A"].host, attempts["B"].host) == ("h1", "h2")
+    for att in attempts.values():
+        assert att.state == AttemptState.DONE
+        assert att.flow_run_id
+        assert [r.state for r in store.probe_runs(att.id or 0)] == [ProbeRunState.DONE]
+    assert attempts["A"].flow_run_id != attempts["B"].flow_run_id
+    verdict = store.latest_verdicts(camp.id)["faster"]
+    assert verdict.verdict == "pass", verdict.reason  # B (600 tok/s on h2) beats A (300 on h1)
+
+    # the arms' flow runs are subflows of the campaign run, tagged with where they ran
+    runs = httpx.post(f"{prefect_server}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": ["campaign:twohosts"]}}}, timeout=10).json()
+    by_id = {r["id"]: r for r in runs}
+    for arm, host in (("A", "h1"), ("B", "h2")):
+        flow_run = by_id[attempts[arm].flow_run_id]
+        assert {f"arm:{arm}", f"host:{host}", "item:one"} <= set(flow_run["tags"])
+        assert flow_run["parent_task_run_id"], "not a subflow of the campaign run"
+        assert flow_run["state_type"] == "COMPLETED"
+
+
+def test_a_campaign_naming_hosts_without_a_prefect_server_fails_fast(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(CAMPAIGN.format(name="noserver"))
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT)}
+    env.pop("PREFECT_API_URL", None)
+    started = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "campaign.cli", "run", str(path), "--db", str(tmp_path / "c.db")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: arms of 'noserver' run on hosts h1, h2"), run.stderr
+    assert "campaign worker --host NAME" in lines[0] and "PREFECT_API_URL" in lines[0]
+    assert time.monotonic() - started < 60  # no temporary server was started to find out
