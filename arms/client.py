@@ -397,6 +397,8 @@ class EventParser:
 
     def feed(self, raw_events: list[tuple[int, bytes]]) -> None:
         record = self.record
+        add_text, add_ns = self.text.append, record.event_ns.append
+        add_kind, add_tokens = record.event_kind.append, record.event_tokens.append
         for t_ns, raw in raw_events:
             if raw[:6] == b"data: " and b"\n" not in raw and b"\r" not in raw:
                 data: bytes | None = raw[6:]  # the common one-line event
@@ -415,32 +417,26 @@ class EventParser:
                 record.malformed_events += 1
                 _add(record, t_ns, MALFORMED, 0)
                 continue
-            if not self._token_chunk(t_ns, chunk):
+            # the short path for most of a stream: one plain content delta, nothing else to keep
+            try:
+                (choice,) = chunk["choices"]
+                delta = choice["delta"]
+                content = delta["content"]
+            except (KeyError, TypeError, ValueError):
+                content = None
+            if (
+                type(content) is str
+                and content
+                and len(delta) == 1
+                and not choice.get("finish_reason")
+                and _RECORDED_KEYS.isdisjoint(chunk)
+            ):
+                add_text(content)
+                add_ns(t_ns)
+                add_kind(CONTENT)
+                add_tokens(estimate_tokens(content))
+            else:
                 self._chunk(t_ns, chunk)
-
-    def _token_chunk(self, t_ns: int, chunk: dict[str, Any]) -> bool:
-        """The fast path for most of a stream: a chunk with one plain content delta and
-        nothing else to record. False (nothing done) for anything else, which `_chunk` takes."""
-        if not _RECORDED_KEYS.isdisjoint(chunk):
-            return False
-        choices = chunk.get("choices")
-        if type(choices) is not list or len(choices) != 1:
-            return False
-        choice = choices[0]
-        if type(choice) is not dict or choice.get("finish_reason"):
-            return False
-        delta = choice.get("delta")
-        if type(delta) is not dict or len(delta) != 1:
-            return False
-        content = delta.get("content")
-        if type(content) is not str or not content:
-            return False
-        self.text.append(content)
-        record = self.record
-        record.event_ns.append(t_ns)
-        record.event_kind.append(CONTENT)
-        record.event_tokens.append(estimate_tokens(content))
-        return True
 
     def _chunk(self, t_ns: int, chunk: dict[str, Any]) -> None:
         record = self.record
@@ -550,7 +546,9 @@ async def _read_events(
     base = 0  # body offset of buffer[0]
     start_ns = 0  # arrival of the first byte of the pending event
     start_late = False  # ... taken at read time, not from arrivals
-    exact = late = 0  # events stamped from arrivals / at read time
+    first = len(events)
+    late = 0  # events stamped at read time (the rest: from arrivals)
+    time_of = arrivals.time_of if arrivals is not None else None
     crlf = False  # events end with "\n\n" (bytes.find, far cheaper per event than a regex) until a "\r" shows up
     try:
         while True:
@@ -559,7 +557,7 @@ async def _read_events(
             if not chunk:
                 break
             if not buffer:
-                stamp = arrivals.time_of(base) if arrivals is not None else None
+                stamp = time_of(base) if time_of is not None else None
                 start_late = stamp is None
                 start_ns = now if stamp is None else stamp
             buffer += chunk
@@ -578,10 +576,9 @@ async def _read_events(
                     after = sep + 2
                 events.append((start_ns, buffer[pos:sep]))
                 late += start_late
-                exact += not start_late
                 pos = after
                 if pos < len(buffer):
-                    stamp = arrivals.time_of(base + pos) if arrivals is not None else None
+                    stamp = time_of(base + pos) if time_of is not None else None
                     start_late = stamp is None
                     start_ns = now if stamp is None else stamp
             if pos:
@@ -590,8 +587,8 @@ async def _read_events(
         if buffer.strip():
             events.append((start_ns, buffer))
             late += start_late
-            exact += not start_late
     finally:
+        exact = len(events) - first - late
         if late and exact:
             record.stamp_source = STAMP_MIXED
         elif late or arrivals is None:

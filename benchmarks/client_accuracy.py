@@ -372,6 +372,7 @@ class Result:
     cpu_s: float
     errors: int
     stamp_sources: str = ""
+    reads: int = 0  # socket reads handed to aiohttp (aiohttp-based clients only)
 
     @property
     def events_per_s(self) -> float:
@@ -381,8 +382,39 @@ class Result:
     def capacity(self) -> float:
         return self.events / self.cpu_s if self.cpu_s else 0.0
 
+    @property
+    def reads_per_event(self) -> str:
+        return f"{self.reads / self.events:.2f}" if self.reads and self.events else "-"
+
+
+class ReadCounter:
+    """Counts the socket reads aiohttp is handed (non-empty `data_received` calls).
+
+    Why: events per CPU-second rewards a client that falls behind. One that keeps up wakes
+    and reads once per event; one that lags finds several events waiting at each read and
+    spends less per event -- while its stamps are late. Reads per event shows which regime
+    a row is in. Installed on aiohttp's ResponseHandler class, so it counts the same way
+    (and costs the same) for our client and plain aiohttp; httpx does not use aiohttp.
+    """
+
+    count = 0
+
+    @classmethod
+    def install(cls) -> None:
+        from aiohttp.client_proto import ResponseHandler
+
+        original = ResponseHandler.data_received
+
+        def data_received(self: ResponseHandler, data: bytes) -> None:
+            if data:
+                cls.count += 1
+            original(self, data)
+
+        ResponseHandler.data_received = data_received  # type: ignore[method-assign]
+
 
 def measure(client: str, url: str, streams: int, tokens: int, probe: ProbeRun | None = None) -> Result:
+    ReadCounter.count = 0
     if client == "probe":
         assert probe is not None
         results, wall, cpu = probe.run(url, streams, tokens)
@@ -391,6 +423,7 @@ def measure(client: str, url: str, streams: int, tokens: int, probe: ProbeRun | 
         cpu0, wall0 = time.process_time(), time.perf_counter()
         results = asyncio.run(fn(url, streams, tokens))
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    reads = ReadCounter.count if client != "httpx" else 0
     ttft, itl, lag = [], [], []
     events = 0
     for s in results:
@@ -405,7 +438,7 @@ def measure(client: str, url: str, streams: int, tokens: int, probe: ProbeRun | 
     sources = sorted({s.stamp_source for s in results if s.stamp_source})
     return Result(
         client, streams, pct(ttft, 50), pct(ttft, 99), pct(itl, 50), pct(itl, 99), pct(lag, 99),
-        events, wall, cpu, sum(1 for s in results if s.error or not s.stamps), ", ".join(sources),
+        events, wall, cpu, sum(1 for s in results if s.error or not s.stamps), ", ".join(sources), reads,
     )
 
 
@@ -429,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from arms.server import free_port
 
+    ReadCounter.install()
     clients = list(args.clients)
     if args.through_probe and "probe" not in clients:
         clients.insert(clients.index("ours") + 1 if "ours" in clients else 0, "probe")
@@ -447,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         for client in clients:  # warm-up, not shown: imports and first-use costs stay out of the numbers
             measure(client, url, 2, 5, probe)
         print(f"schedule: TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms, {args.tokens} tokens per stream; server in its own process")
-        header = f"{'client':8} {'streams':>7} {'TTFT err p50':>12} {'p99':>8} {'ITL err p50':>11} {'p99':>8} {'srv lag p99':>11} {'events/s':>9} {'ev/CPU-s':>9} {'errors':>6}  stamps"
+        header = f"{'client':8} {'streams':>7} {'TTFT err p50':>12} {'p99':>8} {'ITL err p50':>11} {'p99':>8} {'srv lag p99':>11} {'events/s':>9} {'ev/CPU-s':>9} {'reads/ev':>8} {'errors':>6}  stamps"
         print(header)
         rows: dict[tuple[str, int], Result] = {}
         for streams in args.streams:
@@ -456,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows[(client, streams)] = r
                 print(
                     f"{client:8} {streams:7d} {r.ttft_p50_ms:10.2f}ms {r.ttft_p99_ms:6.2f}ms {r.itl_p50_ms:9.2f}ms {r.itl_p99_ms:6.2f}ms"
-                    f" {r.server_lag_p99_ms:9.2f}ms {r.events_per_s:9.0f} {r.capacity:9.0f} {r.errors:6d}  {r.stamp_sources}",
+                    f" {r.server_lag_p99_ms:9.2f}ms {r.events_per_s:9.0f} {r.capacity:9.0f} {r.reads_per_event:>8} {r.errors:6d}  {r.stamp_sources}",
                     flush=True,
                 )
                 if client == "probe" and probe is not None:

@@ -7,6 +7,7 @@ items are re-checked first when asked.
 
 from __future__ import annotations
 
+import contextvars
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -134,7 +135,11 @@ def run_item(
         outcomes = [one(r, a) for r, a in next(iter(lanes.values()))]
     else:
         with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="device") as pool:
-            futures = [pool.submit(lambda lane=lane: [one(r, a) for r, a in lane]) for lane in lanes.values()]
+            # each lane runs in a copy of this thread's context, which holds the campaign's
+            # flow run: its arms stay subflows of the campaign run (in-process or dispatched)
+            futures = [
+                pool.submit(contextvars.copy_context().run, lambda lane=lane: [one(r, a) for r, a in lane]) for lane in lanes.values()
+            ]
             outcomes = [o for f in futures for o in f.result()]
     if interrupt.requested() or any(o["state"] == AttemptState.INTERRUPTED for o in outcomes):
         store.set_item_state(campaign_id, item.key, ItemState.PENDING, "interrupted; `campaign resume` carries on")

@@ -136,7 +136,7 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
     from prefect.client.schemas.objects import StateType
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
-    from prefect.states import Cancelled, Crashed
+    from prefect.states import Cancelled, Cancelling, Crashed
 
     arm_id, item_key, repeat = parameters["arm_id"], parameters["item_key"], parameters.get("repeat", 0)
     limit = wait_limit_s()
@@ -159,14 +159,15 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
     run_id = str(flow_run.id)
     with get_client(sync_client=True) as client:
         while True:
-            try:
-                interrupt.check(f"waiting for {item_key}/{arm_id} on {host}")
-            except interrupt.CampaignInterrupted:
-                client.set_flow_run_state(flow_run.id, Cancelled(message="the campaign run was stopped"), force=True)
-                raise
             run = client.read_flow_run(flow_run.id)
             state = run.state
             kind = state.type if state is not None else StateType.SCHEDULED
+            if interrupt.requested():  # Cancelling: the worker stops the run (its server with it)
+                stop = Cancelled if kind in (StateType.SCHEDULED, StateType.PENDING) else Cancelling
+                client.set_flow_run_state(flow_run.id, stop(message="the campaign run was stopped"), force=True)
+                attempt = _attempt_of(store, parameters, run_id)
+                return {"arm_id": arm_id, "state": str(AttemptState.INTERRUPTED), "message": f"stopped on host {host}",
+                        "attempt_id": attempt.id if attempt else None, "repeat": repeat}
             if kind in (StateType.SCHEDULED, StateType.PENDING):
                 waited = time.monotonic() - began
                 if waited > limit:

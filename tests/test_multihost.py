@@ -48,6 +48,19 @@ host = "h2"
 prefill_tps = 20000.0
 decode_tps = 600.0
 
+[[runtimes]]
+name = "refusing"
+adapter = "simulator"
+host = "h1"
+[runtimes.options.profile.faults]
+refuse_start = "this accelerator is not in the machine"
+
+[[arms]]
+id = "X"
+model = "m"
+runtime = "refusing"
+context = 4096
+
 [[arms]]
 id = "A"
 model = "m"
@@ -74,6 +87,13 @@ arms = ["A", "B"]
 probes = ["decode"]
 contexts = [1024]
 gate = "faster"
+
+[[queue]]
+id = "two"
+title = "an arm its host cannot serve"
+arms = ["X"]
+probes = ["decode"]
+contexts = [1024]
 """
 
 
@@ -179,9 +199,10 @@ def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
     camp = store.campaign("twohosts")
     assert camp is not None and camp.id is not None
     attempts = {a.arm_id: a for a in store.attempts(camp.id)}
-    assert set(attempts) == {"A", "B"}
-    assert (attempts["A"].host, attempts["B"].host) == ("h1", "h2")
-    for att in attempts.values():
+    assert set(attempts) == {"A", "B", "X"}
+    assert (attempts["A"].host, attempts["B"].host, attempts["X"].host) == ("h1", "h2", "h1")
+    assert attempts["X"].state == AttemptState.BLOCKED and attempts["X"].error == "this accelerator is not in the machine"
+    for att in (attempts["A"], attempts["B"]):
         assert att.state == AttemptState.DONE
         assert att.flow_run_id
         assert [r.state for r in store.probe_runs(att.id or 0)] == [ProbeRunState.DONE]
@@ -197,6 +218,9 @@ def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
         assert {f"arm:{arm}", f"host:{host}", "item:one"} <= set(flow_run["tags"])
         assert flow_run["parent_task_run_id"], "not a subflow of the campaign run"
         assert flow_run["state_type"] == "COMPLETED"
+    blocked = by_id[attempts["X"].flow_run_id]  # not Completed: the UI shows what happened
+    assert (blocked["state_type"], blocked["state_name"]) == ("FAILED", "Blocked")
+    assert blocked["state"]["message"] == "this accelerator is not in the machine"
 
 
 def test_a_campaign_naming_hosts_without_a_prefect_server_fails_fast(tmp_path: Path) -> None:
@@ -214,3 +238,126 @@ def test_a_campaign_naming_hosts_without_a_prefect_server_fails_fast(tmp_path: P
     assert len(lines) == 1 and lines[0].startswith("error: arms of 'noserver' run on hosts h1, h2"), run.stderr
     assert "campaign worker --host NAME" in lines[0] and "PREFECT_API_URL" in lines[0]
     assert time.monotonic() - started < 60  # no temporary server was started to find out
+
+
+def test_failed_and_blocked_arms_end_in_states_named_for_them() -> None:
+    """An arm's outcome is its flow run's state (what the Prefect UI colours and names),
+    and stays readable as the state's data by an in-process caller."""
+    from prefect.client.schemas.objects import StateType
+
+    from flows.arm_flow import outcome_of, run_state
+
+    def outcome(state: str, message: str = "") -> dict:
+        return {"arm_id": "A", "state": state, "message": message, "attempt_id": 7, "repeat": 0}
+
+    failed = run_state(outcome("failed", "RuntimeError: server exited"))
+    assert (failed.type, failed.name, failed.message) == (StateType.FAILED, "Failed", "RuntimeError: server exited")
+    blocked = run_state(outcome("blocked", "no such device"))
+    assert (blocked.type, blocked.name, blocked.message) == (StateType.FAILED, "Blocked", "no such device")
+    assert outcome_of(blocked) == outcome("blocked", "no such device")
+    assert run_state(outcome("done")) == outcome("done")  # completes with the outcome as its result
+    with pytest.raises(ValueError):  # a flow that raised raises again for its caller
+        from prefect.states import Failed
+
+        outcome_of(Failed(data=ValueError("broken")))
+
+
+SLOW = """
+[campaign]
+name = "{name}"
+default_max_tokens = 400
+
+[[models]]
+name = "m"
+quant = "q4"
+bits_per_weight = 4.5
+
+[[runtimes]]
+name = "sim1"
+adapter = "simulator"
+host = "h1"
+[runtimes.options.profile]
+prefill_tps = 20000.0
+decode_tps = 40.0
+
+[[arms]]
+id = "A"
+model = "m"
+runtime = "sim1"
+context = 4096
+
+[[queue]]
+id = "one"
+title = "a slow arm on h1"
+arms = ["A"]
+probes = ["decode"]
+contexts = [1024]
+"""
+
+
+def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart(
+    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
+) -> None:
+    """SIGKILL the worker while its arm measures: the flow run is left Running in
+    Prefect and the attempt running in the store. `campaign run` sees the attempt's
+    heartbeat stop, sends the arm again, and the restarted worker takes the dead attempt
+    over: one attempt, continued, finished once."""
+    from arms.server import kill_orphan
+
+    db = postgres_cluster.create_database("killed")
+    path = tmp_path / "c.toml"
+    path.write_text(SLOW.format(name="killed"))
+    store = Store(db)
+    worker, log = _worker(tmp_path, prefect_server, db, "h1")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "campaign.cli", "run", str(path), "--workdir", str(tmp_path / "w")],
+        env=_env(tmp_path, prefect_server, db, "run"), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )
+    first = None
+    try:
+        def measuring():  # type: ignore[no-untyped-def]
+            camp = store.campaign("killed")
+            atts = store.attempts(camp.id) if camp and camp.id else []
+            return atts[0] if atts and atts[0].server_pgid and store.probe_runs(atts[0].id or 0) else None
+
+        first = _wait_for("the arm to measure on h1", measuring, timeout=120)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+        worker, log = _worker(tmp_path, prefect_server, db, "h1")  # the machine is back
+        out, err = run.communicate(timeout=240)
+        assert run.returncode == 0, (out, err, log.read_text())
+    finally:
+        _stop(worker)
+        if run.poll() is None:
+            _stop(run)
+        if first is not None and first.server_pgid:
+            kill_orphan(first.server_pgid, first.server_cmdline)  # the killed worker's server
+    camp = store.campaign("killed")
+    assert camp is not None and camp.id is not None
+    attempts = store.attempts(camp.id)
+    assert [(a.id, a.state, a.host) for a in attempts] == [(first.id, AttemptState.DONE, "h1")]
+    assert attempts[0].flow_run_id != first.flow_run_id  # continued by the second flow run
+    assert [r.state for r in store.probe_runs(first.id or 0)].count(ProbeRunState.DONE) == 1
+    assert any(e.kind == "recover" and f"attempt {first.id} taken over" in e.message for e in store.events(camp.id))
+
+
+def test_an_arm_on_a_host_without_a_worker_fails_saying_which_worker_to_start(
+    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
+) -> None:
+    db = postgres_cluster.create_database("noworker")
+    path = tmp_path / "c.toml"
+    path.write_text(SLOW.format(name="noworker").replace('host = "h1"', 'host = "nobody"'))
+    env = {**_env(tmp_path, prefect_server, db, "run"), "CAMPAIGN_WORKER_WAIT_S": "3"}
+    run = subprocess.run(
+        [sys.executable, "-m", "campaign.cli", "run", str(path), "--workdir", str(tmp_path / "w")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    store = Store(db)
+    camp = store.campaign("noworker")
+    assert camp is not None and camp.id is not None
+    item = store.items(camp.id)[0]
+    assert item.state == "failed"
+    assert "no worker has ever served host nobody" in item.reason and "campaign worker --host nobody" in item.reason
+    assert "CAMPAIGN_WORKER_WAIT_S" in item.reason

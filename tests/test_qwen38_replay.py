@@ -73,7 +73,7 @@ def test_seed_004_verdicts_come_from_measurements(tmp_path: Path, examples: Path
     s = frame[(frame["arm_id"] == "S") & (frame["metric"] == "decode_tps") & (frame["context"] == 262144) & (frame["trial"] >= 0)]
     assert v["value"].median() < 12.0 <= s["value"].median()
 
-    console = Console(record=True, width=200)
+    console = Console(record=True, width=300)  # wide enough that no item title folds onto two lines
     render_status(console, store, "qwen38")
     text = console.export_text()
     for title in ("Gate 6 — SpecPrefill", "Gate 7 — ANE", "cache 128K (L/T/V/Y/S)", "confirmatory tool_turn V@128K/cap 100G"):
