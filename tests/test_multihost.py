@@ -149,7 +149,8 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no
 def _env(tmp_path: Path, api: str, db: str, name: str) -> dict[str, str]:
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / f"prefect-{name}"), "PYTHONPATH": str(ROOT),
            "PREFECT_API_URL": api, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "CAMPAIGN_DB": db,
-           "CAMPAIGN_HEARTBEAT_S": "1", "CAMPAIGN_WORKER_WAIT_S": "120"}
+           "CAMPAIGN_HEARTBEAT_S": "1", "CAMPAIGN_WORKER_WAIT_S": "120",
+           "PREFECT_RUNNER_POLL_FREQUENCY": "1"}  # a worker looks for runs every second, not every 10
     env.pop("CAMPAIGN_HOST", None)
     return env
 
@@ -265,7 +266,7 @@ def test_failed_and_blocked_arms_end_in_states_named_for_them() -> None:
 SLOW = """
 [campaign]
 name = "{name}"
-default_max_tokens = 400
+default_max_tokens = 120
 
 [[models]]
 name = "m"
