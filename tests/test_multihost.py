@@ -343,13 +343,24 @@ def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart
     assert any(e.kind == "recover" and f"attempt {first.id} taken over" in e.message for e in store.events(camp.id))
 
 
+@pytest.mark.parametrize(
+    ("host", "served_once", "said"),
+    [("nobody", False, "no worker has ever served host nobody"), ("gone", True, "no worker for host gone picked up the arm within 3 s")],
+)
 def test_an_arm_on_a_host_without_a_worker_fails_saying_which_worker_to_start(
-    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
+    tmp_path: Path, prefect_server: str, postgres_cluster, host: str, served_once: bool, said: str  # type: ignore[no-untyped-def]
 ) -> None:
-    db = postgres_cluster.create_database("noworker")
+    """Never served: no deployment to run. Served once, worker since stopped: the run
+    would stay Scheduled forever; it is cancelled after the wait instead."""
+    db = postgres_cluster.create_database(f"noworker{host}")
     path = tmp_path / "c.toml"
-    path.write_text(SLOW.format(name="noworker").replace('host = "h1"', 'host = "nobody"'))
+    path.write_text(SLOW.format(name="noworker").replace('host = "h1"', f'host = "{host}"'))
     env = {**_env(tmp_path, prefect_server, db, "run"), "CAMPAIGN_WORKER_WAIT_S": "3"}
+    if served_once:  # what a worker leaves behind: its deployment, with nobody polling it
+        subprocess.run(
+            [sys.executable, "-c", f"from flows.arm_flow import arm_flow; arm_flow.to_deployment(name='arm-{host}').apply()"],
+            env=env, cwd=tmp_path, check=True, capture_output=True, timeout=120,
+        )
     run = subprocess.run(
         [sys.executable, "-m", "campaign.cli", "run", str(path), "--workdir", str(tmp_path / "w")],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
@@ -360,5 +371,5 @@ def test_an_arm_on_a_host_without_a_worker_fails_saying_which_worker_to_start(
     assert camp is not None and camp.id is not None
     item = store.items(camp.id)[0]
     assert item.state == "failed"
-    assert "no worker has ever served host nobody" in item.reason and "campaign worker --host nobody" in item.reason
+    assert said in item.reason and f"campaign worker --host {host}" in item.reason
     assert "CAMPAIGN_WORKER_WAIT_S" in item.reason
