@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from arms.metrics import extract_cached_tokens, flag_reuse_source, prompt_tokens, record_payload, reuse, ttft_s
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
-from arms.probes.prompts import conversation, expected_reuse, mutate_middle, words
+from arms.probes.prompts import expected_reuse, mutate_middle, sized_conversation, words
 from campaign.states import Mode
 
 SCENARIOS = ("cold", "identical", "append", "tool_turn", "middle_mutation")
@@ -41,7 +41,7 @@ LOOKUP_TOOL = {
 
 
 class CacheProbeParams(BaseModel):
-    prompt_tokens: int = Field(default=1024, ge=16, description="size of each primed prompt")
+    prompt_tokens: int = Field(default=1024, ge=16, description="size of each primed prompt, in the server's tokens (template included) where it has a tokenizer")
     max_tokens: int = Field(default=8, ge=1)
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL, Mode.GREEDY])
     scenarios: list[str] = Field(default_factory=lambda: list(SCENARIOS))
@@ -75,8 +75,6 @@ def _probe_messages(scenario: str, primed: list[dict[str, Any]], reply: str, sal
 
 async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None:
     run_id = uuid.uuid4().hex[:8]
-    system = params.prompt_tokens // 4
-    user = params.prompt_tokens - system
     async with target.client(2) as http:
         for mode in params.modes:
             before = await read_counters(http, target)
@@ -84,8 +82,9 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None
             for trial in range(params.repeats):
                 for scenario in params.scenarios:
                     salt = f"cache-{run_id}-{mode}-{scenario}" + (f"-r{trial}" if trial else "")
-                    primed = conversation(system, user, salt)
                     tools = [LOOKUP_TOOL] if scenario == "tool_turn" else None
+                    # sized in the server's tokens (template and tools included) where it has a tokenizer
+                    primed = (await sized_conversation(http, params.prompt_tokens, salt, tools=tools)).messages
                     if scenario == "cold":
                         record = await chat(http, target, primed, mode, params.max_tokens, tools=tools)
                         sent[scenario].append(record)
