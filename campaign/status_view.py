@@ -38,7 +38,7 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
         gates.add_row(*cells)
     console.print(gates)
 
-    notes = ["; ".join(x for x in (item.reason, item.isolation) if x) for item in s.items]
+    notes = ["; ".join(x for x in (item.overrides, item.reason, item.isolation) if x) for item in s.items]
     columns = {"#": [str(len(s.items))], "arms": ["/".join(i.arms) for i in s.items], "gate": [i.gate or "" for i in s.items],
                "state": [str(i.state) for i in s.items], "attempts": [str(i.attempts) for i in s.items]}
     fixed = [min(_arms_max(width) if name == "arms" else 99, _longest([name, *values])) for name, values in columns.items()]

@@ -250,20 +250,30 @@ _LATEST_CLAUSE = """
   AND m.attempt_id IN (
     SELECT MAX(a.id) FROM attempt a
     WHERE a.campaign_id = :cid AND a.state = :attempt_done
+      AND a.overrides_json = (
+        SELECT b.overrides_json FROM attempt b
+        WHERE b.campaign_id = :cid AND b.state = :attempt_done
+          AND b.item_key = a.item_key AND b.arm_id = a.arm_id
+        ORDER BY b.id DESC LIMIT 1)
     GROUP BY a.item_key, a.arm_id, a.repeat)
 """
 
 
 def newest_done_attempts(attempts: Iterable[AttemptRow]) -> dict[tuple[str, str, int], int]:
-    """The attempt each verdict reads: per (item, arm, repeat), the newest finished one.
+    """The attempt each verdict reads: per (item, arm, repeat), the newest finished one
+    that ran with the same overrides as the newest finished attempt of its (item, arm).
 
-    A rerun adds newer attempts; older ones stay in the history, unread by gates.
+    A rerun adds newer attempts; older ones stay in the history, unread by gates. Repeats
+    measured under different settings are never pooled: after `campaign rerun X --set
+    max_tokens=96` has finished only some repeats, the others' older attempts (other
+    overrides) drop out of the verdict instead of being mixed into its medians.
     """
+    done = sorted((a for a in attempts if a.state == AttemptState.DONE), key=lambda a: a.id or 0)
+    settings = {(a.item_key, a.arm_id): a.overrides_json for a in done}  # the newest wins
     newest: dict[tuple[str, str, int], int] = {}
-    for att in attempts:
-        if att.state == AttemptState.DONE:
-            key = (att.item_key, att.arm_id, att.repeat)
-            newest[key] = max(newest.get(key, 0), att.id or 0)
+    for att in done:
+        if att.overrides_json == settings[(att.item_key, att.arm_id)]:
+            newest[(att.item_key, att.arm_id, att.repeat)] = att.id or 0
     return newest
 
 

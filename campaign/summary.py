@@ -23,6 +23,7 @@ class ItemView:
     probes: list[str]
     attempts: int
     isolation: str = ""
+    overrides: str = ""  # the settings the newest attempt ran with, when a rerun changed them
 
 
 @dataclass
@@ -90,6 +91,23 @@ class Summary:
     simulated_arms: set[str]
 
 
+def _overrides_note(overrides_json: str, item_spec_json: str) -> str:
+    """"rerun with max_tokens=96": what the newest attempt changed against the item's own
+    settings in the campaign file, shown beside the item so a verdict is never read without
+    the settings it was measured under."""
+    try:
+        values = json.loads(overrides_json or "{}")
+        own = (json.loads(item_spec_json) if item_spec_json else {}).get("overrides") or {}
+    except (ValueError, AttributeError):
+        return ""
+    if not isinstance(values, dict):
+        return ""
+    changed = {k: v for k, v in values.items() if own.get(k) != v}
+    if not changed:
+        return ""
+    return "rerun with " + ", ".join(f"{k}={v}" for k, v in sorted(changed.items()))
+
+
 def summarize(store: Store, name: str | None = None) -> Summary:
     row = store.campaign(name)
     if row is None or row.id is None:
@@ -97,14 +115,17 @@ def summarize(store: Store, name: str | None = None) -> Summary:
     spec = CampaignSpec.model_validate_json(row.spec_json)
     attempts = store.attempts(row.id)
     per_item: dict[str, int] = {}
-    for att in attempts:
+    newest_overrides: dict[str, str] = {}
+    for att in sorted(attempts, key=lambda a: a.id or 0):
         per_item[att.item_key] = per_item.get(att.item_key, 0) + 1
+        newest_overrides[att.item_key] = att.overrides_json
     items = [
         ItemView(
             key=r.key, title=r.title, state=r.state, reason=r.reason, gate=r.gate,
             arms=json.loads(r.spec_json).get("arms", []) if r.spec_json else [],
             probes=json.loads(r.spec_json).get("probes", []) if r.spec_json else [],
             attempts=per_item.get(r.key, 0),
+            overrides=_overrides_note(newest_overrides.get(r.key, "{}"), r.spec_json),
         )
         for r in store.items(row.id)
     ]

@@ -247,3 +247,4 @@ def test_rerun_keeps_history_and_confirmatory_item_says_what_moved(tmp_path: Pat
     everything = store.measurements_frame(camp.id, latest_only=False)
     assert {before[-1].id, after[-1].id} <= set(everything["attempt_id"])  # history kept
     assert summarize(store, "rerun").items[0].attempts == 2
+    assert summarize(store, "rerun").items[0].overrides == "rerun with max_tokens=4"  # shown in status and report

@@ -46,6 +46,32 @@ def test_unfinished_probe_runs_are_not_read(db_url: str) -> None:
     assert store.measurements_frame(camp.id).empty
 
 
+
+def test_repeats_under_different_overrides_are_never_pooled(db_url: str) -> None:
+    """Three repeats ran with the item's settings; a rerun with `max_tokens=96` finished
+    only repeat 0. The verdict reads repeat 0's rerun alone, not it pooled with repeats 1
+    and 2 of the old settings (the SQL query and its Python twin agree)."""
+    from campaign.store import newest_done_attempts
+
+    store = Store(db_url)
+    camp = store.add(CampaignRow(name="c"))
+
+    def measured(repeat: int, overrides: dict, value: float) -> int:
+        att = store.new_attempt(camp.id, "k", "A", overrides, repeat)
+        run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0, state=ProbeRunState.DONE))
+        store.add(MeasurementRow(campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", repeat=repeat, probe="decode", mode="canonical", metric="decode_tps", value=value))
+        store.update(type(att), att.id, state=AttemptState.DONE)
+        return att.id or 0
+
+    old = [measured(r, {}, 10.0 + r) for r in range(3)]
+    assert sorted(store.measurements_frame(camp.id)["value"]) == [10.0, 11.0, 12.0]
+    rerun = measured(0, {"max_tokens": 96}, 50.0)
+    frame = store.measurements_frame(camp.id)
+    assert list(frame["value"]) == [50.0], "repeats of other settings were pooled with the rerun"
+    assert set(newest_done_attempts(store.attempts(camp.id)).values()) == set(frame["attempt_id"]) == {rerun}
+    assert len(store.measurements_frame(camp.id, latest_only=False)) == 4 and old  # history kept
+
+
 # -- the probe sink: rows queued by the probe, stored by a writer thread in batches ----------------
 
 
