@@ -22,7 +22,8 @@ events per client CPU second (capacity; for `probe` it includes the sink's write
 and the sampler), how our records say their stamps were taken, ratios to ours, and with
 --through-probe the probe's p99 errors minus the bare client's (target: within 1 ms).
 With --through-probe the loopback server also answers GET /metrics like llama-server and
-writes a server log with a line per token, as llama-server does at trace verbosity.
+writes a server log (its prompt-cache lines per request, and a line per token) that the
+probe reads before and after the load.
 
     python benchmarks/client_accuracy.py                    # 1, 16, 64, 256 streams
     python benchmarks/client_accuracy.py --streams 64 --tokens 200
@@ -91,8 +92,8 @@ class _StreamProtocol(asyncio.Protocol):
 
 class _Scheduler:
     """Streams on schedule; also answers GET /metrics like llama-server and, with a log
-    path, writes a server log at llama-server's trace density (a line per token), so the
-    probe path's queue sampler and log reader have the same work as against the real one."""
+    path, writes a server log (llama-server's prompt-cache lines for each request, and a
+    line per token), so the probe path's queue sampler and log reader have real work."""
 
     def __init__(self, ttft_ms: float, itl_ms: float, log_path: str | None = None):
         self.ttft_ns = int(ttft_ms * 1e6)

@@ -233,7 +233,9 @@ async def test_the_direct_post_sends_what_httpx_would_send() -> None:
     finally:
         await runner.cleanup()
     (direct_headers, direct_body), (httpx_headers, httpx_body) = seen
-    assert direct_body == httpx_body
+    assert json.loads(direct_body) == json.loads(httpx_body) == {**body, "stream": True, "stream_options": {"include_usage": True}}
+    for headers in (direct_headers, httpx_headers):
+        headers.pop("content-length")  # httpx's JSON spacing differs between its versions
     assert direct_headers == httpx_headers
     assert [r.text for r in records] == ["Hello there friend"] * 2
     assert [r.send_stamp_source for r in records] == [SEND_HEADERS_SENT] * 2
