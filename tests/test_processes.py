@@ -34,6 +34,9 @@ def test_command_line_start_time_and_liveness() -> None:
     argv = [sys.executable, "-c", "import time; time.sleep(30)"]
     proc = subprocess.Popen(argv)
     try:
+        deadline = time.monotonic() + 10  # until the child has exec'd, it shows the parent's command line
+        while cmdline_of(proc.pid) != " ".join(argv) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert cmdline_of(proc.pid) == " ".join(argv)
         started = process_start(proc.pid)
         assert started is not None and same_process_alive(proc.pid, started)
