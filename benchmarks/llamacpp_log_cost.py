@@ -52,7 +52,7 @@ from arms.probes.prompts import words  # noqa: E402
 from arms.runtimes.base import LaunchContext  # noqa: E402
 from arms.runtimes.llamacpp import LlamaCppAdapter  # noqa: E402
 from arms.server import ServerProcess, free_port  # noqa: E402
-from campaign.schema import load_campaign  # noqa: E402
+from flows.resolve import load_campaign  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "llamacpp-slots.toml"

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC
 
-from arms.server import kill_orphan, process_start, same_process_alive
+from campaign.processes import kill_orphan, process_start, same_process_alive
 from campaign.schema import CampaignSpec, QueueItem, file_digest
 from campaign.states import TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
 from campaign.store import (
@@ -103,10 +103,11 @@ def current_runner(store: Store, name: str) -> str | None:
     return _describe_runner(row)
 
 
-def register(store: Store, spec: CampaignSpec, source_path: str = "") -> CampaignRow:
-    """Create or refresh the campaign's rows from its file; states of known items are kept."""
-    from arms.runtimes import registry
+def register(store: Store, spec: CampaignSpec, source_path: str = "", simulated: Collection[str] = ()) -> CampaignRow:
+    """Create or refresh the campaign's rows from its file; states of known items are kept.
 
+    `simulated` names the adapters whose measurements are simulated (the runtime registry
+    knows; the caller passes it down, so the store layer never imports a runtime)."""
     with store.session() as s:
         from sqlmodel import select
 
@@ -128,13 +129,12 @@ def register(store: Store, spec: CampaignSpec, source_path: str = "") -> Campaig
         for arm in spec.arms:
             model = spec.model_for(arm)
             runtime = spec.runtime(arm.runtime)
-            adapter = registry.get(runtime.adapter)
             rec = arms.get(arm.id) or ArmRow(campaign_id=campaign_id, arm_id=arm.id, model="", quant="", bits_per_weight=0, runtime="", adapter="", context=0, klass="", group="", recipe_json="")
             rec.model, rec.quant, rec.bits_per_weight = model.name, model.quant, model.bits_per_weight
             rec.runtime, rec.adapter, rec.context = runtime.name, runtime.adapter, arm.context
             rec.klass, rec.group = arm.klass, arm.group
             rec.recipe_json = arm.recipe.model_dump_json()
-            rec.simulated = adapter.simulated
+            rec.simulated = runtime.adapter in simulated
             s.add(rec)
 
         items = {i.key: i for i in s.exec(select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id))}

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -489,13 +491,28 @@ def parse_campaign(
     return spec
 
 
-def load_campaign(path: str | Path, *, check_registries: bool = True) -> CampaignSpec:
-    """Read, validate and cross-check a campaign file.
+def read_campaign(path: str | Path, known: KnownNames | None = None) -> CampaignSpec:
+    """Read and validate a campaign file's structure and references.
 
-    With `check_registries`, adapter and predicate names are checked against what is
-    registered (imports arms.runtimes and gates lazily so the schema stays importable alone).
+    The core knows no registry: `known` carries the adapter, predicate and predicate
+    parameter names to check against, supplied by the layer that owns the registries
+    (`flows.resolve.load_campaign`). Without it only the structure is checked.
     """
     path = Path(path)
+    data = read_toml(path)
+    if known is None:
+        return parse_campaign(data, path)
+    return parse_campaign(
+        data,
+        path,
+        known_adapters=set(known.adapters),
+        known_predicates=set(known.predicates),
+        predicate_params=dict(known.predicate_params),
+    )
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A campaign file's TOML as a table; every failure a CampaignFileError naming the file."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -503,55 +520,20 @@ def load_campaign(path: str | Path, *, check_registries: bool = True) -> Campaig
     except OSError as exc:
         raise CampaignFileError(path, [f"cannot be read: {exc.strerror}"]) from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise CampaignFileError(path, ["not UTF-8 text"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise CampaignFileError(path, [f"TOML syntax error: {exc}"]) from None
-    adapters = predicates = None
-    param_models: dict[str, type[BaseModel]] | None = None
-    if check_registries:
-        plugin_problems = load_plugins(data.get("campaign", {}).get("plugins", []) if isinstance(data.get("campaign"), dict) else [], path.parent)
-        if plugin_problems:
-            raise CampaignFileError(path, plugin_problems)
-        from arms.runtimes import registry as runtime_registry
-        from gates import predicates as gate_predicates
-
-        adapters = set(runtime_registry.names())
-        predicates = set(gate_predicates.names())
-        param_models = {name: gate_predicates.params_model(name) for name in predicates}
-    return parse_campaign(
-        data, path, known_adapters=adapters, known_predicates=predicates, predicate_params=param_models
-    )
 
 
-def load_plugins(plugins: Any, base: Path) -> list[str]:
-    """Import the modules that register custom predicates; problems are returned, not raised."""
-    import importlib
-    import importlib.util
-    import sys
+@dataclass(frozen=True)
+class KnownNames:
+    """What the registries hold, as a value the core can check a file against."""
 
-    problems = []
-    if not isinstance(plugins, list):
-        return []
-    for i, name in enumerate(plugins):
-        try:
-            if str(name).endswith(".py"):
-                file = (base / name).resolve()
-                module_name = f"campaign_plugin_{file.stem}"
-                if module_name in sys.modules:
-                    continue
-                spec = importlib.util.spec_from_file_location(module_name, file)
-                if spec is None or spec.loader is None:
-                    raise ImportError(f"no such file {file}")
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[module_name] = module
-                spec.loader.exec_module(module)
-            else:
-                importlib.import_module(str(name))
-        except Exception as exc:  # a user's plugin may fail in any way; say which and why
-            problems.append(f"campaign.plugins[{i}]: cannot import {name!r}: {type(exc).__name__}: {exc}")
-    return problems
+    adapters: frozenset[str]
+    predicates: frozenset[str]
+    predicate_params: Mapping[str, type[BaseModel]]
 
 
 def file_digest(path: str | Path) -> str:

@@ -19,7 +19,8 @@ from arms.probes import registry as probes
 from arms.probes.base import ProbeTarget, identify
 from arms.runtimes import registry as runtimes
 from arms.runtimes.base import LaunchContext, RuntimeAdapter
-from arms.server import ServerProcess, ServerStartError, free_port, rss_of_group
+from arms.server import ServerProcess, ServerStartError, free_port
+from campaign.processes import rss_of_group
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import AttemptState, ProbeName, ProbeRunState
 from campaign.store import AttemptHeartbeat, AttemptRow, ProbeRunRow, Store, holder_gone, utcnow

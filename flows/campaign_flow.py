@@ -16,7 +16,8 @@ from typing import Any
 from prefect import flow, tags
 
 from campaign import queue
-from campaign.schema import CampaignFileError, CampaignSpec, QueueItem, load_campaign
+from campaign.schema import CampaignFileError, CampaignSpec, QueueItem
+from flows.resolve import load_campaign, simulated_adapters
 from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
 from flows import placement
@@ -181,7 +182,7 @@ def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: st
     problem = placement.placement_problem(spec)
     if problem:
         raise placement.PlacementUnavailable(problem)
-    row = queue.register(store, spec, campaign_path)
+    row = queue.register(store, spec, campaign_path, simulated_adapters())
     campaign_id = row.id
     assert campaign_id is not None
     for note in queue.recover(store, campaign_id, release_lease):
@@ -241,7 +242,7 @@ def rerun_flow(campaign_path: str, store_url: str, item_key: str, overrides: dic
     store = Store(store_url)
     taken = queue.claim_runner(store, file_spec.campaign.name, "campaign rerun")
     try:
-        row = queue.register(store, file_spec, campaign_path)
+        row = queue.register(store, file_spec, campaign_path, simulated_adapters())
         campaign_id = row.id
         assert campaign_id is not None
         spec = with_item_overrides(file_spec, item_key, overrides)

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from arms.server import process_start as _process_start
+from campaign.processes import process_start as _process_start
 from flows import interrupt
 
 LEASE_S = 60.0  # the shortest lease Prefect grants

@@ -6,7 +6,7 @@ import pandas as pd
 
 from campaign.schema import GateEntry
 from campaign.states import WARMUP_TRIAL, Mode, Verdict
-from gates import predicates
+from gates import catalog
 from gates.result import GateResult
 
 
@@ -40,6 +40,6 @@ def evaluate(gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | Non
     rows = canonical_only(frame)
     if not rows.empty:
         rows = rows[rows["arm_id"].isin(arms)].reset_index(drop=True)
-    fn = predicates.get(gate.predicate)
-    params = predicates.params_model(gate.predicate).model_validate(gate.params)
+    fn = catalog.get(gate.predicate)
+    params = catalog.params_model(gate.predicate).model_validate(gate.params)
     return fn(rows, gate, params)

@@ -19,7 +19,7 @@ from campaign.states import Verdict
 from gates import compare
 from gates.compare import Cell, CellStat, Rigor, Selector, fmt, pct
 from gates.intervals import RATE_METHOD, rate_interval
-from gates.predicates import _Params, get, params_model, register
+from gates.registry import Params, get, params_model, register
 from gates.result import GateResult, pending
 
 
@@ -279,7 +279,7 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
 # -- majority (tool loop) -------------------------------------------------------------------------
 
 
-class MajorityParams(_Params):
+class MajorityParams(Params):
     metric: str = "tool_loop_pass"
     probe: str | None = "tool-loop"
     min_ratio: float = Field(default=0.5, ge=0, le=1, description="pass when the pass rate exceeds this (strict)")
@@ -362,7 +362,7 @@ def majority(rows: pd.DataFrame, gate: GateEntry, p: MajorityParams) -> GateResu
 # -- acceptance rate (speculation) ----------------------------------------------------------------
 
 
-class AcceptanceParams(_Params):
+class AcceptanceParams(Params):
     min_rate: float = Field(default=0.6, ge=0, le=1)
     probe: str | None = None
 
@@ -443,7 +443,7 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
 # -- all of --------------------------------------------------------------------------------------
 
 
-class Check(_Params):
+class Check(Params):
     predicate: str
     params: dict[str, Any] = Field(default_factory=dict)
     subjects: list[str] | None = None
@@ -462,7 +462,7 @@ class Check(_Params):
         return self
 
 
-class AllOfParams(_Params):
+class AllOfParams(Params):
     checks: list[Check] = Field(min_length=1)
 
 
@@ -492,7 +492,7 @@ def all_of(rows: pd.DataFrame, gate: GateEntry, p: AllOfParams) -> GateResult:
 # -- goodput -------------------------------------------------------------------------------------
 
 
-class GoodputParams(_Params):
+class GoodputParams(Params):
     metric: str = "ttft_s"
     probe: str | None = None
     scenario_pattern: str | None = Field(

@@ -23,7 +23,7 @@ straddles the threshold is inconclusive; every subject against every baseline ar
   says how many requests it needs. A ceiling (`max_value`), a cut against each baseline
   arm (`min_gain`, lower is better), or both.
 
-Registered by `gates.predicates`; this module imports neither it nor the campaign schema
+Registered by `gates.catalog`; this module imports neither it nor the campaign schema
 (a gate is read by its `subjects` and `baseline` only), so it adds no import cycle.
 """
 

@@ -1,5 +1,6 @@
-"""The predicate library. A predicate is registered by name with a pydantic params model;
-campaign files name it and pass params, which are validated when the file is loaded.
+"""The two general predicates: relative improvement and threshold (the rest are in
+`gates.library`; `gates.catalog` registers them all). A user's plugin registers its own
+with `gates.predicates.register("name", Params)`, as it always has.
 
 Every predicate receives canonical rows only (see `engine.canonical_only`) and reads its
 numbers through `gates.compare`: per cell (probe, scenario, context, mode), with n, the
@@ -15,44 +16,14 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from campaign.schema import GateEntry
 from campaign.states import Verdict
 from gates import compare
-from gates.compare import Rigor, Selector, fmt, pct
+from gates.compare import Rigor, Selector, fmt
+from gates.registry import register
 from gates.result import GateResult, pending
-
-Predicate = Callable[[pd.DataFrame, GateEntry, Any], GateResult]
-
-_REGISTRY: dict[str, tuple[Predicate, type[BaseModel]]] = {}
-
-
-def register(name: str, params: type[BaseModel]) -> Callable[[Predicate], Predicate]:
-    """Register a predicate (built-in or a user's own) under a name campaign files use."""
-
-    def deco(fn: Predicate) -> Predicate:
-        _REGISTRY[name] = (fn, params)
-        return fn
-
-    return deco
-
-
-def names() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def get(name: str) -> Predicate:
-    return _REGISTRY[name][0]
-
-
-def params_model(name: str) -> type[BaseModel]:
-    return _REGISTRY[name][1]
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
 
 # -- relative improvement ---------------------------------------------------------------
 
@@ -184,10 +155,3 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
             "partial": partial,
         },
     )
-
-
-from gates import library  # noqa: E402,F401  (registers the rest of the built-in predicates)
-from gates import load_gates  # noqa: E402  (the load probe's predicates; it imports nothing of this module)
-
-for _name, (_fn, _params) in load_gates.PREDICATES.items():
-    register(_name, _params)(_fn)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from arms.server import stop_group
+from campaign.processes import stop_group
 
 HOST = "127.0.0.1"
 PORT = 4200

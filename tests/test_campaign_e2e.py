@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from campaign.states import AttemptState, ItemState, Verdict
-from arms.server import group_alive
+from campaign.processes import group_alive
 from campaign.store import Store
 
 pytestmark = pytest.mark.integration

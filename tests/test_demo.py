@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_demo_campaign_and_report(tmp_path: Path, examples: Path, prefect_harness: None) -> None:
-    from campaign.schema import load_campaign
+    from flows.resolve import load_campaign
     from flows.campaign_flow import campaign_flow
     from reports.site import write_site
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from arms.server import group_alive
+from campaign.processes import group_alive
 from campaign.states import AttemptState, ItemState, ProbeRunState
 from campaign.store import Store
 
@@ -73,7 +73,7 @@ def _env(prefect_home: Path) -> dict[str, str]:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "campaign.cli", *args]
+    return [sys.executable, "-m", "cli", *args]
 
 
 def _write(tmp_path: Path, name: str, repeats: int = 4) -> Path:
@@ -284,7 +284,7 @@ def test_an_unreachable_prefect_api_is_one_line(tmp_path: Path, prefect_home: Pa
 def test_a_prefect_server_that_cannot_start_in_time_is_one_line(tmp_path: Path, prefect_home: Path) -> None:
     """The wait is Prefect's own setting (raised to STARTUP_TIMEOUT_S by default, since a
     busy machine needs more than Prefect's 20 s); too short a wait is one line, exit 1."""
-    from campaign import cli_prefect
+    from cli import prefect_server as cli_prefect
 
     assert cli_prefect.startup_timeout_s() == int(os.environ.get(cli_prefect.TIMEOUT_SETTING) or cli_prefect.STARTUP_TIMEOUT_S)
     assert cli_prefect.STARTUP_TIMEOUT_S >= 120

@@ -159,7 +159,7 @@ def _worker(tmp_path: Path, api: str, db: str, host: str) -> tuple[subprocess.Po
     log = tmp_path / f"worker-{host}.log"
     with log.open("ab") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "campaign.cli", "worker", "--host", host], env=_env(tmp_path, api, db, host),
+            [sys.executable, "-m", "cli", "worker", "--host", host], env=_env(tmp_path, api, db, host),
             cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
         )
     return proc, log
@@ -186,7 +186,7 @@ def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
         for _proc, log in workers:
             _wait_for("the worker's start line", lambda log=log: "serving deployment arm/arm-" in log.read_text())
         run = subprocess.run(
-            [sys.executable, "-m", "campaign.cli", "run", str(path), "--workdir", str(tmp_path / "w")],
+            [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
             env=_env(tmp_path, prefect_server, db, "run"), cwd=tmp_path, capture_output=True, text=True, timeout=300,
         )
         logs = "\n".join(log.read_text() for _p, log in workers)
@@ -231,7 +231,7 @@ def test_a_campaign_naming_hosts_without_a_prefect_server_fails_fast(tmp_path: P
     env.pop("PREFECT_API_URL", None)
     started = time.monotonic()
     run = subprocess.run(
-        [sys.executable, "-m", "campaign.cli", "run", str(path), "--db", str(tmp_path / "c.db")],
+        [sys.executable, "-m", "cli", "run", str(path), "--db", str(tmp_path / "c.db")],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 1, (run.stdout, run.stderr)
@@ -303,7 +303,7 @@ def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart
     Prefect and the attempt running in the store. `campaign run` sees the attempt's
     heartbeat stop, sends the arm again, and the restarted worker takes the dead attempt
     over: one attempt, continued, finished once."""
-    from arms.server import kill_orphan
+    from campaign.processes import kill_orphan
 
     db = postgres_cluster.create_database("killed")
     path = tmp_path / "c.toml"
@@ -311,7 +311,7 @@ def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart
     store = Store(db)
     worker, log = _worker(tmp_path, prefect_server, db, "h1")
     run = subprocess.Popen(
-        [sys.executable, "-m", "campaign.cli", "run", str(path), "--workdir", str(tmp_path / "w")],
+        [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
         env=_env(tmp_path, prefect_server, db, "run"), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
     )
@@ -362,7 +362,7 @@ def test_an_arm_on_a_host_without_a_worker_fails_saying_which_worker_to_start(
             env=env, cwd=tmp_path, check=True, capture_output=True, timeout=120,
         )
     run = subprocess.run(
-        [sys.executable, "-m", "campaign.cli", "run", str(path), "--workdir", str(tmp_path / "w")],
+        [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 0, (run.stdout, run.stderr)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.schema import load_campaign
+from flows.resolve import load_campaign
 from campaign.store import Store
 from flows.overrides import check_campaign, check_rerun
 
@@ -108,7 +108,7 @@ def test_rerun_sets_are_checked_and_recipe_fields_applied_or_refused(tmp_path: P
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "prefect")}
-    return subprocess.run([sys.executable, "-m", "campaign.cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
 def test_the_cli_exits_2_before_starting_anything(tmp_path: Path) -> None:

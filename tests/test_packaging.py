@@ -75,7 +75,7 @@ def test_campaign_examples_writes_one_from_the_installed_package(wheel: Path, tm
     work.mkdir()
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "campaign.cli", *args], env=env, cwd=work, capture_output=True, text=True, timeout=120)
+        return subprocess.run([sys.executable, "-m", "cli", *args], env=env, cwd=work, capture_output=True, text=True, timeout=120)
 
     where = subprocess.run([sys.executable, "-c", "import campaign; print(campaign.__file__)"], env=env, cwd=work, capture_output=True, text=True)
     assert where.stdout.strip().startswith(str(target))

@@ -73,7 +73,7 @@ def test_two_campaign_runs_on_one_postgres_campaign_run_each_arm_once(tmp_path: 
         env = {**os.environ, "PREFECT_HOME": str(tmp_path / f"prefect{n}"), "PYTHONPATH": str(ROOT),
                "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "CAMPAIGN_DB": url}
         env.pop("PREFECT_API_URL", None)
-        cmd = [sys.executable, "-m", "campaign.cli", "run", str(path), "--workdir", str(tmp_path / f"w{n}")]
+        cmd = [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / f"w{n}")]
         procs.append(subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
     results = [(p.wait(timeout=600), p.communicate()) for p in procs]
     codes = sorted(code for code, _ in results)

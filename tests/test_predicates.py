@@ -142,7 +142,7 @@ def test_all_of_mtp_gate_and_validation() -> None:
     assert evaluate(g, short).verdict == Verdict.INCONCLUSIVE
     from pydantic import ValidationError
 
-    from gates.predicates import params_model
+    from gates.catalog import params_model
 
     with pytest.raises(ValidationError):
         params_model("all_of").model_validate({"checks": [{"predicate": "majority", "params": {"nope": 1}}]})

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 
 def campaign(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign.cli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_agent_load_json_and_exit_0(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from arms.server import cmdline_of, group_processes, process_start, rss_of_group, same_process_alive, stop_group
+from campaign.processes import cmdline_of, group_processes, process_start, rss_of_group, same_process_alive, stop_group
 
 PARENT = (
     "import subprocess, sys, time\n"

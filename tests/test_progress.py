@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from campaign import progress_view
-from campaign.schema import load_campaign
+from cli import progress_view
+from flows.resolve import load_campaign
 from campaign.store import Store
 from flows.progress import subscribe
 

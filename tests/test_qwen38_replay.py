@@ -42,7 +42,7 @@ EXPECTED = {
 
 
 def test_seed_004_verdicts_come_from_measurements(tmp_path: Path, examples: Path, prefect_harness: None) -> None:
-    from campaign.status_view import render_status
+    from cli.status_view import render_status
     from campaign.summary import summarize
     from flows.campaign_flow import campaign_flow
 

@@ -106,7 +106,7 @@ def test_coverage_matrix_cells(built: tuple[Store, Path, synthetic.Options]) -> 
     keys = [c.key for c in cov.columns]
     rows = {r.arm_id: dict(zip(keys, r.cells, strict=True)) for r in cov.rows}
     assert rows["A0"]["scenario:identical"].state == "canonical"
-    assert rows["A0"]["scenario:identical"].text.startswith("canonical · 1.0")
+    assert rows["A0"]["scenario:identical"].text == "canonical · 0.996"  # was "1.00": two decimals rounded the 0.996 up
     assert rows["A2"]["scenario:append"].state == "greedy"  # greedy-only cache probing
     assert rows["A2"]["scenario:append"].text.startswith("greedy only")
     assert rows["A4"]["scenario:cold"].state == "none"  # blocked: not run, and says why
@@ -204,7 +204,7 @@ def test_export_parquet_round_trip(built: tuple[Store, Path, synthetic.Options],
 
 
 def _cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
-    from campaign import cli
+    from cli import main as cli
 
     monkeypatch.setattr(sys, "argv", ["campaign", *argv])
     try:
@@ -302,7 +302,7 @@ def test_ui_writes_the_api_url_into_the_prefect_profile(health_server: str, tmp_
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     out = subprocess.run(
-        [sys.executable, "-c", "from campaign.cli import main; main()", "ui", "--port", port, "--workdir", str(tmp_path)],
+        [sys.executable, "-c", "from cli.main import main; main()", "ui", "--port", port, "--workdir", str(tmp_path)],
         env=env, capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 0, out.stderr
@@ -346,7 +346,7 @@ def test_ui_stop_gives_the_prefect_profile_back(health_server: str, tmp_path: Pa
     profiles = tmp_path / "prefect-home" / "profiles.toml"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", "from campaign.cli import main; main()", *args],
+        return subprocess.run([sys.executable, "-c", "from cli.main import main; main()", *args],
                               env=env, capture_output=True, text=True, timeout=120)
 
     assert cli("ui", "--port", port, "--workdir", str(tmp_path)).returncode == 0
@@ -437,7 +437,7 @@ def test_a_report_folder_holds_one_campaign_and_no_older_pages(tmp_path: Path) -
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PYTHONPATH=str(Path(__file__).resolve().parent.parent), PREFECT_HOME=str(tmp_path / "ph"))
-    done = subprocess.run([sys.executable, "-m", "campaign.cli", "report", "--db", str(tmp_path / "c.db")],
+    done = subprocess.run([sys.executable, "-m", "cli", "report", "--db", str(tmp_path / "c.db")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (out / "index.html").exists() and str(out / "index.html") in done.stdout.replace("\n", "")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
-from arms.server import group_alive
+from campaign.processes import group_alive
 from campaign.store import Store
 
 pytestmark = pytest.mark.integration
@@ -138,7 +138,7 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
     db = tmp_path / "crash.db"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
-    cmd = [sys.executable, "-m", "campaign.cli", "run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")]
+    cmd = [sys.executable, "-m", "cli", "run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")]
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
@@ -167,7 +167,7 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
 
     try:
         resume = subprocess.run(
-            [sys.executable, "-m", "campaign.cli", "resume", "--db", str(db), "--workdir", str(tmp_path / "w")],
+            [sys.executable, "-m", "cli", "resume", "--db", str(db), "--workdir", str(tmp_path / "w")],
             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, start_new_session=True,
         )
     finally:

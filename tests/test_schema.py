@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from campaign.schema import CampaignFileError, load_campaign, parse_size
+from campaign.schema import CampaignFileError, parse_size
+from flows.resolve import load_campaign
 
 GOOD = textwrap.dedent(
     """
@@ -158,7 +159,7 @@ def test_sizes() -> None:
 def test_cli_prints_a_paragraph_and_exits_2(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD.replace("context = 4096\nrecipe", "context = -1\nrecipe"))
     proc = subprocess.run(
-        [sys.executable, "-m", "campaign.cli", "run", str(path), "--db", str(tmp_path / "x.db")],
+        [sys.executable, "-m", "cli", "run", str(path), "--db", str(tmp_path / "x.db")],
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 2

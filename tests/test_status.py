@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from campaign.states import Verdict
-from campaign.status_view import fit
+from cli.status_view import fit
 from campaign.store import Store, VerdictRow
 from reports import synthetic
 
@@ -40,7 +40,7 @@ def test_status_at_80_columns_shows_every_reason_in_full(tmp_path: Path) -> None
     cid = synthetic.build(store, synthetic.Options())
     store.add(VerdictRow(campaign_id=cid, gate_id="spec", verdict=Verdict.PASS, reason=LONG))
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "campaign.cli", "status", "--db", str(tmp_path / "c.db")],
+    out = subprocess.run([sys.executable, "-m", "cli", "status", "--db", str(tmp_path / "c.db")],
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()

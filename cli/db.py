@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-# added to the main app by campaign.cli (this module imports nothing of it: no cycle)
+# added to the main app by cli.main (this module imports nothing of it: no cycle)
 db_app = typer.Typer(help="The campaign database: schema revision and migrations.", no_args_is_help=True)
 console = Console()
 DbOption = Annotated[str | None, typer.Option("--db", help="database file or SQLAlchemy URL (default: $CAMPAIGN_DB)")]

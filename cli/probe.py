@@ -20,7 +20,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from campaign.cli import UsageError, app, console
+from cli.app import UsageError, app, console
 from campaign.states import Mode, ProbeName
 
 

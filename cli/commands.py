@@ -1,4 +1,4 @@
-"""The `campaign` command line.
+"""The `campaign` commands: run, resume, rerun, worker, status, report, simulate, examples.
 
 Heavy imports (Prefect, flows, reports) happen inside commands, so `campaign --help` and
 validation errors are instant. A user's mistake prints one paragraph and exits 2; an
@@ -13,54 +13,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from campaign.schema import CampaignFileError
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Gated experiment campaigns for LLM serving: run arms, probe servers, compute verdicts.",
-    pretty_exceptions_enable=False,
-)
-# A terminal's own width, or COLUMNS when set; else (a pipe, a log file) 160, wide enough
-# for the tables without wrapping every reason.
-console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
-err = Console(stderr=True)
-
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", help="database file or SQLAlchemy URL (default: .campaign/campaign.db, or $CAMPAIGN_DB)"),
-]
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed without a traceback, exit code 2."""
-
-
-class CannotRun(Exception):
-    """The command cannot go on (another runner, no Prefect server): one line, exit 1."""
-
-
-def _store(db: str | None) -> Any:
-    from campaign.store import Store, db_url, default_db_url
-
-    return Store(db_url(db) if db else default_db_url())
-
-
-def _prefect_env() -> None:
-    """Before Prefect is imported: quiet console logs, no analytics. Run logs are not
-    sent to a temporary server (it is gone when the run ends); `_flow_session` turns
-    them on for a configured one, where someone can read them."""
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "false")
+from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_store, prefect_env
 
 
 def _load_checked(file: Path) -> Any:
     """The campaign file, validated, its queue items' overrides included (exit 2)."""
-    from campaign.schema import load_campaign
+    from flows.resolve import load_campaign
     from flows.overrides import check_campaign
 
     spec = load_campaign(file)
@@ -91,27 +51,27 @@ def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> 
 
 
 def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
-    _prefect_env()
+    prefect_env()
     spec = _load_checked(file)  # validate before starting anything
     from flows.placement import placement_problem
 
     problem = placement_problem(spec)  # arms on other hosts need a lasting Prefect server
     if problem:
         raise CannotRun(problem)
-    store = _store(db)
+    store = open_store(db)
     done = _nothing_to_do(store, spec, file, recheck_blocked)
     if done:
         console.print(done, markup=False, highlight=False, soft_wrap=True)
         return
     with _runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run"):
-        from campaign.progress_view import CampaignProgress
+        from cli.progress_view import CampaignProgress
         from flows.campaign_flow import campaign_flow
 
         with _flow_session():
             with CampaignProgress(console, spec), _quiet_heartbeat():
                 result = campaign_flow(str(file), store.public_url, workdir, recheck_blocked)
     _finish(result)
-    from campaign.status_view import render_status
+    from cli.status_view import render_status
 
     render_status(console, store, result["campaign"])
 
@@ -147,10 +107,10 @@ class _flow_session:
     def __enter__(self) -> None:
         from contextlib import ExitStack
 
-        from campaign.cli_prefect import PrefectUnavailable, prefect_api
+        from cli.prefect_server import PrefectUnavailable, prefect_api
         from flows.interrupt import SigintHandler
 
-        _prefect_env()
+        prefect_env()
         self._stack = ExitStack()
         try:
             self._stack.enter_context(SigintHandler(lambda text: err.print(text, markup=False, highlight=False, soft_wrap=True)))
@@ -220,7 +180,7 @@ def resume(
     """Carry on after a crash or after a blocked gate was fixed: blocked items are
     re-checked first, interrupted attempts continued, pending items run."""
     if file is None:
-        row = _store(db).campaign()
+        row = open_store(db).campaign()
         if row is None or not row.source_path:
             raise UsageError("no campaign in the database yet; give the campaign file: campaign resume FILE")
         file = Path(row.source_path)
@@ -252,15 +212,13 @@ def rerun(
     workdir: Annotated[str, typer.Option(help="where server logs go")] = ".campaign",
 ) -> None:
     """A new attempt of a finished item with overrides; history is kept, the newest counts."""
-    from campaign.schema import load_campaign
-
-    store = _store(db)
+    store = open_store(db)
     if file is None:
         row = store.campaign()
         if row is None or not row.source_path:
             raise UsageError("no campaign in the database yet; pass --file")
         file = Path(row.source_path)
-    _prefect_env()
+    prefect_env()
     spec = _load_checked(file)
     match = [q for q in spec.queue if item in (q.key, q.title)]
     if not match:
@@ -273,8 +231,8 @@ def rerun(
     for note in checked.notes:
         console.print(note, markup=False, highlight=False)
     with _runner(store, spec.campaign.name, "campaign rerun"):
-        from campaign.progress_view import CampaignProgress
-        from campaign.status_view import render_status
+        from cli.progress_view import CampaignProgress
+        from cli.status_view import render_status
         from flows.campaign_flow import rerun_flow
 
         with _flow_session():
@@ -290,8 +248,8 @@ def worker(
     db: DbOption = None,
 ) -> None:
     """Serve this host's arms: the Prefect deployment arm/arm-HOST (needs PREFECT_API_URL)."""
-    _prefect_env()
-    from campaign.cli_worker import BadHost, WorkerCannotStart, serve_host
+    prefect_env()
+    from cli.worker import BadHost, WorkerCannotStart, serve_host
 
     try:
         serve_host(host, db, lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True))
@@ -307,9 +265,9 @@ def status(
     name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: latest)")] = None,
 ) -> None:
     """Queue items with their state, gates with verdict and reason."""
-    from campaign.status_view import render_status
+    from cli.status_view import render_status
 
-    store = _store(db)
+    store = open_store(db)
     row = store.campaign(name)
     if row is None:
         raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
@@ -330,7 +288,7 @@ def report(
     """Write the static HTML verdict pages, one folder per campaign."""
     from reports.site import default_folder, write_site
 
-    store = _store(db)
+    store = open_store(db)
     row = store.campaign(name)
     if row is None:
         raise UsageError(f"no campaign in {store.url}; run one first: campaign run FILE")
@@ -340,7 +298,7 @@ def report(
     if configured_api_url():  # a Prefect server is in use: link the report from its UI
         from flows.artifacts import publish_report_link
 
-        _prefect_env()
+        prefect_env()
         publish_report_link(row.name, str(index))
     console.print(f"report written: [bold]{index}[/bold]")
 
@@ -415,54 +373,3 @@ def examples(
     out.mkdir(parents=True, exist_ok=True)
     target.write_text(found[key].read_text(encoding="utf-8"), encoding="utf-8")
     console.print(f"written: {target}\nrun it: campaign run {target}", highlight=False)
-
-
-def _register_extra_commands() -> None:
-    """Command groups kept in their own modules so each stays small."""
-    from campaign.cli_db import db_app
-
-    app.add_typer(db_app, name="db")
-    import campaign.cli_probe  # noqa: F401
-    import campaign.cli_reports  # noqa: F401
-
-
-def main() -> None:
-    _register_extra_commands()
-    try:
-        code = app(standalone_mode=False)  # returns an Exit's code instead of raising it
-        if isinstance(code, int) and code:
-            sys.exit(code)
-    except CampaignFileError as exc:
-        err.print(exc.render(), markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except UsageError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except CannotRun as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(1)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        err.print("aborted")
-        sys.exit(130)
-    except KeyboardInterrupt:
-        err.print("interrupted; `campaign resume` carries on from the last committed measurement")
-        sys.exit(130)
-    except Exception as exc:  # click's usage errors (typer may vendor its own click)
-        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
-            exc.show()
-            sys.exit(exc.exit_code)
-        from flows.interrupt import EXIT_CODE, CampaignInterrupted
-
-        if isinstance(exc, CampaignInterrupted):  # a Ctrl-C before any arm started
-            err.print(f"{exc}; nothing was measured", markup=False, highlight=False, soft_wrap=True)
-            sys.exit(EXIT_CODE)
-        raise
-
-
-if __name__ == "__main__":
-    # run through the imported module so that command modules register on the same app
-    from campaign.cli import main as _main
-
-    _main()

@@ -1,6 +1,6 @@
 """Report-side commands of the `campaign` CLI (export, ui), registered on the main app.
 
-Heavy imports (pandas, Prefect) stay inside the commands, like in `campaign.cli`.
+Heavy imports (pandas, Prefect) stay inside the commands, like in `cli.commands`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from campaign.cli import DbOption, UsageError, _store, app, console, err
+from cli.app import DbOption, UsageError, app, console, err, open_store
 
 
 @app.command()
@@ -23,7 +23,7 @@ def export(
     """Write measurements, samples and verdicts as tables (one file each)."""
     from reports.export import ExportError, export as run_export
 
-    store = _store(db)
+    store = open_store(db)
     row = store.campaign(name)
     if row is None or row.id is None:
         raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
@@ -57,7 +57,7 @@ def ui(
         result = ensure_ui(workdir, write_config=write_config, command=server_command(port=port), api_url=api)
     except UiError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(1) from None  # campaign.cli.main drops typer.Exit codes (standalone_mode=False)
+        raise SystemExit(1) from None  # cli.main drops typer.Exit codes (standalone_mode=False)
     if result.started:
         console.print(f"started a Prefect server (pid {result.pid}), log: {result.log}")
     else:

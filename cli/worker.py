@@ -28,12 +28,12 @@ class WorkerCannotStart(RuntimeError):
 
 def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
     """Serve this host's arms until Ctrl-C. Prefect's environment defaults
-    (`campaign.cli._prefect_env`) are set by the caller before this imports Prefect."""
+    (`cli.app.prefect_env`) are set by the caller before this imports Prefect."""
     if not _HOST.match(host):
         raise BadHost(f"--host {host!r}: letters, digits, '.', '_' and '-', starting with a letter or digit")
     os.environ["CAMPAIGN_HOST"] = host
     os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "true"  # a lasting server: its UI shows the arms' logs
-    from campaign.cli_prefect import PrefectUnavailable, check_configured
+    from cli.prefect_server import PrefectUnavailable, check_configured
     from campaign.store import Store, db_url
 
     try:

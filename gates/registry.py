@@ -1,0 +1,56 @@
+"""The registry of gate predicates: campaign files name a predicate, this finds it.
+
+A predicate is registered by name with a pydantic params model, so a campaign file's
+`params` are validated when the file is loaded, not when the gate first runs. Built-in
+predicates register themselves on import (`gates.catalog` imports them all); a user's
+own come from the campaign's `plugins` and call `register` the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from campaign.schema import GateEntry
+from gates.result import GateResult
+
+Predicate = Callable[[pd.DataFrame, GateEntry, Any], GateResult]
+
+_REGISTRY: dict[str, tuple[Predicate, type[BaseModel]]] = {}
+
+
+class Params(BaseModel):
+    """Base of every predicate's params: unknown keys are a user's mistake, refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def register(name: str, params: type[BaseModel]) -> Callable[[Predicate], Predicate]:
+    """Register a predicate (built-in or a user's own) under a name campaign files use."""
+
+    def deco(fn: Predicate) -> Predicate:
+        _REGISTRY[name] = (fn, params)
+        return fn
+
+    return deco
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> Predicate:
+    try:
+        return _REGISTRY[name][0]
+    except KeyError:
+        raise KeyError(f"no predicate named {name!r}; known: {', '.join(names())}") from None
+
+
+def params_model(name: str) -> type[BaseModel]:
+    try:
+        return _REGISTRY[name][1]
+    except KeyError:
+        raise KeyError(f"no predicate named {name!r}; known: {', '.join(names())}") from None
