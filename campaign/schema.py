@@ -160,6 +160,10 @@ class ArmEntry(_Strict):
         default_factory=dict,
         description="simulator profile fields for this arm only (how a quant or build behaves); ignored by real runtimes",
     )
+    host: str | None = Field(
+        default=None, pattern=r"^([A-Za-z0-9][A-Za-z0-9_.-]*)?$",
+        description="the host this arm runs on, when not its runtime's host ('' = where `campaign run` runs)",
+    )
     description: str = ""
 
 
@@ -248,6 +252,18 @@ class CampaignSpec(_Strict):
         if changes:
             recipe = Recipe.model_validate({**recipe.model_dump(), **changes})
         return recipe
+
+    def host_of(self, arm_id: str) -> str:
+        """Where an arm runs: its own `host`, else its runtime's ('' = where `campaign run` runs)."""
+        arm = self.arm(arm_id)
+        return self.runtime(arm.runtime).host if arm.host is None else arm.host
+
+    def device_of(self, arm_id: str) -> str:
+        """An arm's device named per host (`h1/gpu0`): one host's `local` never serialises
+        another's. Without a host, the bare device name."""
+        host = self.host_of(arm_id)
+        device = self.runtime(self.arm(arm_id).runtime).device
+        return f"{host}/{device}" if host else device
 
     def model_for(self, arm: ArmEntry) -> ModelEntry:
         return next(m for m in self.models if m.name == arm.model and (arm.quant is None or m.quant == arm.quant))

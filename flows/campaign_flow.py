@@ -58,23 +58,13 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
     return out
 
 
-def runtime_device(runtime: Any) -> str:
-    """A runtime's device named per host (`h1/gpu0`): one host's `local` never
-    serialises another's. Without a host, the bare device name, as before."""
-    return f"{runtime.host}/{runtime.device}" if runtime.host else runtime.device
-
-
-def device_of(spec: CampaignSpec, arm_id: str) -> str:
-    return runtime_device(spec.runtime(spec.arm(arm_id).runtime))
-
-
 def device_limit_name(device: str) -> str:
     return artifact_key("device", device)
 
 
 def ensure_device_limits(spec: CampaignSpec) -> list[str]:
     """One global concurrency limit of 1 per device, created before any arm asks for it."""
-    names = sorted({device_limit_name(runtime_device(r)) for r in spec.runtimes})
+    names = sorted({device_limit_name(spec.device_of(arm.id)) for arm in spec.arms})
     ensure_limits(names)
     return names
 
@@ -116,10 +106,10 @@ def run_item(
             parameters = dict(
                 campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
                 store_url=store.public_url, campaign_id=campaign_id, overrides=merged, workdir=workdir, repeat=repeat,
-                device_limit=device_limit_name(device_of(spec, arm_id)), fresh=fresh,
+                device_limit=device_limit_name(spec.device_of(arm_id)), fresh=fresh,
             )
-            arm_tags = placement.arm_tags(spec, item.key, arm_id, device_of(spec, arm_id))
-            host = placement.host_of(spec, arm_id)
+            arm_tags = placement.arm_tags(spec, item.key, arm_id, spec.device_of(arm_id))
+            host = spec.host_of(arm_id)
             if host:  # its host's worker runs it; the store says how it went
                 outcome = placement.run_on_host(store, host, parameters, arm_tags)
             else:
@@ -131,7 +121,7 @@ def run_item(
 
     lanes: dict[str, list[tuple[int, str]]] = {}
     for repeat, arm_id in _schedule(item):
-        lanes.setdefault(device_of(spec, arm_id), []).append((repeat, arm_id))
+        lanes.setdefault(spec.device_of(arm_id), []).append((repeat, arm_id))
     if len(lanes) == 1:
         outcomes = [one(r, a) for r, a in next(iter(lanes.values()))]
     else:

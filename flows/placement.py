@@ -46,13 +46,9 @@ def wait_limit_s() -> float:
         return DEFAULT_WAIT_S
 
 
-def host_of(spec: CampaignSpec, arm_id: str) -> str:
-    return spec.runtime(spec.arm(arm_id).runtime).host
-
-
 def hosts_of(spec: CampaignSpec) -> list[str]:
     """The hosts the campaign's queued arms are placed on."""
-    return sorted({host_of(spec, arm) for item in spec.queue for arm in item.arms} - {""})
+    return sorted({spec.host_of(arm) for item in spec.queue for arm in item.arms} - {""})
 
 
 def deployment_name(host: str) -> str:
@@ -90,7 +86,7 @@ def arm_tags(spec: CampaignSpec, item_key: str, arm_id: str, device: str) -> lis
     runtime = spec.runtime(spec.arm(arm_id).runtime)
     return [
         f"campaign:{spec.campaign.name}", f"item:{item_key}", f"arm:{arm_id}", f"device:{device}",
-        f"host:{runtime.host or 'local'}", f"runtime:{runtime.name}",
+        f"host:{spec.host_of(arm_id) or 'local'}", f"runtime:{runtime.name}",
     ]
 
 

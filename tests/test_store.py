@@ -359,12 +359,27 @@ def test_pre_migration_sqlite_database_is_upgraded(tmp_path: Path) -> None:
 
 
 def test_device_limits_are_named_per_host() -> None:
-    """Two hosts' `local` devices are two limits; a runtime without a host keeps the bare name."""
-    from campaign.schema import RuntimeEntry
-    from flows.campaign_flow import device_limit_name, runtime_device
+    """Two hosts' `local` devices are two limits; a runtime without a host keeps the bare
+    name; an arm's own `host` moves it (and its device) off its runtime's host."""
+    from campaign.schema import ArmEntry, CampaignMeta, CampaignSpec, ModelEntry, RuntimeEntry
+    from flows.campaign_flow import device_limit_name
 
-    h1 = RuntimeEntry(name="a", adapter="simulator", host="h1")
-    h2 = RuntimeEntry(name="b", adapter="simulator", host="h2")
-    here = RuntimeEntry(name="c", adapter="simulator")
-    names = {device_limit_name(runtime_device(r)) for r in (h1, h2, here)}
-    assert names == {"device-h1-local", "device-h2-local", "device-local"}
+    spec = CampaignSpec.model_construct(
+        campaign=CampaignMeta(name="c"),
+        models=[ModelEntry(name="m", quant="q", bits_per_weight=4)],
+        runtimes=[
+            RuntimeEntry(name="a", adapter="simulator", host="h1"),
+            RuntimeEntry(name="b", adapter="simulator", host="h2"),
+            RuntimeEntry(name="c", adapter="simulator"),
+        ],
+        arms=[
+            ArmEntry(id="A", model="m", runtime="a", context=4096),
+            ArmEntry(id="B", model="m", runtime="b", context=4096),
+            ArmEntry(id="C", model="m", runtime="c", context=4096),
+            ArmEntry(id="D", model="m", runtime="a", context=4096, host="h3"),
+            ArmEntry(id="E", model="m", runtime="a", context=4096, host=""),
+        ],
+    )
+    names = {arm: device_limit_name(spec.device_of(arm)) for arm in "ABCDE"}
+    assert names == {"A": "device-h1-local", "B": "device-h2-local", "C": "device-local", "D": "device-h3-local", "E": "device-local"}
+    assert [spec.host_of(arm) for arm in "ABCDE"] == ["h1", "h2", "", "h3", ""]
