@@ -7,5 +7,6 @@ client.py  the streaming OpenAI-compatible client and its timestamps
 metrics.py the measurement definitions (the one place they are written)
 probes/    cache-probe, decode, and the rest; each writes rows through a sink
 
-May import `campaign.schema` and `campaign.states`; never `flows/` or `reports/`.
+May import the core (`campaign.schema`, `campaign.states`, ...); never gates, flows,
+reports or the CLI.
 """

@@ -18,6 +18,8 @@ PACKAGES = ("campaign", "arms", "gates", "flows", "reports", "cli")
 CORE = {"campaign.schema", "campaign.states", "campaign.units", "campaign.processes", "campaign.registry"}
 # who may import whom: a module's layer, and the layers below it it may read
 LAYERS = {"core": 0, "store": 1, "arms": 2, "gates": 2, "flows": 3, "reports": 4, "cli": 5}
+# pairs kept apart although the lower one sits below: pages read what flows wrote
+APART = {("reports", "flows")}
 
 
 def layer(module: str) -> str:
@@ -132,7 +134,7 @@ def test_imports_run_down_the_layers() -> None:
             la, lb = layer(a), layer(b)
             if la == lb or (la in ("core", "store") and lb in ("core", "store") and LAYERS[lb] <= LAYERS[la]):
                 continue
-            if LAYERS[lb] >= LAYERS[la]:
+            if LAYERS[lb] >= LAYERS[la] or (la, lb) in APART:
                 wrong.append(f"{a} ({la}) imports {b} ({lb})")
     assert wrong == []
 
