@@ -11,18 +11,32 @@ import httpx
 import pytest
 from aiohttp import web
 
-from arms import client as client_module
+from arms import transport
 from arms.client import make_http_client, stream_chat
+from arms.events import ChunkEvent, EventParser, parse_chunk, parse_events
 from arms.metrics import (
+    CONTENT,
+    DONE,
+    EMPTY,
+    MALFORMED,
+    REASONING,
+    ROLE,
     SEND_FALLBACK,
     SEND_HEADERS_SENT,
     STAMP_DATA_RECEIVED,
+    STAMP_MIXED,
     STAMP_READ_TIME,
+    TOOL,
+    USAGE,
+    RequestRecord,
     decode_tps,
+    estimate_tokens,
     token_event_times,
     ttft_s,
 )
 from arms.probes.base import MemorySink
+from arms.sse import EventSplitter, event_data
+from arms.transport import ArrivalIndex, stamp_source
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
@@ -103,7 +117,7 @@ async def test_a_missing_stamper_is_recorded_as_read_time(loopback, monkeypatch)
     def internals_moved(_proto: object) -> None:
         raise AttributeError("no data_received to wrap")
 
-    monkeypatch.setattr(client_module, "_install_stamper", internals_moved)
+    monkeypatch.setattr(transport, "_install_stamper", internals_moved)
     url = await loopback(TOKENS)
     async with make_http_client(url, 2) as http:
         record = await stream_chat(http, BODY)
@@ -239,3 +253,135 @@ async def test_the_direct_post_sends_what_httpx_would_send() -> None:
     assert direct_headers == httpx_headers
     assert [r.text for r in records] == ["Hello there friend"] * 2
     assert [r.send_stamp_source for r in records] == [SEND_HEADERS_SENT] * 2
+
+
+# -- the parts on their own: SSE framing and event parsing, no sockets -----------------
+
+
+def reader(chunks: list[bytes], fail: BaseException | None = None) -> Callable[[], Awaitable[bytes]]:
+    """A body read as the transport reads it: the chunks, then b"" (or `fail`)."""
+    pending = list(chunks)
+
+    async def read() -> bytes:
+        if pending:
+            return pending.pop(0)
+        if fail is not None:
+            raise fail
+        return b""
+
+    return read
+
+
+def arrivals_for(chunks: list[bytes], first_ns: int = 1000, step_ns: int = 10) -> ArrivalIndex:
+    """Stamps as the data_received stamper takes them: one per chunk, with the body size after it."""
+    stamps, total = [], 0
+    for i, chunk in enumerate(chunks):
+        total += len(chunk)
+        stamps.append((first_ns + i * step_ns, total))
+    return ArrivalIndex(stamps)
+
+
+async def test_events_are_stamped_at_the_arrival_of_their_first_byte() -> None:
+    chunks = [b"data: a\n\nda", b"ta: b\n", b"\ndata: c\n\ndata: d"]  # d: cut off, no separator
+    events: list[tuple[int, bytes]] = []
+    splitter = EventSplitter(events, arrivals_for(chunks).time_of)
+    await splitter.read_all(reader(chunks))
+    assert events == [(1000, b"data: a"), (1000, b"data: b"), (1020, b"data: c"), (1020, b"data: d")]
+    assert (splitter.exact, splitter.late) == (4, 0)
+    assert stamp_source(True, splitter.exact, splitter.late) == STAMP_DATA_RECEIVED
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+async def test_framing_handles_both_line_ends_and_drops_trailing_whitespace(newline: bytes) -> None:
+    body = b"data: a" + newline * 2 + b": keep-alive" + newline * 2 + b"data: b" + newline * 2 + newline
+    events: list[tuple[int, bytes]] = []
+    splitter = EventSplitter(events, None)
+    await splitter.read_all(reader([body[i : i + 3] for i in range(0, len(body), 3)]))
+    assert [raw for _, raw in events] == [b"data: a", b": keep-alive", b"data: b"]
+    assert (splitter.exact, splitter.late) == (0, 3)
+    assert stamp_source(False, splitter.exact, splitter.late) == STAMP_READ_TIME
+
+
+async def test_stamps_fall_back_to_read_time_where_arrivals_run_out_and_survive_a_break() -> None:
+    chunks = [b"data: a\n\n", b"data: b\n\n"]
+    events: list[tuple[int, bytes]] = []
+    splitter = EventSplitter(events, arrivals_for(chunks[:1]).time_of)  # no stamp for the second feed
+    with pytest.raises(httpx.ReadError):
+        await splitter.read_all(reader(chunks, fail=httpx.ReadError("broken")))
+    assert [raw for _, raw in events] == [b"data: a", b"data: b"]  # what arrived is kept
+    assert events[0][0] == 1000 and events[1][0] > 1000  # the second: a perf_counter_ns read time
+    assert (splitter.exact, splitter.late) == (1, 1)
+    assert stamp_source(True, splitter.exact, splitter.late) == STAMP_MIXED
+    assert stamp_source(True, 0, 0) == STAMP_DATA_RECEIVED and stamp_source(False, 0, 0) == STAMP_READ_TIME
+
+
+@pytest.mark.parametrize(
+    ("raw", "data"),
+    [
+        (b"data: {}", b"{}"),
+        (b"data: {}\r", b"{}"),
+        (b"data:{}", b"{}"),
+        (b"event: x\ndata: a\ndata: b", b"a\nb"),
+        (b"event: x\r\ndata: a", b"a"),
+        (b": a comment", None),
+        (b"id: 3", None),
+    ],
+)
+def test_event_data_joins_data_lines_and_skips_the_rest(raw: bytes, data: bytes | None) -> None:
+    assert event_data(raw) == data
+
+
+def test_parse_chunk_says_what_each_kind_of_chunk_carries() -> None:
+    usage = {"prompt_tokens": 3, "completion_tokens": 2}
+    assert parse_chunk(delta(role="assistant", content="")) == ChunkEvent(ROLE)
+    assert parse_chunk(delta(content="Hello")) == ChunkEvent(CONTENT, estimate_tokens("Hello"), content="Hello")
+    assert parse_chunk(delta(reasoning_content="hmm")) == ChunkEvent(REASONING, estimate_tokens("hmm"), reasoning="hmm")
+    assert parse_chunk(delta(reasoning="hmm")).reasoning == "hmm"
+    assert parse_chunk(delta(finish="stop")) == ChunkEvent(EMPTY, finish_reason="stop")
+    calls = [{"index": 0, "id": "c1", "function": {"name": "add", "arguments": "{"}}]
+    event = parse_chunk(delta(content="x", tool_calls=calls))
+    assert (event.kind, event.content, event.tool_calls) == (TOOL, "x", calls)
+    assert event.tokens == estimate_tokens("add {")
+    extras = {"choices": [], "usage": usage, "timings": {"cache_n": 1}, "x_metrics": {"a": 1}, "x_mlx_dspark": {"b": 2}}
+    event = parse_chunk(extras)
+    assert (event.kind, event.usage, event.timings) == (USAGE, usage, {"cache_n": 1})
+    assert event.extra == (("x_mlx_dspark", {"b": 2}), ("x_metrics", {"a": 1}))
+    assert parse_chunk({"choices": [], "usage": None}).kind == USAGE  # a usage key, even an empty one
+    assert parse_chunk({"choices": []}) == ChunkEvent(EMPTY)
+    error = parse_chunk({"error": {"message": "out of memory"}, "usage": usage})
+    assert error == ChunkEvent(EMPTY, error="server error event: out of memory")  # and nothing else kept
+    assert parse_chunk({"error": "boom"}).error == "server error event: boom"
+
+
+def test_the_short_path_records_what_the_full_parse_records() -> None:
+    """A plain content delta skips `parse_chunk`; the record must not tell the difference."""
+    chunk = delta(content="Hello")
+    short, full = RequestRecord(), RequestRecord()
+    parse_events(short, [(5, sse(chunk)[:-2])])
+    parser = EventParser(full)
+    parser.apply(5, parse_chunk(chunk))
+    parser.finish()
+    assert short.to_dict() == full.to_dict()
+
+
+def test_parsing_a_whole_stream_fills_the_record() -> None:
+    stream = [
+        sse(delta(role="assistant")),
+        b": keep-alive\n\n",
+        sse(delta(reasoning_content="think")),
+        sse(delta(content="Hi")),
+        sse(delta(tool_calls=[{"index": 0, "id": "c1", "function": {"name": "add", "arguments": '{"a"'}}])),
+        sse(delta(tool_calls=[{"index": 0, "function": {"name": "add", "arguments": ": 1}"}}])),
+        sse(b"not json"),
+        sse(delta(finish="tool_calls")),
+        sse({"choices": [], "usage": {"completion_tokens": 4}, "timings": {"cache_n": 0}}),
+        sse(b"[DONE]"),
+    ]
+    record = RequestRecord()
+    parse_events(record, [(i, raw[:-2]) for i, raw in enumerate(stream)])
+    assert record.event_kind == [ROLE, REASONING, CONTENT, TOOL, TOOL, MALFORMED, EMPTY, USAGE, DONE]
+    assert record.event_ns == [0, 2, 3, 4, 5, 6, 7, 8, 9]  # the keep-alive is not an event
+    assert (record.text, record.reasoning, record.finish_reason) == ("Hi", "think", "tool_calls")
+    assert record.tool_calls == [{"id": "c1", "name": "add", "arguments": '{"a": 1}'}]
+    assert record.usage == {"completion_tokens": 4} and record.timings == {"cache_n": 0}
+    assert record.malformed_events == 1 and record.error == "malformed SSE: 1 event(s) were not JSON"
