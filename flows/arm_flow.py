@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,7 @@ def run_probe(
     log_path: str | None = None,
 ) -> int:
     store = Store(store_url)
-    adapter = runtimes.get(adapter_name)
-    adapter.cached_tokens_field = cached_tokens_field
+    adapter = replace(runtimes.get(adapter_name), cached_tokens_field=cached_tokens_field)
     run = store.add(ProbeRunRow(attempt_id=attempt_id, probe=probe, context=context))
     target = ProbeTarget(
         base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated, log_path=log_path
@@ -264,6 +263,8 @@ def _run_arm(
     server = None
     try:
         launch = adapter.launch(ctx)  # may refuse a recipe the runtime cannot serve
+        if launch is not None and launch.cached_tokens_field:
+            adapter = replace(adapter, cached_tokens_field=launch.cached_tokens_field)
         if launch is not None:
             server = ServerProcess(
                 argv=launch.argv,

@@ -12,22 +12,28 @@ from that runtime's metrics page, and how it classifies start failures.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
-from arms.client import parse_events
+from arms.events import parse_events
 from arms.metrics import CACHED_FIELDS, RequestRecord, extract_cached_tokens, prompt_tokens, record_payload, reuse
 from arms.probes import cache_probe
+from arms.probes import registry as probe_registry
 from arms.probes.base import MemorySink, ProbeTarget, read_counters
 from arms.runtimes import registry
-from arms.runtimes.base import COUNTERS, GAUGES, LaunchContext, LaunchError, StartClassification
-from arms.runtimes.external import ExternalAdapter, expand_path, model_cache_dir
+from arms.runtimes.base import (
+    COUNTERS, GAUGES, HOST_PORT, OMIT, Const, LaunchContext, LaunchError, Row, Rows, StartClassification, fixed, flag,
+    switch, whole,
+)
+from arms.runtimes.external import ExternalAdapter, OpenAICompatAdapter, expand_path, model_cache_dir
 from arms.runtimes.llamacpp import LlamaCppAdapter, TOOLS_TEMPLATE, cache_events, ensure_model, llama_server_binary, parse_slots
 from arms.server import ServerProcess, free_port
+from campaign.registry import Registry
 from campaign.schema import CampaignSpec
 from campaign.states import Mode
 
@@ -472,8 +478,8 @@ def test_vllm_argv(tmp_path: Path) -> None:
     assert value_after(argv, "--max-model-len") == "8192"
     assert value_after(argv, "--max-num-seqs") == "4"
     assert value_after(argv, "--max-num-batched-tokens") == "2048"
-    for flag in ("--enable-chunked-prefill", "--enable-prefix-caching", "--enable-prompt-tokens-details"):
-        assert flag in argv
+    for switch_flag in ("--enable-chunked-prefill", "--enable-prefix-caching", "--enable-prompt-tokens-details"):
+        assert switch_flag in argv
     assert "--speculative-config" not in argv and "--kv-offloading-size" not in argv
     off = launch_argv("vllm", {"slots": 1}, tmp_path, path="Qwen/Qwen3-8B")
     assert "--no-enable-prefix-caching" in off and "--enable-prefix-caching" not in off
@@ -621,15 +627,21 @@ def test_external_recognises_recorded_metrics(fixture: str, family: str, field: 
     adapter = ExternalAdapter()
     text = fixture_text(fixture)
     assert adapter.read_metrics(text) == registry.get(family).read_metrics(text)
-    assert adapter.family is not None and adapter.family.name == family
-    assert adapter.cached_tokens_field == field
-    assert adapter.counter_sources() == registry.get(family).counter_sources()
+    bound = adapter.recognise(text)  # what the page shows comes back as a value
+    assert isinstance(bound, ExternalAdapter) and bound.family is not None and bound.family.name == family
+    assert bound.read_metrics(text) == registry.get(family).read_metrics(text)
+    assert bound.cached_tokens_field == field
+    assert bound.metric_names == registry.get(family).metric_names
+    assert bound.counter_sources() == registry.get(family).counter_sources()
+    assert bound.recognise(fixture_text("vllm_metrics.txt")) is bound  # bound once, for good
+    assert adapter.family is None and adapter.cached_tokens_field == "usage.prompt_tokens_details.cached_tokens"
 
 
 def test_external_without_a_known_metrics_page() -> None:
     adapter = ExternalAdapter()
-    assert adapter.read_metrics("# HELP something_else x\nsomething_else 1\n") == {}
-    assert adapter.family is None
+    page = "# HELP something_else x\nsomething_else 1\n"
+    assert adapter.read_metrics(page) == {}
+    assert adapter.recognise(page) is adapter and adapter.family is None
 
 
 @pytest.fixture
@@ -655,8 +667,10 @@ def test_external_against_the_simulator_process(simulator_url: str) -> None:
     reuse_rows = {m["scenario"]: m for m in sink.measurements if m["metric"] == "reuse"}
     assert reuse_rows["identical"]["value"] >= 0.9 and reuse_rows["cold"]["value"] <= 0.1
     assert reuse_rows["identical"]["source"] == "usage.prompt_tokens_details.cached_tokens"
-    # its /metrics page was recognised as the simulator's, and counters moved
-    assert adapter.family is not None and adapter.family.name == "simulator"
+    # its /metrics page was recognised as the simulator's (the target holds what was learned), and counters moved
+    assert adapter.family is None
+    assert isinstance(target.adapter, ExternalAdapter) and target.adapter.family is not None
+    assert target.adapter.family.name == "simulator"
     counters = {m["metric"]: m for m in sink.measurements if m["scenario"] == ""}
     assert counters["prompt_tokens"]["value"] > 0
     assert counters["prompt_tokens"]["source"] == "/metrics:sim_prompt_tokens_total"
@@ -672,3 +686,83 @@ def test_external_against_the_simulator_process(simulator_url: str) -> None:
 
 def gauges_have_queue(values: dict[str, float]) -> bool:
     return "queue_depth" in values and "slots_busy" in values
+
+
+# -- adapters are data: frozen tables, one launch ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [*REAL_RUNTIMES, "simulator", "external"])
+def test_adapters_are_frozen(name: str) -> None:
+    """What an adapter learns at run time comes back as a value; the adapter never changes."""
+    adapter = registry.get(name)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        adapter.cached_tokens_field = "timings.cache_n"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        adapter.anything = 1  # type: ignore[attr-defined]
+
+
+def table_ctx(tmp_path: Path, recipe: dict[str, Any], *, argv: list[str] | None = None,
+              options: dict[str, Any] | None = None, tools: bool = False) -> LaunchContext:
+    spec = one_arm("vllm", recipe, argv=argv, options=options)
+    arm = spec.arm("A")
+    return LaunchContext(arm=arm, model=spec.model_for(arm), runtime=spec.runtime("rt"), port=9, workdir=tmp_path, tools=tools)
+
+
+def test_a_flag_table_becomes_argv(tmp_path: Path) -> None:
+    """The shared launch: rows in order, conditions, transforms, switches, derived rows, the
+    template winning over a row, and the recipe's extra_args last."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Tabled(OpenAICompatAdapter):
+        name: ClassVar[str] = "tabled"
+        default_argv: ClassVar[tuple[str, ...]] = ("srv", "{model}")
+        flags: ClassVar[tuple[Row, ...]] = (
+            *HOST_PORT,
+            flag("--slots", "slots"),
+            flag("--ctx", lambda facts: facts["context"] * 2),
+            *switch("prefix_cache", "--cache", "--no-cache"),
+            flag("--cache-gib", whole("prefix_cache", 1024**3), when="prefix_cache"),
+            flag("--mode", Const("fast"), unless="speculative"),
+            flag("--opt", "options.level", when=("tools", "options.level")),
+            flag("--never", lambda facts: OMIT),
+            Rows(lambda facts: [fixed("--draft-k", facts["draft_k"])], when="speculative"),
+        )
+
+    off = Tabled().launch(table_ctx(tmp_path, {"slots": 3, "extra_args": ["--last"]}))
+    assert off is not None and off.cached_tokens_field is None
+    assert off.argv == ["srv", "/models/qwen3-8b/model.gguf", "--host", "127.0.0.1", "--port", "9", "--slots", "3",
+                        "--ctx", "16384", "--no-cache", "--mode", "fast", "--last"]
+    on = Tabled().launch(table_ctx(tmp_path, {"prefix_cache": "2G", "speculative": True, "draft_k": 5},
+                                   argv=["srv", "--ctx={context}"], options={"level": 2}, tools=True))
+    assert on is not None
+    assert on.argv == ["srv", "--ctx=8192", "--host", "127.0.0.1", "--port", "9", "--slots", "1", "--cache",
+                       "--cache-gib", "2", "--opt", "2", "--draft-k", "5"]
+    with pytest.raises(ValueError, match="has no argv and no url"):
+        OpenAICompatAdapter().launch(table_ctx(tmp_path, {}))  # neither a template nor a default
+
+
+def test_simulator_style_travels_with_the_launch(tmp_path: Path) -> None:
+    spec = one_arm("simulator", {}, options={"profile": {"cached_tokens_style": "llamacpp"}})
+    arm = spec.arm("A")
+    ctx = LaunchContext(arm=arm, model=spec.model_for(arm), runtime=spec.runtime("rt"), port=9, workdir=tmp_path)
+    adapter = registry.get("simulator")
+    launch = adapter.launch(ctx)
+    assert launch is not None and launch.cached_tokens_field == "timings.cache_n"
+    assert adapter.cached_tokens_field == "usage.prompt_tokens_details.cached_tokens"  # unchanged
+
+
+def test_one_registry_style() -> None:
+    reg: Registry[int] = Registry("widget")
+    reg.add("b", 2)
+
+    @reg.register("a")
+    def a() -> None: ...
+
+    assert reg.names() == ["a", "b"] and reg.get("b") == 2 and reg.get("a") is a and "a" in reg
+    with pytest.raises(KeyError, match="no widget named 'c'; known: a, b"):
+        reg.get("c")
+    with pytest.raises(KeyError, match="no runtime adapter named 'nope'; known: .*llamacpp"):
+        registry.get("nope")
+    assert probe_registry.get("decode").name == "decode" and "decode" in probe_registry.names()
+    with pytest.raises(KeyError, match="probe 'nope' is not available yet; available: agent-load, "):
+        probe_registry.get("nope")

@@ -370,14 +370,14 @@ def test_log_tail_reads_only_what_was_added(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     lookup, hit = "srv load:  - looking for better prompt, base f_keep = 0.1\n", "srv load:  - found better prompt with f_keep = 1\n"
     log.write_text("start\n" + lookup)
-    adapter = LlamaCppAdapter()
     scanned: list[tuple[int, str]] = []
 
-    def count(text: str) -> dict[str, float]:
-        scanned.append((len(text), threading.current_thread().name))
-        return LlamaCppAdapter.log_counters(adapter, text)
+    class Counting(LlamaCppAdapter):  # adapters are frozen: a subclass records the scans
+        def log_counters(self, text: str) -> dict[str, float]:
+            scanned.append((len(text), threading.current_thread().name))
+            return super().log_counters(text)
 
-    adapter.log_counters = count  # type: ignore[method-assign]
+    adapter = Counting()
     tgt = ProbeTarget(base_url="http://127.0.0.1:9", model="m", adapter=adapter, log_path=str(log))
 
     async def read() -> dict[str, float]:

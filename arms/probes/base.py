@@ -204,7 +204,9 @@ async def read_server_metrics(http: httpx.AsyncClient, target: ProbeTarget, time
     path = target.adapter.metrics_path
     if not (path and target.adapter.metric_names):
         return {}
-    return target.adapter.read_metrics(await get_text(http, path, timeout=timeout))
+    text = await get_text(http, path, timeout=timeout)
+    target.adapter = target.adapter.recognise(text)  # an external server's family, once its page shows it
+    return target.adapter.read_metrics(text)
 
 
 async def read_counters(http: httpx.AsyncClient, target: ProbeTarget, *, log: bool = True) -> dict[str, float]:

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from arms.probes import agent_load, cache_ceiling, cache_probe, decode, load, tool_loop
+from campaign.registry import Registry
 from campaign.states import ProbeName
 
 
@@ -19,18 +20,28 @@ class ProbeSpec:
     per_context: bool
 
 
-PROBES: dict[ProbeName, ProbeSpec] = {
-    ProbeName.CACHE_PROBE: ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True),
-    ProbeName.DECODE: ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True),
-    ProbeName.TOOL_LOOP: ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False),
-    ProbeName.AGENT_LOAD: ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False),
-    ProbeName.CACHE_CEILING: ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False),
-    ProbeName.LOAD: ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False),
-}
+PROBES: Registry[ProbeSpec] = Registry("probe", missing="probe {name!r} is not available yet; available: {known}")
+
+
+def register(spec: ProbeSpec) -> ProbeSpec:
+    """Register a probe under its name (a ProbeName: the campaign file's spelling)."""
+    return PROBES.add(spec.name, spec)
+
+
+for _spec in (
+    ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True),
+    ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True),
+    ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False),
+    ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False),
+    ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False),
+    ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False),
+):
+    register(_spec)
+
+
+def names() -> list[str]:
+    return PROBES.names()
 
 
 def get(name: ProbeName | str) -> ProbeSpec:
-    try:
-        return PROBES[ProbeName(name)]
-    except (KeyError, ValueError):
-        raise KeyError(f"probe {name!r} is not available yet; available: {', '.join(sorted(PROBES))}") from None
+    return PROBES.get(name)

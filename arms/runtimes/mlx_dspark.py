@@ -17,24 +17,50 @@ What it reports, and where:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
-from arms.runtimes.base import LaunchContext, LaunchSpec
-from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path, numbers_in
+from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, fixed, flag, whole, workdir_path
+from arms.runtimes.external import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 MIB = 1024**2
 MODES = ("dspark", "dflash", "lookup")
 
 
+def mode_flags(facts: LaunchFacts) -> list[Flag]:
+    """`recipe.draft` is a mode, or a drafter (mode `dspark`); none = `auto`."""
+    draft = facts.recipe.draft or "auto"
+    if draft in MODES or draft == "auto":
+        return [fixed("--mode", draft)]
+    return [fixed("--mode", "dspark"), fixed("--drafter", expand_path(draft))]
+
+
 @register
+@dataclass(frozen=True)
 class MlxDsparkAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mlx-dspark"
     description: ClassVar[str] = "mlx-dspark server (speculative decoding with a DSpark drafter)"
-    cached_tokens_field: ClassVar[str] = "x_mlx_dspark.cached_tokens"
+    cached_tokens_field: str = "x_mlx_dspark.cached_tokens"
+    default_argv: ClassVar[tuple[str, ...]] = ("mlx-dspark", "serve")
+    flags: ClassVar[tuple[Row, ...]] = (
+        flag("--model", "model"),
+        *HOST_PORT,
+        flag("--context-window", "context"),
+        flag("--max-batch", "slots"),
+        Rows(mode_flags, when="speculative"),
+        flag("--max-draft", "draft_k", when="speculative"),
+        flag("--mode", Const("baseline"), unless="speculative"),
+        flag(
+            "--prefix-cache-slots",
+            lambda facts: int(facts.options.get("prefix_cache_slots", max(2, facts["slots"]))),
+            when="prefix_cache",
+        ),
+        flag("--prefix-cache-dir", workdir_path("dspark-prefix-cache"), when="prefix_cache"),
+        flag("--prefix-cache-max-ram-mb", whole("prefix_cache", MIB), when="prefix_cache"),
+        flag("--no-prefix-cache", unless="prefix_cache"),
+    )
     metrics_format: ClassVar[str] = "json"
     metric_names: ClassVar[Mapping[str, str]] = {
         "prompt_tokens": "counters.prompt_tokens",
@@ -46,52 +72,10 @@ class MlxDsparkAdapter(OpenAICompatAdapter):
         "accepted_tokens": "counters.accepted_tokens",
         "memory_bytes": "memory.active_bytes",
     }
+    request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = (
+        "x_mlx_dspark", {"draft_tokens": "drafted", "accepted_tokens": "accepted"},
+    )
+    health_status: ClassVar[HealthStatus | None] = HealthStatus(ready=("ok",))
+    # `/health` names the target, the drafter and the serving policy in force
     identity_path: ClassVar[str | None] = "/health"
-
-    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
-        if ctx.runtime.url:
-            return None
-        options = ctx.runtime.options
-        recipe = ctx.arm.recipe
-        argv = self.format_argv(ctx, ["mlx-dspark", "serve"])
-        add_flag(argv, "--model", self.template_values(ctx)["model"])
-        add_flag(argv, "--host", ctx.host)
-        add_flag(argv, "--port", ctx.port)
-        add_flag(argv, "--context-window", ctx.arm.context)
-        add_flag(argv, "--max-batch", recipe.slots)
-        if recipe.speculative:
-            draft = recipe.draft or "auto"
-            if draft in MODES or draft == "auto":
-                add_flag(argv, "--mode", draft)
-            else:
-                add_flag(argv, "--mode", "dspark")
-                add_flag(argv, "--drafter", expand_path(draft))
-            add_flag(argv, "--max-draft", recipe.draft_k)
-        else:
-            add_flag(argv, "--mode", "baseline")
-        if recipe.prefix_cache:
-            add_flag(argv, "--prefix-cache-slots", int(options.get("prefix_cache_slots", max(2, recipe.slots))))
-            add_flag(argv, "--prefix-cache-dir", str(Path(ctx.workdir) / "dspark-prefix-cache" / ctx.arm.id))
-            add_flag(argv, "--prefix-cache-max-ram-mb", max(1, recipe.prefix_cache // MIB))
-        else:
-            add_flag(argv, "--no-prefix-cache")
-        return self.spec(ctx, argv)
-
-    def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:
-        return numbers_in(payload.get("x_mlx_dspark"), {"draft_tokens": "drafted", "accepted_tokens": "accepted"})
-
-    def is_ready(self, status_code: int, body: str) -> bool:
-        if status_code != 200:
-            return False
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return False
-        return isinstance(doc, Mapping) and doc.get("status") == "ok"
-
-    def parse_identity(self, doc: Any) -> dict[str, Any]:
-        """`/health` names the target, the drafter and the serving policy in force."""
-        if not isinstance(doc, Mapping):
-            return {}
-        keys = ("model", "target", "drafter", "mode", "max_draft", "context_window", "kv_bits")
-        return {k: doc[k] for k in keys if k in doc}
+    identity_keys: ClassVar[tuple[str, ...]] = ("model", "target", "drafter", "mode", "max_draft", "context_window", "kv_bits")

@@ -13,41 +13,37 @@ What it reports, and where:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import ClassVar
 
-from arms.runtimes.base import LaunchContext, LaunchSpec
-from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path
+from arms.runtimes.base import HOST_PORT, Const, LaunchFacts, Row, flag
+from arms.runtimes.external import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 
+def draft_model(facts: LaunchFacts) -> str:
+    """The draft model: mlx-lm speculates with nothing else, so a recipe without one is refused."""
+    if not facts.recipe.draft:
+        raise ValueError(f"arm {facts.ctx.arm.id!r}: mlx-lm speculates only with a draft model; set recipe.draft")
+    return expand_path(facts.recipe.draft)
+
+
 @register
+@dataclass(frozen=True)
 class MlxLmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mlx-lm"
     description: ClassVar[str] = "mlx-lm HTTP server (mlx_lm.server)"
-    cached_tokens_field: ClassVar[str] = "usage.prompt_tokens_details.cached_tokens"
+    default_argv: ClassVar[tuple[str, ...]] = ("mlx_lm.server",)
+    flags: ClassVar[tuple[Row, ...]] = (
+        flag("--model", "model"),
+        *HOST_PORT,
+        flag("--decode-concurrency", "slots"),
+        flag("--prompt-concurrency", "slots"),
+        flag("--prefill-step-size", "prefill_chunk"),
+        flag("--prompt-cache-bytes", "prefix_cache", when="prefix_cache"),
+        flag("--prompt-cache-size", Const(0), unless="prefix_cache"),
+        flag("--draft-model", draft_model, when="speculative"),
+        flag("--num-draft-tokens", "draft_k", when="speculative"),
+    )
     metric_names: ClassVar[Mapping[str, str]] = {}
     metrics_path: ClassVar[str | None] = None
-
-    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
-        if ctx.runtime.url:
-            return None
-        recipe = ctx.arm.recipe
-        argv = self.format_argv(ctx, ["mlx_lm.server"])
-        add_flag(argv, "--model", self.template_values(ctx)["model"])
-        add_flag(argv, "--host", ctx.host)
-        add_flag(argv, "--port", ctx.port)
-        add_flag(argv, "--decode-concurrency", recipe.slots)
-        add_flag(argv, "--prompt-concurrency", recipe.slots)
-        add_flag(argv, "--prefill-step-size", recipe.prefill_chunk)
-        if recipe.prefix_cache:
-            add_flag(argv, "--prompt-cache-bytes", recipe.prefix_cache)
-        else:
-            add_flag(argv, "--prompt-cache-size", 0)
-        if recipe.speculative:
-            if not recipe.draft:
-                raise ValueError(
-                    f"arm {ctx.arm.id!r}: mlx-lm speculates only with a draft model; set recipe.draft"
-                )
-            add_flag(argv, "--draft-model", expand_path(recipe.draft))
-            add_flag(argv, "--num-draft-tokens", recipe.draft_k)
-        return self.spec(ctx, argv)

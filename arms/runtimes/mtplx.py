@@ -16,20 +16,39 @@ What it reports, and where:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
-from arms.runtimes.base import LaunchContext, LaunchSpec
-from arms.runtimes.external import OpenAICompatAdapter, add_flag, numbers_in, size_string
+from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, fixed, flag
+from arms.runtimes.external import OpenAICompatAdapter, size_string
 from arms.runtimes.registry import register
 
 
+def session_cap(facts: LaunchFacts) -> list[Flag]:
+    """The per-session cap, under the flag `options.session_cap_flag` names."""
+    return [fixed(str(facts["options.session_cap_flag"]), size_string(facts["session_cache_cap"]))]
+
+
 @register
+@dataclass(frozen=True)
 class MtplxAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mtplx"
     description: ClassVar[str] = "MTPLX server (native MTP speculative decoding)"
-    cached_tokens_field: ClassVar[str] = "usage.prompt_tokens_details.cached_tokens"
+    default_argv: ClassVar[tuple[str, ...]] = ("mtplx", "serve")
+    flags: ClassVar[tuple[Row, ...]] = (
+        flag("--model", "model"),
+        flag("--model-id", "served_id", when="served_id"),
+        *HOST_PORT,
+        flag("--context-window", "context"),
+        flag("--prefill-chunk-tokens", "prefill_chunk"),
+        flag("--generation-mode", Const("mtp"), when="speculative"),
+        flag("--depth", "draft_k", when="speculative"),
+        flag("--generation-mode", Const("ar"), unless="speculative"),
+        flag("--ssd-session-cache", Const("off"), unless="prefix_cache"),
+        Rows(session_cap, when=("session_cache_cap", "options.session_cap_flag")),
+        flag("--profile", "options.profile", when="options.profile"),
+    )
     metrics_format: ClassVar[str] = "json"
     metric_names: ClassVar[Mapping[str, str]] = {
         "prompt_tokens": "totals.prompt_tokens",
@@ -43,43 +62,10 @@ class MtplxAdapter(OpenAICompatAdapter):
         "slots_busy": "scheduler.running",
         "memory_bytes": "memory.active_bytes",
     }
-
-    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
-        if ctx.runtime.url:
-            return None
-        options = ctx.runtime.options
-        recipe = ctx.arm.recipe
-        argv = self.format_argv(ctx, ["mtplx", "serve"])
-        add_flag(argv, "--model", self.template_values(ctx)["model"])
-        if ctx.model.served_id:
-            add_flag(argv, "--model-id", ctx.model.served_id)
-        add_flag(argv, "--host", ctx.host)
-        add_flag(argv, "--port", ctx.port)
-        add_flag(argv, "--context-window", ctx.arm.context)
-        add_flag(argv, "--prefill-chunk-tokens", recipe.prefill_chunk)
-        if recipe.speculative:
-            add_flag(argv, "--generation-mode", "mtp")
-            add_flag(argv, "--depth", recipe.draft_k)
-        else:
-            add_flag(argv, "--generation-mode", "ar")
-        if not recipe.prefix_cache:
-            add_flag(argv, "--ssd-session-cache", "off")
-        if recipe.session_cache_cap and options.get("session_cap_flag"):
-            add_flag(argv, str(options["session_cap_flag"]), size_string(recipe.session_cache_cap))
-        if options.get("profile"):
-            add_flag(argv, "--profile", options["profile"])
-        return self.spec(ctx, argv)
-
-    def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:
-        return numbers_in(payload.get("x_metrics"), {"draft_tokens": "mtp_drafted", "accepted_tokens": "mtp_accepted"})
-
-    def is_ready(self, status_code: int, body: str) -> bool:
-        """`/health` reports the load state; ready once it is not loading or warming up."""
-        if status_code != 200:
-            return False
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return True
-        state = str(doc.get("status", "ok")).lower() if isinstance(doc, Mapping) else "ok"
-        return state not in ("loading", "warming_up", "starting")
+    request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = (
+        "x_metrics", {"draft_tokens": "mtp_drafted", "accepted_tokens": "mtp_accepted"},
+    )
+    # `/health` reports the load state; ready once it is not loading or warming up
+    health_status: ClassVar[HealthStatus | None] = HealthStatus(
+        waiting=("loading", "warming_up", "starting"), unreadable=True, casefold=True
+    )

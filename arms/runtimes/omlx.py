@@ -16,20 +16,38 @@ What it reports, and where:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from arms.runtimes.base import LaunchContext, LaunchSpec
-from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path, size_string
+from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, flag, workdir_path
+from arms.runtimes.external import OpenAICompatAdapter, expand_path, size_string
 from arms.runtimes.registry import register
 
 
+def size_of(fact: str) -> Callable[[LaunchFacts], str]:
+    """Bytes as the `8GB` / `512MB` strings oMLX parses."""
+    return lambda facts: size_string(facts[fact])
+
+
 @register
+@dataclass(frozen=True)
 class OmlxAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "omlx"
     description: ClassVar[str] = "oMLX multi-model server (paged SSD prefix cache)"
-    cached_tokens_field: ClassVar[str] = "usage.cached_tokens"
+    cached_tokens_field: str = "usage.cached_tokens"
+    default_argv: ClassVar[tuple[str, ...]] = ("omlx", "serve")
+    flags: ClassVar[tuple[Row, ...]] = (
+        flag("--model-dir", "model_dir", when="model_dir"),
+        *HOST_PORT,
+        flag("--max-concurrent-requests", "slots"),
+        flag("--base-path", lambda facts: expand_path(str(facts["options.base_path"])), when="options.base_path"),
+        flag("--paged-ssd-cache-dir", workdir_path("omlx-ssd-cache"), when="prefix_cache"),
+        flag("--hot-cache-max-size", size_of("prefix_cache"), when="prefix_cache"),
+        flag("--paged-ssd-cache-max-size", size_of("session_cache_cap"), when=("prefix_cache", "session_cache_cap")),
+        flag("--no-cache", unless="prefix_cache"),
+    )
     metric_names: ClassVar[Mapping[str, str]] = {}
     metrics_path: ClassVar[str | None] = None
     identity_path: ClassVar[str | None] = "/v1/models/status"
@@ -43,30 +61,6 @@ class OmlxAdapter(OpenAICompatAdapter):
         values["model_dir"] = str(Path(values["model"]).parent) if ctx.model.path else ""
         return values
 
-    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
-        if ctx.runtime.url:
-            return None
-        options = ctx.runtime.options
-        recipe = ctx.arm.recipe
-        values = self.template_values(ctx)
-        argv = self.format_argv(ctx, ["omlx", "serve"])
-        if values["model_dir"]:
-            add_flag(argv, "--model-dir", values["model_dir"])
-        add_flag(argv, "--host", ctx.host)
-        add_flag(argv, "--port", ctx.port)
-        add_flag(argv, "--max-concurrent-requests", recipe.slots)
-        if options.get("base_path"):
-            add_flag(argv, "--base-path", expand_path(str(options["base_path"])))
-        if recipe.prefix_cache:
-            cache_dir = Path(ctx.workdir) / "omlx-ssd-cache" / ctx.arm.id
-            add_flag(argv, "--paged-ssd-cache-dir", str(cache_dir))
-            add_flag(argv, "--hot-cache-max-size", size_string(recipe.prefix_cache))
-            if recipe.session_cache_cap:
-                add_flag(argv, "--paged-ssd-cache-max-size", size_string(recipe.session_cache_cap))
-        else:
-            add_flag(argv, "--no-cache")
-        return self.spec(ctx, argv)
-
     def parse_identity(self, doc: Any) -> dict[str, Any]:
         models = doc.get("models") if isinstance(doc, Mapping) else None
         if not isinstance(models, list):
@@ -78,3 +72,4 @@ class OmlxAdapter(OpenAICompatAdapter):
                 if isinstance(m, Mapping)
             ]
         }
+

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from arms.runtimes.base import LaunchContext, LaunchSpec, RuntimeAdapter
+from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, RuntimeAdapter, flag
 from arms.runtimes.registry import register
 
 REFUSED_EXIT_CODE = 3
@@ -52,13 +54,32 @@ def profile_for(ctx: LaunchContext) -> dict[str, Any]:
     return profile
 
 
+_STYLE_FIELDS = {
+    "openai": "usage.prompt_tokens_details.cached_tokens",
+    "llamacpp": "timings.cache_n",
+    "omlx": "usage.cached_tokens",
+    "dspark": "x_mlx_dspark.cached_tokens",
+}
+
+
+def profile_json(facts: LaunchFacts) -> str:
+    return json.dumps(profile_for(facts.ctx), sort_keys=True)
+
+
 @register
+@dataclass(frozen=True)
 class SimulatorAdapter(RuntimeAdapter):
+    """The argv is always the embedded simulator's own (the runtime entry's argv and the
+    recipe's extra_args do not apply); the profile carries everything."""
+
     name: ClassVar[str] = "simulator"
     simulated: ClassVar[bool] = True
     description: ClassVar[str] = "embedded serving simulator (rows are marked simulated)"
-    cached_tokens_field: ClassVar[str] = "usage.prompt_tokens_details.cached_tokens"
-    metric_names: ClassVar[dict[str, str]] = {
+    default_argv: ClassVar[tuple[str, ...]] = ("{python}", "-m", "arms.simulator")
+    uses_runtime_argv: ClassVar[bool] = False
+    appends_extra_args: ClassVar[bool] = False
+    flags: ClassVar[tuple[Row, ...]] = (*HOST_PORT, flag("--profile-json", profile_json))
+    metric_names: ClassVar[Mapping[str, str]] = {
         "cache_lookups": "sim_cache_lookups_total",
         "cache_hits": "sim_cache_hits_total",
         "prompt_tokens": "sim_prompt_tokens_total",
@@ -70,37 +91,12 @@ class SimulatorAdapter(RuntimeAdapter):
         "slots_busy": "sim_slots_busy",
         "memory_bytes": "sim_memory_bytes",
     }
-    blocked_exit_codes = frozenset({REFUSED_EXIT_CODE})
+    blocked_exit_codes: ClassVar[frozenset[int]] = frozenset({REFUSED_EXIT_CODE})
 
-    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
-        if ctx.runtime.url:
-            return None
-        profile = profile_for(ctx)
-        style = profile.get("cached_tokens_style")
-        argv = [
-            sys.executable,
-            "-m",
-            "arms.simulator",
-            "--host",
-            ctx.host,
-            "--port",
-            str(ctx.port),
-            "--profile-json",
-            json.dumps(profile, sort_keys=True),
-        ]
-        if style:
-            self.cached_tokens_field = _STYLE_FIELDS[style]
-        return LaunchSpec(
-            argv=argv,
-            env=dict(ctx.runtime.env),
-            health_path=ctx.runtime.health_path,
-            startup_timeout_s=ctx.runtime.startup_timeout_s,
-        )
+    def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
+        return {**super().template_values(ctx), "python": sys.executable}
 
-
-_STYLE_FIELDS = {
-    "openai": "usage.prompt_tokens_details.cached_tokens",
-    "llamacpp": "timings.cache_n",
-    "omlx": "usage.cached_tokens",
-    "dspark": "x_mlx_dspark.cached_tokens",
-}
+    def launch_cached_tokens_field(self, facts: LaunchFacts) -> str | None:
+        """A profile's `cached_tokens_style` makes the simulator answer like another runtime."""
+        style = profile_for(facts.ctx).get("cached_tokens_style")
+        return _STYLE_FIELDS[style] if style else None

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from arms.runtimes.base import LaunchContext, LaunchSpec
-from arms.runtimes.external import OpenAICompatAdapter, add_flag, expand_path
+from arms.runtimes.base import HOST_PORT, LaunchFacts, Row, flag, switch, whole
+from arms.runtimes.external import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 GIB = 1024**3
@@ -43,12 +44,35 @@ def speculative_config(recipe: Any, options: Mapping[str, Any]) -> dict[str, Any
     return config
 
 
+def speculative_json(facts: LaunchFacts) -> str:
+    return json.dumps(speculative_config(facts.recipe, facts.options), sort_keys=True)
+
+
+TOOLS = ("tools", "options.tool_call_parser")
+
+
 @register
+@dataclass(frozen=True)
 class VllmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "vllm"
     description: ClassVar[str] = "vLLM OpenAI-compatible server (vllm serve)"
-    cached_tokens_field: ClassVar[str] = "usage.prompt_tokens_details.cached_tokens"
     cache_counter_unit: ClassVar[str] = "tokens"
+    default_argv: ClassVar[tuple[str, ...]] = ("vllm", "serve", "{model}")
+    flags: ClassVar[tuple[Row, ...]] = (
+        *HOST_PORT,
+        flag("--served-model-name", "served_id", when="served_id"),
+        flag("--max-model-len", "context"),
+        flag("--max-num-seqs", "slots"),
+        flag("--max-num-batched-tokens", "prefill_chunk"),
+        flag(("--enable-chunked-prefill", "--no-enable-chunked-prefill")),
+        *switch("prefix_cache", "--enable-prefix-caching", "--no-enable-prefix-caching"),
+        # the GPU prefix cache is sized by the KV pool; bytes here go to CPU offload
+        flag("--kv-offloading-size", whole("prefix_cache", GIB), when=("prefix_cache", "options.kv_offloading")),
+        flag("--enable-prompt-tokens-details"),
+        flag("--speculative-config", speculative_json, when="speculative"),
+        flag("--enable-auto-tool-choice", when=TOOLS),
+        flag("--tool-call-parser", "options.tool_call_parser", when=TOOLS),
+    )
     metric_names: ClassVar[Mapping[str, str]] = {
         "cache_lookups": "vllm:prefix_cache_queries_total",
         "cache_hits": "vllm:prefix_cache_hits_total",
@@ -66,32 +90,3 @@ class VllmAdapter(OpenAICompatAdapter):
         r"No available memory for the cache blocks",
         *OpenAICompatAdapter.blocked_patterns,
     )
-
-    def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
-        if ctx.runtime.url:
-            return None
-        options = ctx.runtime.options
-        recipe = ctx.arm.recipe
-        argv = self.format_argv(ctx, ["vllm", "serve", "{model}"])
-        add_flag(argv, "--host", ctx.host)
-        add_flag(argv, "--port", ctx.port)
-        if ctx.model.served_id:
-            add_flag(argv, "--served-model-name", ctx.model.served_id)
-        add_flag(argv, "--max-model-len", ctx.arm.context)
-        add_flag(argv, "--max-num-seqs", recipe.slots)
-        add_flag(argv, "--max-num-batched-tokens", recipe.prefill_chunk)
-        add_flag(argv, ("--enable-chunked-prefill", "--no-enable-chunked-prefill"))
-        if recipe.prefix_cache:
-            add_flag(argv, ("--enable-prefix-caching", "--no-enable-prefix-caching"))
-            if options.get("kv_offloading"):
-                # the GPU prefix cache is sized by the KV pool; bytes here go to CPU offload
-                add_flag(argv, "--kv-offloading-size", max(1, recipe.prefix_cache // GIB))
-        else:
-            add_flag(argv, ("--no-enable-prefix-caching", "--enable-prefix-caching"))
-        add_flag(argv, "--enable-prompt-tokens-details")
-        if recipe.speculative:
-            add_flag(argv, "--speculative-config", json.dumps(speculative_config(recipe, options), sort_keys=True))
-        if ctx.tools and options.get("tool_call_parser"):
-            add_flag(argv, "--enable-auto-tool-choice")
-            add_flag(argv, "--tool-call-parser", options["tool_call_parser"])
-        return self.spec(ctx, argv)
