@@ -258,7 +258,7 @@ class ProbeRun:
         including the sink's final write (reading the rows back is not counted)."""
         from arms.probes import agent_load
         from arms.probes.base import ProbeTarget
-        from arms.runtimes import registry
+        from arms.runtimes import catalog as registry
         from campaign.store import ProbeRunRow
         from flows.sink import StoreSink
 

@@ -50,7 +50,7 @@ def start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes]
 def one_rate(url: str, rate: float, seconds: float, tokens: int, cap: int) -> dict[str, float]:
     from arms.probes import load
     from arms.probes.base import MemorySink, ProbeTarget
-    from arms.runtimes import registry
+    from arms.runtimes import catalog as registry
 
     target = ProbeTarget(base_url=url, model="bench", adapter=registry.get("llamacpp"))  # the server answers /metrics as llama-server
     params = load.LoadParams(

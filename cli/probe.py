@@ -82,7 +82,7 @@ def probe(
     """Run one probe against a live server and print a readable summary."""
     from arms.probes import registry as probes
     from arms.probes.base import MemorySink, ProbeTarget
-    from arms.runtimes import registry as runtimes
+    from arms.runtimes import catalog as runtimes
 
     try:
         name = ProbeName(probe_name)

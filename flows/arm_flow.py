@@ -17,7 +17,7 @@ from prefect import flow, task
 
 from arms.probes import registry as probes
 from arms.probes.base import ProbeTarget, identify
-from arms.runtimes import registry as runtimes
+from arms.runtimes import catalog as runtimes
 from arms.runtimes.base import LaunchContext, RuntimeAdapter
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.processes import rss_of_group

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from arms.runtimes import registry as runtime_registry
+from arms.runtimes import catalog as runtime_registry
 from arms.simulator.profile import SimProfile
 from campaign.schema import CampaignFileError, CampaignSpec, KnownNames, read_campaign, read_toml
 from gates import catalog as gate_predicates

@@ -3,7 +3,8 @@
 A predicate is registered by name with a pydantic params model, so a campaign file's
 `params` are validated when the file is loaded, not when the gate first runs. Built-in
 predicates register themselves on import (`gates.catalog` imports them all); a user's
-own come from the campaign's `plugins` and call `register` the same way.
+own come from the campaign's `plugins` and call `register` the same way. The registry
+is the one generic kind runtimes and probes use too (`campaign.registry`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from campaign.registry import Registry
 from campaign.schema import GateEntry
 from gates.result import GateResult
 
 Predicate = Callable[[pd.DataFrame, GateEntry, Any], GateResult]
 
-_REGISTRY: dict[str, tuple[Predicate, type[BaseModel]]] = {}
+PREDICATES: Registry[tuple[Predicate, type[BaseModel]]] = Registry("predicate")
 
 
 class Params(BaseModel):
@@ -32,25 +34,19 @@ def register(name: str, params: type[BaseModel]) -> Callable[[Predicate], Predic
     """Register a predicate (built-in or a user's own) under a name campaign files use."""
 
     def deco(fn: Predicate) -> Predicate:
-        _REGISTRY[name] = (fn, params)
+        PREDICATES.add(name, (fn, params))
         return fn
 
     return deco
 
 
 def names() -> list[str]:
-    return sorted(_REGISTRY)
+    return PREDICATES.names()
 
 
 def get(name: str) -> Predicate:
-    try:
-        return _REGISTRY[name][0]
-    except KeyError:
-        raise KeyError(f"no predicate named {name!r}; known: {', '.join(names())}") from None
+    return PREDICATES.get(name)[0]
 
 
 def params_model(name: str) -> type[BaseModel]:
-    try:
-        return _REGISTRY[name][1]
-    except KeyError:
-        raise KeyError(f"no predicate named {name!r}; known: {', '.join(names())}") from None
+    return PREDICATES.get(name)[1]

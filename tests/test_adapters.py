@@ -25,12 +25,13 @@ from arms.metrics import CACHED_FIELDS, RequestRecord, extract_cached_tokens, pr
 from arms.probes import cache_probe
 from arms.probes import registry as probe_registry
 from arms.probes.base import MemorySink, ProbeTarget, read_counters
-from arms.runtimes import registry
+from arms.runtimes import catalog as registry
 from arms.runtimes.base import (
     COUNTERS, GAUGES, HOST_PORT, OMIT, Const, LaunchContext, LaunchError, Row, Rows, StartClassification, fixed, flag,
     switch, whole,
 )
-from arms.runtimes.external import ExternalAdapter, OpenAICompatAdapter, expand_path, model_cache_dir
+from arms.runtimes.external import ExternalAdapter
+from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path, model_cache_dir
 from arms.runtimes.llamacpp import LlamaCppAdapter, TOOLS_TEMPLATE, cache_events, ensure_model, llama_server_binary, parse_slots
 from arms.server import ServerProcess, free_port
 from campaign.registry import Registry

@@ -45,7 +45,7 @@ from arms.probes import cache_probe, decode
 from arms.probes.base import MemorySink, ProbeTarget, QueueSampler, chat, identify, read_counters
 from arms.probes.prompts import VIA_TEMPLATE, sized_conversation, sizing_tolerance
 from arms.runtimes.base import LaunchContext, LaunchError
-from arms.runtimes.external import model_cache_dir
+from arms.runtimes.openai_compat import model_cache_dir
 from arms.runtimes.llamacpp import LlamaCppAdapter, cache_events
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.schema import CampaignSpec

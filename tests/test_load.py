@@ -22,7 +22,7 @@ from arms.load import Point
 from arms.metrics import NS, RequestRecord
 from arms.probes import load as load_probe
 from arms.probes.base import MemorySink, ProbeTarget
-from arms.runtimes import registry
+from arms.runtimes import catalog as registry
 from campaign.schema import GateEntry
 from campaign.states import Verdict
 from gates.engine import evaluate

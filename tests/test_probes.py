@@ -15,7 +15,7 @@ from arms.probes import agent_load, cache_ceiling, cache_probe, decode, tool_loo
 from arms.probes.base import MemorySink, ProbeTarget
 from arms.probes.failures import NOT_RUN, READ_TIMEOUT, error_kind
 from arms.probes.prompts import VIA_MESSAGES
-from arms.runtimes import registry
+from arms.runtimes import catalog as registry
 from arms.simulator.app import make_app
 from arms.simulator.profile import SimProfile
 from arms.simulator.reply import ReplyContext, ReplyPlan

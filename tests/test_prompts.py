@@ -30,7 +30,7 @@ from arms.probes.prompts import (
     sizing_tolerance,
     tokenizer_for,
 )
-from arms.runtimes import registry
+from arms.runtimes import catalog as registry
 from tests.simproc import simulator
 
 

@@ -84,7 +84,7 @@ def test_good_file_loads(tmp_path: Path) -> None:
 
 def test_model_sampling_takes_length_controls_sent_in_both_modes(tmp_path: Path) -> None:
     from arms.probes.base import ProbeTarget
-    from arms.runtimes import registry
+    from arms.runtimes import catalog as registry
     from campaign.states import Mode
 
     text = GOOD.replace('bits_per_weight = 4.5', 'bits_per_weight = 4.5\nsampling = { temperature = 0.7, ignore_eos = true, min_tokens = 32 }')

@@ -50,7 +50,7 @@ from typing import Any, ClassVar
 import httpx
 
 from arms.runtimes.base import HOST_PORT, OMIT, Flag, LaunchContext, LaunchError, LaunchFacts, Row, Rows, fixed, flag
-from arms.runtimes.external import OpenAICompatAdapter, expand_path
+from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 MIB = 1024**2

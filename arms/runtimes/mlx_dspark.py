@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, fixed, flag, whole, workdir_path
-from arms.runtimes.external import OpenAICompatAdapter, expand_path
+from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 MIB = 1024**2

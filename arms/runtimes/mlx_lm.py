@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from arms.runtimes.base import HOST_PORT, Const, LaunchFacts, Row, flag
-from arms.runtimes.external import OpenAICompatAdapter, expand_path
+from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, fixed, flag
-from arms.runtimes.external import OpenAICompatAdapter, size_string
+from arms.runtimes.openai_compat import OpenAICompatAdapter, size_string
 from arms.runtimes.registry import register
 
 

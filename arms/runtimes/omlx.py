@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, flag, workdir_path
-from arms.runtimes.external import OpenAICompatAdapter, expand_path, size_string
+from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path, size_string
 from arms.runtimes.registry import register
 
 

@@ -1,9 +1,10 @@
 """The registry of runtime adapters: campaign files name an adapter, this finds it.
 
-Adapters register themselves with `@register` (under their `name`); `names()` imports
-the built-in modules first so the registry is complete without callers knowing the
-module list. `get()` returns a fresh adapter; adapters are immutable, so what one
-caller learns at run time never leaks into another's.
+Adapters register themselves with `@register` (under their `name`) when their module is
+imported; `arms.runtimes.catalog` imports every built-in, so callers look names up
+there and no adapter module imports another through this registry. `get()` returns a
+fresh adapter; adapters are immutable, so what one caller learns at run time never
+leaks into another's.
 """
 
 from __future__ import annotations
@@ -15,20 +16,7 @@ from campaign.registry import Registry
 
 A = TypeVar("A", bound=type[RuntimeAdapter])
 
-ADAPTERS: Registry[type[RuntimeAdapter]] = Registry(
-    "runtime adapter",
-    builtins=(
-        "arms.runtimes.simulator",
-        "arms.runtimes.external",
-        "arms.runtimes.llamacpp",
-        "arms.runtimes.vllm",
-        "arms.runtimes.sglang",
-        "arms.runtimes.mlx_lm",
-        "arms.runtimes.omlx",
-        "arms.runtimes.mtplx",
-        "arms.runtimes.mlx_dspark",
-    ),
-)
+ADAPTERS: Registry[type[RuntimeAdapter]] = Registry("runtime adapter")
 
 
 def register(cls: A) -> A:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from arms.runtimes.base import HOST_PORT, Flag, LaunchFacts, Row, Rows, fixed, flag, whole
-from arms.runtimes.external import OpenAICompatAdapter, expand_path
+from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 GIB = 1024**3

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from arms.runtimes.base import HOST_PORT, LaunchFacts, Row, flag, switch, whole
-from arms.runtimes.external import OpenAICompatAdapter, expand_path
+from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 GIB = 1024**3

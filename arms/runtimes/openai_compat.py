@@ -1,0 +1,96 @@
+"""The generic OpenAI-compatible adapter, and the base the real-runtime adapters share.
+
+Why one base: every real runtime here speaks the same chat API and differs only in its
+launch flags and in *where* it reports the numbers a probe needs (cached tokens, queue
+depth, draft acceptance). The base holds what they share -- model-path placeholders and
+identity from /v1/models -- so each runtime module is a table of its differences.
+
+The `external` adapter (a server someone else started) is in `arms.runtimes.external`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+
+from arms.runtimes import prometheus
+from arms.runtimes.base import LaunchContext, RuntimeAdapter
+from arms.runtimes.registry import register
+
+MODEL_CACHE_ENV = "LLM_CAMPAIGN_MODEL_CACHE"
+_PLACEHOLDER = re.compile(r"\{model_cache\}")
+
+
+def model_cache_dir() -> Path:
+    """Where campaign files find model files written for them: `$LLM_CAMPAIGN_MODEL_CACHE`,
+    else `~/.cache/llm-campaign`. One directory, so a test session and a campaign run
+    share one assembled copy instead of writing a 250 MB file each."""
+    override = os.environ.get(MODEL_CACHE_ENV)
+    return Path(override).expanduser() if override else Path.home() / ".cache" / "llm-campaign"
+
+
+def expand_path(text: str) -> str:
+    """A model path as written in a campaign file, made concrete.
+
+    `{model_cache}` becomes `model_cache_dir()`, then `$VARS` and `~` expand, so a
+    campaign file names a model without naming anybody's home directory.
+    """
+    text = _PLACEHOLDER.sub(lambda _m: str(model_cache_dir()), text)
+    return os.path.expanduser(os.path.expandvars(text))
+
+
+def size_string(n_bytes: int) -> str:
+    """Bytes as the `8GB` / `512MB` strings MLX-based servers parse (whole units only)."""
+    gib, mib = 1024**3, 1024**2
+    if n_bytes and n_bytes % gib == 0:
+        return f"{n_bytes // gib}GB"
+    return f"{max(1, n_bytes // mib)}MB"
+
+
+@dataclass(frozen=True)
+class OpenAICompatAdapter(RuntimeAdapter):
+    """What every OpenAI-compatible runtime adapter shares (not registered itself)."""
+
+    def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
+        values = super().template_values(ctx)
+        values["model"] = model_path(ctx)
+        values["model_cache"] = str(model_cache_dir())
+        values["workdir"] = str(ctx.workdir)
+        return values
+
+    def identity_extras(self, base_url: str, timeout: float = 5.0) -> dict[str, Any]:
+        """What the server says about its model beyond the served id (path, size, context).
+
+        Read once per arm, so a synchronous call is fine; never raises (errors land in
+        `error`), because a missing identity endpoint must not fail a measurement.
+        """
+        out: dict[str, Any] = {}
+        try:
+            with httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout) as http:
+                models = http.get("/v1/models")
+                if models.status_code == 200:
+                    data = models.json().get("data") or []
+                    out["served_models"] = [m.get("id", "") for m in data if isinstance(m, dict)]
+                    first = next((m for m in data if isinstance(m, dict)), {})
+                    for key in ("max_model_len", "root", "owned_by"):
+                        if key in first:
+                            out[key] = first[key]
+                    if isinstance(first.get("meta"), Mapping):
+                        out["model_meta"] = dict(first["meta"])
+                if self.identity_path:
+                    extra = http.get(self.identity_path)
+                    if extra.status_code == 200:
+                        out.update(self.parse_identity(extra.json()))
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            out["error"] = f"identity: {type(exc).__name__}: {exc}"
+        return out
+
+
+def model_path(ctx: LaunchContext) -> str:
+    return expand_path(ctx.model.path) if ctx.model.path else ctx.model.name
