@@ -9,7 +9,7 @@ from typing import Any
 
 from campaign.schema import CampaignSpec
 from campaign.states import AttemptState, Verdict
-from campaign.store import Store
+from campaign.store import AttemptRow, Store, aware
 
 
 @dataclass
@@ -191,3 +191,80 @@ def _identity_flags(store: Store, campaign_id: int, spec: CampaignSpec) -> list[
                 for arm_id in arms:
                     flags.append(IdentityFlag(arm_id, f"{model_key}: arms claim the same model but fingerprints differ ({groups})"))
     return flags
+
+
+# -- where each attempt ran, and its flow run in the Prefect UI ---------------------------------
+
+# The event a campaign or rerun flow writes when it starts: its message is the API URL of
+# the Prefect server its flow runs go to, empty for a temporary server (gone with the run).
+PREFECT_API_EVENT = "prefect-api"
+
+
+@dataclass(frozen=True)
+class AttemptLink:
+    """One attempt: where it ran, its flow run, and that run's page in the Prefect UI
+    (`url` None when the page cannot open: no flow run, or a temporary server)."""
+
+    item_key: str
+    arm_id: str
+    repeat: int
+    attempt_id: int
+    number: int
+    state: str
+    host: str
+    flow_run_id: str
+    url: str | None
+
+
+def ui_base(api_url: str) -> str:
+    """The UI's address for an API address: Prefect serves both, the API under /api."""
+    return api_url.rstrip("/").removesuffix("/api")
+
+
+def flow_run_url(ui: str, flow_run_id: str) -> str:
+    return f"{ui.rstrip('/')}/runs/flow-run/{flow_run_id}"
+
+
+def attempt_links(store: Store, campaign_id: int, ui_url: str | None = None, newest_only: bool = False) -> list[AttemptLink]:
+    """Per attempt (oldest first), its host and flow-run URL, for `campaign status` and
+    the report.
+
+    Which server an attempt's flow run lives on is what the run that ended it recorded
+    (`PREFECT_API_EVENT`, newest one at or before the attempt's last sign of life): a
+    temporary server gives no URL, since its page is gone. Attempts from before that
+    event existed get one only when their arm is placed on a host, which needs a lasting
+    server. `ui_url` (e.g. $PREFECT_UI_URL) replaces the UI address derived from the
+    recorded API URL; it is also the address used for those older attempts. With
+    `newest_only`, only the newest attempt of each (item, arm)."""
+    row = next((c for c in store.campaigns() if c.id == campaign_id), None)
+    spec = CampaignSpec.model_validate_json(row.spec_json) if row is not None and row.spec_json else None
+    placed = set()
+    if spec is not None:
+        for arm in spec.arms:
+            try:
+                if spec.host_of(arm.id):
+                    placed.add(arm.id)
+            except (StopIteration, LookupError):  # a stored spec naming a runtime since removed
+                pass
+    servers = sorted(
+        ((aware(e.at), e.message) for e in store.events(campaign_id) if e.kind == PREFECT_API_EVENT), key=lambda x: x[0]
+    )
+    attempts = sorted(store.attempts(campaign_id), key=lambda a: a.id or 0)
+    if newest_only:
+        newest: dict[tuple[str, str], AttemptRow] = {}
+        for att in attempts:
+            newest[(att.item_key, att.arm_id)] = att
+        attempts = list(newest.values())
+    out = []
+    for att in attempts:
+        url = None
+        if att.flow_run_id:
+            last = aware(att.ended_at or att.heartbeat_at or att.started_at)
+            recorded = [api for at, api in servers if at <= last]
+            if recorded:
+                api = recorded[-1]
+                url = flow_run_url(ui_url or ui_base(api), att.flow_run_id) if api else None
+            elif att.arm_id in placed and ui_url:
+                url = flow_run_url(ui_url, att.flow_run_id)
+        out.append(AttemptLink(att.item_key, att.arm_id, att.repeat, att.id or 0, att.number, str(att.state), att.host, att.flow_run_id, url))
+    return out

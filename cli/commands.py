@@ -144,18 +144,26 @@ def _finish(result: dict[str, Any]) -> None:
 
 class _quiet_heartbeat:
     """Sync flow runs start a heartbeat thread that costs about a second each; campaigns
-    keep their own liveness in the store, so turn it off for our runs."""
+    keep their own liveness in the store, so turn it off for runs on a temporary server.
+    A configured server keeps Prefect's heartbeats (its UI marks a silent run crashed)."""
 
     def __enter__(self) -> None:
+        from flows.placement import configured_api_url
         from prefect.settings import temporary_settings
 
+        if configured_api_url():
+            self._ctx = temporary_settings()
+        else:
+            self._on_temporary_server(temporary_settings)
+        self._ctx.__enter__()
+
+    def _on_temporary_server(self, temporary_settings: Any) -> None:
         try:
             from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY
 
             self._ctx = temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
         except ImportError:
             self._ctx = temporary_settings()
-        self._ctx.__enter__()
 
     def __exit__(self, *exc: object) -> None:
         self._ctx.__exit__(*exc)

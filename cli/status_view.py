@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from campaign.store import Store
-from campaign.summary import summarize
+from campaign.summary import attempt_links, summarize, ui_base
 
 STATE_STYLE = {
     "done": "green", "running": "cyan", "pending": "white", "failed": "red", "blocked": "yellow",
@@ -58,6 +60,44 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
     console.print(queue)
     for flag in s.flags:
         console.print(f"[yellow]identity[/yellow] arm {flag.arm_id}: {flag.message}")
+    ui = prefect_ui_address()
+    if ui:
+        render_flow_runs(console, store, s.campaign_id, ui)
+
+
+def prefect_ui_address() -> str | None:
+    """The Prefect UI to link to: $PREFECT_UI_URL, else the one serving the configured
+    API ($PREFECT_API_URL or the active profile's); None when there is none (runs went to
+    a temporary server, whose pages are gone)."""
+    if os.environ.get("PREFECT_UI_URL"):
+        return os.environ["PREFECT_UI_URL"].rstrip("/")
+    api = os.environ.get("PREFECT_API_URL")
+    if not api:
+        from reports.prefect_ui import configured_api_url
+
+        api = configured_api_url()
+    return ui_base(api) if api else None
+
+
+def render_flow_runs(console: Console, store: Store, campaign_id: int, ui: str) -> None:
+    """The newest attempt of each arm of each item: where it ran and its flow run's page.
+    A line that would not fit puts the URL on a line of its own (never cut: it must
+    stay clickable and copyable)."""
+    links = attempt_links(store, campaign_id, ui if os.environ.get("PREFECT_UI_URL") else None, newest_only=True)
+    if not links:
+        return
+    console.print("[bold]Flow runs[/bold] (newest attempt of each arm)", highlight=False)
+    for link in links:
+        head = f"{link.item_key}/{link.arm_id} #{link.attempt_id} {link.state} on {link.host or '?'}"
+        if link.url is None:
+            why = "no flow run" if not link.flow_run_id else "ran on a temporary Prefect server"
+            console.print(f"  {escape(head)} ({why})", highlight=False)
+        elif len(head) + len(link.url) + 4 <= console.width:
+            console.print(f"  {escape(head)}: {escape(link.url)}", highlight=False)
+        else:
+            console.print(f"  {escape(head)}:", highlight=False)
+            indent = "    " if len(link.url) + 4 <= console.width else ""
+            console.print(f"{indent}{escape(link.url)}", highlight=False, soft_wrap=True)
 
 
 ARMS_MAX = 14  # an arms cell longer than this wraps (twice that on a wide terminal)

@@ -2,7 +2,9 @@
 
 It serves the arm flow as the Prefect deployment `arm/arm-NAME` (`flows.placement`);
 `campaign run` on any machine starts runs of it for the arms whose runtime says
-`host = "NAME"`. Each run executes in its own process here, with $CAMPAIGN_HOST set to
+`host = "NAME"`. Beside it, `campaign/campaign-NAME` runs a whole campaign from this host
+(`flows.campaign_flow.campaign_launch_flow`), so the Prefect UI can launch and rerun one:
+its typed parameters name a campaign in the shared database or a campaign file here. Each run executes in its own process here, with $CAMPAIGN_HOST set to
 NAME, so its attempts record the host they ran on; the database credentials come from
 this process's `--db` / $CAMPAIGN_DB, never from the run's parameters. Ctrl-C stops
 serving (runs in progress are stopped with it; `campaign run` sends them again once a
@@ -50,10 +52,20 @@ def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
         os.environ["CAMPAIGN_DB"] = db_url(db)
     if os.environ.get("CAMPAIGN_DB"):
         where = Store(db_url(os.environ["CAMPAIGN_DB"])).public_url  # opened (and migrated) now: a wrong URL fails here
-    from flows.arm_flow import arm_flow
-    from flows.placement import deployment_name
+    from prefect import serve
 
-    name = deployment_name(host)
-    say(f"worker for host {host}: serving deployment arm/{name} from Prefect {api}, database {where}; Ctrl-C stops")
-    arm_flow.serve(name=name, tags=[f"host:{host}"], print_starting_message=False, pause_on_shutdown=False)
+    from flows.arm_flow import arm_flow
+    from flows.campaign_flow import campaign_launch_flow
+    from flows.placement import campaign_deployment_name, deployment_name
+
+    name, launch = deployment_name(host), campaign_deployment_name(host)
+    say(f"worker for host {host}: serving deployment arm/{name} (and campaign/{launch}) from Prefect {api}, database {where}; Ctrl-C stops")
+    serve(
+        arm_flow.to_deployment(name=name, tags=[f"host:{host}"]),
+        campaign_launch_flow.to_deployment(
+            name=launch, tags=[f"host:{host}"],
+            description=f"Run a campaign (its name in the shared database, or a campaign file on {host}) from host {host}.",
+        ),
+        print_starting_message=False, pause_on_shutdown=False,
+    )
     say(f"worker for host {host} stopped")

@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, tags
+from pydantic import BaseModel, ConfigDict
+from pydantic import Field as PydanticField
 
 from campaign import queue
 from campaign.schema import CampaignFileError, CampaignSpec, QueueItem
 from flows.resolve import load_campaign, simulated_adapters
 from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
+from campaign.summary import PREFECT_API_EVENT
 from flows import placement
 from flows.arm_flow import arm_flow, outcome_of
 from flows.artifacts import artifact_key, publish
@@ -156,10 +159,13 @@ def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign"
     """Run the queue. Only one process runs a campaign at a time (`queue.claim_runner`;
     `RunnerBusy` names the other one). A Ctrl-C returns `{"interrupted": ...}`."""
     spec = load_campaign(campaign_path)
+    return _campaign(spec, campaign_path, Store(store_url), workdir, recheck_blocked)
+
+
+def _campaign(spec: CampaignSpec, campaign_path: str, store: Store, workdir: str, recheck_blocked: bool) -> dict[str, Any]:
     problems = override_keys.check_campaign(spec)  # the command line said so already; callers of the flow hear it too
     if problems:
         raise CampaignFileError(campaign_path, problems)
-    store = Store(store_url)
     taken = queue.claim_runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run")
     try:
         return _run_queue(spec, store, campaign_path, workdir, recheck_blocked)
@@ -175,6 +181,7 @@ def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: st
     row = queue.register(store, spec, campaign_path, simulated_adapters())
     campaign_id = row.id
     assert campaign_id is not None
+    note_prefect_api(store, campaign_id)
     for note in queue.recover(store, campaign_id, release_lease):
         store.log_event(campaign_id, "recover", note)
     if recheck_blocked:
@@ -208,6 +215,58 @@ def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: st
     }
 
 
+def note_prefect_api(store: Store, campaign_id: int) -> None:
+    """Record which Prefect server this run's flow runs go to (`PREFECT_API_EVENT`; an
+    empty message for a temporary one), so that `campaign status` and the report link an
+    attempt to its flow run only where that link can still open
+    (`campaign.summary.attempt_links`)."""
+    store.log_event(campaign_id, PREFECT_API_EVENT, placement.configured_api_url() or "")
+
+
+class CampaignLaunch(BaseModel):
+    """What the `campaign` deployment asks for in the Prefect UI's run form: typed, so
+    the UI shows a form and a rerun repeats it. The credentials are never here: the
+    worker's own $CAMPAIGN_DB (or --db) names the shared database."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    campaign: str = PydanticField(
+        min_length=1,
+        description="the campaign's name in the shared database, or the path of a campaign file on the worker's host",
+    )
+    workdir: str = PydanticField(default=".campaign", description="where server logs go, on the worker's host")
+    recheck_blocked: bool = PydanticField(default=False, description="re-check blocked items first, as `campaign resume` does")
+
+
+def launch_spec(store: Store, campaign: str) -> tuple[CampaignSpec, str]:
+    """The spec and source path a launch names: a campaign file readable here (a path
+    that exists, or ends in .toml), else the campaign of that name in the store, its spec
+    as last registered (`CampaignRow.spec_json`)."""
+    path = Path(campaign).expanduser()
+    if path.is_file() or campaign.endswith(".toml"):
+        return load_campaign(path), str(path)
+    row = store.campaign(campaign)
+    if row is None or not row.spec_json:
+        known = ", ".join(repr(r.name) for r in store.campaigns()) or "none yet"
+        raise LookupError(f"no campaign file {campaign!r} on this host and no campaign of that name in {store.public_url} (campaigns: {known})")
+    return CampaignSpec.model_validate_json(row.spec_json), row.source_path
+
+
+@flow(name="campaign", flow_run_name="{launch.campaign}", log_prints=False, persist_result=False, validate_parameters=True)
+def campaign_launch_flow(launch: CampaignLaunch) -> dict[str, Any]:
+    """The `campaign/campaign-HOST` deployment (`campaign worker --host HOST` serves it):
+    the same queue walk as `campaign run` (`campaign_flow`), in this flow run, against
+    the worker's database. A rerun from the UI is a `campaign run` again: finished items
+    are skipped and interrupted ones continued."""
+    import os
+
+    from campaign.store import db_url, default_db_url
+
+    store = Store(db_url(os.environ["CAMPAIGN_DB"]) if os.environ.get("CAMPAIGN_DB") else default_db_url())
+    spec, source = launch_spec(store, launch.campaign)
+    return _campaign(spec, source, store, launch.workdir, launch.recheck_blocked)
+
+
 def with_item_overrides(spec: CampaignSpec, item_key: str, overrides: dict[str, Any]) -> CampaignSpec:
     """The campaign as a rerun runs it: the item's overrides merged with the new ones, so
     that `recipe.*` keys reach the server's launch (`CampaignSpec.recipe_for`) exactly as
@@ -235,6 +294,7 @@ def rerun_flow(campaign_path: str, store_url: str, item_key: str, overrides: dic
         row = queue.register(store, file_spec, campaign_path, simulated_adapters())
         campaign_id = row.id
         assert campaign_id is not None
+        note_prefect_api(store, campaign_id)
         spec = with_item_overrides(file_spec, item_key, overrides)
         item = spec.item(item_key)
         ensure_device_limits(spec)

@@ -11,9 +11,14 @@ Once the attempt's holder is provably dead (`holder_gone`), the flow run is mark
 Crashed and the arm is dispatched again; the next run on that host (after the worker is
 back) takes the dead attempt over and continues it, so it is recovered exactly once.
 
-Why a wait with a limit: a host whose worker is not running would otherwise leave its
-arm Scheduled with nothing said. The arm waits up to $CAMPAIGN_WORKER_WAIT_S (default
-600 s), saying which worker to start, then fails with that message.
+Why a wait with a limit: a host whose worker died (or never started) would leave its
+arm's flow run Scheduled forever and the campaign waiting on it. The dispatcher waits up
+to $CAMPAIGN_WORKER_WAIT_S (default 300 s: a live worker picks a run up within seconds),
+saying which worker to start, then cancels the flow run and ends the arm's attempt
+`blocked` with that reason -- blocked, not failed, because the arm itself is fine and
+`campaign resume` re-checks it once the worker runs -- and the campaign goes on. Later arms
+on the same host in the same run wait only `ABSENT_WAIT_S`, so one dead host does not
+cost the full wait per arm.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from flows import interrupt
 from flows.progress import emit
 
 WAIT_SETTING = "CAMPAIGN_WORKER_WAIT_S"
-DEFAULT_WAIT_S = 600.0
+DEFAULT_WAIT_S = 300.0
+ABSENT_WAIT_S = 30.0  # a host found without a worker in this run: its next arms wait this long
 POLL_S = 1.0
 MAX_DISPATCHES = 3  # a crashed arm is sent again at most this many times in all
 
@@ -39,11 +45,15 @@ class PlacementUnavailable(Exception):
     the message is one line with the set-up."""
 
 
-def wait_limit_s() -> float:
+_absent_hosts: set[str] = set()  # hosts whose worker did not pick an arm up, in this process
+
+
+def wait_limit_s(host: str = "") -> float:
     try:
-        return float(os.environ.get(WAIT_SETTING) or DEFAULT_WAIT_S)
+        limit = float(os.environ.get(WAIT_SETTING) or DEFAULT_WAIT_S)
     except ValueError:
-        return DEFAULT_WAIT_S
+        limit = DEFAULT_WAIT_S
+    return min(limit, ABSENT_WAIT_S) if host in _absent_hosts else limit
 
 
 def hosts_of(spec: CampaignSpec) -> list[str]:
@@ -54,6 +64,12 @@ def hosts_of(spec: CampaignSpec) -> list[str]:
 def deployment_name(host: str) -> str:
     """The deployment a host's worker serves; `arm/<this>` is what `run_deployment` takes."""
     return f"arm-{host}"
+
+
+def campaign_deployment_name(host: str) -> str:
+    """The deployment of the whole campaign flow a host's worker serves (`campaign/<this>`),
+    for launching and rerunning a campaign from the Prefect UI."""
+    return f"campaign-{host}"
 
 
 def configured_api_url() -> str | None:
@@ -98,6 +114,26 @@ def _failed(arm_id: str, repeat: int, message: str) -> dict[str, Any]:
     return {"arm_id": arm_id, "state": str(AttemptState.FAILED), "message": message, "attempt_id": None, "repeat": repeat}
 
 
+def _no_worker(store: Store, host: str, parameters: dict[str, Any], message: str) -> dict[str, Any]:
+    """The arm's attempt, recorded `blocked` on `host` with `message`: no worker took it.
+    Recorded (not only returned) so that the gates, `campaign status` and `resume` see
+    which arm waits for which host. If a worker claimed it after all, in the instant
+    before its run was cancelled, that attempt is left to its holder."""
+    from campaign.store import utcnow
+
+    _absent_hosts.add(host)
+    arm_id, repeat = parameters["arm_id"], parameters.get("repeat", 0)
+    how, attempt = store.claim_attempt(
+        parameters["campaign_id"], parameters["item_key"], arm_id, parameters.get("overrides") or {}, repeat, fresh=True,
+    )
+    if how == "new" and attempt is not None and attempt.id is not None:
+        store.update(AttemptRow, attempt.id, state=AttemptState.BLOCKED, error=message, host=host, ended_at=utcnow())
+    elif how == "resumed" and attempt is not None and attempt.id is not None:  # keep its finished probes for the worker
+        store.update(AttemptRow, attempt.id, state=AttemptState.INTERRUPTED, error=message, ended_at=utcnow())
+    return {"arm_id": arm_id, "state": str(AttemptState.BLOCKED), "message": message,
+            "attempt_id": attempt.id if attempt is not None else None, "repeat": repeat}
+
+
 def _attempt_of(store: Store, parameters: dict[str, Any], flow_run_id: str) -> AttemptRow | None:
     """The attempt the flow run holds; for a run that found the arm already done (not
     `fresh`), the newest done attempt."""
@@ -135,7 +171,7 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
     from prefect.states import Cancelled, Cancelling, Crashed
 
     arm_id, item_key, repeat = parameters["arm_id"], parameters["item_key"], parameters.get("repeat", 0)
-    limit = wait_limit_s()
+    limit = wait_limit_s(host)
     began = time.monotonic()
     hint = f"start `campaign worker --host {host}` on that machine (waiting up to {limit:.0f} s, {WAIT_SETTING})"
     said = False
@@ -146,7 +182,7 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
             break
         except ObjectNotFound:
             if time.monotonic() - began > limit:
-                return _failed(arm_id, repeat, f"no worker has ever served host {host} (deployment {name}): {hint}")
+                return _no_worker(store, host, parameters, f"no worker has ever served host {host} (deployment {name}): {hint}")
             if not said:
                 emit("arm-wait", arm=arm_id, item=item_key, message=f"no worker serves host {host} yet: {hint}")
                 said = True
@@ -168,11 +204,12 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
                 waited = time.monotonic() - began
                 if waited > limit:
                     client.set_flow_run_state(flow_run.id, Cancelled(message=f"no worker for host {host} picked it up"), force=True)
-                    return _failed(arm_id, repeat, f"no worker for host {host} picked up the arm within {limit:.0f} s: {hint}")
+                    return _no_worker(store, host, parameters, f"no worker for host {host} picked up the arm within {limit:.0f} s: {hint}")
                 if waited > 10 and not said:
                     emit("arm-wait", arm=arm_id, item=item_key, message=f"waiting for a worker on host {host}: {hint}")
                     said = True
             elif state is not None and state.is_final():
+                _absent_hosts.discard(host)
                 attempt = _attempt_of(store, parameters, run_id)
                 if attempt is not None and attempt.state != AttemptState.RUNNING:
                     return _outcome(attempt, repeat)

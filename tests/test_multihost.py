@@ -347,11 +347,12 @@ def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart
     ("host", "served_once", "said"),
     [("nobody", False, "no worker has ever served host nobody"), ("gone", True, "no worker for host gone picked up the arm within 3 s")],
 )
-def test_an_arm_on_a_host_without_a_worker_fails_saying_which_worker_to_start(
+def test_an_arm_on_a_host_without_a_worker_is_blocked_saying_which_worker_to_start(
     tmp_path: Path, prefect_server: str, postgres_cluster, host: str, served_once: bool, said: str  # type: ignore[no-untyped-def]
 ) -> None:
     """Never served: no deployment to run. Served once, worker since stopped: the run
-    would stay Scheduled forever; it is cancelled after the wait instead."""
+    would stay Scheduled forever; it is cancelled after the wait instead. Either way the
+    arm's attempt ends blocked on that host, with the worker to start as its reason."""
     db = postgres_cluster.create_database(f"noworker{host}")
     path = tmp_path / "c.toml"
     path.write_text(SLOW.format(name="noworker").replace('host = "h1"', f'host = "{host}"'))
@@ -370,6 +371,8 @@ def test_an_arm_on_a_host_without_a_worker_fails_saying_which_worker_to_start(
     camp = store.campaign("noworker")
     assert camp is not None and camp.id is not None
     item = store.items(camp.id)[0]
-    assert item.state == "failed"
+    assert item.state == "blocked"  # not the arm's fault: `campaign resume` re-checks it
     assert said in item.reason and f"campaign worker --host {host}" in item.reason
     assert "CAMPAIGN_WORKER_WAIT_S" in item.reason
+    [attempt] = store.attempts(camp.id)
+    assert (attempt.state, attempt.host) == (AttemptState.BLOCKED, host) and said in attempt.error
