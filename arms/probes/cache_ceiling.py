@@ -81,7 +81,8 @@ async def _reuse_at(
         point.error = "no cached-token count from the server"
         return point
     sink.measurement(metric="reuse", value=point.reuse, unit="ratio", mode=mode, scenario=scenario, context=params.context, source=flag_reuse_source(field, point.reuse))
-    sink.measurement(metric="prompt_tokens", value=point.tokens or 0, unit="tokens", mode=mode, scenario=scenario, context=params.context, source=point.tokens_source)
+    if point.tokens is not None:  # no count at all: nothing stored, never a 0 that reads as one
+        sink.measurement(metric="prompt_tokens", value=point.tokens, unit="tokens", mode=mode, scenario=scenario, context=params.context, source=point.tokens_source)
     return point
 
 
@@ -126,6 +127,14 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheCeilingParams) -> No
             record_errors(sink, sent, mode=mode, scenario="summary", context=params.context)
 
 
+def _size_of(point: _Point, metric: str, what: str) -> tuple[str, float, str, str]:
+    """A point's prompt size as measured, or, when nothing counted it, the size the search
+    asked for, labelled as such (never 0)."""
+    if point.tokens is not None:
+        return metric, point.tokens, "tokens", f"{what}: {point.tokens_source}"
+    return metric, point.length, "tokens", f"{what}: the size asked for (no count of its tokens)"
+
+
 def _summary(sink: Sink, params: CacheCeilingParams, mode: Mode, limit: int, good: _Point | None, bad: _Point | None, stopped: _Point | None) -> None:
     """What the search found, in the server's tokens; nothing is claimed that was not seen:
     no ceiling before any length was measured, no death where requests failed."""
@@ -134,11 +143,11 @@ def _summary(sink: Sink, params: CacheCeilingParams, mode: Mode, limit: int, goo
         sink.measurement(metric=metric, value=value, unit=unit, mode=mode, scenario="summary", context=params.context, trial=-1, source=source)
 
     if good is not None:
-        put("reuse_ceiling_tokens", good.tokens or 0, "tokens", f"largest prompt that reused: {good.tokens_source}")
+        put(*_size_of(good, "reuse_ceiling_tokens", "largest prompt that reused"))
     elif bad is not None:
         put("reuse_ceiling_tokens", 0, "tokens", f"no prompt reused, from {params.start_tokens} tokens on")
     if bad is not None:
-        put("reuse_dies_at_tokens", bad.tokens or 0, "tokens", f"smallest prompt that did not reuse: {bad.tokens_source}")
+        put(*_size_of(bad, "reuse_dies_at_tokens", "smallest prompt that did not reuse"))
     if stopped is not None:
         # the failed request has no server count: the size asked for, in sizing tokens
         put("ceiling_search_error_at", stopped.length, "tokens", f"{stopped.error}; the search stopped on this error, not on reuse")
