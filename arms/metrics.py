@@ -336,8 +336,9 @@ def _interpolate(data: Sequence[float], q: float) -> float:
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
-def summarize(values: Sequence[float | None]) -> dict[str, float]:
-    """Median and spread of a sample (None values, i.e. failed requests, are dropped)."""
+def distribution(values: Sequence[float | None]) -> dict[str, float]:
+    """Median, min, max, n, p90 and stdev of a sample (None values, i.e. failed requests,
+    are dropped). Named for what it returns, apart from `campaign.summary.summarize`."""
     data = [v for v in values if v is not None]
     if not data:
         return {}

@@ -105,7 +105,7 @@ def probe(
         raise UsageError(f"--read-timeout: found {read_timeout:g}, expected seconds > 0")
     if no_baseline:
         given["baseline"] = False
-    fields = spec.params.model_fields
+    fields = spec.keys
     unknown = [k for k, v in given.items() if v is not None and k not in fields]
     if unknown:
         flags = ", ".join(_flag(k) for k in unknown)
@@ -135,7 +135,7 @@ def probe(
     succeeded = _print_summary(name, sink)
     if json_out is not None:
         doc: dict[str, Any] = {
-            "probe": name.value, "url": url, "model": served, "params": params.model_dump(mode="json"),
+            "probe": name.value, "url": url, "model": served, "params": params.model_dump(mode="json", by_alias=True),
             "measurements": sink.measurements, "samples": sink.samples, "requests": sink.requests,
         }
         if name == ProbeName.AGENT_LOAD:

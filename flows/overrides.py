@@ -35,6 +35,7 @@ def probe_params(
     """A probe's parameters: defaults, then what the item and its overrides say."""
     pspec = probes.get(probe)
     fields = pspec.params.model_fields
+    keys = pspec.keys
     values: dict[str, Any] = {}
     if "modes" in fields:
         values["modes"] = list(item.modes)
@@ -47,7 +48,7 @@ def probe_params(
     if probe == ProbeName.CACHE_PROBE:
         if item.contexts:
             values["prompt_tokens"] = max(16, int(context * 0.8))
-    values.update({k: v for k, v in overrides.items() if k in fields})
+    values.update({k: v for k, v in overrides.items() if k in keys})
     return pspec.params.model_validate(values)
 
 
@@ -55,7 +56,7 @@ def probe_keys(item: QueueItem) -> dict[str, list[str]]:
     """Override keys the item's probes accept -> which probes take each."""
     out: dict[str, list[str]] = {}
     for probe in item.probes:
-        for name in probes.get(probe).params.model_fields:
+        for name in probes.get(probe).keys:
             if name not in ITEM_FIELDS:
                 out.setdefault(name, []).append(str(probe))
     return out

@@ -43,6 +43,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.states import SUMMARY_TRIAL, Verdict
+from campaign.units import context_label, num, pct
 from gates.intervals import CONFIDENCE, MEDIAN_METHOD, median_interval
 
 DEFAULT_MIN_N = 3
@@ -87,10 +88,6 @@ class Cell:
 
     def key(self) -> str:
         return f"{self.probe}/{self.scenario}@{context_label(self.context)}"
-
-
-def context_label(context: int) -> str:
-    return f"{context // 1024}K" if context >= 1024 else str(context)
 
 
 @dataclass
@@ -257,26 +254,10 @@ def _attach_errors(stat: CellStat, rows: pd.DataFrame) -> None:
 # -- formatting -----------------------------------------------------------------------------
 
 
-def fmt(value: float) -> str:
-    if not math.isfinite(value):
-        return "inf" if value > 0 else "-inf"
-    if abs(value) >= 100:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-def pct(value: float) -> str:
-    if not math.isfinite(value):
-        return "+inf%" if value > 0 else "-inf%"
-    return f"{value * 100:+.0f}%"
-
-
 def fmt_stat(stat: CellStat) -> str:
     """'0.97 [0.95, 0.99]', or just '1.00' when the whole interval reads the same."""
-    lo, hi = fmt(stat.low), fmt(stat.high)
-    return fmt(stat.median) if lo == hi == fmt(stat.median) else f"{fmt(stat.median)} [{lo}, {hi}]"
+    lo, hi = num(stat.low), num(stat.high)
+    return num(stat.median) if lo == hi == num(stat.median) else f"{num(stat.median)} [{lo}, {hi}]"
 
 
 def need_text(threshold: float, higher_is_better: bool) -> str:
@@ -318,7 +299,7 @@ class Comparison:
     def text(self) -> str:
         """'C 162 (+135% [+120%, +150%])'."""
         c, lo, hi = self.change
-        return f"{self.subject.arm} {fmt(self.subject.median)} ({pct(c)} [{pct(lo)}, {pct(hi)}])"
+        return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)} [{pct(lo)}, {pct(hi)}])"
 
     def evidence(self) -> dict[str, Any]:
         c, lo, hi = self.change
@@ -348,7 +329,7 @@ def flaky(stat: CellStat, rigor: Rigor) -> bool:
 
 def error_note(stat: CellStat, rigor: Rigor) -> str:
     kinds = ", ".join(f"{k} {v}" for k, v in stat.errors_by_kind.items())
-    return f"{stat.arm} error rate {stat.error_rate:.2f} > {rigor.max_error_rate:.2f}" + (f" ({kinds})" if kinds else "")
+    return f"{stat.arm} error rate {num(stat.error_rate)} > {num(rigor.max_error_rate)}" + (f" ({kinds})" if kinds else "")
 
 
 def compare_cells(s: CellStat, b: CellStat, higher_is_better: bool, threshold: float, rigor: Rigor) -> Comparison:
@@ -446,7 +427,7 @@ class Outcome:
         parts = []
         for (cell, base), cmps in groups.items():
             where = label(cell)
-            parts.append(f"{where + ' ' if where else ''}{', '.join(c.text() for c in cmps)} vs {base} {fmt(cmps[0].baseline.median)}")
+            parts.append(f"{where + ' ' if where else ''}{', '.join(c.text() for c in cmps)} vs {base} {num(cmps[0].baseline.median)}")
         out = f"{self.metric}: {'; '.join(parts)}"
         if need:
             out += f"; needs {need_text(self.threshold, self.higher_is_better)}"
@@ -540,4 +521,4 @@ def judge_bound(stat: CellStat, holds: Any, rigor: Rigor) -> tuple[Verdict, str]
         return Verdict.PASS, ""
     if not lo_ok and not hi_ok:
         return Verdict.FAIL, ""
-    return Verdict.INCONCLUSIVE, f"{stat.arm}'s interval [{fmt(stat.low)}, {fmt(stat.high)}] straddles the bound"
+    return Verdict.INCONCLUSIVE, f"{stat.arm}'s interval [{num(stat.low)}, {num(stat.high)}] straddles the bound"

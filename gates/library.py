@@ -17,7 +17,8 @@ from pydantic import Field, model_validator
 from campaign.schema import GateEntry
 from campaign.states import Verdict
 from gates import compare
-from gates.compare import Cell, CellStat, Rigor, Selector, fmt, pct
+from campaign.units import num, pct
+from gates.compare import Cell, CellStat, Rigor, Selector
 from gates.intervals import RATE_METHOD, rate_interval
 from gates.registry import Params, get, params_model, register
 from gates.result import GateResult, pending
@@ -201,13 +202,13 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
         if worse:
             lo = min(r[0] for r in worse.values())
             hi = max(r[1] for r in worse.values())
-            extra = f"; {p.worse_metric} {lo:.0f}-{hi:.0f}x worse than {'/'.join(gate.baseline)}" if hi >= 2 else f"; {p.worse_metric} x{lo:.2f}-{hi:.2f} of {'/'.join(gate.baseline)}"
-        return GateResult(verdict=Verdict.FAIL, reason=f"{head}, but {guard_txt} (needs >= {fmt(p.guard_min)}){extra}", evidence=evidence)
+            extra = f"; {p.worse_metric} {lo:.0f}-{hi:.0f}x worse than {'/'.join(gate.baseline)}" if hi >= 2 else f"; {p.worse_metric} x{num(lo)}-{num(hi)} of {'/'.join(gate.baseline)}"
+        return GateResult(verdict=Verdict.FAIL, reason=f"{head}, but {guard_txt} (needs >= {num(p.guard_min)}){extra}", evidence=evidence)
     verdict = compare.worst([main.verdict, *(v for _, v, _ in guards)])
     notes = [n for _, _, n in guards if n]
     if verdict == Verdict.PASS:
         low = min(s.median for s, _, _ in guards)
-        return GateResult(verdict=verdict, reason=f"{main.text()}; {p.guard_metric} holds (min {fmt(low)})", evidence=evidence)
+        return GateResult(verdict=verdict, reason=f"{main.text()}; {p.guard_metric} holds (min {num(low)})", evidence=evidence)
     tail = ("; " + "; ".join(dict.fromkeys(notes))) if notes else ""
     return GateResult(verdict=verdict, reason=f"{main.text()}{tail}", evidence=evidence)
 
@@ -341,7 +342,7 @@ def majority(rows: pd.DataFrame, gate: GateEntry, p: MajorityParams) -> GateResu
     ]
     if overlaps:
         notes.append(f"intervals overlap ({', '.join(overlaps)}): these trials cannot tell the arms apart")
-    shown = ", ".join(f"{a} {k}/{n} [{lo:.2f}, {hi:.2f}]" for a, (k, n, lo, hi) in results.items())
+    shown = ", ".join(f"{a} {k}/{n} [{num(lo)}, {num(hi)}]" for a, (k, n, lo, hi) in results.items())
     verdict = compare.worst(verdicts)
     reason = f"tool loop {shown}"
     if verdict == Verdict.FAIL and not any("cannot pass" in x for x in notes):
@@ -383,10 +384,10 @@ def acceptance_rate(rows: pd.DataFrame, gate: GateEntry, p: AcceptanceParams) ->
             return pending(f"{arm} drafted no tokens (speculation off, or no counters)")
         rates[arm] = float(accepted / drafted)
     ok = all(r >= p.min_rate for r in rates.values())
-    shown = ", ".join(f"{a} {r:.2f}" for a, r in rates.items())
+    shown = ", ".join(f"{a} {num(r)}" for a, r in rates.items())
     return GateResult(
         verdict=Verdict.PASS if ok else Verdict.FAIL,
-        reason=f"draft acceptance {shown}" + ("" if ok else f"; needs >= {p.min_rate:.2f}"),
+        reason=f"draft acceptance {shown}" + ("" if ok else f"; needs >= {num(p.min_rate)}"),
         evidence={"acceptance": rates, "min_rate": p.min_rate},
     )
 
@@ -433,8 +434,8 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
     tail = ("; " + "; ".join(notes)) if notes else ""
     if verdict == Verdict.FAIL:
         fail = [a for a in gate.subjects if judged[a][0] == Verdict.FAIL]
-        return GateResult(verdict=verdict, reason=f"at {at}: {' / '.join(f'{a} {compare.fmt_stat(stats[a])}' for a in fail)} below {fmt(p.min_value)} {p.metric}{tail}", evidence=evidence)
-    reason = f"at {at}: {subj} " + ("hold" if verdict == Verdict.PASS else "undecided") + f" >= {fmt(p.min_value)}"
+        return GateResult(verdict=verdict, reason=f"at {at}: {' / '.join(f'{a} {compare.fmt_stat(stats[a])}' for a in fail)} below {num(p.min_value)} {p.metric}{tail}", evidence=evidence)
+    reason = f"at {at}: {subj} " + ("hold" if verdict == Verdict.PASS else "undecided") + f" >= {num(p.min_value)}"
     if others:
         reason += f"; {others}" + (" collapse" if collapse and len(collapse) == len(gate.baseline) else "")
     return GateResult(verdict=verdict, reason=reason + tail, evidence=evidence)
@@ -553,7 +554,7 @@ def goodput(rows: pd.DataFrame, gate: GateEntry, p: GoodputParams) -> GateResult
         f"{r['share']:.0%} [{r['low']:.0%}, {r['high']:.0%}] of {r['requests']} requests ({r['failed']} failed)"
         for r in results
     ]
-    reason = f"{p.metric} {op} {fmt(p.target)} for " + ", ".join(parts) + f"; needs {p.min_share:.0%}"
+    reason = f"{p.metric} {op} {num(p.target)} for " + ", ".join(parts) + f"; needs {p.min_share:.0%}"
     short = [f"{r['arm']} n={r['requests']}" for r in results if r["requests"] < p.min_n]
     if short:
         reason += f"; {', '.join(short)} < {p.min_n}: too few to decide"

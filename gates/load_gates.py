@@ -38,7 +38,8 @@ from pydantic import Field, model_validator
 
 from campaign.states import SUMMARY_TRIAL, Verdict
 from gates import compare
-from gates.compare import Cell, CellStat, Comparison, Rigor, Selector, fmt
+from campaign.units import num
+from gates.compare import Cell, CellStat, Comparison, Rigor, Selector
 from gates.intervals import CONFIDENCE, RATE_METHOD, needed_for_upper, quantile_interval, rate_interval
 from gates.result import GateResult, pending
 
@@ -103,7 +104,7 @@ def _goodput_stat(rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: 
         per = offered / window
         base = counts.get(cell)
         stat = CellStat(
-            arm=arm, cell=cell, metric=label, sample_metric="requests met every target", basis=f"{met} of {offered} requests over {fmt(window)} s",
+            arm=arm, cell=cell, metric=label, sample_metric="requests met every target", basis=f"{met} of {offered} requests over {num(window)} s",
             values=[1.0] * met + [0.0] * (offered - met), median=met / window, low=lo * per, high=hi * per,
             coverage=CONFIDENCE, unit="req/s",
         )
@@ -185,7 +186,7 @@ def _judge(
                 if note is not None and (extra := note(stat)):
                     notes.append(extra)
                 bounds.append({**stat.evidence("subject"), "verdict": str(verdict), "bound": bound})
-        parts.append(f"{what}: {', '.join(shown)}; needs {op} {fmt(bound)}")
+        parts.append(f"{what}: {', '.join(shown)}; needs {op} {num(bound)}")
     comparisons: list[Comparison] = []
     if min_gain is not None:
         if not gate.baseline:

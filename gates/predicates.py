@@ -21,7 +21,8 @@ from pydantic import Field
 from campaign.schema import GateEntry
 from campaign.states import Verdict
 from gates import compare
-from gates.compare import Rigor, Selector, fmt
+from campaign.units import num
+from gates.compare import Rigor, Selector
 from gates.registry import register
 from gates.result import GateResult, pending
 
@@ -127,14 +128,14 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
         by_arm.setdefault(stat.arm, []).append(f"{label(stat)} {compare.fmt_stat(stat)}")
     shown = "; ".join(f"{arm} " + ", ".join(vals) for arm, vals in by_arm.items())
     verdict = compare.worst(v for _, v, _ in judged)
-    failures = [f"{s.arm} {label(s)} {fmt(s.median)}" for s, v, _ in judged if v == Verdict.FAIL]
+    failures = [f"{s.arm} {label(s)} {num(s.median)}" for s, v, _ in judged if v == Verdict.FAIL]
     notes = list(dict.fromkeys(n for _, _, n in judged if n))
     if verdict == Verdict.FAIL:
-        reason = f"{p.metric} misses {p.op} {fmt(p.value)}: {', '.join(failures)} ({shown})"
+        reason = f"{p.metric} misses {p.op} {num(p.value)}: {', '.join(failures)} ({shown})"
     elif verdict == Verdict.PASS:
-        reason = f"{p.metric} {p.op} {fmt(p.value)} holds: {shown}"
+        reason = f"{p.metric} {p.op} {num(p.value)} holds: {shown}"
     else:
-        reason = f"{p.metric} {p.op} {fmt(p.value)} undecided: {shown}"
+        reason = f"{p.metric} {p.op} {num(p.value)} undecided: {shown}"
     if notes:
         reason += "; " + "; ".join(notes)
     partial: dict[str, dict[str, float]] = {}
@@ -144,7 +145,7 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
                 partial.setdefault(scen, {})[arm] = stat.median
     for scen, vals in partial.items():
         lo, hi = min(vals.values()), max(vals.values())
-        reason += f"; {scen} partial ({fmt(lo)}-{fmt(hi)})" if hi - lo > 0.005 else f"; {scen} partial ({fmt(lo)})"
+        reason += f"; {scen} partial ({num(lo)}-{num(hi)})" if hi - lo > 0.005 else f"; {scen} partial ({num(lo)})"
     return GateResult(
         verdict=verdict,
         reason=reason,

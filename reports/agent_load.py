@@ -16,10 +16,9 @@ import pandas as pd
 from markupsafe import Markup
 
 from arms.probes.base import SAMPLE_GAP
-from campaign.states import ProbeName
 from campaign.store import SampleRow, Store
+from campaign.units import context_label
 from reports import charts
-from reports.coverage import context_label
 from reports.data import canonical_first
 
 _TURN = re.compile(r"^c(\d+)-t(\d+)$")
@@ -48,16 +47,9 @@ def _parse(scenario: str) -> tuple[str, int] | None:
     return None
 
 
-def ttft_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """The per-turn TTFT rows of every agent-load run (selected once for all arm pages)."""
-    if frame.empty:
-        return frame
-    mask = (frame["probe"] == ProbeName.AGENT_LOAD.value) & (frame["metric"] == "ttft_s") & (frame["trial"] >= 0)
-    return frame[mask]
-
-
 def runs(store: Store, ttft: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[AgentLoadRun]:
-    """Charts for every agent-load probe run of the arm; `ttft` comes from `ttft_rows`."""
+    """Charts for every agent-load probe run of the arm; `ttft` is `ReportData.agent_ttft`
+    (`reports.data.ttft_rows`)."""
     if ttft.empty:
         return []
     rows = ttft[ttft["arm_id"] == arm_id]

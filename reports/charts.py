@@ -21,6 +21,8 @@ import pygal
 from markupsafe import Markup
 from pygal.style import Style
 
+from campaign.units import num, plain
+
 PALETTE = ["#2f6fb0", "#d9822b", "#3a9a5b", "#b04a4a", "#7b5ea7", "#5b8a8a", "#a0892c", "#c2577f", "#3d4f63", "#8c6d46"]
 GREEDY_ALPHA = 0.35
 _FONT = 'system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif'
@@ -117,15 +119,15 @@ def _common(chart_id: str, title: str, x_title: str, y_title: str, series: list[
     )
 
 
-def _fmt(value: float) -> str:
+def _value(value: Any) -> str:
+    """A drawn value (tooltip, printed value) reads as in the tables; an (x, y) point of an
+    XY chart as "x: y", as pygal writes it; a gap as nothing."""
     if value is None:
         return ""
-    v = abs(value)
-    if v >= 100:
-        return f"{value:,.0f}"
-    if v >= 10:
-        return f"{value:.1f}".removesuffix(".0")
-    return f"{value:.3g}"
+    if isinstance(value, tuple):
+        x, y = value
+        return f"{plain(x)}: {_value(y)}"
+    return num(value)
 
 
 def _values(s: Series) -> list[Any]:
@@ -215,7 +217,7 @@ def bar_chart(
             print_values=print_values,
             print_labels=print_labels,
             print_values_position="top",
-            value_formatter=_fmt,
+            formatter=_value, value_formatter=plain,
             x_label_rotation=0 if len(categories) <= 8 else 30,
             height=max(300, 28 * bars + 160) if horizontal else 380,
             **extra,
@@ -232,7 +234,7 @@ def _with_values_in_labels(s: Series) -> Series:
     from dataclasses import replace
 
     labels = [s.labels[i] if i < len(s.labels) else None for i in range(len(s.values))]
-    return replace(s, labels=[f"{label} · {_fmt(v)}" if label is not None and v is not None else label for label, v in zip(labels, s.values)])
+    return replace(s, labels=[f"{label} · {num(v)}" if label is not None and v is not None else label for label, v in zip(labels, s.values)])
 
 
 def line_chart(
@@ -249,7 +251,7 @@ def line_chart(
     if not x_labels or not any(v is not None for s in series for v in s.values):
         return empty(title, "no measurements yet")
     chart = pygal.Line(
-        **_common(chart_id, title, x_title, y_title, series, height=height, value_formatter=_fmt, allow_interruptions=True, dots_size=3)
+        **_common(chart_id, title, x_title, y_title, series, height=height, formatter=_value, value_formatter=plain, allow_interruptions=True, dots_size=3)
     )
     chart.x_labels = x_labels
     for s in series:
@@ -274,8 +276,8 @@ def xy_chart(
     styles = [Series(name, [], color=color) for name, _, color in series]
     chart = pygal.XY(
         **_common(
-            chart_id, title, x_title, y_title, styles, height=height, value_formatter=_fmt,
-            x_value_formatter=lambda v: f"{v:g}", interpolate=None, show_dots=False, fill=False, stroke_style={"width": 2},
+            chart_id, title, x_title, y_title, styles, height=height, formatter=_value, value_formatter=plain,
+            x_value_formatter=plain, interpolate=None, show_dots=False, fill=False, stroke_style={"width": 2},
             allow_interruptions=True,
         )
     )
@@ -312,8 +314,8 @@ def curve_chart(chart_id: str, title: str, curves: list[Curve], *, x_title: str,
     styles = [Series(c.name, [], mode=c.mode, color=c.color) for c in curves]
     chart = pygal.XY(
         **_common(
-            chart_id, title, x_title, y_title, styles, height=height, value_formatter=_fmt,
-            x_value_formatter=lambda v: f"{v:.3g}", show_dots=True, dots_size=3, fill=False, stroke_style={"width": 2},
+            chart_id, title, x_title, y_title, styles, height=height, formatter=_value, value_formatter=plain,
+            x_value_formatter=plain, show_dots=True, dots_size=3, fill=False, stroke_style={"width": 2},
         )
     )
     for c in curves:

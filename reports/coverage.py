@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from campaign.states import ItemState, Mode, ProbeName
+from campaign.units import context_label, num
 from reports import load_curve
 from reports.data import ReportData
 
@@ -65,13 +66,6 @@ class Coverage:
             else:
                 out.append((col.group, 1))
         return out
-
-
-def context_label(tokens: int) -> str:
-    """8192 -> "8K", 262144 -> "256K", 4000 -> "4000"."""
-    if tokens and tokens % 1024 == 0:
-        return f"{tokens // 1024}K"
-    return str(tokens)
 
 
 def _modes_index(frame: pd.DataFrame, keys: list[str]) -> dict[tuple, set[str]]:
@@ -165,7 +159,7 @@ def build(data: ReportData) -> Coverage:
         for s in scenarios:
             state = _state(scen_modes.get((aid, cache, s)), (aid, cache) in by_probe_planned)
             value = reuse.get((aid, cache, s))
-            text = STATE_TEXT[state] + (f" · {value:.2f}" if value is not None and state in ("canonical", "greedy") else "")
+            text = STATE_TEXT[state] + (f" · {num(value)}" if value is not None and state in ("canonical", "greedy") else "")
             row.cells.append(Cell(state, text, _title(state, f"{s} reuse", why)))
         r = json.loads(arm.recipe_json or "{}")
         if not r.get("speculative"):
@@ -174,7 +168,7 @@ def build(data: ReportData) -> Coverage:
             state = _state(arm_modes.get((aid,)), any(k[0] == aid for k in by_probe_planned))
             draft = r.get("draft") or "native"
             acc = accept.get(aid)
-            text = f"{draft}" + (f" · accept {acc:.2f}" if acc is not None else "") + f" · {STATE_TEXT[state]}"
+            text = f"{draft}" + (f" · accept {num(acc)}" if acc is not None else "") + f" · {STATE_TEXT[state]}"
             row.cells.append(Cell(state, text, _title(state, "speculation", why)))
         for p in others:
             state = _state(probe_modes.get((aid, p)), (aid, p) in by_probe_planned)
@@ -183,7 +177,7 @@ def build(data: ReportData) -> Coverage:
                 unit = _HEADLINE[p][1]
                 vals = [v for (a, pr, _s), v in headline[p].items() if a == aid and pr == p]
                 if vals:
-                    text += f" · {max(vals):.3g} {unit}" if p != ProbeName.AGENT_LOAD.value else f" · {max(vals):.3g} {unit} max"
+                    text += f" · {num(max(vals))} {unit}" + (" max" if p == ProbeName.AGENT_LOAD.value else "")
             if p == load_curve.LOAD and state in ("canonical", "greedy") and aid in curves:
                 text += f" · {curves[aid]}"
             row.cells.append(Cell(state, text, _title(state, p, why)))

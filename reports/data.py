@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from sqlmodel import select
 
-from campaign.states import WARMUP_TRIAL, Mode
+from campaign.states import WARMUP_TRIAL, Mode, ProbeName
 from campaign.store import ArmRow, AttemptRow, Store, VerdictRow
 from campaign.summary import Summary, summarize
 
@@ -63,6 +63,16 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def ttft_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The per-turn TTFT rows of every agent-load run, selected once for all arm pages.
+    Here, with the other selections, so that the topic views above (`reports.agent_load`)
+    read it and nothing here reads them."""
+    if frame.empty:
+        return frame
+    mask = (frame["probe"] == ProbeName.AGENT_LOAD.value) & (frame["metric"] == "ttft_s") & (frame["trial"] >= 0)
+    return frame[mask]
+
+
 def page_names(ids: list[str]) -> dict[str, str]:
     """A file name per id that is safe on any file system: lowercase slug, with a suffix
     where two ids differ only in case or punctuation ("A" and "a" would share a file on
@@ -97,8 +107,6 @@ class ReportData:
     arm_by_id: dict[str, ArmRow] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from reports.agent_load import ttft_rows
-
         self.arm_by_id = {a.arm_id: a for a in self.arms}
         if self.agent_ttft is None:
             self.agent_ttft = ttft_rows(self.frame)

@@ -18,7 +18,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from campaign.summary import GateView
-from gates.compare import context_label
+from campaign.units import context_label, num
 from reports import charts, load_curve
 from reports.data import ReportData, canonical_first
 
@@ -50,18 +50,20 @@ def flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
             out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
         return out
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
-        return [(prefix, ", ".join(_fmt(v) for v in value))]
+        return [(prefix, ", ".join(_evidence_value(v) for v in value))]
     if isinstance(value, list):
         out = []
         for i, v in enumerate(value):
             out += flatten(v, f"{prefix}[{i}]")
         return out
-    return [(prefix, _fmt(value))]
+    return [(prefix, _evidence_value(value))]
 
 
-def _fmt(value: Any) -> str:
+def _evidence_value(value: Any) -> str:
+    """An evidence value: floats with one digit more than the tables (this is the record
+    a verdict came from), counts and words as stored."""
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return num(value, digits=4)
     return str(value)
 
 
@@ -111,7 +113,7 @@ def _cell_row(c: dict[str, Any]) -> dict[str, Any]:
     """One cell the gate read, formatted for the table."""
     rate = c.get("error_rate")
     kinds = ", ".join(f"{k} {v}" for k, v in (c.get("errors_by_kind") or {}).items())
-    errors = "not recorded" if rate is None else f"{rate:.2f} ({c.get('failed', 0)}/{c.get('requests', 0)})" + (f": {kinds}" if kinds else "")
+    errors = "not recorded" if rate is None else f"{num(rate)} ({c.get('failed', 0)}/{c.get('requests', 0)})" + (f": {kinds}" if kinds else "")
     cov = c.get("coverage")
     return {
         "check": c.get("check", ""), "arm": c.get("arm", ""), "role": c.get("role", ""), "metric": c.get("metric", ""),

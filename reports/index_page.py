@@ -10,6 +10,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from campaign.states import ProbeName
+from campaign.units import plain
 from reports import charts
 from reports.coverage import SCENARIOS
 from reports.data import ReportData, canonical_first
@@ -80,7 +81,7 @@ def decode_per_quant(data: ReportData) -> Markup:
     quants: dict[float, set[str]] = {}
     for arm in data.arms:
         quants.setdefault(arm.bits_per_weight, set()).add(arm.quant)
-    label = {bpw: f"{bpw:g} bpw ({'/'.join(sorted(q))})" for bpw, q in quants.items()}
+    label = {bpw: f"{plain(bpw)} bpw ({'/'.join(sorted(q))})" for bpw, q in quants.items()}
     best = _best(data.medians, data, lambda arm: label[arm.bits_per_weight])
     categories = [label[b] for b in sorted(quants) if any(c == label[b] for c, _, _ in best)]
     return charts.bar_chart(

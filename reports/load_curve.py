@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from arms.probes.load import curve_rows, sweep_result
 from campaign.states import SUMMARY_TRIAL, ProbeName
+from campaign.units import num
 from reports import charts
 
 LOAD = ProbeName.LOAD.value
@@ -85,10 +86,10 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
             summary = f"{len(points)} runs" if len(points) > 1 else _one_run(points[0])
             if knee is not None:
                 x, y, text = knee
-                marker = f"max goodput {y:.3g} req/s"
+                marker = f"max goodput {num(y)} req/s"
                 latency.append(charts.Curve(marker, [(x, 0.0), (x, top)], color=2, mode=mode, dashed=True))
                 goodput.append(charts.Curve(marker, [(x, 0.0), (x, y)], color=2, mode=mode, dashed=True))
-                summary += f"; max goodput {y:.3g} req/s at {text}"
+                summary += f"; max goodput {num(y)} req/s at {text}"
             title = f"load · {item}{f' · context {int(context)}' if int(context) else ''} · {mode}"
             if len(points) < 2:  # one point is not a curve: its numbers say more than a dot
                 none = charts.empty("Latency against offered rate", "one run, no curve")
@@ -104,9 +105,9 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
 
 
 def _one_run(r: dict[str, Any]) -> str:
-    latency = ", ".join(f"{name} {r[key]:.3g} s" for name, key, _, _ in LATENCY_SERIES if key in r)
-    return (f"1 run, {r['scenario']}: offered {r['offered_rps']:.3g} req/s, goodput {r['goodput_rps']:.3g} req/s "
-            f"({r.get('target_attainment', 0):.0%} met), throughput {r['request_throughput_rps']:.3g} req/s; {latency}")
+    latency = ", ".join(f"{name} {num(r[key])} s" for name, key, _, _ in LATENCY_SERIES if key in r)
+    return (f"1 run, {r['scenario']}: offered {num(r['offered_rps'])} req/s, goodput {num(r['goodput_rps'])} req/s "
+            f"({r.get('target_attainment', 0):.0%} met), throughput {num(r['request_throughput_rps'])} req/s; {latency}")
 
 
 def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
@@ -123,7 +124,7 @@ def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
         text = f"curve, {len(curve)} runs" if len(curve) > 1 else "1 run, no curve"
         best = [cell["max_goodput_rps"] for cell in sweep_result(records).values() if "max_goodput_rps" in cell]
         if best:
-            text += f" · max goodput {max(best):.3g} req/s"
+            text += f" · max goodput {num(max(best))} req/s"
         out[str(arm)] = text
     return out
 

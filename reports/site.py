@@ -18,6 +18,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader
 
 from campaign.store import Store
+from campaign.units import num
 from reports import arm_page, coverage, gate_page, index_page, raw
 from reports.data import ReportData, load
 
@@ -28,21 +29,6 @@ def _env() -> Environment:
     env = Environment(loader=PackageLoader("reports", "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = num
     return env
-
-
-def num(value: Any) -> str:
-    """Numbers as people read them in a table: 3 significant digits, thousands separated."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if v != v:  # NaN
-        return "—"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
-    return f"{v:.3g}"
 
 
 PAGE_PATTERNS = ("index.html", "gates/*.html", "arms/*.html", "arms/*.requests.jsonl")

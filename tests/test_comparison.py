@@ -93,7 +93,7 @@ def test_a_flaky_subject_cannot_pass() -> None:
     g = gate("relative_improvement", {"metric": "ttft_later_s", "probe": "agent-load", "min_gain": 0.5, "higher_is_better": False}, ["FLAKY"], ["SLOW"])
     result = evaluate(g, frame(fast, slow, errors("FLAKY", 9, {"http_503": 3}, **where), errors("SLOW", 9, {}, **where)))
     assert result.verdict == Verdict.FAIL
-    assert "FLAKY error rate 0.33 > 0.05 (http_503 3): cannot pass" in result.reason
+    assert "FLAKY error rate 0.333 > 0.05 (http_503 3): cannot pass" in result.reason
     flaky = next(c for c in result.evidence["cells"] if c["arm"] == "FLAKY")
     assert flaky["errors_by_kind"] == {"http_503": 3} and flaky["requests"] == 9
     # the same latencies without the failures pass
@@ -196,7 +196,7 @@ def test_majority_reports_the_interval_and_three_trials_cannot_decide() -> None:
     trials = lambda arm, outcomes: cell(arm, "tool_loop_pass", outcomes, probe="tool-loop", scenario="user:u1", context=0)  # noqa: E731
     result = evaluate(g, frame(trials("R", [1, 0, 1]), trials("S", [1, 1, 1])))
     assert result.verdict == Verdict.INCONCLUSIVE  # before: pass, "tool loop R 2/3, S 3/3"
-    assert result.reason.startswith("tool loop R 2/3 [0.09, 0.99], S 3/3 [0.29, 1.00]")
+    assert result.reason.startswith("tool loop R 2/3 [0.0943, 0.992], S 3/3 [0.292, 1.00]")
     assert "3 trials cannot tell R's rate from 50%" in result.reason
     assert "intervals overlap (R/S): these trials cannot tell the arms apart" in result.reason
     many = evaluate(gate("majority", {}, ["R"]), frame(trials("R", [1] * 18 + [0] * 2)))

@@ -17,10 +17,11 @@ from arms.client import make_http_client, stream_chat
 from arms.metrics import SEND_FIRST_ATTEMPT, ttft_s
 from arms.probes import agent_load, cache_ceiling, cache_probe, decode, tool_loop
 from arms.probes.base import MemorySink, ProbeTarget
-from arms.runtimes import registry
+from arms.runtimes import catalog as registry
 from arms.server import free_port
 from campaign.states import Verdict
 from campaign.store import Store
+from campaign.units import num
 from tests.simproc import simulator
 
 pytestmark = pytest.mark.integration
@@ -198,7 +199,7 @@ def test_a_fast_arm_that_fails_a_third_of_its_requests_does_not_pass(tmp_path: P
     assert faster.verdict == Verdict.FAIL, faster.reason
     flaky = next(c for c in faster.read("cells") if c["arm"] == "FLAKY")
     assert flaky["errors_by_kind"].get("http_503") and flaky["error_rate"] > 0.2
-    assert f"FLAKY error rate {flaky['error_rate']:.2f} > 0.05" in faster.reason and "cannot pass" in faster.reason
+    assert f"FLAKY error rate {num(flaky['error_rate'])} > 0.05" in faster.reason and "cannot pass" in faster.reason
     # its answered requests are fast: the latency alone would have passed
     comparison = faster.read("comparisons")[0]
     assert comparison["change_high"] < -0.5
@@ -207,4 +208,4 @@ def test_a_fast_arm_that_fails_a_third_of_its_requests_does_not_pass(tmp_path: P
     # the gate page lists the cells the verdict read, with the error rate
     write_site(store, "flaky", tmp_path / "site")
     page = (tmp_path / "site" / "gates" / "faster.html").read_text()
-    assert 'id="read-cells"' in page and f"{flaky['error_rate']:.2f} ({flaky['failed']}/{flaky['requests']}): http_503" in page
+    assert 'id="read-cells"' in page and f"{num(flaky['error_rate'])} ({flaky['failed']}/{flaky['requests']}): http_503" in page

@@ -6,12 +6,13 @@ import json
 
 import pytest
 
-from arms.client import parse_events
+from arms.events import parse_events
 from arms.metrics import (
     NS,
     RequestRecord,
     counter_deltas,
     decode_tps,
+    distribution,
     e2e_s,
     extract_cached_tokens,
     flag_reuse_source,
@@ -20,7 +21,6 @@ from arms.metrics import (
     percentile,
     prompt_tokens,
     reuse,
-    summarize,
     tpot_s,
     ttfr_s,
     ttft_s,
@@ -160,7 +160,7 @@ def test_malformed_event_makes_an_error_row_kept_out_of_statistics() -> None:
     assert not bad.ok and "malformed" in (bad.error or "")
     assert ttft_s(bad) is None
     assert ok_records([bad, good]) == [good]
-    assert summarize([ttft_s(r) for r in [bad, good]])["n"] == 1
+    assert distribution([ttft_s(r) for r in [bad, good]])["n"] == 1
 
 
 @pytest.mark.parametrize(
@@ -211,11 +211,11 @@ def test_counters_are_deltas_and_survive_a_restart() -> None:
 def test_percentile_and_summary() -> None:
     assert percentile([1, 2, 3, 4], 50) == pytest.approx(2.5)
     assert percentile([], 50) is None
-    s = summarize([1.0, None, 3.0])
+    s = distribution([1.0, None, 3.0])
     assert s["median"] == 2.0 and s["n"] == 2
 
 
 def test_a_p90_of_zero_stays_zero() -> None:
     # ten zeros and one 1.0: the 90th percentile is 0, not the max
-    s = summarize([0.0] * 10 + [1.0])
+    s = distribution([0.0] * 10 + [1.0])
     assert s["p90"] == 0.0 and s["max"] == 1.0

@@ -141,3 +141,21 @@ def test_a_recipe_set_reaches_the_servers_launch(tmp_path: Path, prefect_harness
     assert served_slots(first.server_cmdline) == 2
     assert served_slots(second.server_cmdline) == 3
     assert json.loads(second.overrides_json)["recipe.slots"] == 3
+
+
+def test_decode_trials_keep_their_file_key_and_never_take_another_probes_trials(tmp_path: Path) -> None:
+    """decode counts its timed requests in `trials` (code) under the file key `repeats`: an
+    item's `overrides = { repeats = 3, trials = 5 }` gives decode 3 and tool-loop 5, as it
+    always has, and the parameters survive the trip to the probe task (dumped, re-read)."""
+    from arms.probes import registry as probes
+    from campaign.states import ProbeName
+    from flows.overrides import probe_params
+
+    _, spec = _spec(tmp_path, "repeats = 3, trials = 5")
+    item = spec.queue[0].model_copy(update={"probes": [ProbeName.DECODE, ProbeName.TOOL_LOOP]})
+    decode = probe_params(spec, item, ProbeName.DECODE, 1024, dict(item.overrides))
+    tools = probe_params(spec, item, ProbeName.TOOL_LOOP, 1024, dict(item.overrides))
+    assert decode.trials == 3 and tools.trials == 5
+    params = probes.get(ProbeName.DECODE).params
+    assert params.model_validate_json(decode.model_dump_json()).trials == 3
+    assert probes.get(ProbeName.DECODE).keys["repeats"] == "trials" and "trials" not in probes.get(ProbeName.DECODE).keys

@@ -107,7 +107,7 @@ def test_best_of_majority_acceptance_ceiling() -> None:
 
     maj = gate("majority", {}, ["V"])
     two_of_three = rows(*[("V", "tool_loop_pass", v, "", 0, i, 0, "canonical", "tool-loop") for i, v in enumerate([1, 0, 1])])
-    assert evaluate(maj, two_of_three).reason == "tool loop V 2/3 [0.09, 0.99]; 3 trials cannot tell V's rate from 50%"
+    assert evaluate(maj, two_of_three).reason == "tool loop V 2/3 [0.0943, 0.992]; 3 trials cannot tell V's rate from 50%"
     nine_of_ten = rows(*[("V", "tool_loop_pass", int(i < 9), "", 0, i, 0, "canonical", "tool-loop") for i in range(10)])
     assert evaluate(maj, nine_of_ten).verdict == Verdict.PASS
     one_of_ten = rows(*[("V", "tool_loop_pass", int(i < 1), "", 0, i, 0, "canonical", "tool-loop") for i in range(10)])
@@ -136,7 +136,7 @@ def test_all_of_mtp_gate_and_validation() -> None:
     ])
     result = evaluate(g, frame)
     assert result.verdict == Verdict.PASS
-    assert "draft acceptance L 0.81" in result.reason and "tool loop L 9/10 [0.55, 1.00]" in result.reason
+    assert "draft acceptance L 0.81" in result.reason and "tool loop L 9/10 [0.555, 0.997]" in result.reason
     # three trials decide nothing, and the whole gate says so
     short = frame[~((frame["metric"] == "tool_loop_pass") & (frame["trial"] >= 3))]
     assert evaluate(g, short).verdict == Verdict.INCONCLUSIVE

@@ -9,7 +9,7 @@ Each scenario primes the server with a prompt, then probes it with a related one
 Reuse is what the server reports (cached / prompt tokens, with the field it came from);
 expected reuse is what the prompts were built to allow. Reuse is never inferred from TTFT.
 
-`repeats` runs every scenario that many times with fresh prompts (trial = repeat), so a
+`trials` (the file key `repeats`) runs every scenario that many times with fresh prompts, so a
 gate reading a scenario has n > 1 and an interval; each scenario's requests (primes
 included) give its error rate (`record_errors`).
 """
@@ -20,7 +20,7 @@ import json
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from arms.metrics import extract_cached_tokens, flag_reuse_source, prompt_tokens, record_payload, reuse, ttft_s
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
@@ -41,11 +41,14 @@ LOOKUP_TOOL = {
 
 
 class CacheProbeParams(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
     prompt_tokens: int = Field(default=1024, ge=16, description="size of each primed prompt, in the server's tokens (template included) where it has a tokenizer")
     max_tokens: int = Field(default=8, ge=1)
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL, Mode.GREEDY])
     scenarios: list[str] = Field(default_factory=lambda: list(SCENARIOS))
-    repeats: int = Field(default=1, ge=1, description="each scenario this many times, fresh prompts each (trial = repeat)")
+    # file key `repeats`, `trials` in code: not the queue item's interleaved attempts
+    trials: int = Field(default=1, ge=1, alias="repeats", description="each scenario this many times, fresh prompts each")
     context: int = 0
 
 
@@ -79,7 +82,7 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None
         for mode in params.modes:
             before = await read_counters(http, target)
             sent: dict[str, list[Any]] = {scenario: [] for scenario in params.scenarios}
-            for trial in range(params.repeats):
+            for trial in range(params.trials):
                 for scenario in params.scenarios:
                     salt = f"cache-{run_id}-{mode}-{scenario}" + (f"-r{trial}" if trial else "")
                     tools = [LOOKUP_TOOL] if scenario == "tool_turn" else None

@@ -1,8 +1,10 @@
 """decode: sustained decode rate with the context filled to a given size.
 
 The prompt fills the context (leaving room for the output), then `max_tokens` are
-generated; repeated `repeats` times with the same prompt, so that after the first
-repeat the prefill is reused and the wall clock goes to decode. The median and the
+generated; `trials` timed requests with the same prompt, so that after the first the
+prefill is reused and the wall clock goes to decode. (A campaign file spells `trials` as
+`repeats`, its key from before the name was taken by the queue item's interleaved
+attempts; `DecodeParams` reads both.) The median and the
 spread are stored beside every trial.
 
 Every trial should generate exactly `max_tokens`, or rates at different lengths would be
@@ -19,9 +21,9 @@ import uuid
 
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arms.metrics import SOURCE_SERVER, RequestRecord, completion_tokens, decode_tps, e2e_s, record_payload, summarize, tpot_s, ttft_s
+from arms.metrics import SOURCE_SERVER, RequestRecord, completion_tokens, decode_tps, distribution, e2e_s, record_payload, tpot_s, ttft_s
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import sized_conversation
@@ -31,9 +33,13 @@ WARMUP_SCENARIO = "decode:warmup"
 
 
 class DecodeParams(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
     contexts: list[int] = Field(min_length=1)
     max_tokens: int = Field(default=64, ge=2)
-    repeats: int = Field(default=3, ge=1)
+    # file key `repeats` (campaign files keep it); `trials` in code, as it counts timed
+    # requests in one probe run, not the item's interleaved attempts (its `repeats`)
+    trials: int = Field(default=3, ge=1, alias="repeats", description="timed requests per context and mode")
     fill: float = Field(default=0.8, gt=0, le=1, description="share of the context the prompt fills")
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
     warmup: int = Field(default=1, ge=0, description="untimed trials before the timed ones, stored but never read by medians or gates")
@@ -68,15 +74,15 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                     await _trial(http, target, sink, params, messages, mode, context, WARMUP_SCENARIO, WARMUP_TRIAL - i, None)
                 before = await read_counters(http, target)
                 timed: list[RequestRecord] = []
-                for trial in range(params.repeats):
+                for trial in range(params.trials):
                     rates.append(await _trial(http, target, sink, params, messages, mode, context, "decode", trial, per_request, timed))
                 record_errors(sink, timed, mode=mode, scenario="decode", context=context)
-                # draft/accepted tokens and the rest, as deltas over this context's repeats
+                # draft/accepted tokens and the rest, as deltas over this context's trials
                 deltas = await record_counter_deltas(http, target, sink, before, mode=mode, scenario="decode", context=context)
                 for name, value in per_request.items():  # runtimes that report drafting per response only
                     if name not in deltas:
                         sink.measurement(metric=name, value=value, unit="tokens", mode=mode, scenario="decode", context=context, source="per-request sum")
-                stats = summarize(rates)
+                stats = distribution(rates)
                 if stats:
                     sink.measurement(metric="decode_tps_median", value=stats["median"], unit="tok/s", mode=mode, scenario="decode", context=context, trial=-1)
                     sink.measurement(metric="decode_tps_spread", value=stats["max"] - stats["min"], unit="tok/s", mode=mode, scenario="decode", context=context, trial=-1)

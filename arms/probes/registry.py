@@ -19,6 +19,13 @@ class ProbeSpec:
     params: type[BaseModel]
     per_context: bool
 
+    @property
+    def keys(self) -> dict[str, str]:
+        """Campaign-file keys of the params -> field names. A key differs from its field
+        where a field was renamed in code and the file kept its key (decode's `repeats`
+        are its `trials`), so files stay valid and overrides keep their meaning."""
+        return {(info.alias or name): name for name, info in self.params.model_fields.items()}
+
 
 PROBES: Registry[ProbeSpec] = Registry("probe", missing="probe {name!r} is not available yet; available: {known}")
 
