@@ -4,10 +4,12 @@ and everything every probe measured on it."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from campaign.store import ArmRow, Store
+from campaign.summary import attempt_links
 from reports import agent_load, load_curve
 from reports.data import ReportData, canonical_first
 from reports.raw import Answer, RawFiles
@@ -45,9 +47,13 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
     titles = data.item_titles()
     attempts = []
     identity = None
+    # where each attempt ran and its flow run's page (none for a temporary server's runs)
+    links = {link.attempt_id: link for link in attempt_links(store, arm.campaign_id, ui_url=os.environ.get("PREFECT_UI_URL"))}
     for a in data.attempts_of([aid]):
         ident = json.loads(a.identity_json or "{}")
+        link = links.get(a.id or 0)
         attempts.append({
+            "host": a.host, "flow_run_url": link.url if link else None, "flow_run_id": a.flow_run_id,
             "number": a.number, "repeat": getattr(a, "repeat", 0), "item": titles.get(a.item_key, a.item_key), "state": a.state,
             "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model,
             "fingerprint": a.fingerprint, "rss": _bytes(a.rss_bytes), "rss_bytes": a.rss_bytes,

@@ -286,6 +286,17 @@ def test_attempt_links_name_the_host_and_link_only_runs_on_a_lasting_server(tmp_
     [newest] = attempt_links(store, cid, ui_url="https://prefect.lab", newest_only=True)
     assert newest.url == "https://prefect.lab/runs/flow-run/run-new"
 
+    # the arm's page says the same: its host, and a link only for the lasting server's run
+    from reports.site import write_site
+
+    os.environ.pop("PREFECT_UI_URL", None)
+    out = write_site(store, "links", tmp_path / "site")
+    page = (out.parent / "arms" / "a.html").read_text(encoding="utf-8")
+    table = page[page.index('<table id="attempts">'):]
+    table = table[: table.index("</table>")]
+    assert 'href="http://srv:4200/runs/flow-run/run-new"' in table and "run-old" not in table
+    assert "<td>h9</td>" in table
+
 
 def test_status_lists_each_arms_flow_run_within_80_columns(tmp_path: Path) -> None:
     """At 80 columns a URL goes on a line of its own, never cut, after the line naming
