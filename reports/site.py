@@ -12,6 +12,7 @@ removed (`PAGE_PATTERNS`); anything else in the folder is left alone.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,24 @@ from reports import arm_page, coverage, gate_page, index_page, raw
 from reports.data import ReportData, load
 
 
+def when(value: Any) -> str:
+    """A stored time as a person reads it: to the second, in UTC, said so. The store keeps
+    UTC (naive on SQLite, aware on Postgres); microseconds say nothing on a page."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC)
+        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return str(value)
+
+
 def _env() -> Environment:
     # autoescape for every template, whatever its extension: nothing from the store or a
     # model's output reaches a page unescaped. Charts arrive as Markup from reports.charts.
     env = Environment(loader=PackageLoader("reports", "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = num
+    env.filters["when"] = when
     return env
 
 
