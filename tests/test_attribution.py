@@ -4,6 +4,11 @@
 The 4-slot recipe (B) wins against the 2-slot one (A) with 0 cache hits. Before, that
 alone credited the slots and failed the cache, by elimination -- though A and B also
 differ in prefill chunks. Now B-nocache (B, cache off) and B-2slots (B, two slots) decide.
+
+The agent-load probe's single-stream baseline (one conversation alone, after the load) is
+switched off here: no gate reads it (they read the load's later-turn TTFT and the load's
+cache counters), and it ran after the load, so it moved none of their numbers; it was
+about a third of the test's time.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ def test_slots_vs_cache_by_ablation(tmp_path: Path, examples: Path, prefect_harn
     text = (examples / "slots-vs-cache.toml").read_text()
     head, _, tail = text.rpartition("\n[[queue]]\n")
     assert 'id = "cache-probe"' in tail  # the last item is the cache-probe, which no gate reads
+    shape = "overrides = { conversations = 3, turns = 10,"
+    assert head.count(shape) == 2, "the load items changed: update this test"
     path = tmp_path / "svc.toml"
-    path.write_text(head + "\n")
+    path.write_text(head.replace(shape, "overrides = { baseline = false, conversations = 3, turns = 10,") + "\n")
     store = Store(f"sqlite:///{tmp_path / 'svc.db'}")
     campaign_flow(str(path), store.url, str(tmp_path / "w"))
     gates = {g.id: g for g in summarize(store, "slots-vs-cache").gates}
@@ -49,3 +56,4 @@ def test_slots_vs_cache_by_ablation(tmp_path: Path, examples: Path, prefect_harn
     assert "cache 0 hits in" in counters.reason and "(requests) on B" in counters.reason
     frame = store.measurements_frame(summarize(store, "slots-vs-cache").campaign_id)
     assert set(frame.loc[frame["metric"].isin(["cache_hits", "cache_lookups"]), "unit"]) == {"requests"}
+    assert not frame["metric"].str.startswith("baseline_").any()  # what the gates read was measured without it

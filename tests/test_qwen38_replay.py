@@ -6,12 +6,21 @@ and `inconclusive` where they cannot (tool loops of 3 trials), and that status r
 the seed's dashboard (blocked ANE, the confirmatory cap item, a pending item behind a
 block). The simulator profiles were calibrated to reproduce seed 004's verdicts;
 `test_seed_robustness.py` runs them over other seeds.
-About ten minutes on two busy cores: the decode probes run at the seed's decode rates, and
+About six minutes on two busy cores: the decode probes run at the seed's decode rates, and
 each cell a gate reads is measured at least three times.
+
+The items no time is read from (`UNTIMED`) run here with the simulator's clock ten times
+faster (`sim.time_scale`): the smoke item is greedy only, which no gate reads (the engine
+strips greedy rows), and of the cache items from 65K up what is read is reuse -- the
+server's cached-token counts, which no clock moves (ceiling-cache, and the confirmatory
+item's `reuse 0.00 -> 1.00` against `cache-128k`, both sides at the same scale). Every
+item whose times a gate reads (decode rates, cold TTFT, e2e) runs at wall-clock speed, as
+written. That halved the test (about 12 minutes before, on the same busy cores).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +35,7 @@ EXPECTED = {
     "gate-6": {Verdict.FAIL},  # SpecPrefill: cold TTFT down, warm cache zeroed
     "gate-7": {Verdict.BLOCKED},  # ANE compiler missing from the build
     # DSpark / DFlash2 deliver decode and total time, but the seed's "tool loop 2/3" is 3
-    # trials: [0.09, 0.99] cannot tell a majority from chance, so the gate cannot pass
+    # trials: [0.0943, 0.992] cannot tell a majority from chance, so the gate cannot pass
     "gate-8": {Verdict.INCONCLUSIVE},
     "gate-9": {Verdict.PASS},  # T promoted, U a control
     "gate-10": {Verdict.INCONCLUSIVE},  # MTPLX best decode at 32K; its tool loop is 3 trials
@@ -41,13 +50,35 @@ EXPECTED = {
 }
 
 
+# items whose rows no gate or assertion reads a time from; their simulated waits shrink tenfold
+UNTIMED = ("smoke", "cache-65k", "cache-128k", "native-262k-cache", "confirm-cap")
+
+
+def untimed_items_faster(text: str) -> str:
+    """qwen38.toml with `"sim.time_scale" = 10` added to the overrides of UNTIMED."""
+    head, *items = text.split("\n[[queue]]\n")
+    done = []
+    for i, item in enumerate(items):
+        key = re.search(r'^id = "([^"]+)"', item, re.MULTILINE)
+        if key and key.group(1) in UNTIMED:
+            assert item.count("\noverrides = { ") == 1 and "time_scale" not in item, item
+            # what makes its times unread: greedy rows only, or cache-probe rows (read for reuse)
+            assert 'modes = ["greedy"]' in item if key.group(1) == "smoke" else 'probes = ["cache-probe"]' in item, item
+            items[i] = item.replace("\noverrides = { ", '\noverrides = { "sim.time_scale" = 10.0, ')
+            done.append(key.group(1))
+    assert sorted(done) == sorted(UNTIMED), "an item of the replay was renamed: update UNTIMED"
+    return "\n[[queue]]\n".join([head, *items])
+
+
 def test_seed_004_verdicts_come_from_measurements(tmp_path: Path, examples: Path, prefect_harness: None) -> None:
     from cli.status_view import render_status
     from campaign.summary import summarize
     from flows.campaign_flow import campaign_flow
 
+    path = tmp_path / "qwen38.toml"
+    path.write_text(untimed_items_faster((examples / "qwen38.toml").read_text()))
     store = Store(f"sqlite:///{tmp_path / 'q.db'}")
-    campaign_flow(str(examples / "qwen38.toml"), store.url, str(tmp_path / "work"))
+    campaign_flow(str(path), store.url, str(tmp_path / "work"))
     summary = summarize(store, "qwen38")
     verdicts = {g.id: g.verdict for g in summary.gates}
     reasons = {g.id: g.reason for g in summary.gates}

@@ -13,12 +13,18 @@ draw), the intervals must make the verdict `inconclusive` instead.
 How seeds reach the simulator: each arm's seed is derived from the campaign name and the
 arm id (`flows/arm_flow.py`, `_launch_context`), so renaming the campaign reseeds every
 arm, and nothing else changes.
+
+The three seeds are three campaigns, run side by side (their probes mostly wait on the
+simulated clock): each one's runtimes sit on a device of its own, so within a seed the
+arms still run one at a time, in the same order, and each seed has its own store.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -33,8 +39,10 @@ KEEP = ("oq8e", "dflash-w-x", "mtplx-v", "mtplx-quality", "mtp", "dspark")
 GATES = ("gate-8", "gate-9", "gate-10", "gate-11", "mtp-gate", "mtplx-quality")
 
 
-def sized_down(text: str, name: str) -> str:
-    """qwen38.toml with only the items that feed the gates above, decode at 32K only."""
+def sized_down(text: str, name: str, device: str = "local") -> str:
+    """qwen38.toml with only the items that feed the gates above, decode at 32K only, its
+    runtimes on `device` (the Prefect concurrency limit that serialises arms is per device,
+    across campaigns)."""
     head, *items = text.split("\n[[queue]]\n")
     kept = []
     for item in items:
@@ -46,6 +54,9 @@ def sized_down(text: str, name: str) -> str:
             kept.append(item)
     assert len(kept) == len(KEEP), "an item of the replay was renamed: update KEEP"
     head = head.replace('name = "qwen38"', f'name = "{name}"', 1)
+    runtimes = head.count('adapter = "simulator"\n')
+    assert runtimes and "\ndevice = " not in head, "the replay's runtimes changed: update sized_down"
+    head = head.replace('adapter = "simulator"\n', f'adapter = "simulator"\ndevice = "{device}"\n')
     return "\n[[queue]]\n".join([head, *kept])
 
 
@@ -54,15 +65,25 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
     from flows.campaign_flow import campaign_flow
 
     text = (examples / "qwen38.toml").read_text()
-    store = Store(f"sqlite:///{tmp_path / 'seeds.db'}")
     table: dict[str, dict[str, str]] = {gate: {} for gate in GATES}
     reasons: dict[str, dict[str, str]] = {gate: {} for gate in GATES}
     acceptance: dict[str, float] = {}
-    for seed in SEEDS:
+
+    stores = {seed: Store(f"sqlite:///{tmp_path / f'seeds-{seed}.db'}") for seed in SEEDS}  # no writer waits on another seed's
+
+    def run(seed: str) -> None:
         name = f"qwen38-{seed}"
         path = tmp_path / f"{name}.toml"
-        path.write_text(sized_down(text, name))
-        campaign_flow(str(path), store.url, str(tmp_path / "work"))
+        path.write_text(sized_down(text, name, device=f"sim-{seed}"))
+        campaign_flow(str(path), stores[seed].url, str(tmp_path / "work"))
+
+    # each in a copy of this thread's context, which holds the test's Prefect settings
+    with ThreadPoolExecutor(max_workers=len(SEEDS), thread_name_prefix="seed") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, run, seed) for seed in SEEDS]
+        for future in futures:
+            future.result()  # a campaign's failure fails the test
+    for seed in SEEDS:
+        name, store = f"qwen38-{seed}", stores[seed]
         summary = summarize(store, name)
         for g in summary.gates:
             if g.id in table:
