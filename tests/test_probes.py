@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 import pytest
 from aiohttp import web
@@ -14,7 +15,7 @@ from aiohttp import web
 from arms.probes import agent_load, cache_ceiling, cache_probe, decode, tool_loop
 from arms.probes.base import MemorySink, ProbeTarget
 from arms.probes.failures import NOT_RUN, READ_TIMEOUT, error_kind
-from arms.probes.prompts import VIA_MESSAGES
+from arms.probes.prompts import VIA_MESSAGES, WORD_ESTIMATE, sizing_tolerance
 from arms.runtimes import catalog as registry
 from arms.simulator.app import make_app
 from arms.simulator.profile import SimProfile
@@ -102,6 +103,68 @@ def test_agent_load_slots_vs_cache(tmp_path: Path) -> None:
     assert baseline and max(s["value"] for s in baseline) == 0
     assert two.values("queue_depth_max", scenario="baseline") == [0]
     assert two.values("queue_sample_gaps", scenario="load") == [0] and two.values("queue_samples", scenario="baseline")[0] >= 1
+
+
+def test_agent_load_sizes_its_prompts_in_the_servers_tokens(tmp_path: Path) -> None:
+    """The sizes asked for are the server's own count (its usage.prompt_tokens, template
+    included), say how they were counted, and cost about one count per piece, all taken
+    before the first timed request."""
+    params = agent_load.AgentLoadParams(conversations=2, turns=3, system_tokens=150, task_tokens=300, turn_tokens=120, max_tokens=8)
+    first, tol = params.system_tokens + params.task_tokens, sizing_tolerance
+    with simulator(tmp_path, slots=2, **FAST) as url:
+        sink = MemorySink()
+        asyncio.run(agent_load.run(target(url), sink, params))
+
+        async def plan_and_counts() -> tuple[Any, int, int]:
+            posts = []
+
+            async def hook(request: Any) -> None:
+                posts.append(request.url.path)
+
+            async with httpx.AsyncClient(base_url=url, event_hooks={"request": [hook]}) as http:
+                plan = await agent_load._plan(http, params, "sized", params.conversations)
+                async def count(messages: list[dict[str, Any]]) -> int:
+                    return len((await http.post("/tokenize", json={"messages": messages})).json()["tokens"])
+                anchor = list(agent_load._ANCHOR)
+                system = [{"role": "system", "content": plan.system}, *anchor]
+                return plan, len(posts), await count(system) - await count(anchor)
+
+        plan, posts, system_tokens = asyncio.run(plan_and_counts())
+    served = {(r["scenario"].split("-t")[0], r["label"]["turn"]): r["usage"] for r in sink.requests if "turn" in (r.get("label") or {})}
+    assert len(served) == 3 * 3
+    for scenario in ("c0", "c1", "baseline"):
+        # turn 1: system + task, as the server counts its prompt
+        assert first - tol(first) <= served[(scenario, 0)]["prompt_tokens"] <= first, served
+        for turn in (1, 2):
+            # a later turn grows by the model's reply and turn_tokens
+            now, before = served[(scenario, turn)], served[(scenario, turn - 1)]
+            grown = now["prompt_tokens"] - before["prompt_tokens"] - before["completion_tokens"]
+            assert params.turn_tokens - tol(params.turn_tokens) <= grown <= params.turn_tokens, served
+    assert params.system_tokens - tol(params.system_tokens) <= system_tokens <= params.system_tokens
+    targets = {(m["metric"], m["scenario"]): (m["value"], m["source"]) for m in sink.measurements if m["metric"].endswith("_tokens_target")}
+    assert targets == {
+        (f"{kind}_tokens_target", phase): (value, VIA_MESSAGES)
+        for kind, value in (("system", 150), ("task", 300), ("turn", 120))
+        for phase in ("load", "baseline")
+    }
+    # one count per piece (1 system, 2 tasks, 2 x 2 tool outputs), a few more to find each
+    # kind's word count, one for the anchor; never one per request
+    pieces = 1 + params.conversations * params.turns
+    assert pieces <= posts <= pieces + 6, posts
+
+
+def test_agent_load_without_a_server_tokenizer_keeps_its_word_counts() -> None:
+    """No way to count: the word counts of old, labelled an estimate, not passed off as tokens."""
+    params = agent_load.AgentLoadParams(conversations=2, turns=3, system_tokens=150, task_tokens=300, turn_tokens=120)
+
+    async def plan() -> Any:
+        transport = httpx.MockTransport(lambda request: httpx.Response(404))
+        async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+            return await agent_load._plan(http, params, "s", params.conversations)
+
+    got = asyncio.run(plan())
+    assert (len(got.system.split()), got.tasks, got.tools) == (150, (300, 300), ((120, 120), (120, 120)))
+    assert set(got.sources.values()) == {WORD_ESTIMATE}
 
 
 def test_cache_ceiling_finds_where_reuse_dies(tmp_path: Path) -> None:

@@ -7,6 +7,14 @@ sampled every 0.5 s (through the single-stream baseline too, so its samples show
 queue really was empty), and cache counters are taken as deltas over the load -- so the
 stored numbers can say *which* mechanism (slot affinity or the prefix cache) kept TTFT
 flat. A single-stream run of the same shape is measured beside it.
+
+Sizes are the server's tokens, chat template included, as in the other probes: the turn-1
+prompt (system + task) counts `system_tokens + task_tokens`, the system message adds
+`system_tokens` of them, and each later turn adds `turn_tokens` besides the model's reply
+(the reply's closing, the tool-output message, its template). Every piece is sized before
+the timed requests (`_plan`), once, and only its word count is kept; the rows
+`system_tokens_target`, `task_tokens_target` and `turn_tokens_target` say how they were
+counted. A server without a tokenizer gets the word counts of old, labelled an estimate.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import statistics
 import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -30,16 +40,16 @@ from arms.metrics import (
 )
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
-from arms.probes.prompts import words
+from arms.probes.prompts import WORD_ESTIMATE, SizedWords, sized_words, tokenizer_for, words
 from campaign.states import Mode
 
 
 class AgentLoadParams(BaseModel):
     conversations: int = Field(default=3, ge=1, le=1024)
     turns: int = Field(default=10, ge=1, le=200)
-    system_tokens: int = Field(default=2000, ge=0, description="shared system prompt (seed 000: ~2K)")
-    task_tokens: int = Field(default=4000, ge=1, description="unique task per conversation (seed 000: ~4K)")
-    turn_tokens: int = Field(default=1600, ge=0, description="tool output appended each later turn (~1.6K)")
+    system_tokens: int = Field(default=2000, ge=0, description="shared system prompt, in the server's tokens, template included (seed 000: ~2K)")
+    task_tokens: int = Field(default=4000, ge=1, description="unique task per conversation, in the server's tokens (seed 000: ~4K)")
+    turn_tokens: int = Field(default=1600, ge=0, description="tool output appended each later turn, in the server's tokens (~1.6K)")
     max_tokens: int = Field(default=200, ge=1, description="output tokens per turn (seed 000: up to 200)")
     baseline: bool = Field(default=True, description="also run one conversation alone, same shape")
     turn_timeout_s: float = Field(default=900.0, gt=0, description="a turn slower than this is a timeout (seed 000: 15 min)")
@@ -55,20 +65,130 @@ def baseline_scenario(turn: int) -> str:
     return f"baseline-t{turn}"
 
 
+TASK_LEAD = "Task: "
+TOOL_LEAD = "Tool output: "
+# The short conversation a piece is counted against: a piece's count is what it adds to a
+# prompt, and a short stand-in keeps counting cheap (a chat template's messages are
+# delimited by its own tokens, so what a message adds does not depend on what precedes it).
+_ANCHOR: tuple[dict[str, Any], ...] = ({"role": "user", "content": TASK_LEAD.strip()},)
+PIECES = ("system", "task", "turn")
+
+
+def _system_text(salt: str, n: int) -> str:
+    return words(n, f"{salt}/system")
+
+
+def _task_text(salt: str, index: int, n: int) -> str:
+    return TASK_LEAD + words(n, f"{salt}/task{index}")
+
+
+def _tool_text(salt: str, index: int, turn: int, n: int) -> str:
+    return TOOL_LEAD + words(n, f"{salt}/tool{index}/{turn}")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The word counts of one phase's pieces, sized before its timed requests.
+
+    Why word counts: the text is rebuilt from its salt when sent (`words` is seeded), so
+    the plan of a long run stays small, and no count is taken while requests are timed.
+    The shared system prompt is kept as text, built once for every conversation.
+    `tools[c][t]` is the tool output appended after turn t of conversation c; `sources`
+    says how each kind of piece was counted."""
+
+    salt: str
+    system: str
+    tasks: tuple[int, ...]
+    tools: tuple[tuple[int, ...], ...]
+    sources: Mapping[str, str]
+
+
+def _word_plan(params: AgentLoadParams, salt: str, conversations: int) -> _Plan:
+    """The word counts of old (one word taken for one token): a server without a tokenizer."""
+    later = max(0, params.turns - 1)
+    return _Plan(
+        salt, _system_text(salt, params.system_tokens), (params.task_tokens,) * conversations,
+        ((params.turn_tokens,) * later,) * conversations, dict.fromkeys(PIECES, WORD_ESTIMATE),
+    )
+
+
+async def _plan(http: httpx.AsyncClient, params: AgentLoadParams, salt: str, conversations: int) -> _Plan:
+    """Every piece of a phase sized in the server's tokens (`sized_words`), each once.
+
+    The system message is sized by what it adds to the anchor; each task so that the
+    turn-1 prompt counts system_tokens + task_tokens (the task takes the template's
+    constant share, as a sized prompt does); each tool output by what it adds to the
+    anchor after an empty reply, so a turn grows by the reply plus turn_tokens. All counts
+    go one way (the anchor's), as a difference of counts taken two ways means nothing.
+    Conversation 0 is sized first and its word counts start the others' searches, which
+    then mostly take one request a piece."""
+    anchor = list(_ANCHOR)
+    reference = await tokenizer_for(http).tokens(anchor, keep=False)
+    if reference is None:
+        return _word_plan(params, salt, conversations)
+    base, way = len(reference[0]), reference[1]
+    found: dict[str, list[SizedWords]] = {kind: [] for kind in PIECES}
+    fallback = {"system": params.system_tokens, "task": params.task_tokens, "turn": params.turn_tokens}
+
+    async def size(kind: str, target: int, build: Callable[[int], list[dict[str, Any]]], above: int, start: int | None) -> int:
+        if target <= 0:  # an empty piece, as before: nothing to size
+            return 0
+        sized = await sized_words(http, target, build, base=above, start=start, way=way, keep=False)
+        found[kind].append(sized)
+        return fallback[kind] if sized.source == WORD_ESTIMATE else sized.words
+
+    system = await size(
+        "system", params.system_tokens, lambda n: [{"role": "system", "content": _system_text(salt, n)}, *anchor], base, None
+    )
+    system_message = {"role": "system", "content": _system_text(salt, system)}  # one text, shared
+    turn_one = params.system_tokens + params.task_tokens
+
+    async def one(c: int, hints: tuple[int | None, int | None]) -> tuple[int, tuple[int, ...]]:
+        task = await size(
+            "task", turn_one, lambda n: [system_message, {"role": "user", "content": _task_text(salt, c, n)}], 0, hints[0]
+        )
+        tools: list[int] = []
+        for t in range(params.turns - 1):
+            tools.append(await size(
+                "turn", params.turn_tokens,
+                lambda n, t=t: [*anchor, {"role": "assistant", "content": ""}, {"role": "user", "content": _tool_text(salt, c, t, n)}],
+                base, tools[-1] if tools else hints[1],
+            ))
+        return task, tuple(tools)
+
+    first = await one(0, (params.task_tokens, None))
+    hints = (first[0], first[1][-1] if first[1] else None)
+    rest = await asyncio.gather(*(one(c, hints) for c in range(1, conversations)))
+    sized = [first, *rest]
+    sources = {kind: " + ".join(sorted({f.source for f in found[kind]})) or WORD_ESTIMATE for kind in PIECES}
+    return _Plan(salt, system_message["content"], tuple(t for t, _ in sized), tuple(tools for _, tools in sized), sources)
+
+
+def _record_plan(sink: Sink, params: AgentLoadParams, plan: _Plan, mode: Mode, phase: str) -> None:
+    """The sizes asked for and how they were counted, as decode's `prompt_tokens_target`."""
+    asked = {"system": params.system_tokens, "task": params.task_tokens, "turn": params.turn_tokens}
+    for kind in PIECES:
+        if kind == "turn" and params.turns < 2:
+            continue  # no later turn: no tool output is ever sent
+        sink.measurement(
+            metric=f"{kind}_tokens_target", value=asked[kind], unit="tokens", mode=mode, scenario=phase,
+            context=params.context, trial=-1, source=plan.sources[kind],
+        )
+
+
 async def _conversation(
     http: httpx.AsyncClient,
     target: ProbeTarget,
     params: AgentLoadParams,
     mode: Mode,
-    system: str,
-    salt: str,
+    plan: _Plan,
     index: int,
     sink: Sink,
     scenario_of: Any,
 ) -> list[RequestRecord]:
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": "Task: " + words(params.task_tokens, f"{salt}/task{index}")},
+        {"role": "system", "content": plan.system},
+        {"role": "user", "content": _task_text(plan.salt, index, plan.tasks[index])},
     ]
     records = []
     for turn in range(params.turns):
@@ -86,10 +206,10 @@ async def _conversation(
             # turn re-sends this history. Ending it here would drop the later turns of the
             # arm that fails most, and flatter its latencies; the failure stays counted.
             continue
+        if turn == params.turns - 1:
+            break  # the last turn's tool output would never be sent
         messages.append({"role": "assistant", "content": record.text.strip() or "ok"})
-        messages.append(
-            {"role": "user", "content": "Tool output: " + words(params.turn_tokens, f"{salt}/tool{index}/{turn}")}
-        )
+        messages.append({"role": "user", "content": _tool_text(plan.salt, index, turn, plan.tools[index][turn])})
     return records
 
 
@@ -157,24 +277,27 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
     async with target.client(params.conversations + 2) as http:
         for mode in params.modes:
             salt = f"agent-{run_id}-{mode}"
-            system = words(params.system_tokens, f"{salt}/system")
+            # every piece of both phases is counted here, before any timed request
+            plan = await _plan(http, params, salt, params.conversations)
+            base_plan = await _plan(http, params, f"{salt}-single", 1) if params.baseline else None
+            _record_plan(sink, params, plan, mode, "load")
+            if base_plan is not None:
+                _record_plan(sink, params, base_plan, mode, "baseline")
             before = await read_counters(http, target)
             async with QueueSampler(http, target, sink, phase="load") as sampler:
                 records = await asyncio.gather(
                     *(
-                        _conversation(http, target, params, mode, system, salt, c, sink, turn_scenario)
+                        _conversation(http, target, params, mode, plan, c, sink, turn_scenario)
                         for c in range(params.conversations)
                     )
                 )
             await record_counter_deltas(http, target, sink, before, mode=mode, scenario="load", context=params.context)
             sampler.record(mode=mode, scenario="load", context=params.context)
             _summaries(sink, list(records), params, mode, prefix="")
-            if params.baseline:
-                base_salt = f"{salt}-single"
-                base_system = words(params.system_tokens, f"{base_salt}/system")
+            if base_plan is not None:
                 before = await read_counters(http, target)
                 async with QueueSampler(http, target, sink, phase="baseline") as base_sampler:
-                    single = await _conversation(http, target, params, mode, base_system, base_salt, 0, sink, lambda _c, t: baseline_scenario(t))
+                    single = await _conversation(http, target, params, mode, base_plan, 0, sink, lambda _c, t: baseline_scenario(t))
                 await record_counter_deltas(http, target, sink, before, mode=mode, scenario="baseline", context=params.context)
                 base_sampler.record(mode=mode, scenario="baseline", context=params.context)
                 _summaries(sink, [single], params, mode, prefix="baseline_")

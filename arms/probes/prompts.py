@@ -101,17 +101,25 @@ class PromptTokenizer:
         self._cache: dict[tuple[str, str], list[str] | None] = {}
 
     async def tokens(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, way: str | None = None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        way: str | None = None,
+        keep: bool = True,
     ) -> tuple[list[str], str] | None:
-        """The prompt's tokens and the way they were counted; None when no way answers."""
+        """The prompt's tokens and the way they were counted; None when no way answers.
+        `keep=False` leaves the answer out of the cache: a caller that counts thousands of
+        distinct prompts once each (agent-load's pieces) would only fill memory with it."""
         for name in [way] if way else list(self.ways):
             if name not in self.ways:
                 continue
             key = (name, json.dumps([messages, tools], sort_keys=True))
-            if key not in self._cache:
-                self._cache[key] = await self.ways[name](messages, tools)
-            if self._cache[key] is not None:
-                return self._cache[key], name
+            answer = self._cache[key] if key in self._cache else await self.ways[name](messages, tools)
+            if keep:
+                self._cache[key] = answer
+            if answer is not None:
+                return answer, name
         return None
 
     async def _post(self, path: str, body: dict[str, Any], way: str) -> dict[str, Any] | None:
@@ -234,28 +242,64 @@ async def sized_conversation(
     """A system + user conversation whose rendered prompt is `target` tokens on this server.
 
     Why: "context 32K" must mean 32K of the server's tokens on every runtime, chat template
-    included. With a server tokenizer the word count is corrected until the count lands in
-    [target - tolerance, target] (proportional first, then secant steps: the template adds a
-    constant, each word about one token); without one, words stand for tokens one to one and
-    the source says it is an estimate. A quarter of the words go to the system message, at
-    most `system_cap`. Sizing requests go before any timed request of a probe.
+    included. The word count is found by `sized_words`; without a server tokenizer, words
+    stand for tokens one to one and the source says it is an estimate. A quarter of the
+    words go to the system message, at most `system_cap`. Sizing requests go before any
+    timed request of a probe.
     """
-    tokenizer = tokenizer_for(http)
 
     def build(n: int) -> list[dict[str, Any]]:
         system = min(system_cap, n // 4) if system_cap is not None else n // 4
         return conversation(system, n - system, salt)
 
-    n, counted = max(1, target), {}
-    best: SizedPrompt | None = None
+    found = await sized_words(http, target, build, tools=tools)
+    return SizedPrompt(build(found.words), found.tokens, found.source)
+
+
+@dataclass(frozen=True)
+class SizedWords:
+    """How many words a prompt piece needs: `words` words count `tokens` tokens, as counted
+    by `source` (WORD_ESTIMATE: no server count, one word taken for one token)."""
+
+    words: int
+    tokens: int
+    source: str
+
+
+async def sized_words(
+    http: httpx.AsyncClient,
+    target: int,
+    build: Callable[[int], list[dict[str, Any]]],
+    *,
+    base: int = 0,
+    start: int | None = None,
+    way: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    keep: bool = True,
+) -> SizedWords:
+    """The word count n for which the prompt `build(n)` counts `target` tokens above `base`
+    on this server (`base`: the tokens of the prompt without the piece being sized, so a
+    piece's own share of a prompt can be sized; 0 sizes the whole prompt).
+
+    Why one search for every sized prompt: each word is about one token and the template
+    adds a constant, so the count is corrected until it lands in [target - tolerance,
+    target] (proportional first, then secant steps), and the result is never above the
+    target (a prompt sized to fill a context must not overflow it). `start` is the first
+    word count tried (default: the target), so a caller sizing many pieces of one shape
+    starts each at the count the last one needed and mostly lands in one request. `way`
+    pins the way of counting (a difference of two counts means something only when both
+    were counted the same way). When no way answers, n = target, labelled WORD_ESTIMATE.
+    """
+    tokenizer = tokenizer_for(http)
+    n, counted = max(1, target if start is None else start), {}
+    best: SizedWords | None = None
     for _ in range(SIZING_TRIES):
-        messages = build(n)
-        answer = await tokenizer.tokens(messages, tools)
+        answer = await tokenizer.tokens(build(n), tools, way=way, keep=keep)
         if answer is None:
             break
-        count, source = len(answer[0]), answer[1]
+        count, source = len(answer[0]) - base, answer[1]
         counted[n] = count
-        candidate = SizedPrompt(messages, count, source)
+        candidate = SizedWords(n, count, source)
         if best is None or _closer_below(candidate.tokens, best.tokens, target):
             best = candidate
         if 0 <= target - count <= sizing_tolerance(target):
@@ -280,7 +324,7 @@ async def sized_conversation(
         n = following
     if best is not None:
         return best
-    return SizedPrompt(build(max(1, target)), max(1, target), WORD_ESTIMATE)
+    return SizedWords(max(1, target), max(1, target), WORD_ESTIMATE)
 
 
 def _closer_below(count: int, best: int, target: int) -> bool:
