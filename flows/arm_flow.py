@@ -148,9 +148,9 @@ def arm_flow(
         return {"arm_id": arm_id, "state": str(AttemptState.DONE), "message": "", "attempt_id": attempt.id, "repeat": repeat}
     if how == "resumed":
         store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {attempt.number}", item_key, arm_id)
-    with AttemptHeartbeat(store, attempt.id or 0):
+    with interrupt.stop_on_sigterm() as stop, AttemptHeartbeat(store, attempt.id or 0):  # a worker's cancelled run stops as on Ctrl-C
         result = _hold_and_run(spec, store, campaign_name, campaign_id, item, arm_id, attempt, overrides, workdir, repeat, device_limit)
-    return run_state(result)  # type: ignore[return-value]
+    return stop.end_state(result) or run_state(result)  # type: ignore[return-value]
 
 
 def run_state(result: dict[str, Any]) -> Any:

@@ -9,6 +9,10 @@ SIGTERM to the servers the arms launched; every layer then finishes its own book
 device slot is released) and raises `CampaignInterrupted` up to the command line, which
 prints one line and exits 130. The second SIGINT kills what is left and exits at once;
 `campaign resume` cleans up after that, as after a crash.
+
+An arm run by `campaign worker` is stopped the same way: Ctrl-C of `campaign run` cancels
+the arm's flow run, the worker's runner sends SIGTERM to the flow run's process, and
+`stop_on_sigterm` turns that SIGTERM into the same cooperative stop.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -26,7 +31,7 @@ T = TypeVar("T")
 EXIT_CODE = 130
 
 _requested = threading.Event()
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: the signal handlers call request() on the main thread, which may hold it
 _server_groups: set[int] = set()
 _loops: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
 _on_hard_exit: list[Callable[[], None]] = []
@@ -122,6 +127,64 @@ def run_cancellable(coro: Coroutine[Any, Any, T]) -> T:
         if _requested.is_set():  # the server went away under the probe: that is the stop
             raise CampaignInterrupted("interrupted") from None
         raise
+
+
+def _own_flow_run_process() -> bool:
+    """This process was started by a worker's runner to run the current flow run (the
+    runner names it in $PREFECT__FLOW_RUN_ID), as opposed to an arm run in-process by
+    `campaign run`, whose SIGTERM stays Prefect's."""
+    from prefect.runtime import flow_run
+
+    return bool(flow_run.id) and os.environ.get("PREFECT__FLOW_RUN_ID") == str(flow_run.id)
+
+
+class SigtermStop:
+    """What `stop_on_sigterm` saw: whether the runner's SIGTERM stopped the arm."""
+
+    def __init__(self) -> None:
+        self.signalled = False
+
+    def end_state(self, outcome: dict[str, Any]) -> Any:
+        """The flow run's end state after a SIGTERM stop: Cancelled, what the runner's
+        cancellation asked for and what the Prefect UI shows for a stopped run; None when
+        no SIGTERM came. The outcome itself is in the store, where `campaign run` reads it."""
+        if not self.signalled:
+            return None
+        from prefect.states import Cancelled
+
+        return Cancelled(message=f"stopped on this host: {outcome.get('message') or 'interrupted'}")
+
+
+@contextmanager
+def stop_on_sigterm() -> Iterator[SigtermStop]:
+    """In a worker's flow-run process: the runner's SIGTERM (the flow run was cancelled,
+    e.g. by Ctrl-C of `campaign run`) is a stop request, as the first Ctrl-C is locally.
+
+    Why not Prefect's own handling: it raises `TerminationSignal` wherever the main
+    thread is, past every `except Exception`, so the arm's server was stopped but its
+    attempt stayed `running` and its probe run ended `failed`. Here the arm stops at its
+    safe points and records the stop (probe run and attempt `interrupted`, server
+    stopped, device slot released), and the flow returns `SigtermStop.end_state`. A
+    second SIGTERM goes to Prefect's handler, as before. Elsewhere (an arm run
+    in-process by `campaign run`) this does nothing."""
+    stop = SigtermStop()
+    if not _own_flow_run_process() or threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handle(signum: int, frame: Any) -> None:
+        if stop.signalled and callable(previous):
+            previous(signum, frame)
+            return
+        stop.signalled = True
+        request()
+
+    signal.signal(signal.SIGTERM, handle)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class SigintHandler:

@@ -19,6 +19,13 @@ saying which worker to start, then cancels the flow run and ends the arm's attem
 `campaign resume` re-checks it once the worker runs -- and the campaign goes on. Later arms
 on the same host in the same run wait only `ABSENT_WAIT_S`, so one dead host does not
 cost the full wait per arm.
+
+Why Ctrl-C cancels the remote flow run and waits a little: the worker's runner then sends
+the run's process SIGTERM, which `interrupt.stop_on_sigterm` turns into the local Ctrl-C
+stop (server stopped, attempt `interrupted`, flow run Cancelled); `campaign run` waits up
+to STOP_WAIT_S for the attempt to say so, then exits 130 and `campaign resume` continues
+the attempt. An attempt stopped on its host without a Ctrl-C here (its worker was shut
+down) is sent again, as a crashed one is.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ DEFAULT_WAIT_S = 300.0
 ABSENT_WAIT_S = 30.0  # a host found without a worker in this run: its next arms wait this long
 POLL_S = 1.0
 MAX_DISPATCHES = 3  # a crashed arm is sent again at most this many times in all
+STOP_WAIT_S = 10.0  # after Ctrl-C: how long to wait for a worker to record its arm's stop
 
 
 class PlacementUnavailable(Exception):
@@ -149,6 +157,20 @@ def _attempt_of(store: Store, parameters: dict[str, Any], flow_run_id: str) -> A
     return None
 
 
+def _stopped_attempt(store: Store, parameters: dict[str, Any], flow_run_id: str, waiting: bool) -> AttemptRow | None:
+    """The attempt of a flow run this Ctrl-C cancelled, once its worker has recorded the
+    stop (the runner sends the run's process SIGTERM; `interrupt.stop_on_sigterm` stops
+    the arm and marks it interrupted), so that the line `campaign run` ends with is true
+    and a `campaign resume` right after finds the attempt free. Waits at most
+    STOP_WAIT_S: a worker that is gone leaves it to `resume`, which proves it dead."""
+    deadline = time.monotonic() + (STOP_WAIT_S if waiting else 0.0)
+    while True:
+        attempt = _attempt_of(store, parameters, flow_run_id)
+        if (attempt is not None and attempt.state != AttemptState.RUNNING) or time.monotonic() > deadline:
+            return attempt
+        time.sleep(POLL_S / 4)
+
+
 def run_on_host(store: Store, host: str, parameters: dict[str, Any], tags: list[str]) -> dict[str, Any]:
     """Run one arm on `host`'s worker and return its outcome as the store records it."""
     arm_id, repeat = parameters["arm_id"], parameters.get("repeat", 0)
@@ -197,7 +219,7 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
             if interrupt.requested():  # Cancelling: the worker stops the run (its server with it)
                 stop = Cancelled if kind in (StateType.SCHEDULED, StateType.PENDING) else Cancelling
                 client.set_flow_run_state(flow_run.id, stop(message="the campaign run was stopped"), force=True)
-                attempt = _attempt_of(store, parameters, run_id)
+                attempt = _stopped_attempt(store, parameters, run_id, waiting=stop is Cancelling)
                 return {"arm_id": arm_id, "state": str(AttemptState.INTERRUPTED), "message": f"stopped on host {host}",
                         "attempt_id": attempt.id if attempt else None, "repeat": repeat}
             if kind in (StateType.SCHEDULED, StateType.PENDING):
@@ -211,6 +233,8 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
             elif state is not None and state.is_final():
                 _absent_hosts.discard(host)
                 attempt = _attempt_of(store, parameters, run_id)
+                if attempt is not None and attempt.state == AttemptState.INTERRUPTED and not interrupt.requested():
+                    return None  # its worker was stopped (not this run): send it again, the next run continues it
                 if attempt is not None and attempt.state != AttemptState.RUNNING:
                     return _outcome(attempt, repeat)
                 if attempt is not None or kind == StateType.CRASHED:

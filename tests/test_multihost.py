@@ -376,3 +376,109 @@ def test_an_arm_on_a_host_without_a_worker_is_blocked_saying_which_worker_to_sta
     assert "CAMPAIGN_WORKER_WAIT_S" in item.reason
     [attempt] = store.attempts(camp.id)
     assert (attempt.state, attempt.host) == (AttemptState.BLOCKED, host) and said in attempt.error
+
+
+STOPPABLE = SLOW.replace('arms = ["A"]', 'arms = ["A", "B"]\ngate = "faster"') + """
+[[runtimes]]
+name = "sim1b"
+adapter = "simulator"
+host = "h1"
+[runtimes.options.profile]
+prefill_tps = 20000.0
+decode_tps = 400.0
+
+[[arms]]
+id = "B"
+model = "m"
+runtime = "sim1b"
+context = 4096
+
+[[gates]]
+id = "faster"
+predicate = "relative_improvement"
+params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10 }}
+subjects = ["B"]
+baseline = ["A"]
+"""
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_of_campaign_run_stops_the_arm_on_its_worker_and_resume_continues_it_once(
+    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
+) -> None:
+    """Ctrl-C while an arm measures on h1's worker: `campaign run` exits 130 with the
+    usual hint, the arm's flow run is cancelled, the worker stops its server, and its
+    attempt ends interrupted (not running, not done). `campaign resume` continues that
+    attempt once and gives the verdict an uninterrupted run gives."""
+    from campaign.processes import kill_orphan
+
+    db = postgres_cluster.create_database("stopped")
+    path = tmp_path / "c.toml"
+    path.write_text(STOPPABLE.format(name="stopped"))
+    store = Store(db)
+    worker, log = _worker(tmp_path, prefect_server, db, "h1")
+    env = _env(tmp_path, prefect_server, db, "run")
+    first = None
+    try:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+
+        def measuring():  # type: ignore[no-untyped-def]
+            camp = store.campaign("stopped")
+            atts = store.attempts(camp.id) if camp and camp.id else []
+            return atts[0] if atts and atts[0].server_pgid and store.probe_runs(atts[0].id or 0) else None
+
+        first = _wait_for("the arm to measure on h1", measuring, timeout=60)
+        stopped_at = time.monotonic()
+        os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in its terminal does
+        out, err = run.communicate(timeout=30)
+        took = time.monotonic() - stopped_at
+        assert run.returncode == 130, (out, err, log.read_text())
+        assert took < 15, f"campaign run took {took:.1f} s to stop"
+        assert "`campaign resume` carries on" in err and "Traceback" not in err, err
+
+        def flow_run_state() -> str:
+            return httpx.get(f"{prefect_server}/flow_runs/{first.flow_run_id}", timeout=10).json()["state_type"]
+
+        _wait_for("the arm's flow run to end", lambda: flow_run_state() not in ("RUNNING", "CANCELLING"), timeout=30)
+        assert flow_run_state() == "CANCELLED", (flow_run_state(), log.read_text())
+        _wait_for("the worker to stop the arm's server", lambda: not _group_alive(first.server_pgid), timeout=20)
+        [stopped] = store.attempts(first.campaign_id, "one", "A")
+        runs = [(r.probe, r.state, r.error) for r in store.probe_runs(first.id or 0)]
+        assert (stopped.state, stopped.error) == (AttemptState.INTERRUPTED, "interrupted by the user"), (runs, log.read_text())
+        assert [state for _p, state, _e in runs] == [ProbeRunState.INTERRUPTED], runs
+        assert worker.poll() is None, log.read_text()  # the worker goes on serving
+
+        resume = subprocess.run(
+            [sys.executable, "-m", "cli", "resume", str(path), "--workdir", str(tmp_path / "w")],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )
+        assert resume.returncode == 0, (resume.stdout, resume.stderr, log.read_text())
+    finally:
+        _stop(worker)
+        if run.poll() is None:
+            _stop(run)
+        if first is not None and first.server_pgid and _group_alive(first.server_pgid):
+            kill_orphan(first.server_pgid, first.server_cmdline)
+    camp = store.campaign("stopped")
+    assert camp is not None and camp.id is not None
+    attempts = store.attempts(camp.id)
+    a_one = [a for a in attempts if (a.item_key, a.arm_id) == ("one", "A")]
+    assert [(a.id, a.state) for a in a_one] == [(first.id, AttemptState.DONE)]  # the same attempt, continued
+    runs = [r.state for r in store.probe_runs(first.id or 0)]
+    assert runs.count(ProbeRunState.DONE) == 1 and ProbeRunState.RUNNING not in runs, runs
+    resumed = [e for e in store.events(camp.id) if e.kind == "attempt-resumed" and e.arm_id == "A" and e.item_key == "one"]
+    assert len(resumed) == 1, resumed
+    assert sorted((a.arm_id, a.state) for a in attempts) == [("A", AttemptState.DONE), ("B", AttemptState.DONE)]
+    assert {i.key: i.state for i in store.items(camp.id)} == {"one": "done"}
+    verdict = store.latest_verdicts(camp.id)["faster"]
+    assert verdict.verdict == "pass", verdict.reason  # B (400 tok/s) beats A (40), as without the stop
