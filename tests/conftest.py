@@ -98,6 +98,14 @@ def postgres_cluster():
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One lasting `prefect server start` for the session's host-placement tests."""
+    from tests.prefectparts import lasting_server
+
+    yield from lasting_server(tmp_path_factory.mktemp("prefect-server"))
+
+
 _pg_databases = iter(range(1, 1_000_000))
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,10 @@ import pytest
 
 from campaign.states import AttemptState, ProbeRunState
 from campaign.store import Store
+from tests.prefectparts import env as _env
+from tests.prefectparts import stop as _stop
+from tests.prefectparts import wait_for as _wait_for
+from tests.prefectparts import worker as _worker
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,84 +98,6 @@ arms = ["X"]
 probes = ["decode"]
 contexts = [1024]
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Ctrl-C first (what a user does), then kill the whole group."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """A lasting Prefect server, as a user starts one, in its own process group."""
-    home = tmp_path_factory.mktemp("prefect-server")
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-    log = (home / "server.log").open("wb")
-    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port), "--analytics-off"]
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, (home / "server.log").read_text()
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the Prefect server did not answer"
-            time.sleep(0.5)
-        yield api
-    finally:
-        _stop(proc)
-        log.close()
-
-
-def _env(tmp_path: Path, api: str, db: str, name: str) -> dict[str, str]:
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / f"prefect-{name}"), "PYTHONPATH": str(ROOT),
-           "PREFECT_API_URL": api, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "CAMPAIGN_DB": db,
-           "CAMPAIGN_HEARTBEAT_S": "1", "CAMPAIGN_WORKER_WAIT_S": "120",
-           "PREFECT_RUNNER_POLL_FREQUENCY": "1"}  # a worker looks for runs every second, not every 10
-    env.pop("CAMPAIGN_HOST", None)
-    return env
-
-
-def _worker(tmp_path: Path, api: str, db: str, host: str) -> tuple[subprocess.Popen, Path]:
-    log = tmp_path / f"worker-{host}.log"
-    with log.open("ab") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "worker", "--host", host], env=_env(tmp_path, api, db, host),
-            cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    return proc, log
-
-
-def _wait_for(what: str, check, timeout: float = 90.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(

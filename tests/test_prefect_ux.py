@@ -14,12 +14,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-import pytest
 
 from campaign.states import AttemptState
 from campaign.store import EventRow, Store
 from campaign.summary import PREFECT_API_EVENT, attempt_links
-from tests.test_multihost import _env, _stop, _wait_for, _worker, prefect_server  # noqa: F401 - a fixture
+from tests.prefectparts import env as _env
+from tests.prefectparts import stop as _stop
+from tests.prefectparts import wait_for as _wait_for
+from tests.prefectparts import worker as _worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +93,7 @@ def _status(tmp_path: Path, api: str, db: str) -> list[str]:
 
 
 def test_the_campaign_deployment_launches_a_campaign_named_in_the_store_and_reruns_it(
-    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]  # noqa: F811
+    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
 ) -> None:
     """What the UI's "Run" on `campaign/campaign-h1` does: typed parameters naming a
     campaign kept in the shared database (its file is not on the worker's host), the
@@ -142,7 +144,7 @@ def test_the_campaign_deployment_launches_a_campaign_named_in_the_store_and_reru
 
 
 def test_in_process_arms_send_their_logs_and_heartbeats_to_a_configured_server(
-    tmp_path: Path, prefect_server: str  # noqa: F811
+    tmp_path: Path, prefect_server: str
 ) -> None:
     """`campaign run` against a lasting server, arms without a host (run in-process):
     the arm's progress lines are in the server's log of its flow run, and the run beat
@@ -226,7 +228,7 @@ contexts = [1024]
 
 
 def test_an_arm_no_worker_picks_up_ends_blocked_and_the_campaign_goes_on(
-    tmp_path: Path, prefect_server: str  # noqa: F811
+    tmp_path: Path, prefect_server: str
 ) -> None:
     """Host `gone` had a worker once (its deployment is there) but none runs now: its
     arm's flow run stays Scheduled. After $CAMPAIGN_WORKER_WAIT_S the run is cancelled,
