@@ -13,15 +13,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 
-from arms.runtimes import prometheus
 from arms.runtimes.base import LaunchContext, RuntimeAdapter
-from arms.runtimes.registry import register
 
 MODEL_CACHE_ENV = "LLM_CAMPAIGN_MODEL_CACHE"
 _PLACEHOLDER = re.compile(r"\{model_cache\}")
