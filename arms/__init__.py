@@ -3,7 +3,9 @@
 runtimes/  one adapter per runtime (launch argv, health, identity, where counters live)
 simulator/ the embedded serving simulator (a real server process)
 server.py  start / wait healthy / stop a server process group, with its log
-client.py  the streaming OpenAI-compatible client and its timestamps
+client.py  the streaming OpenAI-compatible client, composed of
+           transport.py (sending, stamping bytes as they arrive), sse.py (framing)
+           and events.py (chunk parsing into immutable values)
 metrics.py the measurement definitions (the one place they are written)
 probes/    cache-probe, decode, and the rest; each writes rows through a sink
 
