@@ -25,6 +25,7 @@ from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, Table, Uniq
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
+from campaign.processes import process_start
 from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
 
 
@@ -502,15 +503,6 @@ HEARTBEAT_S = float(os.environ.get("CAMPAIGN_HEARTBEAT_S", "10"))
 HEARTBEAT_STALE_S = float(os.environ.get("CAMPAIGN_HEARTBEAT_STALE_S", str(6 * HEARTBEAT_S)))
 
 
-def _process_start(pid: int) -> float | None:
-    import psutil
-
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-        return None
-
-
 def holder_gone(attempt: AttemptRow, now: datetime | None = None, stale_s: float | None = None) -> str | None:
     """Why the process running `attempt` is provably dead, or None if it may be alive.
 
@@ -524,7 +516,7 @@ def holder_gone(attempt: AttemptRow, now: datetime | None = None, stale_s: float
     now = now or utcnow()
     stale_s = HEARTBEAT_STALE_S if stale_s is None else stale_s
     if attempt.host in ("", this_host()) and attempt.owner_pid:
-        started = _process_start(attempt.owner_pid)
+        started = process_start(attempt.owner_pid)
         if started is None:
             return f"pid {attempt.owner_pid} on {attempt.host or 'this host'} is gone"
         if attempt.owner_start is not None and abs(started - attempt.owner_start) > 1.0:
@@ -695,7 +687,7 @@ class Store:
                 number=number,
                 overrides_json=json.dumps(overrides, sort_keys=True),
                 owner_pid=os.getpid(),
-                owner_start=_process_start(os.getpid()),
+                owner_start=process_start(os.getpid()),
                 host=this_host(),
                 heartbeat_at=utcnow(),
             )
@@ -726,7 +718,7 @@ class Store:
         from sqlalchemy import update
         from sqlalchemy.exc import IntegrityError
 
-        me = {"owner_pid": os.getpid(), "owner_start": _process_start(os.getpid()), "host": this_host(),
+        me = {"owner_pid": os.getpid(), "owner_start": process_start(os.getpid()), "host": this_host(),
               "flow_run_id": flow_run_id, "heartbeat_at": utcnow()}
         try:
             with self.session() as s:
