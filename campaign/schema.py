@@ -27,7 +27,10 @@ from pydantic import (
 
 from campaign.states import Mode, ProbeName
 
-_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+# an id, a device or a host: what can also name a Prefect deployment, tag and limit
+NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+_ID = rf"^{NAME}$"
+_HOST = rf"^({NAME})?$"  # empty: where `campaign run` runs
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
@@ -112,7 +115,7 @@ class RuntimeEntry(_Strict):
     url: str | None = Field(default=None, description="external server: measure this URL, launch nothing")
     device: str = Field(default="local", pattern=_ID, description="arms on one device never run at once")
     host: str = Field(
-        default="", pattern=r"^([A-Za-z0-9][A-Za-z0-9_.-]*)?$",
+        default="", pattern=_HOST,
         description="the host (a `campaign worker --host NAME`) its arms run on; empty: where `campaign run` runs",
     )
     seeks: str = Field(default="", description="what this runtime offers")
@@ -161,7 +164,7 @@ class ArmEntry(_Strict):
         description="simulator profile fields for this arm only (how a quant or build behaves); ignored by real runtimes",
     )
     host: str | None = Field(
-        default=None, pattern=r"^([A-Za-z0-9][A-Za-z0-9_.-]*)?$",
+        default=None, pattern=_HOST,
         description="the host this arm runs on, when not its runtime's host ('' = where `campaign run` runs)",
     )
     description: str = ""

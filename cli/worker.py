@@ -4,8 +4,9 @@ It serves the arm flow as the Prefect deployment `arm/arm-NAME` (`flows.placemen
 `campaign run` on any machine starts runs of it for the arms whose runtime says
 `host = "NAME"`. Beside it, `campaign/campaign-NAME` runs a whole campaign from this host
 (`flows.campaign_flow.campaign_launch_flow`), so the Prefect UI can launch and rerun one:
-its typed parameters name a campaign in the shared database or a campaign file here. Each run executes in its own process here, with $CAMPAIGN_HOST set to
-NAME, so its attempts record the host they ran on; the database credentials come from
+its typed parameters name a campaign in the shared database or a campaign file here.
+Each run executes in its own process here, with $CAMPAIGN_HOST set to NAME, so its
+attempts record the host they ran on; the database credentials come from
 this process's `--db` / $CAMPAIGN_DB, never from the run's parameters. Ctrl-C stops
 serving (runs in progress are stopped with it; `campaign run` sends them again once a
 worker is back).
@@ -17,7 +18,7 @@ import os
 import re
 from collections.abc import Callable
 
-_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+from campaign.schema import NAME
 
 
 class BadHost(ValueError):
@@ -31,7 +32,7 @@ class WorkerCannotStart(RuntimeError):
 def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
     """Serve this host's arms until Ctrl-C. Prefect's environment defaults
     (`cli.app.prefect_env`) are set by the caller before this imports Prefect."""
-    if not _HOST.match(host):
+    if not re.fullmatch(NAME, host):
         raise BadHost(f"--host {host!r}: letters, digits, '.', '_' and '-', starting with a letter or digit")
     os.environ["CAMPAIGN_HOST"] = host
     os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "true"  # a lasting server: its UI shows the arms' logs
