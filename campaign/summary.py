@@ -4,6 +4,7 @@ report and Prefect artifacts all render, so they can never disagree."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,6 +215,19 @@ class AttemptLink:
     host: str
     flow_run_id: str
     url: str | None
+
+
+def configured_api_url() -> str | None:
+    """The lasting Prefect server runs report to: $PREFECT_API_URL, else the active
+    profile's; None when runs would go to a temporary server (gone with the run, and out
+    of reach of workers on other machines)."""
+    env = os.environ.get("PREFECT_API_URL")
+    if env:
+        return env
+    from prefect.settings import PREFECT_API_URL
+
+    value = PREFECT_API_URL.value()
+    return str(value) if value else None
 
 
 def ui_base(api_url: str) -> str:

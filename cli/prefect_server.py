@@ -46,7 +46,8 @@ def startup_timeout_s() -> int:
 
 def check_configured() -> str | None:
     """The configured PREFECT_API_URL if it answers; None if none is configured."""
-    from reports.prefect_ui import configured_api_url, healthy
+    from campaign.summary import configured_api_url
+    from reports.prefect_ui import healthy
 
     url = configured_api_url()
     if not url:

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from campaign.store import Store
-from campaign.summary import attempt_links, summarize, ui_base
+from campaign.summary import attempt_links, configured_api_url, summarize, ui_base
 
 STATE_STYLE = {
     "done": "green", "running": "cyan", "pending": "white", "failed": "red", "blocked": "yellow",
@@ -71,11 +71,7 @@ def prefect_ui_address() -> str | None:
     a temporary server, whose pages are gone)."""
     if os.environ.get("PREFECT_UI_URL"):
         return os.environ["PREFECT_UI_URL"].rstrip("/")
-    api = os.environ.get("PREFECT_API_URL")
-    if not api:
-        from reports.prefect_ui import configured_api_url
-
-        api = configured_api_url()
+    api = configured_api_url()
     return ui_base(api) if api else None
 
 

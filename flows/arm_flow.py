@@ -145,12 +145,19 @@ def arm_flow(
     item = spec.item(item_key)
     how, attempt = _claim(store, campaign_id, item_key, arm_id, overrides, repeat, fresh)
     if how == "done":
-        return {"arm_id": arm_id, "state": str(AttemptState.DONE), "message": "", "attempt_id": attempt.id, "repeat": repeat}
+        return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=attempt.id)
     if how == "resumed":
         store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {attempt.number}", item_key, arm_id)
     with interrupt.stop_on_sigterm() as stop, AttemptHeartbeat(store, attempt.id or 0):  # a worker's cancelled run stops as on Ctrl-C
         result = _hold_and_run(spec, store, campaign_name, campaign_id, item, arm_id, attempt, overrides, workdir, repeat, device_limit)
     return stop.end_state(result) or run_state(result)  # type: ignore[return-value]
+
+
+def arm_result(arm_id: str, state: AttemptState | str, repeat: int, message: str = "", attempt_id: int | None = None) -> dict[str, Any]:
+    """An arm's outcome as the campaign flow reads it, the one place its shape is written:
+    what an arm flow returns, and what the dispatcher and the queue walk say for an arm
+    they end themselves (already done, not started, no worker, stopped on its host)."""
+    return {"arm_id": arm_id, "state": str(state), "message": message, "attempt_id": attempt_id, "repeat": repeat}
 
 
 def run_state(result: dict[str, Any]) -> Any:
@@ -233,7 +240,7 @@ def _hold_and_run(
             outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
     except interrupt.CampaignInterrupted:  # stopped while waiting for the device
         outcome = _interrupted(store, campaign_id, item, arm_id, attempt)
-    return {"arm_id": outcome.arm_id, "state": str(outcome.state), "message": outcome.message, "attempt_id": outcome.attempt_id, "repeat": repeat}
+    return arm_result(outcome.arm_id, outcome.state, repeat, outcome.message, outcome.attempt_id)
 
 
 def _run_arm(

@@ -22,9 +22,9 @@ from campaign.schema import CampaignFileError, CampaignSpec, QueueItem
 from flows.resolve import load_campaign, simulated_adapters
 from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
-from campaign.summary import PREFECT_API_EVENT
+from campaign.summary import PREFECT_API_EVENT, configured_api_url
 from flows import placement
-from flows.arm_flow import arm_flow, outcome_of
+from flows.arm_flow import arm_flow, arm_result, outcome_of
 from flows.artifacts import artifact_key, publish
 from flows import interrupt
 from flows import overrides as override_keys
@@ -101,11 +101,11 @@ def run_item(
         if not fresh:
             done = queue.finished_attempt(store, campaign_id, item.key, arm_id, repeat)
             if done is not None:
-                return {"arm_id": arm_id, "state": AttemptState.DONE, "message": "", "attempt_id": done.id, "repeat": repeat}
+                return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=done.id)
         outcome: dict[str, Any] = {}
         for _ in range(max(retries, item.retries) + 1):
             if interrupt.requested():  # stopped: the next arms of the lane do not start
-                return {"arm_id": arm_id, "state": AttemptState.INTERRUPTED, "message": "not started", "attempt_id": None, "repeat": repeat}
+                return arm_result(arm_id, AttemptState.INTERRUPTED, repeat, "not started")
             parameters = dict(
                 campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
                 store_url=store.public_url, campaign_id=campaign_id, overrides=merged, workdir=workdir, repeat=repeat,
@@ -220,7 +220,7 @@ def note_prefect_api(store: Store, campaign_id: int) -> None:
     empty message for a temporary one), so that `campaign status` and the report link an
     attempt to its flow run only where that link can still open
     (`campaign.summary.attempt_links`)."""
-    store.log_event(campaign_id, PREFECT_API_EVENT, placement.configured_api_url() or "")
+    store.log_event(campaign_id, PREFECT_API_EVENT, configured_api_url() or "")
 
 
 class CampaignLaunch(BaseModel):

@@ -37,7 +37,9 @@ from typing import Any
 from campaign.schema import CampaignSpec
 from campaign.states import AttemptState
 from campaign.store import AttemptRow, Store, holder_gone
+from campaign.summary import configured_api_url
 from flows import interrupt
+from flows.arm_flow import arm_result
 from flows.progress import emit
 
 WAIT_SETTING = "CAMPAIGN_WORKER_WAIT_S"
@@ -80,18 +82,6 @@ def campaign_deployment_name(host: str) -> str:
     return f"campaign-{host}"
 
 
-def configured_api_url() -> str | None:
-    """The lasting Prefect server runs report to (environment or active profile); None
-    when runs would go to a temporary server, which no worker elsewhere can reach."""
-    env = os.environ.get("PREFECT_API_URL")
-    if env:
-        return env
-    from prefect.settings import PREFECT_API_URL
-
-    value = PREFECT_API_URL.value()
-    return str(value) if value else None
-
-
 def placement_problem(spec: CampaignSpec) -> str | None:
     """One line on what is missing to run a campaign whose arms name hosts, or None."""
     hosts = hosts_of(spec)
@@ -114,14 +104,6 @@ def arm_tags(spec: CampaignSpec, item_key: str, arm_id: str, device: str) -> lis
     ]
 
 
-def _outcome(attempt: AttemptRow, repeat: int) -> dict[str, Any]:
-    return {"arm_id": attempt.arm_id, "state": str(attempt.state), "message": attempt.error, "attempt_id": attempt.id, "repeat": repeat}
-
-
-def _failed(arm_id: str, repeat: int, message: str) -> dict[str, Any]:
-    return {"arm_id": arm_id, "state": str(AttemptState.FAILED), "message": message, "attempt_id": None, "repeat": repeat}
-
-
 def _no_worker(store: Store, host: str, parameters: dict[str, Any], message: str) -> dict[str, Any]:
     """The arm's attempt, recorded `blocked` on `host` with `message`: no worker took it.
     Recorded (not only returned) so that the gates, `campaign status` and `resume` see
@@ -138,8 +120,7 @@ def _no_worker(store: Store, host: str, parameters: dict[str, Any], message: str
         store.update(AttemptRow, attempt.id, state=AttemptState.BLOCKED, error=message, host=host, ended_at=utcnow())
     elif how == "resumed" and attempt is not None and attempt.id is not None:  # keep its finished probes for the worker
         store.update(AttemptRow, attempt.id, state=AttemptState.INTERRUPTED, error=message, ended_at=utcnow())
-    return {"arm_id": arm_id, "state": str(AttemptState.BLOCKED), "message": message,
-            "attempt_id": attempt.id if attempt is not None else None, "repeat": repeat}
+    return arm_result(arm_id, AttemptState.BLOCKED, repeat, message, attempt.id if attempt is not None else None)
 
 
 def _attempt_of(store: Store, parameters: dict[str, Any], flow_run_id: str) -> AttemptRow | None:
@@ -180,7 +161,7 @@ def run_on_host(store: Store, host: str, parameters: dict[str, Any], tags: list[
         outcome = _dispatch_once(store, host, parameters, tags)
         if outcome is not None:
             return outcome
-    return _failed(arm_id, repeat, f"the arm's flow run on host {host} crashed {MAX_DISPATCHES} times")
+    return arm_result(arm_id, AttemptState.FAILED, repeat, f"the arm's flow run on host {host} crashed {MAX_DISPATCHES} times")
 
 
 def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: list[str]) -> dict[str, Any] | None:
@@ -220,8 +201,7 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
                 stop = Cancelled if kind in (StateType.SCHEDULED, StateType.PENDING) else Cancelling
                 client.set_flow_run_state(flow_run.id, stop(message="the campaign run was stopped"), force=True)
                 attempt = _stopped_attempt(store, parameters, run_id, waiting=stop is Cancelling)
-                return {"arm_id": arm_id, "state": str(AttemptState.INTERRUPTED), "message": f"stopped on host {host}",
-                        "attempt_id": attempt.id if attempt else None, "repeat": repeat}
+                return arm_result(arm_id, AttemptState.INTERRUPTED, repeat, f"stopped on host {host}", attempt.id if attempt else None)
             if kind in (StateType.SCHEDULED, StateType.PENDING):
                 waited = time.monotonic() - began
                 if waited > limit:
@@ -236,10 +216,10 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
                 if attempt is not None and attempt.state == AttemptState.INTERRUPTED and not interrupt.requested():
                     return None  # its worker was stopped (not this run): send it again, the next run continues it
                 if attempt is not None and attempt.state != AttemptState.RUNNING:
-                    return _outcome(attempt, repeat)
+                    return arm_result(attempt.arm_id, attempt.state, repeat, attempt.error, attempt.id)
                 if attempt is not None or kind == StateType.CRASHED:
                     return None  # died holding the attempt, or before claiming it: send it again
-                return _failed(arm_id, repeat, f"flow run {run.name} on host {host} ended {state.name}: {state.message or ''}".rstrip(": "))
+                return arm_result(arm_id, AttemptState.FAILED, repeat, f"flow run {run.name} on host {host} ended {state.name}: {state.message or ''}".rstrip(": "))
             else:  # running: its holder must stay alive
                 attempt = _attempt_of(store, parameters, run_id)
                 gone = holder_gone(attempt) if attempt is not None and attempt.state == AttemptState.RUNNING else None

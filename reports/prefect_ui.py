@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from campaign.processes import stop_group
+from campaign.summary import configured_api_url
 
 HOST = "127.0.0.1"
 PORT = 4200
@@ -57,17 +58,6 @@ def healthy(api_url: str, timeout: float = 2.0) -> bool:
     except httpx.HTTPError:
         return False
     return response.status_code == 200
-
-
-def configured_api_url() -> str | None:
-    """PREFECT_API_URL from the environment or the active profile, if any."""
-    env = os.environ.get("PREFECT_API_URL")
-    if env:
-        return env
-    from prefect.settings import PREFECT_API_URL
-
-    value = PREFECT_API_URL.value()
-    return str(value) if value else None
 
 
 def server_command(host: str = HOST, port: int = PORT) -> list[str]:
