@@ -62,6 +62,14 @@ class CampaignMeta(_Strict):
     title: str = ""
     description: str = ""
     default_max_tokens: int = Field(default=64, ge=1)
+    seed: int = Field(
+        default=0, ge=0,
+        description="randomises the order of the arms within each block (server run); the order is stored on every attempt",
+    )
+    confidence: float = Field(
+        default=0.95, gt=0.5, lt=1,
+        description="the level of every interval and the family-wise level of the campaign's comparative verdicts",
+    )
     plugins: list[str] = Field(
         default_factory=list,
         description="modules or .py files (relative to the campaign file) that register custom predicates",
@@ -181,6 +189,10 @@ class GateEntry(_Strict):
         default="own-items",
         description="own-items: only measurements of the queue items that feed this gate (all, if none does)",
     )
+    exploratory: bool = Field(
+        default=False,
+        description="left out of the campaign's family of comparative verdicts (no multiplicity control; the reason says so)",
+    )
 
 
 class QueueItem(_Strict):
@@ -193,7 +205,10 @@ class QueueItem(_Strict):
     gate: str | None = None
     depends_on: list[str] = Field(default_factory=list)
     overrides: dict[str, Any] = Field(default_factory=dict)
-    repeats: int = Field(default=1, ge=1, le=50, description="k runs interleaved across the arms: A B A B ...")
+    repeats: int = Field(
+        default=1, ge=1, le=50,
+        description="blocks: in each, every arm gets its own server start, in an order randomised from campaign.seed",
+    )
     retries: int = Field(default=0, ge=0, le=5, description="re-runs of an arm whose measurement crashed (not of a blocked one)")
     confirms: str | None = Field(default=None, description="an earlier item this one re-runs with one variable changed")
     change: dict[str, Any] = Field(default_factory=dict, description="the one recipe variable changed, e.g. {session_cache_cap = '100G'}")
