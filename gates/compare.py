@@ -1,57 +1,70 @@
 """The comparison primitive: how every comparative predicate reads its numbers.
 
-A verdict is what a user ships on, so the numbers behind it follow five rules, all here:
+A verdict is a claim with an error rate, so the numbers behind it follow these rules, all
+here (the estimators are `gates.blockstats`):
 
-1. **Cells, never pooled.** A cell is (probe, scenario, context, mode). An arm's numbers
-   are taken per cell; a gate that names no context compares per context and every
-   context must pass. Subject and baseline are compared only on the cells both have; no
-   common cell leaves the gate `pending`, naming what each arm has.
-2. **n and an interval.** Each cell carries its samples' n, median and the exact
-   order-statistic interval of the median (`gates.intervals`). A derived summary row
-   (trial -1, one per attempt) is not a sample: the primitive reads the per-request
-   samples the probe stored beside it, named by dropping `_median` from the summary's
-   name (`ttft_later_median_s` -> `ttft_later_s`, `decode_tps_median` -> `decode_tps`).
-   Only where no samples exist are the summary rows themselves read, one per attempt,
-   and the n says so.
-3. **Errors count.** Each cell carries the error rate its probe stored (`requests`,
-   `requests_failed`, `requests_failed_<kind>`; see `arms.probes.base.record_errors`).
-   Failed requests never enter latency samples, so an arm that fails a third of its
-   requests can look fast: a subject over `max_error_rate` cannot pass, whatever its
-   latency says. A baseline over it cannot make a subject fail (its own failures are left
-   out of its numbers), so a fail against it becomes inconclusive.
-4. **A gain with an interval.** When both arms ran the same interleaved repeats (A B A B
-   ...) and there are at least `min_n` of them, the gain's interval is the order-statistic
-   interval of the per-repeat gains (paired: drift hits both sides alike). Otherwise it is
-   every gain between the two medians' intervals (unpaired; it covers the true gain at
-   least as often as both intervals cover their medians). A gain whose interval straddles
-   the threshold is `inconclusive`, and so is one with n below `min_n`.
-5. **Every baseline is used.** A subject is compared with each baseline arm, and must
-   clear the threshold against each; the reason lists every pair.
+1. **The server run is the unit.** A queue item's repeats are blocks: in each, every arm
+   gets its own server start, in a randomised order (stored on the attempt). Each
+   (arm, block, cell) is summarised to one value, the median of its requests (`Run`);
+   intervals and tests are over those values, never over requests, which share their
+   run's draw. Request-level spreads are shown, never decide.
+2. **Cells, never pooled.** A cell is (probe, scenario, context, mode, settings): the
+   settings hash of the item's resolved parameters is part of it, so runs at other
+   settings are another cell. A gate that names no context compares per context, and
+   every context must pass. An arm whose cell mixes recipes (two items running it
+   differently) is not compared.
+3. **Paired where blocks are shared.** Two arms with at least `min_runs` blocks in common
+   are compared paired (t on per-block log ratios); arms that never shared enough blocks
+   are compared unpaired (Welch), and the method says so. Fewer than `min_runs` runs on
+   either side is inconclusive, and the reason says how many there are and are needed.
+4. **Errors at arm level.** An arm's error rate covers every request it made in the rows
+   the gate reads (every probe, cell and turn), with its exact upper bound. A subject over
+   `max_error_rate` cannot pass (fail); a baseline or control over it makes the gate
+   inconclusive, never fail for the subject. A cell where the arm failed every request
+   counts against it instead of dropping out.
+5. **Error rates, measured.** A comparison passes when its CI (at the campaign's
+   confidence, 95% by default) lies wholly beyond the threshold, fails when wholly short
+   of it: a one-sided test at (1 - confidence) / 2 each way. A gate passes only when all
+   its comparisons pass (no adjustment needed: all must hold); its fails are
+   Holm-adjusted over its cells, so eight contexts fail identical arms no more often than
+   one. Across gates, `gates.family` controls the family-wise rate (Holm).
 
-Evidence (`Outcome.evidence()`) lists exactly the cells, n, intervals and error rates a
-verdict came from, so the gate page can show what the gate read and nothing else.
+Evidence (`Outcome.evidence()`) lists exactly the cells, runs, items, blocks, attempts,
+intervals and error rates a verdict came from.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
+from scipy import stats as st
+from statsmodels.stats.multitest import multipletests
 
 from campaign.states import SUMMARY_TRIAL, Verdict
 from campaign.units import context_label, num, pct
+from gates import blockstats
+from gates.blockstats import Estimate
 from gates.intervals import CONFIDENCE, MEDIAN_METHOD, median_interval
 
-DEFAULT_MIN_N = 3
+DEFAULT_MIN_RUNS = 3
 DEFAULT_MAX_ERROR_RATE = 0.05
 EPS = 1e-9
 
-PAIRED = "paired by interleaved repeat"
-UNPAIRED = "unpaired, from the two medians' intervals"
+
+def alpha_of(confidence: float) -> float:
+    """The one-sided error of each claim (pass, fail) a `confidence` CI decides."""
+    return (1.0 - confidence) / 2
+
+
+def ci_label(confidence: float) -> str:
+    return f"{confidence:.0%} CI" if round(confidence * 100, 6).is_integer() else f"{confidence:.1%} CI"
 
 
 class Selector(BaseModel):
@@ -66,17 +79,30 @@ class Selector(BaseModel):
 
 
 class Rigor(BaseModel):
-    """What every comparative predicate takes: the least n, the most errors."""
+    """What every comparative predicate takes: the least number of server runs, the most
+    errors, the confidence (the campaign's unless the gate sets its own)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    min_n: int = Field(default=DEFAULT_MIN_N, ge=1, description="fewer samples in a cell than this is inconclusive")
-    max_error_rate: float = Field(
-        default=DEFAULT_MAX_ERROR_RATE, ge=0, le=1, description="a subject failing more of its requests than this cannot pass"
+    min_runs: int = Field(
+        default=DEFAULT_MIN_RUNS, ge=2,
+        description="fewer server runs (blocks) than this in a cell is inconclusive; 2 is the least a spread can come from",
     )
+    max_error_rate: float = Field(
+        default=DEFAULT_MAX_ERROR_RATE, ge=0, le=1, description="an arm failing more of its requests than this cannot pass"
+    )
+    confidence: float = Field(default=CONFIDENCE, gt=0.5, lt=1, description="the CI level (set campaign-wide by campaign.confidence)")
+
+    @property
+    def alpha(self) -> float:
+        return alpha_of(self.confidence)
+
+    def of(self) -> Rigor:
+        """Just the rigor fields of a params model that extends this one."""
+        return Rigor(min_runs=self.min_runs, max_error_rate=self.max_error_rate, confidence=self.confidence)
 
 
-# -- cells ---------------------------------------------------------------------------------
+# -- cells and runs ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, order=True)
@@ -85,54 +111,147 @@ class Cell:
     scenario: str
     context: int
     mode: str
+    settings: str = ""  # hash of the item's resolved parameters: runs at other settings are another cell
 
     def key(self) -> str:
         return f"{self.probe}/{self.scenario}@{context_label(self.context)}"
 
+    def loose(self) -> tuple[str, str, int, str]:
+        return (self.probe, self.scenario, self.context, self.mode)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One arm's one server run in one cell: the median of its requests there."""
+
+    block: str
+    item: str
+    attempt: int
+    value: float
+    requests: int
+    order: int | None = None
+    recipe: str = ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _cp_upper(k: int, n: int) -> float:
+    return float(st.binomtest(k, n).proportion_ci(0.95, method="exact").high)
+
+
+@dataclass(frozen=True)
+class ArmErrors:
+    """Every request of one arm in the rows a gate reads, every probe, cell and turn."""
+
+    arm: str
+    requests: int
+    failed: int
+    kinds: dict[str, int]
+
+    @property
+    def rate(self) -> float | None:
+        return self.failed / self.requests if self.requests else None
+
+    @property
+    def upper(self) -> float | None:
+        """The exact (Clopper-Pearson) upper bound of the rate at 95%."""
+        if not self.requests:
+            return None
+        return _cp_upper(self.failed, self.requests)
+
+    def text(self) -> str:
+        kinds = ", ".join(f"{k} {v}" for k, v in self.kinds.items())
+        up = self.upper
+        return f"{self.arm} failed {self.failed}/{self.requests} requests ({num(self.rate)}, at most {num(up)})" + (f": {kinds}" if kinds else "")
+
 
 @dataclass
 class CellStat:
-    """One arm's numbers in one cell."""
+    """One arm's numbers in one cell: its runs (what decides) and its requests (shown).
+
+    `median` is the arm's value in the cell: the geometric mean over runs of each run's
+    median (the arithmetic mean when a value is <= 0), with `low`/`high` its CI over runs.
+    `values` are the request-level samples, `request_low`/`request_high` the
+    order-statistic interval of their median: a spread to look at, never a verdict.
+    """
 
     arm: str
     cell: Cell
     metric: str
     sample_metric: str
     basis: str  # "samples", or "summary rows (one per attempt)"
+    runs: list[Run]
     values: list[float]
     median: float
     low: float
     high: float
     coverage: float
+    confidence: float = CONFIDENCE
     unit: str = ""
-    by_repeat: dict[int, float] = field(default_factory=dict)
+    request_low: float = math.nan
+    request_high: float = math.nan
+    request_coverage: float = 0.0
     requests: int | None = None
     failed: int | None = None
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     retried: int | None = None
+    arm_errors: ArmErrors | None = None
+    estimate: Estimate | None = None
 
     @property
     def n(self) -> int:
-        return len(self.values)
+        """Server runs: the unit of every interval."""
+        return len(self.runs)
+
+    @property
+    def recipes(self) -> set[str]:
+        return {r.recipe for r in self.runs if r.recipe}
+
+    @property
+    def items(self) -> list[str]:
+        return sorted({r.item for r in self.runs})
 
     @property
     def error_rate(self) -> float | None:
+        if self.arm_errors is not None and self.arm_errors.requests:
+            return self.arm_errors.rate
         if self.requests:
             return (self.failed or 0) / self.requests
         return None
+
+    @property
+    def all_failed(self) -> bool:
+        """The arm sent requests in this cell and none of them succeeded."""
+        return not self.runs and bool(self.requests) and (self.failed or 0) >= (self.requests or 0)
+
+    def size(self) -> str:
+        """'5 runs x 30 requests' (the request count per run, or its range)."""
+        if not self.runs:
+            return f"0 runs ({self.failed or 0}/{self.requests or 0} requests failed)" if self.requests else "0 runs"
+        per = sorted({r.requests for r in self.runs})
+        each = str(per[0]) if len(per) == 1 else f"{per[0]}-{per[-1]}"
+        unit = "requests" if self.basis == "samples" else "summary"
+        return f"{self.n} run{'s' if self.n != 1 else ''} x {each} {unit}"
 
     def evidence(self, role: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {
             "arm": self.arm, "role": role, "metric": self.metric, "samples": self.sample_metric, "basis": self.basis,
             "probe": self.cell.probe, "scenario": self.cell.scenario, "context": self.cell.context, "mode": self.cell.mode,
-            "unit": self.unit, "n": self.n, "median": self.median, "low": self.low, "high": self.high,
-            "coverage": round(self.coverage, 4), "error_rate": self.error_rate, "requests": self.requests,
-            "failed": self.failed, "errors_by_kind": dict(self.errors_by_kind),
+            "settings": self.cell.settings, "unit": self.unit, "n": self.n, "runs": self.n, "size": self.size(),
+            "requests_per_run": [r.requests for r in self.runs], "run_values": [r.value for r in self.runs],
+            "median": self.median, "low": self.low, "high": self.high, "coverage": round(self.coverage, 4),
+            "confidence": self.confidence, "request_low": self.request_low, "request_high": self.request_high,
+            "request_coverage": round(self.request_coverage, 4),
+            "items": self.items, "blocks": [r.block for r in self.runs], "attempts": [r.attempt for r in self.runs],
+            "orders": [r.order for r in self.runs], "recipes": sorted(self.recipes),
+            "error_rate": self.error_rate, "requests": self.requests, "failed": self.failed, "errors_by_kind": dict(self.errors_by_kind),
+            "method": self.estimate.method if self.estimate else "",
         }
+        if self.arm_errors is not None:
+            out["arm_requests"] = self.arm_errors.requests
+            out["arm_failed"] = self.arm_errors.failed
+            out["arm_error_upper"] = self.arm_errors.upper
         if self.retried:
             out["retried"] = self.retried
-        if self.by_repeat:
-            out["repeats"] = len(self.by_repeat)
         return out
 
 
@@ -160,15 +279,16 @@ def _match(rows: pd.DataFrame, arm: str, metric: str, sel: Selector, scenario: s
 
 
 def _cell_of(row: Any) -> Cell:
-    return Cell(str(row[0]), str(row[1]), int(row[2]), str(row[3]))
+    return Cell(str(row[0]), str(row[1]), int(row[2]), str(row[3]), str(row[4]))
 
 
 def _grouped(rows: pd.DataFrame) -> dict[Cell, pd.DataFrame]:
     if rows.empty:
         return {}
     keys = pd.DataFrame({
-        "probe": _col(rows, "probe", ""), "scenario": _col(rows, "scenario", ""),
-        "context": _col(rows, "context", 0), "mode": _col(rows, "mode", ""),
+        "probe": _col(rows, "probe", "").astype(str), "scenario": _col(rows, "scenario", "").astype(str),
+        "context": _col(rows, "context", 0), "mode": _col(rows, "mode", "").astype(str),
+        "settings": _col(rows, "settings_hash", "").astype(str),
     })
     out: dict[Cell, pd.DataFrame] = {}
     for key, index in keys.groupby(list(keys.columns), sort=True, observed=True).groups.items():
@@ -176,11 +296,172 @@ def _grouped(rows: pd.DataFrame) -> dict[Cell, pd.DataFrame]:
     return out
 
 
-def cell_stats(rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = None) -> dict[Cell, CellStat]:
+def block_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's block: its attempt's `block_id`, else (item, repeat), which is what a
+    block was before ids were stored."""
+    ids = _col(rows, "block_id", "").astype(str)
+    fallback = _col(rows, "item_key", "").astype(str) + "/b" + _col(rows, "repeat", 0).astype(int).astype(str)
+    return ids.where(ids != "", fallback)
+
+
+def runs_of(part: pd.DataFrame, value: Any = None) -> list[Run]:
+    """One `Run` per block of `part` (one cell of one arm): the median of its values, or
+    `value(frame)` for another per-run statistic (a percentile, a goodput)."""
+    if part.empty:
+        return []
+    frame = pd.DataFrame({
+        "_block": block_of(part).to_numpy(), "value": part["value"].astype(float).to_numpy(),
+        "item": _col(part, "item_key", "").astype(str).to_numpy(), "attempt": _col(part, "attempt_id", 0).to_numpy(),
+        "order": _col(part, "block_order", None).to_numpy(), "recipe": _col(part, "recipe_hash", "").astype(str).to_numpy(),
+    })
+    groups = frame.groupby("_block", sort=True)
+    if value is None:
+        centers = groups["value"].median()
+    else:
+        centers = pd.Series({b: float(value(part.loc[(block_of(part) == b).to_numpy()])) for b in groups.groups})
+    first = groups[["item", "attempt", "order", "recipe"]].first()
+    sizes = groups.size()
+    out = []
+    for block in first.index:
+        v = float(centers[block])
+        if math.isnan(v):
+            continue
+        f = first.loc[block]
+        order = f["order"]
+        out.append(Run(
+            block=str(block), item=str(f["item"]), attempt=int(f["attempt"]), value=v, requests=int(sizes[block]),
+            order=None if order is None or (isinstance(order, float) and math.isnan(order)) else int(order),
+            recipe=str(f["recipe"] or "") if str(f["recipe"]) != "nan" else "",
+        ))
+    return out
+
+
+def _runs_by_cell(part: pd.DataFrame) -> dict[Cell, list[Run]]:
+    """`runs_of` for every cell of `part` in one groupby (the hot path of every gate)."""
+    if part.empty:
+        return {}
+    frame = pd.DataFrame({
+        "probe": _col(part, "probe", "").astype(str).to_numpy(), "scenario": _col(part, "scenario", "").astype(str).to_numpy(),
+        "context": _col(part, "context", 0).astype(int).to_numpy(), "mode": _col(part, "mode", "").astype(str).to_numpy(),
+        "settings": _col(part, "settings_hash", "").astype(str).to_numpy(), "_block": block_of(part).to_numpy(),
+        "value": part["value"].astype(float).to_numpy(),
+        "item": _col(part, "item_key", "").astype(str).to_numpy(), "attempt": _col(part, "attempt_id", 0).to_numpy(),
+        "order": pd.to_numeric(_col(part, "block_order", math.nan), errors="coerce").to_numpy(dtype=float),
+        "recipe": _col(part, "recipe_hash", "").astype(str).to_numpy(),
+    })
+    keys = ["probe", "scenario", "context", "mode", "settings", "_block"]
+    groups = frame.groupby(keys, sort=True)
+    agg = groups.agg(value=("value", "median"), requests=("value", "size"), item=("item", "first"),
+                     attempt=("attempt", "first"), order=("order", "first"), recipe=("recipe", "first"))
+    out: dict[Cell, list[Run]] = {}
+    for key, row in zip(agg.index, agg.itertuples(index=False)):
+        if math.isnan(row.value):
+            continue
+        cell = Cell(str(key[0]), str(key[1]), int(key[2]), str(key[3]), str(key[4]))
+        recipe = "" if row.recipe in ("", "nan", "None") else str(row.recipe)
+        out.setdefault(cell, []).append(Run(
+            block=str(key[5]), item=str(row.item), attempt=int(row.attempt), value=float(row.value), requests=int(row.requests),
+            order=None if math.isnan(row.order) else int(row.order), recipe=recipe,
+        ))
+    return out
+
+
+def stat_from_runs(
+    arm: str, cell: Cell, metric: str, sample_metric: str, basis: str, runs: list[Run], values: Sequence[float],
+    confidence: float, unit: str = "",
+) -> CellStat:
+    """A cell's stat from its runs: the geometric mean of the run values with its t CI."""
+    vals = sorted(float(v) for v in values)
+    rlo = rhi = math.nan
+    rcov = 0.0
+    if vals:
+        rlo, rhi, rcov = median_interval(vals, confidence)
+    if runs:
+        est = blockstats.one_arm([r.value for r in runs])
+        lo, hi = est.interval(confidence)
+        center = blockstats.back(est, est.center)
+        low, high = blockstats.back(est, lo), blockstats.back(est, hi)
+        coverage = confidence if len(runs) >= 2 else 0.0
+    else:
+        est, center, low, high, coverage = None, math.nan, math.nan, math.nan, 0.0
+    return CellStat(
+        arm=arm, cell=cell, metric=metric, sample_metric=sample_metric, basis=basis, runs=runs, values=vals,
+        median=center, low=low, high=high, coverage=coverage, confidence=confidence, unit=unit,
+        request_low=rlo, request_high=rhi, request_coverage=rcov, estimate=est,
+    )
+
+
+_REQUESTS = re.compile(r"^(?:.+_)?requests$")
+_FAILED = re.compile(r"^(?:.+_)?requests_failed$")
+_KIND = re.compile(r"^(?:.+_)?requests_failed_(.+)$")
+_CELL_COLS = ("probe", "scenario", "context", "mode", "settings_hash")
+
+
+@dataclass(frozen=True)
+class _Counters:
+    """One arm's request counters (summary rows named *requests*), totalled per cell key
+    (probe, scenario, context, mode, settings) and metric, with each kind's label."""
+
+    by_cell: dict[tuple[Any, ...], dict[str, float]]
+    kind_labels: dict[str, str]
+
+
+def _counters(mine: pd.DataFrame) -> _Counters:
+    if mine.empty:
+        return _Counters({}, {})
+    names = mine["metric"].astype(str)
+    part = mine.loc[(_col(mine, "trial", 0) == SUMMARY_TRIAL) & names.str.contains("requests", regex=False)]
+    if part.empty:
+        return _Counters({}, {})
+    keys = pd.DataFrame({c: _col(part, c, 0 if c == "context" else "") for c in _CELL_COLS})
+    for c in ("probe", "scenario", "mode", "settings_hash"):
+        keys[c] = keys[c].astype(str)
+    keys["context"] = keys["context"].astype(int)
+    keys["metric"] = part["metric"].astype(str)
+    totals = part["value"].astype(float).groupby([keys[c] for c in keys.columns], sort=False, observed=True).sum()
+    by_cell: dict[tuple[Any, ...], dict[str, float]] = {}
+    for key, value in totals.items():
+        by_cell.setdefault(tuple(key[:-1]), {})[str(key[-1])] = float(value)
+    labels: dict[str, str] = {}
+    sources = _col(part, "source", "").astype(str)
+    for metric, source in zip(keys["metric"], sources):
+        if metric not in labels and _KIND.match(metric):
+            labels[metric] = source or _KIND.match(metric).group(1)  # type: ignore[union-attr]
+    return _Counters(by_cell, labels)
+
+
+def _arm_errors_from(arm: str, counters: _Counters) -> ArmErrors:
+    requests = failed = 0
+    kinds: dict[str, int] = {}
+    for totals in counters.by_cell.values():
+        for metric, value in totals.items():
+            if _REQUESTS.match(metric):
+                requests += int(value)
+            elif _FAILED.match(metric):
+                failed += int(value)
+            elif metric in counters.kind_labels and value:
+                label = counters.kind_labels[metric]
+                kinds[label] = kinds.get(label, 0) + int(value)
+    return ArmErrors(arm, requests, failed, dict(sorted(kinds.items(), key=lambda kv: -kv[1])))
+
+
+def arm_errors(rows: pd.DataFrame, arm: str) -> ArmErrors:
+    """Every request counter of `arm` in `rows` (`arms.probes.failures.record_errors`
+    writes one set per cell and phase): requests, failures, failures per kind."""
+    if rows.empty:
+        return ArmErrors(arm, 0, 0, {})
+    return _arm_errors_from(arm, _counters(rows.loc[rows["arm_id"] == arm]))
+
+
+def cell_stats(
+    rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = None, confidence: float = CONFIDENCE
+) -> dict[Cell, CellStat]:
     """The arm's numbers for the selector, one `CellStat` per cell (see the module doc)."""
     if rows.empty:
         return {}
     rows = rows.loc[rows["arm_id"] == arm]  # once: every lookup below is within this arm
+    if rows.empty:
+        return {}
     chosen = _match(rows, arm, sel.metric, sel, scenario)
     trial = _col(chosen, "trial", 0)
     samples = _grouped(chosen[trial >= 0])
@@ -190,34 +471,48 @@ def cell_stats(rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None
     if alt and any(c not in samples for c in summaries):
         alt_rows = _match(rows, arm, alt, sel, scenario)
         alt_cells = _grouped(alt_rows[_col(alt_rows, "trial", 0) >= 0])
+    counters = _counters(rows)
+    errors = _arm_errors_from(arm, counters)
+    sample_runs = _runs_by_cell(chosen[trial >= 0])
+    summary_runs = _runs_by_cell(chosen[trial == SUMMARY_TRIAL])
     out: dict[Cell, CellStat] = {}
     for cell in sorted(set(samples) | set(summaries)):
         if cell in samples:
-            part, sample_metric, basis = samples[cell], sel.metric, "samples"
+            part, sample_metric, basis, runs = samples[cell], sel.metric, "samples", sample_runs.get(cell, [])
         elif cell in alt_cells:
-            part, sample_metric, basis = alt_cells[cell], str(alt), "samples"
+            part, sample_metric, basis, runs = alt_cells[cell], str(alt), "samples", runs_of(alt_cells[cell])
         else:
-            part, sample_metric, basis = summaries[cell], sel.metric, "summary rows (one per attempt)"
-        out[cell] = _stat(rows, arm, cell, sel.metric, sample_metric, basis, part)
+            part, sample_metric, basis, runs = summaries[cell], sel.metric, "summary rows (one per attempt)", summary_runs.get(cell, [])
+        units = [u for u in _col(part, "unit", "") if u]
+        stat = stat_from_runs(arm, cell, sel.metric, sample_metric, basis, runs, part["value"], confidence, str(units[0]) if units else "")
+        stat.arm_errors = errors
+        _attach_errors(stat, counters)
+        out[cell] = stat
+    for cell, stat in _failed_cells(counters, sel, arm, scenario).items():
+        if cell not in out:
+            stat.confidence = confidence
+            stat.arm_errors = errors
+            out[cell] = stat
     return out
 
 
-def _stat(rows: pd.DataFrame, arm: str, cell: Cell, metric: str, sample_metric: str, basis: str, part: pd.DataFrame) -> CellStat:
-    values = sorted(float(v) for v in part["value"])
-    low, high, coverage = median_interval(values)
-    by_repeat: dict[int, float] = {}
-    if "repeat" in part:
-        by_repeat = {int(r): float(v.median()) for r, v in part.groupby("repeat")["value"]}
-        if len(by_repeat) < 2:
-            by_repeat = {}
-    units = [u for u in _col(part, "unit", "") if u]
-    stat = CellStat(
-        arm=arm, cell=cell, metric=metric, sample_metric=sample_metric, basis=basis, values=values,
-        median=float(pd.Series(values).median()), low=low, high=high, coverage=coverage,
-        unit=str(units[0]) if units else "", by_repeat=by_repeat,
-    )
-    _attach_errors(stat, rows)
-    return stat
+def _failed_cells(counters: _Counters, sel: Selector, arm: str, scenario: str | None) -> dict[Cell, CellStat]:
+    """Cells where the arm sent requests and every one failed: no value, but not absent."""
+    out: dict[Cell, CellStat] = {}
+    scen = scenario if scenario is not None else sel.scenario
+    for key, totals in counters.by_cell.items():
+        probe, scen_k, context, mode, settings = key
+        if (sel.probe and probe != sel.probe) or (scen and scen_k != scen) or (sel.context is not None and context != sel.context):
+            continue
+        cell = Cell(probe, scen_k, int(context), mode, settings)
+        stat = CellStat(
+            arm=arm, cell=cell, metric=sel.metric, sample_metric=sel.metric, basis="samples", runs=[], values=[],
+            median=math.nan, low=math.nan, high=math.nan, coverage=0.0,
+        )
+        _attach_errors(stat, counters)
+        if stat.all_failed:
+            out[cell] = stat
+    return out
 
 
 def _prefixes(metric: str) -> list[str]:
@@ -227,27 +522,23 @@ def _prefixes(metric: str) -> list[str]:
     return ["_".join(parts[:i]) + "_" for i in range(len(parts) - 1, 0, -1)] + [""]
 
 
-def _attach_errors(stat: CellStat, rows: pd.DataFrame) -> None:
+def _attach_errors(stat: CellStat, counters: _Counters) -> None:
     """Requests, failures per kind and retries stored in the stat's cell (any attempt)."""
     c = stat.cell
-    mask = (rows["arm_id"] == stat.arm) & (_col(rows, "probe", "") == c.probe) & (_col(rows, "scenario", "") == c.scenario)
-    mask &= (_col(rows, "context", 0) == c.context) & (_col(rows, "mode", "") == c.mode) & (_col(rows, "trial", 0) >= SUMMARY_TRIAL)
-    here = rows.loc[mask]
-    if here.empty:
+    totals = counters.by_cell.get((c.probe, c.scenario, c.context, c.mode, c.settings))
+    if not totals:
         return
-    names = set(here["metric"])
     for prefix in _prefixes(stat.metric):
-        if f"{prefix}requests" in names:
+        if f"{prefix}requests" in totals:
             break
     else:
         return
-    total = lambda name: int(here.loc[here["metric"] == name, "value"].sum())  # noqa: E731
-    stat.requests = total(f"{prefix}requests")
-    stat.failed = total(f"{prefix}requests_failed")
-    stat.retried = total(f"{prefix}requests_retried") if f"{prefix}requests_retried" in names else None
+    stat.requests = int(totals[f"{prefix}requests"])
+    stat.failed = int(totals.get(f"{prefix}requests_failed", 0))
+    stat.retried = int(totals[f"{prefix}requests_retried"]) if f"{prefix}requests_retried" in totals else None
     kind_prefix = f"{prefix}requests_failed_"
     stat.errors_by_kind = {
-        name[len(kind_prefix):]: total(name) for name in sorted(names) if name.startswith(kind_prefix) and total(name)
+        name[len(kind_prefix):]: int(v) for name, v in sorted(totals.items()) if name.startswith(kind_prefix) and v
     }
 
 
@@ -255,9 +546,16 @@ def _attach_errors(stat: CellStat, rows: pd.DataFrame) -> None:
 
 
 def fmt_stat(stat: CellStat) -> str:
-    """'0.97 [0.95, 0.99]', or just '1.00' when the whole interval reads the same."""
+    """'0.97 [0.95, 0.99] 95% CI, 5 runs x 30 requests'; '0.97, 1 run x 30 requests' where
+    one run gives no interval."""
+    if not stat.runs:
+        return stat.size()
+    if stat.n < 2:
+        return f"{num(stat.median)}, {stat.size()}"
     lo, hi = num(stat.low), num(stat.high)
-    return num(stat.median) if lo == hi == num(stat.median) else f"{num(stat.median)} [{lo}, {hi}]"
+    if lo == hi == num(stat.median):
+        return f"{num(stat.median)}, {stat.size()}"
+    return f"{num(stat.median)} [{lo}, {hi}] {ci_label(stat.confidence)}, {stat.size()}"
 
 
 def need_text(threshold: float, higher_is_better: bool) -> str:
@@ -266,12 +564,23 @@ def need_text(threshold: float, higher_is_better: bool) -> str:
     return f"{pct(threshold)} or more" if higher_is_better else f"{pct(-threshold)} or lower"
 
 
+def runs_note(stats: Iterable[CellStat], rigor: Rigor) -> str:
+    short = [f"{s.arm} has {s.n} run{'s' if s.n != 1 else ''}" for s in stats if s.n < rigor.min_runs]
+    if not short:
+        return ""
+    return f"{', '.join(dict.fromkeys(short))}; needs {rigor.min_runs} (blocks, each its own server start): too few to decide"
+
+
 # -- comparisons ---------------------------------------------------------------------------
 
 
 @dataclass
 class Comparison:
-    """Subject against one baseline in one cell; `gain` is oriented (positive = better)."""
+    """Subject against one baseline in one cell; `gain` is oriented (positive = better).
+
+    `p_pass` and `p_fail` are the one-sided p-values of "the gain clears the threshold"
+    and "it falls short"; `statistical` is False when the verdict came from a rule (an
+    error rate, too few runs) rather than a test."""
 
     subject: CellStat
     baseline: CellStat
@@ -286,6 +595,10 @@ class Comparison:
     n_ok: bool
     subject_flaky: bool
     baseline_flaky: bool
+    p_pass: float = 1.0
+    p_fail: float = 1.0
+    statistical: bool = True
+    estimate: Estimate | None = None
     verdict: Verdict = Verdict.INCONCLUSIVE
     notes: list[str] = field(default_factory=list)
 
@@ -297,17 +610,24 @@ class Comparison:
         return -self.gain, -self.high, -self.low
 
     def text(self) -> str:
-        """'C 162 (+135% [+120%, +150%])'."""
+        """'C 162 (+135% [+120%, +150%] 95% CI, paired over 5 blocks)'."""
         c, lo, hi = self.change
-        return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)} [{pct(lo)}, {pct(hi)}])"
+        if math.isnan(c):
+            return f"{self.subject.arm} {fmt_stat(self.subject)}"
+        how = f"paired over {self.pairs} blocks" if self.pairs else "unpaired"
+        if math.isinf(lo) or math.isinf(hi) or math.isnan(lo) or math.isnan(hi):
+            return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)}, no CI: {self.subject.size()})"
+        return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)} [{pct(lo)}, {pct(hi)}] {ci_label(self.subject.confidence)}, {how}, {self.subject.size()})"
 
     def evidence(self) -> dict[str, Any]:
         c, lo, hi = self.change
         return {
             "subject": self.subject.arm, "baseline": self.baseline.arm, "cell": self.subject.cell.key(),
-            "context": self.subject.cell.context, "scenario": self.subject.cell.scenario,
+            "context": self.subject.cell.context, "scenario": self.subject.cell.scenario, "settings": self.subject.cell.settings,
             "change": c, "change_low": lo, "change_high": hi, "gain": self.gain, "threshold": self.threshold,
             "method": self.method, "pairs": self.pairs, "coverage": round(self.coverage, 4),
+            "subject_size": self.subject.size(), "baseline_size": self.baseline.size(),
+            "p_pass": self.p_pass, "p_fail": self.p_fail, "statistical": self.statistical,
             "verdict": str(self.verdict), "notes": list(self.notes),
         }
 
@@ -316,71 +636,131 @@ def oriented_gain(value: float, base: float, higher_is_better: bool) -> float:
     return (value - base) / base if higher_is_better else (base - value) / base
 
 
-def _ratio(a: float, b: float) -> float:
-    if b == 0:
-        return math.inf if a > 0 else (-math.inf if a < 0 else 0.0)
-    return a / b
-
-
 def flaky(stat: CellStat, rigor: Rigor) -> bool:
     rate = stat.error_rate
     return rate is not None and rate > rigor.max_error_rate + EPS
 
 
 def error_note(stat: CellStat, rigor: Rigor) -> str:
+    if stat.arm_errors is not None and stat.arm_errors.requests:
+        return f"{stat.arm_errors.text()} > {num(rigor.max_error_rate)}"
     kinds = ", ".join(f"{k} {v}" for k, v in stat.errors_by_kind.items())
     return f"{stat.arm} error rate {num(stat.error_rate)} > {num(rigor.max_error_rate)}" + (f" ({kinds})" if kinds else "")
 
 
+def _bound_log(threshold: float, higher_is_better: bool) -> float:
+    """The threshold on the log ratio value / baseline."""
+    ratio = 1 + threshold if higher_is_better else 1 - threshold
+    return math.log(ratio) if ratio > 0 else -math.inf
+
+
 def compare_cells(s: CellStat, b: CellStat, higher_is_better: bool, threshold: float, rigor: Rigor) -> Comparison:
     """One subject against one baseline in one cell; verdict for "gain >= threshold"."""
-    gain = oriented_gain(s.median, b.median, higher_is_better)
-    pairs = sorted(r for r in set(s.by_repeat) & set(b.by_repeat) if b.by_repeat[r])
-    if len(pairs) >= rigor.min_n:
-        per = [oriented_gain(s.by_repeat[r], b.by_repeat[r], higher_is_better) for r in pairs]
-        low, high, coverage = median_interval(per)
-        method = f"{PAIRED} ({len(pairs)} repeats)"
-    else:
-        if higher_is_better:
-            low, high = _ratio(s.low, b.high) - 1, _ratio(s.high, b.low) - 1
-        else:
-            low, high = 1 - _ratio(s.high, b.low), 1 - _ratio(s.low, b.high)
-        coverage = s.coverage * b.coverage
-        method = UNPAIRED if not pairs else f"{UNPAIRED} ({len(pairs)} interleaved repeats are too few to pair)"
-        pairs = []
     cmp = Comparison(
-        subject=s, baseline=b, higher_is_better=higher_is_better, threshold=threshold, gain=gain, low=low, high=high,
-        method=method, pairs=len(pairs), coverage=coverage,
-        n_ok=s.n >= rigor.min_n and b.n >= rigor.min_n,
-        subject_flaky=flaky(s, rigor), baseline_flaky=flaky(b, rigor),
+        subject=s, baseline=b, higher_is_better=higher_is_better, threshold=threshold, gain=math.nan, low=math.nan,
+        high=math.nan, method="", pairs=0, coverage=0.0, n_ok=s.n >= rigor.min_runs and b.n >= rigor.min_runs,
+        subject_flaky=flaky(s, rigor), baseline_flaky=flaky(b, rigor), statistical=False,
     )
+    if s.runs and b.runs:
+        _estimate(cmp, rigor)
     cmp.verdict, cmp.notes = judge_gain(cmp, rigor)
     return cmp
 
 
-def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
-    """The rules, in order: errors, n, interval vs threshold, then the baseline's errors."""
-    notes: list[str] = []
+def _estimate(cmp: Comparison, rigor: Rigor) -> None:
     s, b = cmp.subject, cmp.baseline
-    if cmp.subject_flaky:
-        return Verdict.FAIL, [error_note(s, rigor) + ": cannot pass"]
-    if not cmp.n_ok:
-        short = [f"{x.arm} n={x.n}" for x in (s, b) if x.n < rigor.min_n]
-        return Verdict.INCONCLUSIVE, [f"{', '.join(short)} < {rigor.min_n}: too few to decide"]
-    if cmp.low >= cmp.threshold - EPS:
-        verdict = Verdict.PASS
-    elif cmp.high < cmp.threshold - EPS:
-        verdict = Verdict.FAIL
+    sb = {r.block: r.value for r in s.runs}
+    bb = {r.block: r.value for r in b.runs}
+    shared = sorted(set(sb) & set(bb))
+    if len(shared) >= rigor.min_runs:
+        est = blockstats.paired([sb[k] for k in shared], [bb[k] for k in shared])
+        cmp.pairs = len(shared)
+        cmp.method = f"{est.method} ({len(shared)} blocks)"
     else:
-        verdict = Verdict.INCONCLUSIVE
-        notes.append(f"{s.arm}'s interval straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}")
-    if cmp.baseline_flaky:
-        if verdict == Verdict.FAIL:
-            verdict = Verdict.INCONCLUSIVE
-            notes.append(f"baseline {error_note(b, rigor)}: its failures are left out of its numbers")
-        else:
-            notes.append(f"baseline {error_note(b, rigor)}")
-    return verdict, notes
+        est = blockstats.unpaired([r.value for r in s.runs], [r.value for r in b.runs])
+        cmp.method = est.method if not shared else f"{est.method}; {len(shared)} shared blocks are too few to pair"
+    cmp.estimate = est
+    lo, hi = est.interval(rigor.confidence)
+    base_mean = sum(bb.values()) / len(bb)
+    if est.log:
+        ratio, rlo, rhi = math.exp(est.center), blockstats.back(est, lo), blockstats.back(est, hi)
+        bound = _bound_log(cmp.threshold, cmp.higher_is_better)
+    else:  # raw differences, read relative to the baseline's mean
+        scale = base_mean if base_mean else 1.0
+        ratio, rlo, rhi = 1 + est.center / scale, 1 + lo / scale, 1 + hi / scale
+        bound = (cmp.threshold if cmp.higher_is_better else -cmp.threshold) * scale
+    if cmp.higher_is_better:
+        cmp.gain, cmp.low, cmp.high = ratio - 1, rlo - 1, rhi - 1
+        cmp.p_pass, cmp.p_fail = est.p_above(bound), est.p_below(bound)
+    else:
+        cmp.gain, cmp.low, cmp.high = 1 - ratio, 1 - rhi, 1 - rlo
+        cmp.p_pass, cmp.p_fail = est.p_below(bound), est.p_above(bound)
+    cmp.coverage = rigor.confidence if est.df > 0 else 0.0
+    cmp.statistical = True
+
+
+def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
+    """The rules, in order: the subject's errors, the baseline's, mixed recipes, the
+    runs, then the test at (1 - confidence) / 2 each way."""
+    s, b = cmp.subject, cmp.baseline
+    if cmp.subject_flaky or s.all_failed:
+        cmp.statistical, cmp.p_fail, cmp.p_pass = False, 0.0, 1.0
+        if s.all_failed:
+            return Verdict.FAIL, [f"{s.arm} failed every request at {s.cell.key()} ({s.failed}/{s.requests}): cannot pass"]
+        return Verdict.FAIL, [error_note(s, rigor) + ": cannot pass"]
+    if cmp.baseline_flaky or b.all_failed:
+        cmp.statistical = False
+        what = f"{b.arm} failed every request at {b.cell.key()}" if b.all_failed else error_note(b, rigor)
+        return Verdict.INCONCLUSIVE, [f"baseline {what}: its numbers cannot decide"]
+    mixed = [x for x in (s, b) if len(x.recipes) > 1]
+    if mixed:
+        cmp.statistical = False
+        return Verdict.INCONCLUSIVE, [f"{x.arm} ran {len(x.recipes)} recipes in {', '.join(x.items)}: not pooled" for x in mixed]
+    if not cmp.n_ok or not cmp.statistical:
+        cmp.statistical = False
+        return Verdict.INCONCLUSIVE, [runs_note((s, b), rigor) or "no estimate"]
+    if cmp.p_pass <= rigor.alpha:
+        return Verdict.PASS, []
+    if cmp.p_fail <= rigor.alpha:
+        return Verdict.FAIL, []
+    return Verdict.INCONCLUSIVE, [f"{s.arm}'s CI straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}"]
+
+
+def holm_fails(comparisons: Sequence[Comparison], rigor: Rigor) -> int:
+    """Holm over a gate's statistical fail claims: a fail stays only where its adjusted
+    p-value is within alpha, so many cells do not make identical arms fail more often
+    than one. Returns the family size; a fail that does not survive becomes
+    inconclusive, saying why. (statsmodels does the step-down; it is only called when
+    some fail is in question, since it is slow for a hot loop, and the smallest adjusted
+    p-value is m times the smallest raw one either way.)"""
+    tested = [c for c in comparisons if c.statistical]
+    m = len(tested)
+    if m < 2:
+        return m
+    if not any(c.verdict == Verdict.FAIL for c in tested):
+        for c in tested:
+            c.p_fail = min(1.0, c.p_fail * m)  # a bound on its Holm-adjusted value; exact for the smallest
+        return m
+    reject, adjusted, _, _ = multipletests([c.p_fail for c in tested], alpha=rigor.alpha, method="holm")
+    for c, ok, adj in zip(tested, reject, adjusted):
+        c.p_fail = float(adj)
+        if c.verdict == Verdict.FAIL and not ok:
+            c.verdict = Verdict.INCONCLUSIVE
+            c.notes = [*c.notes, f"short of the threshold at {c.subject.cell.key()}, but not over {m} cells (Holm)"]
+    return m
+
+
+def gate_p(comparisons: Sequence[Comparison]) -> dict[str, Any]:
+    """A gate's own p-values for the campaign's family (`gates.family`): a pass needs every
+    comparison to pass (the largest p_pass), a fail any (the smallest Holm-adjusted
+    p_fail). Rule-made verdicts (errors, too few runs) carry no p and are not adjusted."""
+    tested = [c for c in comparisons if c.statistical]
+    ruled_fail = any(not c.statistical and c.verdict == Verdict.FAIL for c in comparisons)
+    return {
+        "p_pass": max((c.p_pass for c in tested), default=1.0) if tested and len(tested) == len(comparisons) else 1.0,
+        "p_fail": 0.0 if ruled_fail else min((c.p_fail for c in tested), default=1.0),
+        "statistical_fail": not ruled_fail,
+    }
 
 
 def worst(verdicts: Iterable[Verdict]) -> Verdict:
@@ -403,11 +783,14 @@ class Outcome:
     stats: dict[str, dict[Cell, CellStat]]
     comparisons: list[Comparison] = field(default_factory=list)
     missing: str = ""  # non-empty: pending, and why
+    unmatched: str = ""  # non-empty: inconclusive, the arms ran at different settings
 
     @property
     def verdict(self) -> Verdict:
         if self.missing:
             return Verdict.PENDING
+        if self.unmatched:
+            return worst([Verdict.INCONCLUSIVE, *(c.verdict for c in self.comparisons)])
         return worst(c.verdict for c in self.comparisons)
 
     def used_cells(self) -> list[CellStat]:
@@ -418,8 +801,9 @@ class Outcome:
         return list(seen.values())
 
     def text(self, need: bool = True) -> str:
-        """'decode_tps: C 162 (+135% [+120%, +150%]) vs B 69.0; needs +10% or more', with the
-        cell named where several were compared, then what made it fail or inconclusive."""
+        """'decode_tps: C 162 (+135% [+120%, +150%] 95% CI, paired over 5 blocks, 5 runs x
+        30 requests) vs B 69.0; needs +10% or more', with the cell named where several were
+        compared, then what made it fail or inconclusive."""
         groups: dict[tuple[Cell, str], list[Comparison]] = {}
         for c in self.comparisons:
             groups.setdefault((c.subject.cell, c.baseline.arm), []).append(c)
@@ -428,10 +812,12 @@ class Outcome:
         for (cell, base), cmps in groups.items():
             where = label(cell)
             parts.append(f"{where + ' ' if where else ''}{', '.join(c.text() for c in cmps)} vs {base} {num(cmps[0].baseline.median)}")
-        out = f"{self.metric}: {'; '.join(parts)}"
+        out = f"{self.metric}: {'; '.join(parts)}" if parts else self.metric
         if need:
             out += f"; needs {need_text(self.threshold, self.higher_is_better)}"
         notes = list(dict.fromkeys(n for c in self.comparisons for n in c.notes))
+        if self.unmatched:
+            notes.append(self.unmatched)
         if notes:
             out += "; " + "; ".join(notes)
         return out
@@ -443,12 +829,20 @@ class Outcome:
             roles.setdefault(c.baseline.arm, "baseline")
         return {
             "metric": self.metric, "higher_is_better": self.higher_is_better, "threshold": self.threshold,
-            "min_n": self.rigor.min_n, "max_error_rate": self.rigor.max_error_rate, "confidence": CONFIDENCE,
-            "interval_method": MEDIAN_METHOD,
+            "min_runs": self.rigor.min_runs, "max_error_rate": self.rigor.max_error_rate, "confidence": self.rigor.confidence,
+            "interval_method": INTERVAL_METHOD, "request_interval_method": MEDIAN_METHOD,
             "cells": [s.evidence(roles.get(s.arm, "")) for s in self.used_cells()],
             "comparisons": [c.evidence() for c in self.comparisons],
+            **gate_p(self.comparisons),
             **({"missing": self.missing} if self.missing else {}),
+            **({"unmatched": self.unmatched} if self.unmatched else {}),
         }
+
+
+INTERVAL_METHOD = (
+    "t CI over server runs (blocks) of each run's median, on the log scale: paired over shared blocks, "
+    "else Welch; fails Holm-adjusted over a gate's cells"
+)
 
 
 def cell_labeller(cells: Sequence[Cell]) -> Any:
@@ -472,6 +866,28 @@ def describe_cells(stats: dict[Cell, CellStat]) -> str:
     return ", ".join(c.key() for c in sorted(stats)) or "nothing"
 
 
+def common_cells(stats: dict[str, dict[Cell, CellStat]], arms: Sequence[str]) -> tuple[list[Cell], str]:
+    """The cells all `arms` have, and, when some arm has a cell only at other settings
+    (a rerun one arm has not finished), the sentence naming the arm that is missing."""
+    sets = [set(stats[a]) for a in arms]
+    common = sorted(set.intersection(*sets)) if sets else []
+    loose = [{c.loose() for c in s} for s in sets]
+    shared_loose = set.intersection(*loose) if loose else set()
+    missing = []
+    for key in sorted(shared_loose):
+        have = {a: {c.settings for c in stats[a] if c.loose() == key} for a in arms}
+        allset = set.union(*have.values())
+        for setting in sorted(allset):
+            lacking = [a for a in arms if setting not in have[a]]
+            if lacking and not any(c.loose() == key and c.settings == setting for c in common):
+                holders = [a for a in arms if setting in have[a]]
+                missing.append(
+                    f"{'/'.join(lacking)} has no run at the settings {'/'.join(holders)} ran ({setting[:8] or 'unrecorded'}) at "
+                    f"{key[0]}/{key[1]}@{context_label(key[2])}: a rerun one arm has not finished?"
+                )
+    return common, "; ".join(dict.fromkeys(missing))
+
+
 def compare(
     rows: pd.DataFrame,
     subjects: Sequence[str],
@@ -483,26 +899,28 @@ def compare(
     rigor: Rigor,
 ) -> Outcome:
     """Every subject against every baseline on every cell they share (see the module doc)."""
-    stats = {arm: cell_stats(rows, sel, arm) for arm in dict.fromkeys([*subjects, *baselines])}
+    stats = {arm: cell_stats(rows, sel, arm, confidence=rigor.confidence) for arm in dict.fromkeys([*subjects, *baselines])}
     out = Outcome(metric=sel.metric, higher_is_better=higher_is_better, threshold=threshold, rigor=rigor, stats=stats)
     for arm in [*baselines, *subjects]:
         if not stats[arm]:
             out.missing = f"no canonical {sel.metric} for {arm} yet"
             return out
+    unmatched = []
     for s in subjects:
         for b in baselines:
-            common = sorted(set(stats[s]) & set(stats[b]))
+            common, lacking = common_cells(stats, [s, b])
+            if lacking:
+                unmatched.append(lacking)
             if not common:
+                if lacking:
+                    continue
                 out.missing = f"no common cell for {sel.metric}: {s} has {describe_cells(stats[s])}; {b} has {describe_cells(stats[b])}"
                 out.comparisons = []
                 return out
             for cell in common:
-                base = stats[b][cell]
-                if base.median == 0:
-                    out.missing = f"{b} {sel.metric} median is 0 at {cell.key()}: no relative gain can be computed"
-                    out.comparisons = []
-                    return out
-                out.comparisons.append(compare_cells(stats[s][cell], base, higher_is_better, threshold, rigor))
+                out.comparisons.append(compare_cells(stats[s][cell], stats[b][cell], higher_is_better, threshold, rigor))
+    out.unmatched = "; ".join(dict.fromkeys(unmatched))
+    holm_fails(out.comparisons, rigor)
     return out
 
 
@@ -510,15 +928,17 @@ def compare(
 
 
 def judge_bound(stat: CellStat, holds: Any, rigor: Rigor) -> tuple[Verdict, str]:
-    """Whether a cell's median satisfies a bound (`holds(x) -> bool`, a half-line): pass
-    when its whole interval does, fail when none of it does, else inconclusive."""
-    if flaky(stat, rigor):
+    """Whether a cell's value satisfies a bound (`holds(x) -> bool`, a half-line): pass
+    when its whole CI over runs does, fail when none of it does, else inconclusive."""
+    if flaky(stat, rigor) or stat.all_failed:
         return Verdict.FAIL, error_note(stat, rigor) + ": cannot pass"
-    if stat.n < rigor.min_n:
-        return Verdict.INCONCLUSIVE, f"{stat.arm} n={stat.n} < {rigor.min_n}: too few to decide"
+    if stat.n < rigor.min_runs:
+        return Verdict.INCONCLUSIVE, runs_note([stat], rigor)
+    if len(stat.recipes) > 1:
+        return Verdict.INCONCLUSIVE, f"{stat.arm} ran {len(stat.recipes)} recipes in {', '.join(stat.items)}: not pooled"
     lo_ok, hi_ok = bool(holds(stat.low)), bool(holds(stat.high))
     if lo_ok and hi_ok:
         return Verdict.PASS, ""
     if not lo_ok and not hi_ok:
         return Verdict.FAIL, ""
-    return Verdict.INCONCLUSIVE, f"{stat.arm}'s interval [{num(stat.low)}, {num(stat.high)}] straddles the bound"
+    return Verdict.INCONCLUSIVE, f"{stat.arm}'s {ci_label(stat.confidence)} [{num(stat.low)}, {num(stat.high)}] straddles the bound"

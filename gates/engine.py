@@ -1,12 +1,16 @@
-"""The verdict engine: picks a gate's rows, strips greedy rows, runs its predicate."""
+"""The verdict engine: picks a gate's rows, strips greedy rows, runs its predicate, and
+adjusts a campaign's comparative verdicts as one family (`gates.family`)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from campaign.schema import GateEntry
 from campaign.states import WARMUP_TRIAL, Mode, Verdict
-from gates import catalog
+from gates import catalog, family
+from gates.intervals import CONFIDENCE
 from gates.result import GateResult
 
 
@@ -21,7 +25,31 @@ def canonical_only(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[keep].reset_index(drop=True)
 
 
-def evaluate(gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | None = None) -> GateResult:
+def params_for(gate: GateEntry, confidence: float = CONFIDENCE) -> dict:
+    """The gate's params with the campaign's confidence filled in where the predicate
+    takes one and the gate does not set its own (also inside all_of's checks)."""
+    params = dict(gate.params)
+    model = catalog.params_model(gate.predicate)
+    if "confidence" in model.model_fields and "confidence" not in params:
+        params["confidence"] = confidence
+    if gate.predicate == "all_of" and isinstance(params.get("checks"), list):
+        checks = []
+        for check in params["checks"]:
+            if isinstance(check, dict) and isinstance(check.get("params", {}), dict):
+                inner = dict(check.get("params", {}))
+                try:
+                    takes = "confidence" in catalog.params_model(check.get("predicate", "")).model_fields
+                except KeyError:
+                    takes = False
+                if takes and "confidence" not in inner:
+                    inner["confidence"] = confidence
+                check = {**check, "params": inner}
+            checks.append(check)
+        params["checks"] = checks
+    return params
+
+
+def evaluate(gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | None = None, confidence: float = CONFIDENCE) -> GateResult:
     """Verdict for one gate from the measurement frame (any modes; greedy is dropped here).
 
     `blocked` maps arm id -> the external reason it could not be measured; a gate whose
@@ -41,5 +69,14 @@ def evaluate(gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | Non
     if not rows.empty:
         rows = rows[rows["arm_id"].isin(arms)].reset_index(drop=True)
     fn = catalog.get(gate.predicate)
-    params = catalog.params_model(gate.predicate).model_validate(gate.params)
+    params = catalog.params_model(gate.predicate).model_validate(params_for(gate, confidence))
     return fn(rows, gate, params)
+
+
+def evaluate_family(
+    gates: Sequence[GateEntry], frames: Mapping[str, pd.DataFrame], blocked: dict[str, str] | None = None,
+    confidence: float = CONFIDENCE,
+) -> dict[str, GateResult]:
+    """Every gate of `frames` (gate id -> the rows it reads), then Holm over the family."""
+    results = {g.id: evaluate(g, frames[g.id], blocked, confidence) for g in gates if g.id in frames}
+    return family.adjust(results, gates, confidence)

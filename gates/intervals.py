@@ -16,6 +16,7 @@ Both return the coverage they actually have, so a reason can say "[min, max], 75
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -52,15 +53,21 @@ def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> 
         raise ValueError("no values")
     if n == 1:
         return data[0], data[0], 0.0
-    best_j, best_cov = 1, 1.0 - 2.0 * binom_cdf(0, n, 0.5)
-    j = 2
-    while j <= n // 2:
-        cov = 1.0 - 2.0 * binom_cdf(j - 1, n, 0.5)
-        if cov < confidence:
+    covers = _median_coverages(n)
+    best_j = 1
+    for j in range(2, n // 2 + 1):
+        if covers[j - 1] < confidence:
             break
-        best_j, best_cov = j, cov
-        j += 1
-    return data[best_j - 1], data[n - best_j], best_cov
+        best_j = j
+    return data[best_j - 1], data[n - best_j], covers[best_j - 1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _median_coverages(n: int) -> tuple[float, ...]:
+    """Coverage of [x(j), x(n+1-j)] for j = 1 .. n // 2 (scipy's binomial cdf)."""
+    from scipy.stats import binom
+
+    return tuple(float(1.0 - 2.0 * binom.cdf(j - 1, n, 0.5)) for j in range(1, max(n // 2, 1) + 1))
 
 
 def rate_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:

@@ -8,6 +8,7 @@ reason in the seed's style, numbers first.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -48,14 +49,29 @@ def _no_common(metric: str, stats: dict[str, dict[Cell, CellStat]]) -> GateResul
     return pending(f"no cell for {metric} that all of {'/'.join(stats)} share: {have}")
 
 
-def _arm_stats(rows: pd.DataFrame, sel: Selector, arms: list[str]) -> tuple[dict[str, dict[Cell, CellStat]], GateResult | None]:
-    stats = {arm: compare.cell_stats(rows, sel, arm) for arm in dict.fromkeys(arms)}
+def _arm_stats(
+    rows: pd.DataFrame, sel: Selector, arms: list[str], confidence: float
+) -> tuple[dict[str, dict[Cell, CellStat]], GateResult | None]:
+    stats = {arm: compare.cell_stats(rows, sel, arm, confidence=confidence) for arm in dict.fromkeys(arms)}
     for arm, cells in stats.items():
         if not cells:
             return stats, pending(f"no canonical {sel.metric} for {arm} yet")
     if not _common_cells(stats):
         return stats, _no_common(sel.metric, stats)
     return stats, None
+
+
+def _unreliable(stats: dict[str, dict[Cell, CellStat]], arms: list[str], rigor: Rigor) -> list[str]:
+    """Arms a predicate reads besides its subjects whose errors make their numbers
+    unable to decide: named, and the gate inconclusive, never a fail for the subject."""
+    out = []
+    for arm in dict.fromkeys(arms):
+        cells = list(stats.get(arm, {}).values())
+        if cells and compare.flaky(cells[0], rigor):
+            out.append(compare.error_note(cells[0], rigor))
+        elif any(c.all_failed for c in cells):
+            out.append(f"{arm} failed every request in {', '.join(c.cell.key() for c in cells if c.all_failed)}")
+    return out
 
 
 @register("control", ControlParams)
@@ -66,12 +82,13 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
     n < min_n, the gate is inconclusive."""
     if not gate.baseline:
         return pending("control needs control arms in baseline")
-    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    rigor = p.of()
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
-    stats, missing = _arm_stats(rows, sel, [*gate.subjects, *gate.baseline])
+    stats, missing = _arm_stats(rows, sel, [*gate.subjects, *gate.baseline], rigor.confidence)
     if missing:
         return missing
     cells = _common_cells(stats)
+    shaky = _unreliable(stats, [a for a in gate.baseline if a not in gate.subjects], rigor)
     label = compare.cell_labeller(cells)
     comparisons: list[compare.Comparison] = []
     verdicts: list[Verdict] = []
@@ -87,24 +104,38 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
             change, lo, hi = cmp.change
             shown.append(f"{c} {pct(change)} [{pct(lo)}, {pct(hi)}]")
             # the comparison is the control's advantage; the verdict is the subject's
+            # the comparison's own p_pass is "the control surely beats the subject by more
+            # than max_advantage" (the subject's fail); its p_fail, "surely not" (its pass)
             mine: list[str] = []
-            if any(compare.flaky(s, rigor) for s in subj):
+            cmp.p_pass, cmp.p_fail = cmp.p_fail, cmp.p_pass
+            if any(compare.flaky(s, rigor) or s.all_failed for s in subj):
                 v = Verdict.FAIL
-                mine = [compare.error_note(s, rigor) + ": cannot be promoted" for s in subj if compare.flaky(s, rigor)]
-            elif not cmp.n_ok:
+                mine = [compare.error_note(s, rigor) + ": cannot be promoted" for s in subj if compare.flaky(s, rigor) or s.all_failed]
+                cmp.statistical, cmp.p_fail, cmp.p_pass = False, 0.0, 1.0
+            elif shaky:
+                v, mine = Verdict.INCONCLUSIVE, [f"control {n}: its numbers cannot decide" for n in shaky]
+                cmp.statistical = False
+            elif not cmp.n_ok or not cmp.statistical:
                 v, mine = Verdict.INCONCLUSIVE, cmp.notes
-            elif cmp.low > p.max_advantage + compare.EPS:
+                cmp.statistical = False
+            elif cmp.p_fail <= rigor.alpha:
                 v = Verdict.FAIL
-            elif cmp.high <= p.max_advantage + compare.EPS:
+            elif cmp.p_pass <= rigor.alpha:
                 v = Verdict.PASS
             else:
-                v, mine = Verdict.INCONCLUSIVE, [f"{c}'s advantage interval straddles {pct(p.max_advantage)}"]
+                v, mine = Verdict.INCONCLUSIVE, [f"{c}'s advantage CI straddles {pct(p.max_advantage)}"]
             cmp.verdict, cmp.notes = v, mine
             verdicts.append(v)
             notes += mine
         where = label(cell)
         parts.append((where + " " if where else "") + ", ".join(shown) + f" over {best.arm} {compare.fmt_stat(best)}")
+    compare.holm_fails(comparisons, rigor)
+    verdicts = [c.verdict for c in comparisons]
+    notes = list(dict.fromkeys(n for c in comparisons for n in c.notes))
     evidence = _evidence(comparisons, rigor, p.metric, {"max_advantage": p.max_advantage, "role": p.role})
+    if p.role == "control":
+        for key in ("p_pass", "p_fail", "statistical_fail"):
+            evidence.pop(key, None)  # characterises only: not a claim of the family
     numbers = f"{p.metric} " + "; ".join(parts)
     tail = ("; " + "; ".join(dict.fromkeys(notes))) if notes else ""
     if p.role == "control":
@@ -159,7 +190,7 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
     interval. A guard broken beyond doubt fails the gate whatever the gain."""
     if not gate.baseline:
         return pending("regression_guard needs a baseline arm")
-    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    rigor = p.of()
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
     main = compare.compare(rows, gate.subjects, gate.baseline, sel, higher_is_better=p.higher_is_better, threshold=p.min_gain, rigor=rigor)
     if main.missing:
@@ -168,7 +199,7 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
     guards: list[tuple[CellStat, Verdict, str]] = []
     for arm in gate.subjects:
         for scen in p.guard_scenarios or [None]:
-            stats = compare.cell_stats(rows, guard_sel, arm, scen)
+            stats = compare.cell_stats(rows, guard_sel, arm, scen, confidence=rigor.confidence)
             if not stats:
                 return pending(f"no canonical {p.guard_metric}{' ' + scen if scen else ''} for {arm} yet")
             for stat in stats.values():
@@ -226,39 +257,45 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
     """The first subject must rank first among subjects and baseline ("best decode 32K"),
     per common cell, beating each other arm with its gain's whole interval above 0; an
     arm that beats it beyond doubt fails it; anything between is inconclusive."""
-    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    rigor = p.of()
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
     arms = [*gate.subjects, *gate.baseline]
-    stats, missing = _arm_stats(rows, sel, arms)
+    stats, missing = _arm_stats(rows, sel, arms, rigor.confidence)
     if missing:
         return missing
     candidate = gate.subjects[0]
     others = [a for a in dict.fromkeys(arms) if a != candidate]
+    shaky = _unreliable(stats, others, rigor)
     label_text = p.label or p.metric
     cells = _common_cells(stats)
     where = compare.cell_labeller(cells)
     comparisons, verdicts, parts, notes = [], [], [], []
     ranking: dict[str, list[str]] = {}
+    per_cell = {cell: [compare.compare_cells(stats[candidate][cell], stats[o][cell], p.higher_is_better, 0.0, rigor) for o in others] for cell in cells}
+    compare.holm_fails([c for cmps in per_cell.values() for c in cmps], rigor)  # "beaten beyond doubt" over every cell and arm
     for cell in cells:
-        order = sorted(stats, key=lambda a: stats[a][cell].median, reverse=p.higher_is_better)
+        order = sorted(stats, key=lambda a: (stats[a][cell].median if stats[a][cell].runs else -math.inf) * (1 if p.higher_is_better else -1), reverse=True)
         ranking[cell.key()] = order
         mine = stats[candidate][cell]
-        cell_cmps = [compare.compare_cells(mine, stats[o][cell], p.higher_is_better, 0.0, rigor) for o in others]
+        cell_cmps = per_cell[cell]
         comparisons += cell_cmps
-        if compare.flaky(mine, rigor):
+        if compare.flaky(mine, rigor) or mine.all_failed:
             verdicts.append(Verdict.FAIL)
             notes.append(compare.error_note(mine, rigor) + ": cannot pass")
-        elif any(c.n_ok and c.high < -compare.EPS for c in cell_cmps):
+        elif shaky:
+            verdicts.append(Verdict.INCONCLUSIVE)
+            notes += [f"{n}: its numbers cannot decide" for n in shaky]
+        elif any(c.statistical and c.verdict == Verdict.FAIL for c in cell_cmps):
             verdicts.append(Verdict.FAIL)
-        elif not all(c.n_ok for c in cell_cmps):
+        elif not all(c.statistical for c in cell_cmps):
             verdicts.append(Verdict.INCONCLUSIVE)
             notes += [n for c in cell_cmps for n in c.notes]
-        elif all(c.low > compare.EPS for c in cell_cmps):
+        elif all(c.verdict == Verdict.PASS for c in cell_cmps):
             verdicts.append(Verdict.PASS)
         else:
             verdicts.append(Verdict.INCONCLUSIVE)
-            close = [c.baseline.arm for c in cell_cmps if not c.low > compare.EPS]
-            notes.append(f"{candidate} vs {'/'.join(close)}: the intervals overlap")
+            close = [c.baseline.arm for c in cell_cmps if c.verdict != Verdict.PASS]
+            notes.append(f"{candidate} vs {'/'.join(close)}: the CIs overlap")
         runner = next((a for a in order if a != candidate), None)
         prefix = where(cell)
         prefix = f"{prefix} " if prefix else ""
@@ -267,7 +304,7 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
             if runner:
                 cmp = next(c for c in cell_cmps if c.baseline.arm == runner)
                 change, lo, hi = cmp.change
-                nxt = f"; next {runner} {compare.fmt_stat(stats[runner][cell])} ({candidate} {pct(change)} [{pct(lo)}, {pct(hi)}])"
+                nxt = f"; next {runner} {compare.fmt_stat(stats[runner][cell])} ({candidate} {pct(change)} [{pct(lo)}, {pct(hi)}] {compare.ci_label(rigor.confidence)})"
             parts.append(f"{prefix}{candidate} best {label_text}: {compare.fmt_stat(mine)}{nxt}")
         else:
             parts.append(f"{prefix}{candidate} {compare.fmt_stat(mine)} is not the best {label_text}: {order[0]} {compare.fmt_stat(stats[order[0]][cell])}")
@@ -287,68 +324,61 @@ class MajorityParams(Params):
     max_error_rate: float = Field(default=compare.DEFAULT_MAX_ERROR_RATE, ge=0, le=1)
 
 
-def passes_of(rows: pd.DataFrame, arm: str, p: MajorityParams) -> tuple[int, int] | None:
+def passes_of(rows: pd.DataFrame, arm: str, p: MajorityParams) -> dict[int, tuple[int, int]]:
+    """Passes and trials per context (never pooled across contexts)."""
     if rows.empty:
-        return None
+        return {}
     mask = (rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (rows["trial"] >= 0)
     if p.probe:
         mask &= rows["probe"] == p.probe
-    values = rows.loc[mask, "value"]
-    if values.empty:
-        return None
-    return int((values > 0.5).sum()), int(len(values))
-
-
-def _tool_errors(rows: pd.DataFrame, arm: str, p: MajorityParams) -> CellStat | None:
-    """The tool loop's error counts live in its summary cell (`requests`, `requests_failed`)."""
-    sel = Selector(metric="requests", probe=p.probe, scenario="summary")
-    stats = compare.cell_stats(rows, sel, arm)
-    return next(iter(stats.values()), None)
+    part = rows.loc[mask]
+    return {int(ctx): (int((g["value"] > 0.5).sum()), int(len(g))) for ctx, g in part.groupby("context")}
 
 
 @register("majority", MajorityParams)
 def majority(rows: pd.DataFrame, gate: GateEntry, p: MajorityParams) -> GateResult:
-    """Majority of trials right ("tool loop 2/3"), with the exact (Clopper-Pearson) interval
-    of each pass rate: pass when the whole interval is above `min_ratio`, fail when it is
-    at or below it, inconclusive between -- which is where 3 trials always land (2/3 has
-    [0.09, 0.99]). Several arms whose intervals overlap cannot be told apart, and the
-    reason says so."""
+    """Majority of trials right ("tool loop 2/3"), per context, with the exact
+    (Clopper-Pearson) interval of each pass rate: pass when the whole interval is above
+    `min_ratio`, fail when it is at or below it, inconclusive between -- which is where 3
+    trials always land (2/3 has [0.09, 0.99]). The arm's error rate covers every request
+    it made (`gates.compare.arm_errors`). Several arms whose intervals overlap cannot be
+    told apart, and the reason says so."""
     results: dict[str, tuple[int, int, float, float]] = {}
     notes: list[str] = []
     verdicts: list[Verdict] = []
-    rigor = Rigor(max_error_rate=p.max_error_rate)
     for arm in gate.subjects:
-        r = passes_of(rows, arm, p)
-        if r is None:
+        per_context = passes_of(rows, arm, p)
+        if not per_context:
             return pending(f"no canonical tool-loop trials for {arm} yet")
-        k, n = r
-        lo, hi = rate_interval(k, n)
-        results[arm] = (k, n, lo, hi)
-        errors = _tool_errors(rows, arm, p)
-        if errors is not None and compare.flaky(errors, rigor):
-            verdicts.append(Verdict.FAIL)
-            notes.append(compare.error_note(errors, rigor) + ": cannot pass")
-        elif lo > p.min_ratio + compare.EPS:
-            verdicts.append(Verdict.PASS)
-        elif hi <= p.min_ratio + compare.EPS:
-            verdicts.append(Verdict.FAIL)
-        else:
-            verdicts.append(Verdict.INCONCLUSIVE)
-            notes.append(f"{n} trials cannot tell {arm}'s rate from {p.min_ratio:.0%}")
-    arms = list(results)
+        errors = compare.arm_errors(rows, arm)
+        for ctx, (k, n) in sorted(per_context.items()):
+            label = arm if len(per_context) == 1 else f"{arm} at {compare.context_label(ctx)}"
+            lo, hi = rate_interval(k, n)
+            results[label] = (k, n, lo, hi)
+            if errors.rate is not None and errors.rate > p.max_error_rate + compare.EPS:
+                verdicts.append(Verdict.FAIL)
+                notes.append(f"{errors.text()} > {num(p.max_error_rate)}: cannot pass")
+            elif lo > p.min_ratio + compare.EPS:
+                verdicts.append(Verdict.PASS)
+            elif hi <= p.min_ratio + compare.EPS:
+                verdicts.append(Verdict.FAIL)
+            else:
+                verdicts.append(Verdict.INCONCLUSIVE)
+                notes.append(f"{n} trials cannot tell {label}'s rate from {p.min_ratio:.0%}")
+    labels = list(results)
     overlaps = [
-        f"{a}/{b}" for i, a in enumerate(arms) for b in arms[i + 1:]
+        f"{a}/{b}" for i, a in enumerate(labels) for b in labels[i + 1:]
         if results[a][2] <= results[b][3] and results[b][2] <= results[a][3]
     ]
     if overlaps:
         notes.append(f"intervals overlap ({', '.join(overlaps)}): these trials cannot tell the arms apart")
-    shown = ", ".join(f"{a} {k}/{n} [{num(lo)}, {num(hi)}]" for a, (k, n, lo, hi) in results.items())
+    shown = ", ".join(f"{a} {k}/{n} [{num(lo)}, {num(hi)}] 95% CI" for a, (k, n, lo, hi) in results.items())
     verdict = compare.worst(verdicts)
     reason = f"tool loop {shown}"
     if verdict == Verdict.FAIL and not any("cannot pass" in x for x in notes):
         reason += f"; needs more than {p.min_ratio:.0%}"
     if notes:
-        reason += "; " + "; ".join(notes)
+        reason += "; " + "; ".join(dict.fromkeys(notes))
     return GateResult(
         verdict=verdict,
         reason=reason,
@@ -363,32 +393,67 @@ def majority(rows: pd.DataFrame, gate: GateEntry, p: MajorityParams) -> GateResu
 # -- acceptance rate (speculation) ----------------------------------------------------------------
 
 
-class AcceptanceParams(Params):
+class AcceptanceParams(Rigor):
     min_rate: float = Field(default=0.6, ge=0, le=1)
     probe: str | None = None
 
 
+def _acceptance_runs(rows: pd.DataFrame, arm: str, p: AcceptanceParams) -> tuple[list[compare.Run], int, int]:
+    """Per server run: accepted / drafted tokens from the server's counters."""
+    mask = rows["arm_id"] == arm
+    if p.probe:
+        mask &= rows["probe"] == p.probe
+    part = rows.loc[mask & rows["metric"].isin(["draft_tokens", "accepted_tokens"])]
+    if part.empty:
+        return [], 0, 0
+    part = part.assign(_block=compare.block_of(part))
+    runs = []
+    for block, g in part.groupby("_block", sort=True):
+        drafted = float(g.loc[g["metric"] == "draft_tokens", "value"].sum())
+        accepted = float(g.loc[g["metric"] == "accepted_tokens", "value"].sum())
+        if drafted > 0:
+            runs.append(compare.Run(block=str(block), item=str(g["item_key"].iloc[0]) if "item_key" in g else "",
+                                    attempt=int(g["attempt_id"].iloc[0]) if "attempt_id" in g else 0,
+                                    value=accepted / drafted, requests=int(drafted)))
+    drafted_all = int(part.loc[part["metric"] == "draft_tokens", "value"].sum())
+    accepted_all = int(part.loc[part["metric"] == "accepted_tokens", "value"].sum())
+    return runs, drafted_all, accepted_all
+
+
 @register("acceptance_rate", AcceptanceParams)
 def acceptance_rate(rows: pd.DataFrame, gate: GateEntry, p: AcceptanceParams) -> GateResult:
-    """Accepted / drafted tokens from the server's counters ("MTP acceptance ~0.8")."""
-    rates = {}
+    """Accepted / drafted tokens from the server's counters ("MTP acceptance ~0.8"), as
+    every other predicate reads numbers: one rate per server run, a CI over runs, at
+    least `min_runs` of them, and the arm's error rate over every request it made (an arm
+    over `max_error_rate` cannot pass). Pass when the whole CI is at or above `min_rate`,
+    fail when it is wholly below, inconclusive between."""
+    rigor = p.of()
+    parts, verdicts, notes, cells = [], [], [], []
     for arm in gate.subjects:
-        mask = rows["arm_id"] == arm if not rows.empty else None
-        if mask is None:
+        if rows.empty:
             return pending(f"no draft counters for {arm} yet")
-        if p.probe:
-            mask &= rows["probe"] == p.probe
-        drafted = rows.loc[mask & (rows["metric"] == "draft_tokens"), "value"].sum()
-        accepted = rows.loc[mask & (rows["metric"] == "accepted_tokens"), "value"].sum()
+        runs, drafted, accepted = _acceptance_runs(rows, arm, p)
         if not drafted:
             return pending(f"{arm} drafted no tokens (speculation off, or no counters)")
-        rates[arm] = float(accepted / drafted)
-    ok = all(r >= p.min_rate for r in rates.values())
-    shown = ", ".join(f"{a} {num(r)}" for a, r in rates.items())
+        stat = compare.stat_from_runs(arm, Cell(p.probe or "", "server counters", 0, "canonical"), "acceptance_rate",
+                                      "accepted_tokens / draft_tokens", "summary rows (one per attempt)", runs,
+                                      [r.value for r in runs], rigor.confidence, "ratio")
+        stat.arm_errors = compare.arm_errors(rows, arm)
+        v, note = compare.judge_bound(stat, lambda x: x >= p.min_rate - compare.EPS, rigor)
+        verdicts.append(v)
+        if note:
+            notes.append(note)
+        parts.append(f"{arm} {compare.fmt_stat(stat)} ({accepted}/{drafted} drafted tokens)")
+        cells.append({**stat.evidence("subject"), "verdict": str(v), "drafted": drafted, "accepted": accepted})
+    verdict = compare.worst(verdicts)
+    reason = "draft acceptance " + ", ".join(parts) + ("" if verdict == Verdict.PASS else f"; needs >= {num(p.min_rate)}")
+    if notes:
+        reason += "; " + "; ".join(dict.fromkeys(notes))
     return GateResult(
-        verdict=Verdict.PASS if ok else Verdict.FAIL,
-        reason=f"draft acceptance {shown}" + ("" if ok else f"; needs >= {num(p.min_rate)}"),
-        evidence={"acceptance": rates, "min_rate": p.min_rate},
+        verdict=verdict, reason=reason,
+        evidence={"acceptance": {c["arm"]: c["median"] for c in cells}, "min_rate": p.min_rate, "cells": cells,
+                  "min_runs": p.min_runs, "max_error_rate": p.max_error_rate, "confidence": p.confidence,
+                  "interval_method": compare.INTERVAL_METHOD},
     )
 
 
@@ -408,12 +473,12 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
     """Subjects hold `min_value` at the ceiling context, each median's whole interval at or
     above it; baseline arms are shown beside, and called collapsed when theirs is wholly
     below ("V 6.1 / Y 8.7 collapse; L 15.4 / T 14.1 / S 14.2 hold")."""
-    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    rigor = p.of()
     sel = Selector(metric=p.metric, probe=p.probe, context=p.context)
     stats: dict[str, CellStat] = {}
     judged: dict[str, tuple[Verdict, str]] = {}
     for arm in [*gate.subjects, *gate.baseline]:
-        cells = compare.cell_stats(rows, sel, arm)
+        cells = compare.cell_stats(rows, sel, arm, confidence=rigor.confidence)
         if not cells:
             return pending(f"no canonical {p.metric} at {p.context} for {arm} yet")
         if len(cells) > 1:
@@ -426,7 +491,7 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
     collapse = [a for a in gate.baseline if judged[a][0] == Verdict.FAIL]
     evidence = {
         "values": {a: s.median for a, s in stats.items()}, "min_value": p.min_value, "context": p.context,
-        "min_n": p.min_n, "max_error_rate": p.max_error_rate, "interval_method": compare.MEDIAN_METHOD,
+        "min_runs": p.min_runs, "max_error_rate": p.max_error_rate, "confidence": p.confidence, "interval_method": compare.INTERVAL_METHOD,
         "cells": [{**s.evidence("subject" if a in gate.subjects else "baseline"), "verdict": str(judged[a][0])} for a, s in stats.items()],
     }
     verdict = compare.worst(judged[a][0] for a in gate.subjects)
@@ -472,6 +537,7 @@ def all_of(rows: pd.DataFrame, gate: GateEntry, p: AllOfParams) -> GateResult:
     """Several predicates that must all pass ("L beats K on total time; MTP acceptance ~0.8;
     tool loop 2/3"); the reason joins theirs."""
     parts, evidence, verdicts = [], {}, []
+    claims: list[tuple[Verdict, dict[str, Any]]] = []
     for i, check in enumerate(p.checks):
         deciding = not check.report_only
         sub = gate.model_copy(update={
@@ -482,8 +548,14 @@ def all_of(rows: pd.DataFrame, gate: GateEntry, p: AllOfParams) -> GateResult:
         result = get(check.predicate)(rows, sub, params_model(check.predicate).model_validate(check.params))
         if deciding:
             verdicts.append(result.verdict)
+            if "p_pass" in result.evidence:
+                claims.append((result.verdict, result.evidence))
         parts.append(result.reason)
         evidence[f"{i}:{check.predicate}"] = {"verdict": result.verdict, **result.evidence}
+    if claims:  # the whole is one claim of the family: all must pass (largest p), any may fail (Bonferroni)
+        evidence["p_pass"] = max(float(e["p_pass"]) for _, e in claims)
+        evidence["p_fail"] = min(1.0, min(float(e["p_fail"]) for _, e in claims) * len(claims))
+        evidence["statistical_fail"] = all(e.get("statistical_fail", True) for v, e in claims if v == Verdict.FAIL)
     for v in (Verdict.PENDING, Verdict.FAIL, Verdict.INCONCLUSIVE, Verdict.CONTROL):
         if v in verdicts:
             return GateResult(verdict=v, reason="; ".join(parts), evidence=evidence)
@@ -503,7 +575,7 @@ class GoodputParams(Params):
     target: float = Field(description="the latency a request must meet, e.g. 2.0 (s)")
     lower_is_better: bool = True
     min_share: float = Field(default=0.9, ge=0, le=1, description="share of requests that must meet the target")
-    min_n: int = Field(default=compare.DEFAULT_MIN_N, ge=1, description="fewer requests than this is inconclusive")
+    min_n: int = Field(default=compare.DEFAULT_MIN_RUNS, ge=1, description="fewer requests than this is inconclusive")
 
 
 @register("goodput", GoodputParams)
@@ -647,7 +719,7 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
     unit) can only argue by elimination ("0 hits: the cache did no work"), so that argument
     is reported, labelled as such, with the verdict `inconclusive`.
     """
-    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    rigor = p.of()
     subject = gate.subjects[0]
     if p.ablation is not None and p.ablation not in gate.baseline:
         return pending(f"ablation arm {p.ablation} must be listed in the gate's baseline")
@@ -680,6 +752,15 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
     if p.ablation is None:
         return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}; {_elimination(p, subject, counters[subject])}; {counter_txt}", evidence=evidence)
     ablation = p.ablation
+    no_hits = p.claim == "cache" and (counters[subject] is None or counters[subject]["hits"] < p.min_hits)
+    if no_hits:
+        made = "reports no cache counters" if counters[subject] is None else f"made {int(counters[subject]['hits'])} cache hits"
+        # a cache that never hit did no work, so the difference came from elsewhere
+        return GateResult(
+            verdict=Verdict.INCONCLUSIVE,
+            reason=f"{head}; but {subject} {made}: the cache cannot be credited (drift between runs?); {counter_txt}",
+            evidence=evidence,
+        )
     if sole:
         return GateResult(
             verdict=Verdict.PASS,
@@ -710,16 +791,15 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
             reason=f"{numbers}; switching the {p.claim} off keeps the win: the win was not the {p.claim}; {counter_txt}",
             evidence=evidence,
         )
-    if cost.verdict == Verdict.PASS and p.claim == "cache" and counters[subject] is not None and counters[subject]["hits"] < p.min_hits:
-        # the counters contradict the ablation: a cache that never hit did no work, so the
-        # difference came from elsewhere (load drifting between the runs, say)
+    if cost.verdict == Verdict.PASS and kept.verdict != Verdict.FAIL:
         return GateResult(
             verdict=Verdict.INCONCLUSIVE,
-            reason=f"{numbers}; switching the cache off costs the win, but the cache made {int(counters[subject]['hits'])} hits on {subject}: "
-                   f"the difference is not the cache's doing (drift between runs? interleave repeats); {counter_txt}",
+            reason=f"{numbers}; switching the {p.claim} off costs the win, but whether {ablation} keeps it is undecided: "
+                   f"the credit waits on the ablation's own result; {counter_txt}",
             evidence=evidence,
         )
     if cost.verdict == Verdict.PASS:
+        evidence["p_pass"] = max(win.evidence()["p_pass"], cost.evidence()["p_pass"], kept.evidence()["p_fail"])
         return GateResult(
             verdict=Verdict.PASS,
             reason=f"{numbers}; switching the {p.claim} off costs the win: the win was the {p.claim}; {counter_txt}",

@@ -5,22 +5,22 @@ Both read through the comparison primitive (`gates.compare`) and follow its rule
 cell (probe, scenario, context, mode) per arm, never pooled across cells, so a gate "at a
 rate" names the run's scenario (`rate=2`, `poisson=2`, `concurrency=8`, or `sweep`); each
 number carries n and an interval; an arm failing more than `max_error_rate` of its
-requests cannot pass; n below `min_n` is inconclusive; a bound or a gain whose interval
+requests cannot pass; fewer than `min_runs` server runs is inconclusive; a bound or a gain whose interval
 straddles the threshold is inconclusive; every subject against every baseline arm.
 
 - `load_goodput`: goodput_rps = requests that met every target / the window the load was
   offered over (`arms.load`); failures count as misses. The window is fixed by the
   schedule, so the share met is the only random part: the interval is the exact
-  (Clopper-Pearson) interval of met / offered, times offered / window. Attempts (repeats)
-  of one cell are pooled: met, offered and windows add up. Scenario `sweep` reads
+  met / window of each server run, and the CI over runs (requests of one run share its
+  draw, so they are never the unit). Scenario `sweep` reads
   `max_goodput_rps`, whose source names the run it came from; that run's counts give the
   interval. A floor (`min_rps`), a gain over each baseline arm (`min_gain`), or both.
 - `load_latency`: the q-th percentile of the per-request samples in the cell (`ttft_s`,
   `tpot_s`, `e2e_s`, `itl_max_s`, ...; failed requests are in the error rate, not the
-  samples), with the distribution-free order-statistic interval of that quantile
-  (`gates.intervals.quantile_interval`). Few requests cannot bound a high percentile from
-  above (50 cannot bound a p99 at 95%), so such a bound stays inconclusive and the reason
-  says how many requests it needs. A ceiling (`max_value`), a cut against each baseline
+  samples), one per server run, with the CI over runs; the distribution-free interval of
+  the pooled quantile (`gates.intervals.quantile_interval`) is shown as the request-level
+  spread. A run with few requests makes its p99 mostly its largest value, and the reason
+  says how many requests a run needs. A ceiling (`max_value`), a cut against each baseline
   arm (`min_gain`, lower is better), or both.
 
 Registered by `gates.catalog`; this module imports neither it nor the campaign schema
@@ -88,28 +88,34 @@ def _summary(rows: pd.DataFrame, arm: str, probe: str, scenario: str, context: i
 
 
 def _goodput_stat(rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: str, label: str) -> dict[Cell, CellStat]:
-    """Goodput per cell of one run's scenario, with the Clopper-Pearson interval (module doc)."""
+    """Goodput per cell of one run's scenario: one value per server run (requests that met
+    every target / the run's window), with the CI over runs (module doc)."""
     out: dict[Cell, CellStat] = {}
     part = _summary(rows, arm, p.probe, scenario, p.context)
     if part.empty:
         return out
-    counts = compare.cell_stats(rows, Selector(metric="requests_met", probe=p.probe, scenario=scenario, context=p.context), arm)
+    counts = compare.cell_stats(rows, Selector(metric="requests_met", probe=p.probe, scenario=scenario, context=p.context), arm, confidence=p.confidence)
     for (context, mode), cell_rows in part.groupby(["context", "mode"], observed=True):
-        total = lambda metric: float(cell_rows.loc[cell_rows["metric"] == metric, "value"].sum())  # noqa: E731
-        met, offered, window = int(total("requests_met")), int(total("requests")), total("window_s")
+        total = lambda frame, metric: float(frame.loc[frame["metric"] == metric, "value"].sum())  # noqa: E731
+        met, offered, window = int(total(cell_rows, "requests_met")), int(total(cell_rows, "requests")), total(cell_rows, "window_s")
         if not offered or window <= 0:
             continue
-        cell = Cell(p.probe, scenario, int(context), str(mode))
-        lo, hi = rate_interval(met, offered)
-        per = offered / window
-        base = counts.get(cell)
-        stat = CellStat(
-            arm=arm, cell=cell, metric=label, sample_metric="requests met every target", basis=f"{met} of {offered} requests over {num(window)} s",
-            values=[1.0] * met + [0.0] * (offered - met), median=met / window, low=lo * per, high=hi * per,
-            coverage=CONFIDENCE, unit="req/s",
-        )
+        settings = str(cell_rows["settings_hash"].iloc[0]) if "settings_hash" in cell_rows else ""
+        cell = Cell(p.probe, scenario, int(context), str(mode), settings)
+
+        def per_run(g: pd.DataFrame) -> float:
+            w = total(g, "window_s")
+            return total(g, "requests_met") / w if w > 0 else math.nan
+
+        runs = [replace(r, requests=int(total(cell_rows[compare.block_of(cell_rows) == r.block], "requests")))
+                for r in compare.runs_of(cell_rows[cell_rows["metric"].isin(["requests_met", "window_s"])], per_run)]
+        stat = compare.stat_from_runs(arm, cell, label, "requests met every target / window", "samples", runs,
+                                      [r.value for r in runs], p.confidence, "req/s")
+        stat.basis = f"{met} of {offered} requests over {num(window)} s"
+        base = next((c for c in counts.values() if c.cell.loose() == cell.loose()), None)
         if base is not None:
             stat = replace(stat, requests=base.requests, failed=base.failed, errors_by_kind=base.errors_by_kind, retried=base.retried)
+        stat.arm_errors = compare.arm_errors(rows, arm)
         out[cell] = stat
     return out
 
@@ -144,12 +150,13 @@ def _against_zero(s: CellStat, b: CellStat, rigor: Rigor) -> Comparison:
     cmp = Comparison(
         subject=s, baseline=b, higher_is_better=True, threshold=0.0, gain=math.inf if s.median > 0 else 0.0,
         low=math.inf if s.low > 0 else 0.0, high=math.inf if s.high > 0 else 0.0, method="against a baseline of 0",
-        pairs=0, coverage=s.coverage, n_ok=s.n >= rigor.min_n, subject_flaky=compare.flaky(s, rigor), baseline_flaky=compare.flaky(b, rigor),
+        pairs=0, coverage=s.coverage, n_ok=s.n >= rigor.min_runs, subject_flaky=compare.flaky(s, rigor), baseline_flaky=compare.flaky(b, rigor),
+        statistical=False,
     )
     if cmp.subject_flaky:
         cmp.verdict, cmp.notes = Verdict.FAIL, [compare.error_note(s, rigor) + ": cannot pass"]
     elif not cmp.n_ok:
-        cmp.verdict, cmp.notes = Verdict.INCONCLUSIVE, [f"{s.arm} n={s.n} < {rigor.min_n}: too few to decide"]
+        cmp.verdict, cmp.notes = Verdict.INCONCLUSIVE, [compare.runs_note([s], rigor)]
     elif s.low > 0:
         cmp.verdict, cmp.notes = Verdict.PASS, [f"{b.arm} carried nothing within the targets"]
     else:
@@ -180,7 +187,7 @@ def _judge(
                 verdict, why = compare.judge_bound(stat, (lambda x: x >= bound - compare.EPS) if higher_is_better else (lambda x: x <= bound + compare.EPS), rigor)
                 verdicts.append(verdict)
                 where = label(cell)
-                shown.append(f"{arm}{' ' + where.rstrip(':') if where else ''} {compare.fmt_stat(stat)} (n={stat.n})")
+                shown.append(f"{arm}{' ' + where.rstrip(':') if where else ''} {compare.fmt_stat(stat)}")
                 if why:
                     notes.append(why)
                 if note is not None and (extra := note(stat)):
@@ -204,6 +211,7 @@ def _judge(
                         return pending(f"{b} {metric} is 0 at {cell.key()}: no relative change can be computed")
                     else:
                         comparisons.append(compare.compare_cells(subject, base, higher_is_better, min_gain, rigor))
+        compare.holm_fails(comparisons, rigor)
         outcome = compare.Outcome(metric=what, higher_is_better=higher_is_better, threshold=min_gain, rigor=rigor, stats=stats, comparisons=comparisons)
         verdicts += [c.verdict for c in comparisons]
         parts.append(outcome.text())
@@ -223,13 +231,13 @@ def load_goodput(rows: pd.DataFrame, gate: Any, p: LoadGoodputParams) -> GateRes
     (see the module doc for the interval)."""
     if rows.empty:
         return pending(f"no canonical load runs for {'/'.join(gate.subjects)} yet")
-    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    rigor = p.of()
     arms = list(dict.fromkeys([*gate.subjects, *(gate.baseline if p.min_gain is not None else [])]))
     stats = {arm: goodput_stats(rows, arm, p) for arm in arms}
     metric = "max_goodput_rps" if p.scenario == SWEEP else "goodput_rps"
     what = metric if p.scenario == SWEEP else f"{metric} at {p.scenario}"
     result = _judge(gate, stats, metric=metric, what=what, higher_is_better=True, bound=p.min_rps, min_gain=p.min_gain, rigor=rigor)
-    result.evidence.update({"interval_method": f"{RATE_METHOD}, times offered / window", "failures_count_as_misses": True})
+    result.evidence.update({"interval_method": "t CI over server runs of each run's goodput (met / window), log scale", "failures_count_as_misses": True})
     return result
 
 
@@ -237,17 +245,27 @@ def load_goodput(rows: pd.DataFrame, gate: Any, p: LoadGoodputParams) -> GateRes
 
 
 def percentile_stats(rows: pd.DataFrame, arm: str, p: LoadLatencyParams) -> dict[Cell, CellStat]:
-    """The q-th percentile of the arm's per-request samples per cell, with its interval;
-    error counts as the primitive attaches them to the cell."""
+    """The q-th percentile of the arm's per-request samples per cell: one per server run,
+    with the CI over runs; the order-statistic interval of the pooled percentile is kept
+    as the request-level spread. Error counts as the primitive attaches them."""
     q = p.percentile / 100
     out: dict[Cell, CellStat] = {}
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
-    for cell, stat in compare.cell_stats(rows, sel, arm).items():
-        if stat.basis != "samples":
+    mine = rows.loc[(rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (rows["trial"] >= 0)] if not rows.empty else rows
+    for cell, stat in compare.cell_stats(rows, sel, arm, confidence=p.confidence).items():
+        if stat.basis != "samples" or not stat.runs:
+            if stat.all_failed:
+                out[cell] = stat
             continue  # summary rows are not requests: no percentile of them
+        part = mine.loc[(mine["probe"] == cell.probe) & (mine["scenario"] == cell.scenario) & (mine["context"] == cell.context)]
+        if "settings_hash" in part:
+            part = part.loc[part["settings_hash"].astype(str) == cell.settings]
+        runs = compare.runs_of(part, lambda g: float(g["value"].astype(float).quantile(q)))  # linear, as arms.metrics.percentile
         low, high, coverage = quantile_interval(stat.values, q)
-        value = float(pd.Series(stat.values).quantile(q))  # linear interpolation, as arms.metrics.percentile
-        out[cell] = replace(stat, metric=f"{p.metric} p{p.percentile:g}", median=value, low=low, high=high, coverage=coverage, by_repeat={})
+        new = compare.stat_from_runs(arm, cell, f"{p.metric} p{p.percentile:g}", p.metric, "samples", runs, stat.values, p.confidence, stat.unit)
+        new.request_low, new.request_high, new.request_coverage = low, high, coverage
+        new.requests, new.failed, new.errors_by_kind, new.retried, new.arm_errors = stat.requests, stat.failed, stat.errors_by_kind, stat.retried, stat.arm_errors
+        out[cell] = new
     return out
 
 
@@ -255,19 +273,20 @@ def load_latency(rows: pd.DataFrame, gate: Any, p: LoadLatencyParams) -> GateRes
     """A latency percentile at a rate: a ceiling, a cut against the baseline, or both."""
     if rows.empty:
         return pending(f"no canonical {p.metric} for {'/'.join(gate.subjects)} yet")
-    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    rigor = p.of()
     arms = list(dict.fromkeys([*gate.subjects, *(gate.baseline if p.min_gain is not None else [])]))
     stats = {arm: percentile_stats(rows, arm, p) for arm in arms}
     q = p.percentile / 100
 
     def unbounded(stat: CellStat) -> str:
-        if math.isinf(stat.high):
-            return f"{stat.arm}'s p{p.percentile:g} of {stat.n} requests has no upper bound at {CONFIDENCE:.0%} (needs >= {needed_for_upper(q)})"
+        per_run = min((r.requests for r in stat.runs), default=0)
+        if stat.runs and per_run < needed_for_upper(q):
+            return f"{stat.arm}'s runs have {per_run} requests each: a p{p.percentile:g} of so few is mostly its largest value (needs >= {needed_for_upper(q)} for a bound)"
         return ""
 
     what = f"{p.metric} p{p.percentile:g} at {p.scenario}"
     result = _judge(gate, stats, metric=p.metric, what=what, higher_is_better=False, bound=p.max_value, min_gain=p.min_gain, rigor=rigor, note=unbounded)
-    result.evidence.update({"interval_method": QUANTILE_METHOD, "percentile": p.percentile})
+    result.evidence.update({"interval_method": "t CI over server runs of each run's percentile, log scale", "request_interval_method": QUANTILE_METHOD, "percentile": p.percentile})
     return result
 
 

@@ -11,6 +11,7 @@ the rule, then whatever made the verdict fail or stay inconclusive.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any, Literal
@@ -47,7 +48,7 @@ def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams)
     time"). Contexts are compared one by one, never pooled."""
     if not gate.baseline:
         return pending("relative_improvement needs a baseline arm")
-    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    rigor = p.of()
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
     main = compare.compare(rows, gate.subjects, gate.baseline, sel, higher_is_better=p.higher_is_better, threshold=p.min_gain, rigor=rigor)
     if main.missing:
@@ -79,6 +80,53 @@ def _how(gate: GateEntry) -> str:
     return "each subject against the baseline, per common cell: all must pass"
 
 
+# -- equivalence ("within X%") ------------------------------------------------------------
+
+
+class EquivalenceParams(Selector, Rigor):
+    margin: float = Field(gt=0, lt=1, description="the arms count as equivalent when the ratio stays within 1 +- margin (0.05 = 5%)")
+
+
+@register("equivalence", EquivalenceParams)
+def equivalence(rows: pd.DataFrame, gate: GateEntry, p: EquivalenceParams) -> GateResult:
+    """"Within X%": every subject's value stays within 1 +- margin of every baseline's, by
+    two one-sided tests (TOST) on the log ratio over runs -- pass when both "not below
+    1 - margin" and "not above 1 + margin" are shown at (1 - confidence) / 2, i.e. the
+    whole CI lies inside the margin; fail when the whole CI lies outside it; else
+    inconclusive. Never a pass from a CI that is merely wide."""
+    if not gate.baseline:
+        return pending("equivalence needs a baseline arm")
+    rigor = p.of()
+    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
+    main = compare.compare(rows, gate.subjects, gate.baseline, sel, higher_is_better=True, threshold=0.0, rigor=rigor)
+    if main.missing:
+        return pending(main.missing, **main.evidence())
+    lower, upper = math.log(1 - p.margin), math.log(1 + p.margin)
+    for c in main.comparisons:
+        est = c.estimate
+        if not c.statistical or est is None:
+            continue
+        scale = 1.0
+        if not est.log:
+            base = [r.value for r in c.baseline.runs]
+            scale = sum(base) / len(base) if base else 1.0
+            lo_b, hi_b = -p.margin * scale, p.margin * scale
+        else:
+            lo_b, hi_b = lower, upper
+        c.p_pass = max(est.p_above(lo_b), est.p_below(hi_b))
+        c.p_fail = min(1.0, 2 * min(est.p_below(lo_b), est.p_above(hi_b)))
+        if c.p_pass <= rigor.alpha:
+            c.verdict, c.notes = Verdict.PASS, []
+        elif c.p_fail <= rigor.alpha:
+            c.verdict, c.notes = Verdict.FAIL, [f"{c.subject.arm} differs from {c.baseline.arm} by more than {num(p.margin * 100)}%"]
+        else:
+            c.verdict, c.notes = Verdict.INCONCLUSIVE, [f"{c.subject.arm}'s CI reaches beyond +-{num(p.margin * 100)}%"]
+    compare.holm_fails(main.comparisons, rigor)
+    main.threshold = 0.0
+    reason = main.text(need=False) + f"; needs within +-{num(p.margin * 100)}% (two one-sided tests)"
+    return GateResult(verdict=main.verdict, reason=reason, evidence={**main.evidence(), "margin": p.margin, "how": "TOST on the log ratio over runs"})
+
+
 # -- threshold ------------------------------------------------------------------------
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -102,13 +150,13 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     context (never pooled): pass when the median's whole interval does, fail when none of
     it does, inconclusive when it straddles the value or n < min_n."""
     check = _OPS[p.op]
-    rigor = Rigor(min_n=p.min_n, max_error_rate=p.max_error_rate)
+    rigor = p.of()
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
     scenarios: list[str | None] = list(p.scenarios) or [None]
     judged: list[tuple[compare.CellStat, Verdict, str]] = []
     for arm in gate.subjects:
         for scen in scenarios:
-            stats = compare.cell_stats(rows, sel, arm, scen)
+            stats = compare.cell_stats(rows, sel, arm, scen, confidence=rigor.confidence)
             if not stats:
                 return pending(f"no canonical {p.metric}{' ' + scen if scen else ''} for {arm} yet")
             for stat in stats.values():
@@ -141,7 +189,7 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     partial: dict[str, dict[str, float]] = {}
     for arm in gate.subjects:
         for scen in p.partial_scenarios:
-            for stat in compare.cell_stats(rows, sel, arm, scen).values():
+            for stat in compare.cell_stats(rows, sel, arm, scen, confidence=rigor.confidence).values():
                 partial.setdefault(scen, {})[arm] = stat.median
     for scen, vals in partial.items():
         lo, hi = min(vals.values()), max(vals.values())
@@ -150,8 +198,8 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
         verdict=verdict,
         reason=reason,
         evidence={
-            "metric": p.metric, "op": p.op, "threshold": p.value, "min_n": p.min_n, "max_error_rate": p.max_error_rate,
-            "interval_method": compare.MEDIAN_METHOD,
+            "metric": p.metric, "op": p.op, "threshold": p.value, "min_runs": p.min_runs, "max_error_rate": p.max_error_rate, "confidence": p.confidence,
+            "interval_method": compare.INTERVAL_METHOD,
             "cells": [{**s.evidence("subject"), "verdict": str(v)} for s, v, _ in judged],
             "partial": partial,
         },

@@ -1,0 +1,148 @@
+"""How often is a verdict wrong? False pass, false fail and power, measured.
+
+Part 1 runs `--campaigns` campaigns (default 400) per comparative predicate and per
+number of cells (1, 4, 8) through the real gate code, on block data drawn from the
+server variation model (`gates.calibration`), with the arm's true gain set exactly on
+the gate's boundary, where a pass and a fail are both false. It also measures power: a
+true +15% against a +10% relative_improvement gate.
+
+Part 2 (`--e2e N`, default 20; 0 skips it) runs N whole campaigns of two identical arms
+end to end on the embedded simulator (server starts, blocks in a randomised order, the
+store, the gate engine), each with its own campaign seed, and counts their verdicts.
+
+Every rate is printed with its exact (Clopper-Pearson) 95% interval. The last line is
+
+    false pass X.X% (N campaigns), false fail Y.Y%, power Z.Z% at +15% vs +10%
+
+where X and Y are the worst rates over every predicate and cell count (part 1), and N
+the campaigns they came from. The goal is X <= 5 and Y <= 5.
+
+    python benchmarks/verdict_calibration.py [--campaigns 400] [--e2e 20] [--blocks 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from scipy import stats as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gates.calibration import VariationModel, calibrate, gates_for, Design  # noqa: E402
+
+
+def ci(k: int, n: int) -> str:
+    r = st.binomtest(k, n).proportion_ci(0.95, method="exact")
+    return f"{k / n:6.1%} [{r.low:.1%}, {r.high:.1%}]"
+
+
+E2E_CAMPAIGN = """
+[campaign]
+name = "calib{seed}"
+seed = {seed}
+
+[[models]]
+name = "m"
+quant = "q4"
+served_id = "sim-m"
+
+[[runtimes]]
+name = "sim"
+adapter = "simulator"
+[runtimes.options.profile]
+time_scale = 50.0
+decode_tps = 40.0
+
+[[arms]]
+id = "A"
+model = "m"
+runtime = "sim"
+context = 4096
+
+[[arms]]
+id = "B"
+model = "m"
+runtime = "sim"
+context = 4096
+
+[[gates]]
+id = "faster"
+predicate = "relative_improvement"
+subjects = ["A"]
+baseline = ["B"]
+params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.0 }}
+
+[[queue]]
+title = "identical arms"
+arms = ["A", "B"]
+probes = ["decode"]
+repeats = {blocks}
+gate = "faster"
+"""
+
+
+def e2e(n: int, blocks: int) -> tuple[int, int, int]:
+    """n campaigns of identical arms on the simulator: (campaigns, passes, fails)."""
+    passes = fails = done = 0
+    for seed in range(1, n + 1):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "c.toml"
+            path.write_text(textwrap.dedent(E2E_CAMPAIGN.format(seed=seed, blocks=blocks)))
+            cmd = [sys.executable, "-m", "cli", "--db", str(Path(tmp) / "c.db"), "run", str(path)]
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=900)
+            status = subprocess.run(
+                [sys.executable, "-m", "cli", "--db", str(Path(tmp) / "c.db"), "status", str(path)],
+                cwd=tmp, capture_output=True, text=True, timeout=300,
+            )
+            out = status.stdout + proc.stdout
+            line = next((ln for ln in out.splitlines() if "faster" in ln), "")
+            done += 1
+            passes += " pass" in line
+            fails += " fail" in line
+            print(f"  e2e {seed:3d}: {line.strip()[:110]}", flush=True)
+    return done, passes, fails
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--campaigns", type=int, default=400)
+    ap.add_argument("--e2e", type=int, default=20)
+    ap.add_argument("--blocks", type=int, default=5)
+    ap.add_argument("--run-sd", type=float, default=VariationModel.run_sd)
+    ap.add_argument("--request-sd", type=float, default=VariationModel.request_sd)
+    args = ap.parse_args()
+    model = VariationModel(run_sd=args.run_sd, request_sd=args.request_sd)
+    print(f"variation: run_sd {model.run_sd:.3f}, drift_sd {model.drift_sd:.3f}, request_sd {model.request_sd:.3f} (log scale); "
+          f"{args.blocks} blocks x 30 requests; {args.campaigns} campaigns per row")
+    print(f"{'predicate':32s} {'cells':>5s}  {'false pass':>22s}  {'false fail':>22s}")
+    worst_pass = worst_fail = 0.0
+    total = 0
+    t0 = time.perf_counter()
+    for predicate in gates_for(Design()):
+        for cells in (1, 4, 8):
+            tally = next(iter(calibrate(predicate, cells, model, args.campaigns, seed=cells * 1000 + len(predicate), blocks=args.blocks).values()))
+            total += tally.campaigns
+            worst_pass = max(worst_pass, tally.pass_rate)
+            worst_fail = max(worst_fail, tally.fail_rate)
+            print(f"{predicate:32s} {cells:5d}  {ci(tally.passed, tally.campaigns)}  {ci(tally.failed, tally.campaigns)}", flush=True)
+    power = next(iter(calibrate("relative_improvement(+10%)", 1, model, args.campaigns, seed=7, blocks=args.blocks, truth=[1.15]).values()))
+    print(f"power, true +15% vs a +10% gate (1 cell): {ci(power.passed, power.campaigns)}")
+    for blocks in (10, 20):
+        more = next(iter(calibrate("relative_improvement(+10%)", 1, model, args.campaigns // 2, seed=8, blocks=blocks, truth=[1.15]).values()))
+        print(f"  with {blocks} blocks: {ci(more.passed, more.campaigns)}")
+    print(f"part 1: {total} campaigns in {time.perf_counter() - t0:.0f} s")
+    if args.e2e:
+        print(f"end to end on the simulator, identical arms, {args.blocks} blocks, any-gain gate:")
+        n, p, f = e2e(args.e2e, args.blocks)
+        print(f"  {n} campaigns: pass {ci(p, n)}, fail {ci(f, n)}")
+    print(f"false pass {worst_pass:.1%} ({total} campaigns), false fail {worst_fail:.1%}, power {power.pass_rate:.1%} at +15% vs +10%")
+
+
+if __name__ == "__main__":
+    main()

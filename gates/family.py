@@ -1,0 +1,63 @@
+"""The campaign's comparative gates as one family: Holm's method over their claims.
+
+Why: each comparative gate decides at (1 - confidence) / 2 per claim, so a campaign of
+ten gates on identical arms would pass one of them far more often than that. The
+comparative gates of a campaign (those whose evidence carries `p_pass`, written by
+`gates.compare.gate_p`) are one family unless a gate is marked `exploratory`; the pass
+claims and the fail claims are each adjusted by Holm's step-down method
+(statsmodels.stats.multitest), which controls the family-wise error at alpha without
+assuming the gates independent. A verdict that does not survive becomes inconclusive;
+adjustment never turns an inconclusive verdict into a decision. Every member's reason says
+how large the family is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from statsmodels.stats.multitest import multipletests
+
+from campaign.schema import GateEntry
+from campaign.states import Verdict
+from gates.compare import alpha_of
+from gates.result import GateResult
+
+
+def _holm(ps: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
+    if not ps:
+        return []
+    reject, adjusted, _, _ = multipletests(list(ps), alpha=alpha, method="holm")
+    return [(bool(r), float(a)) for r, a in zip(reject, adjusted)]
+
+
+def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confidence: float) -> dict[str, GateResult]:
+    """`results` by gate id, with the family's verdicts Holm-adjusted (see the module doc)."""
+    alpha = alpha_of(confidence)
+    by_id = {g.id: g for g in gates}
+    members = [
+        gid for gid, r in results.items()
+        if "p_pass" in r.evidence and gid in by_id and not by_id[gid].exploratory
+        and r.verdict in (Verdict.PASS, Verdict.FAIL, Verdict.INCONCLUSIVE)
+    ]
+    out = dict(results)
+    for gid, r in results.items():
+        if "p_pass" in r.evidence and gid in by_id and by_id[gid].exploratory:
+            out[gid] = r.model_copy(update={"reason": f"{r.reason}; exploratory: outside the family, no multiplicity control"})
+    m = len(members)
+    if not m:
+        return out
+    passes = _holm([float(results[g].evidence["p_pass"]) for g in members], alpha)
+    fails = _holm([float(results[g].evidence["p_fail"]) for g in members], alpha)
+    for gid, (pass_ok, p_pass_adj), (fail_ok, p_fail_adj) in zip(members, passes, fails):
+        r = results[gid]
+        verdict, reason = r.verdict, r.reason
+        family = f"family of {m} comparative gate{'s' if m != 1 else ''}, Holm"
+        if verdict == Verdict.PASS and not pass_ok:
+            verdict, reason = Verdict.INCONCLUSIVE, f"{reason}; passes alone, but not over the {family} (adjusted p {p_pass_adj:.3f} > {alpha:.3f})"
+        elif verdict == Verdict.FAIL and r.evidence.get("statistical_fail", True) and not fail_ok:
+            verdict, reason = Verdict.INCONCLUSIVE, f"{reason}; fails alone, but not over the {family} (adjusted p {p_fail_adj:.3f} > {alpha:.3f})"
+        elif m > 1:
+            reason = f"{reason}; {family}"
+        evidence = {**r.evidence, "family_size": m, "p_pass_adjusted": p_pass_adj, "p_fail_adjusted": p_fail_adj}
+        out[gid] = GateResult(verdict=verdict, reason=reason, evidence=evidence)
+    return out
