@@ -464,6 +464,93 @@ def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known
     return problems
 
 
+# -- what one gate pools ----------------------------------------------------------------
+
+
+def item_label(index: int, item: QueueItem) -> str:
+    """A queue item as errors name it: `queue[3] (id 'cache-128k')`, or by title without an id."""
+    return f"queue[{index}] (id {item.id!r})" if item.id is not None else f"queue[{index}] ({item.title!r})"
+
+
+def recipe_differences(a: Recipe, b: Recipe) -> list[str]:
+    """The recipe fields in which two recipes differ, in the order Recipe declares them."""
+    return [name for name in Recipe.model_fields if getattr(a, name) != getattr(b, name)]
+
+
+_SIZE_FIELDS = ("prefix_cache", "session_cache_cap")
+
+
+def recipe_value_text(field: str, value: Any) -> str:
+    """A recipe value as a person wrote it: sizes as 48G, booleans as TOML, absent as unset."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if field in _SIZE_FIELDS and isinstance(value, int):
+        for unit in ("T", "G", "M", "K"):
+            if value and value % _UNITS[unit] == 0:
+                return f"{value // _UNITS[unit]}{unit}"
+        return str(value)
+    if isinstance(value, str):
+        return repr(value)
+    return str(value)
+
+
+def _recipe_or_none(spec: CampaignSpec, arm_id: str, item: QueueItem) -> Recipe | None:
+    try:
+        return spec.recipe_for(arm_id, item)
+    except ValidationError:
+        return None  # a bad recipe.* value: flows.overrides reports it with the valid range
+
+
+def _check_pooling(spec: CampaignSpec) -> list[str]:
+    """The queue items that feed one gate must not pool unlike settings in its verdict.
+
+    A gate's verdict pools every measurement of an arm from the items that feed it, so two
+    items that run the same arm with different recipes (a `recipe.*` override, a
+    confirmatory `change`) would make one cell out of two settings, and the difference
+    would read as noise. A confirmatory item changes one variable on purpose: it is
+    compared with the item it confirms, so it must not feed the same gate with the same
+    arm even when its change happens to leave the recipe as it was. (The overrides of
+    the probes themselves are checked where the probes are known, in `flows.resolve`.)
+    """
+    problems: list[str] = []
+    position = {id(q): i for i, q in enumerate(spec.queue)}
+    for gate in spec.gates:
+        feeding = [q for q in spec.queue if q.gate == gate.id]
+        for n, first in enumerate(feeding):
+            for second in feeding[n + 1 :]:
+                shared = [a for a in second.arms if a in first.arms]
+                if not shared:
+                    continue
+                one, two = item_label(position[id(first)], first), item_label(position[id(second)], second)
+                if second.confirms == first.key:  # confirms names an earlier item: the first
+                    problems.append(
+                        f"{two}.gate: found {gate.id!r}, but this item confirms {one} (changing "
+                        f"{', '.join(second.change)}) and that item feeds {gate.id!r} too with the same "
+                        f"arm{'s' if len(shared) > 1 else ''} {', '.join(shared)}; a confirmatory run is compared "
+                        f"with the item it confirms, never pooled with it in one verdict (feed another gate, or none)"
+                    )
+                    continue
+                for arm_id in shared:
+                    a, b = _recipe_or_none(spec, arm_id, first), _recipe_or_none(spec, arm_id, second)
+                    if a is None or b is None:
+                        continue
+                    fields = recipe_differences(a, b)
+                    if not fields:
+                        continue
+                    shown = "; ".join(
+                        f"{f} ({first.key}: {recipe_value_text(f, getattr(a, f))}, {second.key}: {recipe_value_text(f, getattr(b, f))})"
+                        for f in fields
+                    )
+                    problems.append(
+                        f"{two}.gate: gate {gate.id!r} is also fed by {one}, which runs arm {arm_id!r} with another "
+                        f"recipe: {shown}; one verdict must not pool unlike settings (give that recipe its own arm, "
+                        f"or feed another gate)"
+                    )
+    return problems
+
+
 def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -506,6 +593,8 @@ def parse_campaign(
     except ValidationError as exc:
         raise CampaignFileError(path, [_describe(e, data) for e in exc.errors()]) from None
     problems = _check_references(spec, known_adapters, known_predicates)
+    if not problems:  # pooling is read through the references, so only once they hold
+        problems = _check_pooling(spec)
     for i, gate in enumerate(spec.gates):
         model = (predicate_params or {}).get(gate.predicate)
         if model is None:

@@ -6,6 +6,14 @@ exists is a fact of the registries (arms and gates), and whether an arm's `simul
 names real simulator knobs is a fact of the simulator; this layer sits above both, so it
 owns the check. Plugins (a campaign's own predicates) are imported first so they are
 registered before names are checked.
+
+Two design checks sit here too, because they read facts the core cannot import: an
+`attribution` gate's ablation arm must be its subject with only the claimed mechanism
+switched (the mechanisms' recipe fields are `campaign.mechanisms.MECHANISMS`, and
+`attribution`/`all_of` are gate predicates) and must run in the same blocks as the
+subject; and the items feeding one gate must give a probe they share the same settings
+(which override keys belong to a probe is a fact of the probe registry). Whether they
+run a shared arm with the same recipe needs no registry: `campaign.schema` checks it.
 """
 
 from __future__ import annotations
@@ -18,9 +26,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from arms.probes import registry as probe_registry
 from arms.runtimes import catalog as runtime_registry
 from arms.simulator.profile import SimProfile
-from campaign.schema import CampaignFileError, CampaignSpec, KnownNames, read_campaign, read_toml
+from campaign.mechanisms import MECHANISMS
+from campaign.schema import (
+    CampaignFileError,
+    CampaignSpec,
+    GateEntry,
+    KnownNames,
+    QueueItem,
+    Recipe,
+    item_label,
+    read_campaign,
+    read_toml,
+    recipe_differences,
+    recipe_value_text,
+)
 from gates import catalog as gate_predicates
 
 
@@ -52,7 +74,7 @@ def load_campaign(path: str | Path) -> CampaignSpec:
     if plugin_problems:
         raise CampaignFileError(path, plugin_problems)
     spec = read_campaign(path, known_names())
-    problems = simulate_problems(spec)
+    problems = simulate_problems(spec) + ablation_problems(spec) + probe_pooling_problems(spec)
     if problems:
         raise CampaignFileError(path, problems)
     return spec
@@ -82,6 +104,179 @@ def simulate_problems(spec: CampaignSpec) -> list[str]:
                 else:
                     problems.append(
                         f"arms[{i}] (id {arm.id!r}).simulate.{where}: {err['msg']} (found {err.get('input')!r})"
+                    )
+    return problems
+
+
+# -- attribution: the ablation is the subject with one mechanism switched ----------------------
+
+ATTRIBUTION = "attribution"
+ALL_OF = "all_of"
+
+
+def _attributions(spec: CampaignSpec) -> list[tuple[str, GateEntry, str, list[str], dict[str, Any]]]:
+    """Every `attribution` judgement in the file: (where, gate, subject, baseline, params),
+    a gate's own and each inside an `all_of` gate's checks (with the check's arms, if any)."""
+    found = []
+    for i, gate in enumerate(spec.gates):
+        where = f"gates[{i}] (id {gate.id!r})"
+        if gate.predicate == ATTRIBUTION:
+            found.append((where, gate, gate.subjects[0], list(gate.baseline), gate.params))
+        elif gate.predicate == ALL_OF:
+            for j, check in enumerate(gate.params.get("checks") or []):
+                if not isinstance(check, dict) or check.get("predicate") != ATTRIBUTION:
+                    continue
+                subjects = check.get("subjects") or gate.subjects
+                baseline = gate.baseline if check.get("baseline") is None else check["baseline"]
+                found.append((f"{where}.params.checks[{j}]", gate, subjects[0], list(baseline), check.get("params") or {}))
+    return found
+
+
+def _ablation_mismatch(spec: CampaignSpec, subject: str, ablation: str, claim: str, rs: Recipe, ra: Recipe) -> str | None:
+    """Why `ablation` (recipe `ra`) is not `subject` (recipe `rs`) with only the claimed
+    mechanism switched, or None when it is."""
+    fields = MECHANISMS[claim]
+    s, a = spec.arm(subject), spec.arm(ablation)
+    ms, ma = spec.model_for(s), spec.model_for(a)
+    diffs = [
+        f"{name} ({subject}: {x}, {ablation}: {y})"
+        for name, x, y in (
+            ("model", ms.name, ma.name), ("quant", ms.quant, ma.quant),
+            ("runtime", s.runtime, a.runtime), ("context", s.context, a.context),
+        )
+        if x != y
+    ]
+    changed = recipe_differences(rs, ra)
+    diffs += [
+        f"{f} ({subject}: {recipe_value_text(f, getattr(rs, f))}, {ablation}: {recipe_value_text(f, getattr(ra, f))})"
+        for f in changed if f not in fields
+    ]
+    named = f"the {claim} field{'s' if len(fields) > 1 else ''} ({', '.join(fields)})"
+    if diffs:
+        return f"ablation arm {ablation!r} differs from subject {subject!r} in {'; '.join(diffs)}, not only in {named}"
+    if not any(f in fields for f in changed):
+        return f"ablation arm {ablation!r} does not differ from subject {subject!r} in {named}: it does not switch the {claim} off"
+    return None
+
+
+def _read_items(spec: CampaignSpec, gate: GateEntry) -> tuple[list[QueueItem], str]:
+    """The items whose measurements a gate reads (as `flows.campaign_flow.compute_verdicts`
+    selects them) and how to say which."""
+    feeding = [q for q in spec.queue if q.gate == gate.id]
+    if feeding and gate.reads == "own-items":
+        return feeding, f"no queue item feeding gate {gate.id!r} lists both (feeding it: {', '.join(q.key for q in feeding)})"
+    why = "no item feeds it" if not feeding else "its reads = 'all'"
+    return list(spec.queue), f"no queue item lists both ({why}, so it reads every item: {', '.join(q.key for q in spec.queue)})"
+
+
+def ablation_problems(spec: CampaignSpec) -> list[str]:
+    """Each `attribution` claim names a known mechanism, and its ablation arm is the subject
+    with only that mechanism's recipe fields changed, measured in the same blocks.
+
+    Why: the predicate credits the mechanism with whatever switching it off costs. If the
+    ablation also differs in model, quant, runtime, context or another recipe field, the
+    cost is the sum of both changes and the credit goes to a confound; if it changes
+    nothing of the mechanism, it measures nothing. If the two arms never run in one item,
+    they never share a block (a server start each, in one randomised order), and drift
+    between runs reads as the mechanism's worth. The arms are compared as defined and as
+    every shared item runs them (an item's `recipe.*` overrides reach both arms).
+    """
+    problems: list[str] = []
+    arms = {a.id for a in spec.arms}
+    position = {id(q): i for i, q in enumerate(spec.queue)}
+    for where, gate, subject, baseline, params in _attributions(spec):
+        claim = params.get("claim")
+        if claim not in MECHANISMS:
+            problems.append(
+                f"{where}.params.claim: found {claim!r}, expected one of the mechanisms a gate may credit: "
+                f"{', '.join(sorted(MECHANISMS))}"
+            )
+            continue
+        ablation = params.get("ablation")
+        if ablation is None:
+            continue  # counters only: the predicate never passes on them, and says so
+        if subject not in arms:  # an all_of check's own subjects are not checked elsewhere
+            problems.append(f"{where}.subjects: arm {subject!r} does not exist (arms: {', '.join(sorted(arms))})")
+            continue
+        if ablation not in arms:
+            problems.append(f"{where}.params.ablation: arm {ablation!r} does not exist (arms: {', '.join(sorted(arms))})")
+            continue
+        if ablation == subject:
+            problems.append(
+                f"{where}.params.ablation: found {ablation!r}, the subject itself; expected the subject's recipe "
+                f"with the {claim} switched off ({', '.join(MECHANISMS[claim])})"
+            )
+            continue
+        if ablation not in baseline:
+            problems.append(
+                f"{where}.params.ablation: arm {ablation!r} must be listed in the baseline "
+                f"({', '.join(baseline) or 'none'}), where the predicate looks for it"
+            )
+        mismatch = _ablation_mismatch(spec, subject, ablation, claim, spec.recipe_for(subject), spec.recipe_for(ablation))
+        if mismatch:
+            problems.append(f"{where}: {mismatch}")
+            continue
+        read, none_shared = _read_items(spec, gate)
+        shared = [q for q in read if subject in q.arms and ablation in q.arms]
+        if not shared:
+            problems.append(
+                f"{where}: ablation arm {ablation!r} shares no block with subject {subject!r}: {none_shared}; "
+                f"list both arms in one item, so that they run in the same blocks"
+            )
+        for item in shared:
+            try:
+                rs, ra = spec.recipe_for(subject, item), spec.recipe_for(ablation, item)
+            except ValidationError:
+                continue  # a bad recipe.* value: flows.overrides reports it
+            mismatch = _ablation_mismatch(spec, subject, ablation, claim, rs, ra)
+            if mismatch:
+                problems.append(f"{where}: as {item_label(position[id(item)], item)} runs them, {mismatch}")
+    return problems
+
+
+# -- the probe settings one gate pools --------------------------------------------------------
+
+_UNSET = object()
+
+
+def _setting_text(value: Any) -> str:
+    return "unset (the probe's default)" if value is _UNSET else repr(value)
+
+
+def _probe_settings(item: QueueItem, probe: str) -> dict[str, Any]:
+    """The item's overrides that reach `probe`: its parameters and the simulator's profile."""
+    accepted = set(probe_registry.get(probe).keys)
+    return {k: v for k, v in item.overrides.items() if k in accepted or k.startswith("sim.")}
+
+
+def probe_pooling_problems(spec: CampaignSpec) -> list[str]:
+    """Items feeding one gate that share a probe give it the same settings.
+
+    Why: a gate pools every row of a probe from the items that feed it, so a decode run at
+    max_tokens 16 and one at 48 would be one sample of two workloads. The settings compared
+    are an item's non-recipe overrides that reach that probe: its own parameters and the
+    `sim.*` profile fields (recipe.* overrides are the recipe, checked by
+    `campaign.schema`). A key another probe of the item takes does not count.
+    """
+    problems: list[str] = []
+    position = {id(q): i for i, q in enumerate(spec.queue)}
+    for gate in spec.gates:
+        feeding = [q for q in spec.queue if q.gate == gate.id]
+        for n, first in enumerate(feeding):
+            for second in feeding[n + 1 :]:
+                for probe in [p for p in second.probes if p in first.probes]:
+                    a, b = _probe_settings(first, probe), _probe_settings(second, probe)
+                    keys = [k for k in sorted(set(a) | set(b)) if a.get(k, _UNSET) != b.get(k, _UNSET)]
+                    if not keys:
+                        continue
+                    shown = "; ".join(
+                        f"{k} ({first.key}: {_setting_text(a.get(k, _UNSET))}, {second.key}: {_setting_text(b.get(k, _UNSET))})"
+                        for k in keys
+                    )
+                    problems.append(
+                        f"{item_label(position[id(second)], second)}.overrides: gate {gate.id!r} is also fed by "
+                        f"{item_label(position[id(first)], first)}, and both run probe {probe} but with other settings: "
+                        f"{shown}; one verdict must not pool unlike settings (make them equal, or feed another gate)"
                     )
     return problems
 

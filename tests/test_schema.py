@@ -170,3 +170,13 @@ def test_cli_prints_a_paragraph_and_exits_2(tmp_path: Path) -> None:
 def test_examples_are_valid(examples: Path) -> None:
     for path in sorted(examples.glob("*.toml")):
         load_campaign(path)
+
+
+def test_unknown_keys_list_seed_confidence_and_exploratory(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, GOOD.replace('name = "t"', 'name = "t"\nsede = 3'))
+    assert msg.startswith("campaign: unknown key 'sede'; expected one of:") and "seed" in msg and "confidence" in msg
+    (msg,) = problems(tmp_path, GOOD.replace('subjects = ["A"]', 'subjects = ["A"]\nexploratry = true'))
+    assert msg.startswith("gates[0] (id 'g'): unknown key 'exploratry'; expected one of:") and "exploratory" in msg
+    spec = load_campaign(write(tmp_path, GOOD.replace('name = "t"', 'name = "t"\nseed = 7\nconfidence = 0.9')
+                               .replace('subjects = ["A"]', 'subjects = ["A"]\nexploratory = true')))
+    assert (spec.campaign.seed, spec.campaign.confidence, spec.gates[0].exploratory) == (7, 0.9, True)

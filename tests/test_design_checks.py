@@ -1,0 +1,303 @@
+"""Design checks at load time: an ablation switches one mechanism and shares blocks with its
+subject; the items feeding one gate never pool unlike settings."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from campaign.mechanisms import MECHANISMS
+from campaign.schema import CampaignFileError, Recipe
+from flows.resolve import load_campaign
+
+HEAD = textwrap.dedent(
+    """
+    [campaign]
+    name = "t"
+
+    [[models]]
+    name = "m"
+    quant = "q4"
+    bits_per_weight = 4.5
+
+    [[runtimes]]
+    name = "sim"
+    adapter = "simulator"
+    """
+)
+
+
+def arm(arm_id: str, recipe: str, context: int = 8192, model: str = 'model = "m"') -> str:
+    return f'\n[[arms]]\nid = "{arm_id}"\n{model}\nruntime = "sim"\ncontext = {context}\nrecipe = {{ {recipe} }}\n'
+
+
+ARMS = (
+    arm("A", "slots = 2")
+    + arm("B", 'slots = 4, prefill_chunk = 2048, prefix_cache = "8G", session_cache_cap = "128M"')
+    + arm("B-nocache", "slots = 4, prefill_chunk = 2048")
+    + arm("B-2slots", 'slots = 2, prefill_chunk = 2048, prefix_cache = "8G", session_cache_cap = "128M"')
+)
+
+CREDIT = textwrap.dedent(
+    """
+    [[gates]]
+    id = "credit"
+    predicate = "attribution"
+    params = { claim = "cache", ablation = "B-nocache" }
+    subjects = ["B"]
+    baseline = ["A", "B-nocache"]
+    """
+)
+
+LOAD = textwrap.dedent(
+    """
+    [[queue]]
+    id = "load"
+    title = "agent load"
+    arms = ["A", "B", "B-nocache", "B-2slots"]
+    probes = ["agent-load"]
+    """
+)
+
+
+def campaign(*parts: str, arms: str = ARMS) -> str:
+    return HEAD + arms + "".join(parts)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "campaign.toml"
+    path.write_text(text)
+    return path
+
+
+def problems(tmp_path: Path, text: str) -> list[str]:
+    with pytest.raises(CampaignFileError) as info:
+        load_campaign(write(tmp_path, text))
+    assert str(tmp_path / "campaign.toml") in info.value.render()
+    return info.value.problems
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+def test_every_mechanism_names_recipe_fields_and_none_shares_one() -> None:
+    fields = [f for names in MECHANISMS.values() for f in names]
+    assert set(fields) <= set(Recipe.model_fields)
+    assert len(fields) == len(set(fields))
+    assert set(MECHANISMS) == {"cache", "slots", "speculation", "offloads"}
+
+
+# -- ablations ------------------------------------------------------------------------------------
+
+
+def test_a_correct_ablation_loads(tmp_path: Path) -> None:
+    slots = CREDIT.replace('"credit"', '"credit-slots"').replace('claim = "cache", ablation = "B-nocache"', 'claim = "slots", ablation = "B-2slots"')
+    slots = slots.replace('baseline = ["A", "B-nocache"]', 'baseline = ["A", "B-2slots"]')
+    spec = load_campaign(write(tmp_path, campaign(CREDIT, slots, LOAD)))
+    assert [g.id for g in spec.gates] == ["credit", "credit-slots"]
+
+
+def test_an_ablation_may_be_the_baseline_itself(tmp_path: Path) -> None:
+    """llama.cpp S3 vs S1: the subject differs from its only baseline by the slots."""
+    gate = CREDIT.replace('claim = "cache", ablation = "B-nocache"', 'claim = "slots", ablation = "B-2slots"')
+    gate = gate.replace('baseline = ["A", "B-nocache"]', 'baseline = ["B-2slots"]')
+    load_campaign(write(tmp_path, campaign(gate, LOAD)))
+
+
+def test_an_ablation_differing_in_slots_is_refused(tmp_path: Path) -> None:
+    arms = ARMS.replace('id = "B-nocache"\nmodel = "m"\nruntime = "sim"\ncontext = 8192\nrecipe = { slots = 4', 'id = "B-nocache"\nmodel = "m"\nruntime = "sim"\ncontext = 8192\nrecipe = { slots = 1')
+    (msg,) = problems(tmp_path, campaign(CREDIT, LOAD, arms=arms))
+    assert msg == (
+        "gates[0] (id 'credit'): ablation arm 'B-nocache' differs from subject 'B' in slots (B: 4, B-nocache: 1), "
+        "not only in the cache fields (prefix_cache, session_cache_cap)"
+    )
+
+
+def test_an_ablation_differing_in_context_and_quant_is_refused(tmp_path: Path) -> None:
+    head = HEAD.replace('[[runtimes]]', '[[models]]\nname = "m"\nquant = "q8"\nbits_per_weight = 8.5\n\n[[runtimes]]')
+    arms = (
+        arm("A", "slots = 2", model='model = "m"\nquant = "q4"')
+        + arm("B", 'slots = 4, prefix_cache = "8G"', model='model = "m"\nquant = "q4"')
+        + arm("B-nocache", "slots = 4", context=4096, model='model = "m"\nquant = "q8"')
+    )
+    load = LOAD.replace('"B-nocache", "B-2slots"]', '"B-nocache"]')
+    with pytest.raises(CampaignFileError) as info:
+        load_campaign(write(tmp_path, head + arms + CREDIT + load))
+    (msg,) = info.value.problems
+    assert "ablation arm 'B-nocache' differs from subject 'B' in quant (B: q4, B-nocache: q8); context (B: 8192, B-nocache: 4096)" in msg
+
+
+def test_an_ablation_that_switches_nothing_is_refused(tmp_path: Path) -> None:
+    gate = CREDIT.replace('ablation = "B-nocache"', 'ablation = "B-2slots"').replace('"A", "B-nocache"]', '"A", "B-2slots"]')
+    (msg,) = problems(tmp_path, campaign(gate, LOAD))
+    # B-2slots keeps the cache and changes the slots: both halves of the rule are broken
+    assert "ablation arm 'B-2slots' differs from subject 'B' in slots (B: 4, B-2slots: 2)" in msg
+    same = ARMS + arm("B-same", 'slots = 4, prefill_chunk = 2048, prefix_cache = "8G", session_cache_cap = "128M"')
+    gate = CREDIT.replace('ablation = "B-nocache"', 'ablation = "B-same"').replace('"A", "B-nocache"]', '"A", "B-same"]')
+    (msg,) = problems(tmp_path, campaign(gate, LOAD.replace('"B-2slots"]', '"B-2slots", "B-same"]'), arms=same))
+    assert msg == (
+        "gates[0] (id 'credit'): ablation arm 'B-same' does not differ from subject 'B' in the cache fields "
+        "(prefix_cache, session_cache_cap): it does not switch the cache off"
+    )
+
+
+def test_an_unknown_claim_is_refused_with_the_known_ones(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, campaign(CREDIT.replace('claim = "cache"', 'claim = "kv"'), LOAD))
+    assert msg == (
+        "gates[0] (id 'credit').params.claim: found 'kv', expected one of the mechanisms a gate may credit: "
+        "cache, offloads, slots, speculation"
+    )
+
+
+def test_checks_inside_all_of_are_read_too(tmp_path: Path) -> None:
+    gate = textwrap.dedent(
+        """
+        [[gates]]
+        id = "both"
+        predicate = "all_of"
+        subjects = ["B"]
+        baseline = ["A", "B-nocache"]
+        [gates.params]
+        checks = [
+          { predicate = "relative_improvement", params = { metric = "ttft_s", min_gain = 0.1, higher_is_better = false } },
+          { predicate = "attribution", params = { claim = "kv", ablation = "B-nocache" } },
+          { predicate = "attribution", params = { claim = "slots", ablation = "B-nocache" } },
+        ]
+        """
+    )
+    unknown, wrong = problems(tmp_path, campaign(gate, LOAD))
+    assert unknown.startswith("gates[0] (id 'both').params.checks[1].params.claim: found 'kv', expected one of the mechanisms")
+    assert wrong.startswith("gates[0] (id 'both').params.checks[2]: ablation arm 'B-nocache' differs from subject 'B' in prefix_cache")
+    assert wrong.endswith("not only in the slots field (slots)")
+
+
+def test_an_ablation_that_shares_no_item_with_its_subject_is_refused(tmp_path: Path) -> None:
+    apart = textwrap.dedent(
+        """
+        [[queue]]
+        id = "load"
+        title = "A and B"
+        arms = ["A", "B"]
+        probes = ["agent-load"]
+
+        [[queue]]
+        id = "ablations"
+        title = "the ablations, later"
+        arms = ["B-nocache", "B-2slots"]
+        probes = ["agent-load"]
+        """
+    )
+    (msg,) = problems(tmp_path, campaign(CREDIT, apart))
+    assert msg.startswith("gates[0] (id 'credit'): ablation arm 'B-nocache' shares no block with subject 'B': no queue item lists both")
+    assert "load, ablations" in msg
+    # fed by an item: only the items feeding it count, though another item lists both
+    fed = LOAD + textwrap.dedent(
+        """
+        [[queue]]
+        id = "credited"
+        title = "B alone"
+        arms = ["A", "B"]
+        probes = ["agent-load"]
+        gate = "credit"
+        """
+    )
+    (msg,) = problems(tmp_path, campaign(CREDIT, fed))
+    assert "no queue item feeding gate 'credit' lists both (feeding it: credited)" in msg
+
+
+def test_an_item_override_that_undoes_the_ablation_is_refused(tmp_path: Path) -> None:
+    load = LOAD + 'overrides = { "recipe.prefix_cache" = "8G", "recipe.session_cache_cap" = "128M" }\n'
+    (msg,) = problems(tmp_path, campaign(CREDIT, load))
+    assert msg == (
+        "gates[0] (id 'credit'): as queue[0] (id 'load') runs them, ablation arm 'B-nocache' does not differ from "
+        "subject 'B' in the cache fields (prefix_cache, session_cache_cap): it does not switch the cache off"
+    )
+
+
+# -- what one gate pools --------------------------------------------------------------------------
+
+WIN = textwrap.dedent(
+    """
+    [[gates]]
+    id = "win"
+    predicate = "relative_improvement"
+    params = { metric = "decode_tps", probe = "decode", min_gain = 0.1 }
+    subjects = ["B"]
+    baseline = ["A"]
+    """
+)
+
+
+def items(first: str = "", second: str = "", probes: str = '["decode"]') -> str:
+    """Two items feeding gate 'win', both running B; `first` and `second` add lines to each."""
+    return (
+        f'\n[[queue]]\nid = "first"\ntitle = "first"\narms = ["A", "B"]\nprobes = {probes}\ngate = "win"\n{first}\n'
+        f'\n[[queue]]\nid = "second"\ntitle = "second"\narms = ["B"]\nprobes = {probes}\ngate = "win"\n{second}\n'
+    )
+
+
+def test_items_feeding_one_gate_with_the_same_settings_load(tmp_path: Path) -> None:
+    same = "overrides = { repeats = 3, max_tokens = 16 }"
+    load_campaign(write(tmp_path, campaign(WIN, items(same, same))))
+
+
+def test_two_items_pooling_different_recipes_for_one_arm_are_refused(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, campaign(WIN, items("", 'overrides = { "recipe.slots" = 2, "recipe.prefix_cache" = "16G" }')))
+    assert msg == (
+        "queue[1] (id 'second').gate: gate 'win' is also fed by queue[0] (id 'first'), which runs arm 'B' with another "
+        "recipe: slots (first: 4, second: 2); prefix_cache (first: 8G, second: 16G); one verdict must not pool unlike "
+        "settings (give that recipe its own arm, or feed another gate)"
+    )
+
+
+def test_two_items_with_different_overrides_for_a_shared_probe_are_refused(tmp_path: Path) -> None:
+    (msg,) = problems(tmp_path, campaign(WIN, items("overrides = { repeats = 3, max_tokens = 16 }", "overrides = { repeats = 3 }")))
+    assert msg == (
+        "queue[1] (id 'second').overrides: gate 'win' is also fed by queue[0] (id 'first'), and both run probe decode "
+        "but with other settings: max_tokens (first: 16, second: unset (the probe's default)); one verdict must not "
+        "pool unlike settings (make them equal, or feed another gate)"
+    )
+
+
+def test_a_setting_of_another_probe_of_the_item_does_not_count(tmp_path: Path) -> None:
+    first = textwrap.dedent(
+        """
+        [[queue]]
+        id = "first"
+        title = "first"
+        arms = ["A", "B"]
+        probes = ["decode", "tool-loop"]
+        gate = "win"
+        overrides = { repeats = 3, trials = 5 }
+
+        [[queue]]
+        id = "second"
+        title = "second"
+        arms = ["A", "B"]
+        probes = ["decode"]
+        gate = "win"
+        overrides = { repeats = 3 }
+        """
+    )
+    load_campaign(write(tmp_path, campaign(WIN, first)))
+
+
+def test_a_confirmatory_item_must_not_feed_the_gate_of_the_item_it_confirms(tmp_path: Path) -> None:
+    confirm = items("", 'confirms = "first"\nchange = { prefix_cache = "16G" }')
+    (msg,) = problems(tmp_path, campaign(WIN, confirm))
+    assert msg == (
+        "queue[1] (id 'second').gate: found 'win', but this item confirms queue[0] (id 'first') (changing prefix_cache) "
+        "and that item feeds 'win' too with the same arm B; a confirmatory run is compared with the item it confirms, "
+        "never pooled with it in one verdict (feed another gate, or none)"
+    )
+    # fed to no gate (as examples/qwen38.toml's confirm-cap is), it loads
+    load_campaign(write(tmp_path, campaign(WIN, confirm.replace('gate = "win"\nconfirms', 'confirms'))))
+
+
+def test_every_example_loads(examples: Path) -> None:
+    paths = sorted(examples.glob("*.toml"))
+    assert paths
+    for path in paths:
+        load_campaign(path)
