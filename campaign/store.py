@@ -14,8 +14,9 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,19 @@ class AttemptRow(SQLModel, table=True):
     owner_start: float | None = None
     flow_run_id: str = ""
     heartbeat_at: datetime | None = None
+    # the block (server run) it belongs to: `repeat` is the block's number, `block_order`
+    # the arm's 0-based place in the block's randomised order (NULL on rows made before
+    # blocks), `block_id` the same for every arm of the block and new for other settings;
+    # `settings_hash` the item's settings common to its arms, `recipe_hash` this arm's
+    # server (`flows.campaign_flow.block_plan` writes them; see docs/architecture.md)
+    block_order: int | None = None
+    block_id: str = ""
+    settings_hash: str = ""
+    recipe_hash: str = ""
+
+
+# what an attempt is told about its block when it is made (`Store.claim_attempt`)
+BLOCK_FIELDS = ("block_order", "block_id", "settings_hash", "recipe_hash")
 
 
 class ProbeRunRow(SQLModel, table=True):
@@ -237,12 +251,27 @@ class EventRow(SQLModel, table=True):
 
 
 MEASUREMENT_COLUMNS = list(MeasurementRow.model_fields)
-MEASUREMENT_TEXT_COLUMNS = ("item_key", "arm_id", "probe", "scenario", "mode", "metric", "unit", "source")
+# columns of a measurement's attempt every frame row carries (frame name -> attempt column):
+# which block (server run) measured it, in which place of the block's order, under which
+# item settings and which server recipe, and which attempt of its (item, arm, repeat)
+ATTEMPT_FRAME_COLUMNS = {
+    "block_id": "block_id",
+    "block_order": "block_order",
+    "settings_hash": "settings_hash",
+    "recipe_hash": "recipe_hash",
+    "attempt_number": "number",
+}
+FRAME_COLUMNS = [*MEASUREMENT_COLUMNS, *ATTEMPT_FRAME_COLUMNS]
+MEASUREMENT_TEXT_COLUMNS = (
+    "item_key", "arm_id", "probe", "scenario", "mode", "metric", "unit", "source", "block_id", "settings_hash", "recipe_hash",
+)
 _MEASUREMENTS_SQL = """
 SELECT {columns} FROM measurement m
+{join}
 WHERE m.campaign_id = :cid
 {latest}
 """
+_ATTEMPT_JOIN = "LEFT JOIN attempt t ON t.id = m.attempt_id"
 # the SQL twin of newest_done_attempts (a test checks they agree)
 _LATEST_CLAUSE = """
   AND m.probe_run_id IN (
@@ -258,6 +287,20 @@ _LATEST_CLAUSE = """
         ORDER BY b.id DESC LIMIT 1)
     GROUP BY a.item_key, a.arm_id, a.repeat)
 """
+
+
+@dataclass
+class RequestOutcome:
+    """An attempt's requests as its probes counted them (`Store.request_outcome`)."""
+
+    requests: int = 0
+    failed: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)  # error kind -> failed requests
+    errors: list[str] = field(default_factory=list)  # raw messages, the first ones
+
+    @property
+    def all_failed(self) -> bool:
+        return self.requests > 0 and self.failed >= self.requests
 
 
 def newest_done_attempts(attempts: Iterable[AttemptRow]) -> dict[tuple[str, str, int], int]:
@@ -276,6 +319,13 @@ def newest_done_attempts(attempts: Iterable[AttemptRow]) -> dict[tuple[str, str,
         if att.overrides_json == settings[(att.item_key, att.arm_id)]:
             newest[(att.item_key, att.arm_id, att.repeat)] = att.id or 0
     return newest
+
+
+def _block_fields(block: Mapping[str, Any] | None) -> dict[str, Any]:
+    unknown = set(block or {}) - set(BLOCK_FIELDS)
+    if unknown:
+        raise KeyError(f"not a block field: {', '.join(sorted(unknown))} (block fields: {', '.join(BLOCK_FIELDS)})")
+    return dict(block or {})
 
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -675,7 +725,8 @@ class Store:
             return list(s.exec(q.order_by(AttemptRow.id)))
 
     def new_attempt(
-        self, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int = 0
+        self, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int = 0,
+        block: Mapping[str, Any] | None = None,
     ) -> AttemptRow:
         number = len([a for a in self.attempts(campaign_id, item_key, arm_id) if a.repeat == repeat]) + 1
         return self.add(
@@ -690,6 +741,7 @@ class Store:
                 owner_start=process_start(os.getpid()),
                 host=this_host(),
                 heartbeat_at=utcnow(),
+                **_block_fields(block),
             )
         )
 
@@ -703,6 +755,7 @@ class Store:
         *,
         fresh: bool = True,
         flow_run_id: str = "",
+        block: Mapping[str, Any] | None = None,
     ) -> tuple[str, AttemptRow | None]:
         """Take the (item, arm, repeat) to run in this process, atomically.
 
@@ -714,6 +767,9 @@ class Store:
         the campaign's row (SELECT ... FOR UPDATE on Postgres; on SQLite the first write
         takes the database's one write lock), and the partial unique index on running
         attempts refuses a second running one whatever happens.
+
+        `block` (keys of `BLOCK_FIELDS`) is written on a new attempt only: a resumed
+        one keeps the block it was made in.
         """
         from sqlalchemy import update
         from sqlalchemy.exc import IntegrityError
@@ -746,7 +802,7 @@ class Store:
                     return "resumed", self._attempt(newest.id or 0)
                 row = AttemptRow(
                     campaign_id=campaign_id, item_key=item_key, arm_id=arm_id, repeat=repeat, number=len(rows) + 1,
-                    overrides_json=json.dumps(overrides, sort_keys=True), **me,
+                    overrides_json=json.dumps(overrides, sort_keys=True), **me, **_block_fields(block),
                 )
                 s.add(row)
                 s.commit()
@@ -802,10 +858,23 @@ class Store:
         per (item, arm, repeat) -- see `newest_done_attempts` -- from probe runs that
         completed. `categorical` stores text columns as pandas categories, which makes
         comparisons and groupbys integer work.
+
+        Every row carries its attempt's block (`FRAME_COLUMNS`, joined in the same
+        query): `block_id` (one id per block, i.e. per server run of each arm; shared
+        by the arms of the block, new under other settings), `block_order` (the arm's
+        0-based place in its block; <NA> for attempts made before blocks),
+        `settings_hash`, `recipe_hash` ('' before blocks) and `attempt_number`. Pair
+        arms only within a `block_id`. `columns` picks any of them.
         """
-        wanted = columns or MEASUREMENT_COLUMNS
+        wanted = columns or FRAME_COLUMNS
+        unknown = [c for c in wanted if c not in MEASUREMENT_COLUMNS and c not in ATTEMPT_FRAME_COLUMNS]
+        if unknown:
+            raise KeyError(f"no measurement frame column {', '.join(map(repr, unknown))}; columns: {', '.join(FRAME_COLUMNS)}")
+        joined = any(c in ATTEMPT_FRAME_COLUMNS for c in wanted)
         sql = _MEASUREMENTS_SQL.format(
-            columns=", ".join(f"m.{c}" for c in wanted), latest=_LATEST_CLAUSE if latest_only else ""
+            columns=", ".join(f"t.{ATTEMPT_FRAME_COLUMNS[c]}" if c in ATTEMPT_FRAME_COLUMNS else f"m.{c}" for c in wanted),
+            join=_ATTEMPT_JOIN if joined else "",
+            latest=_LATEST_CLAUSE if latest_only else "",
         )
         params: dict[str, Any] = {"cid": campaign_id}
         if latest_only:
@@ -813,9 +882,11 @@ class Store:
         with self.engine.connect() as conn:
             frame = pd.read_sql(text(sql), conn, params=params)
         frame.columns = wanted
-        for col in ("id", "campaign_id", "attempt_id", "probe_run_id", "context", "trial", "repeat"):
+        for col in ("id", "campaign_id", "attempt_id", "probe_run_id", "context", "trial", "repeat", "attempt_number"):
             if col in frame:
                 frame[col] = frame[col].astype("int64")
+        if "block_order" in frame:  # NULL for attempts made before blocks
+            frame["block_order"] = frame["block_order"].astype("Int64")
         if "value" in frame:
             frame["value"] = frame["value"].astype(float)
         if "simulated" in frame:
@@ -824,6 +895,36 @@ class Store:
             if col in frame:
                 frame[col] = frame[col].fillna("").astype("category" if categorical else str)
         return frame
+
+    def request_outcome(self, attempt_id: int, errors: int = 200) -> RequestOutcome:
+        """How the requests of an attempt's finished probe runs went, from the summary
+        rows every probe writes per cell (trial -1, `arms.probes.failures.record_errors`):
+        `requests` and `requests_failed`, with any phase prefix (`baseline_requests`),
+        summed; failures by kind from the `requests_failed_<kind>` rows (the kind is
+        their source); and the raw messages of the first `errors` failed requests."""
+        runs = (
+            "SELECT p.id FROM probe_run p WHERE p.attempt_id = :aid AND p.state = :done"
+        )
+        params = {"aid": attempt_id, "done": ProbeRunState.DONE.value}
+        out = RequestOutcome()
+        with self.engine.connect() as conn:
+            rows = conn.execute(text(
+                f"SELECT m.metric, m.source, m.value FROM measurement m WHERE m.attempt_id = :aid AND m.trial = -1 "
+                f"AND m.metric LIKE '%requests%' AND m.probe_run_id IN ({runs})"
+            ), params).all()
+            for metric, source, value in rows:
+                if metric.endswith("requests"):
+                    out.requests += int(value)
+                elif metric.endswith("requests_failed"):
+                    out.failed += int(value)
+                elif "requests_failed_" in metric:
+                    out.kinds[source or ""] = out.kinds.get(source or "", 0) + int(value)
+            if out.failed:
+                out.errors = [e for (e,) in conn.execute(text(
+                    f"SELECT r.error FROM request_record r WHERE r.probe_run_id IN ({runs}) AND r.error <> '' "
+                    "ORDER BY r.id LIMIT :n"
+                ), {**params, "n": errors})]
+        return out
 
     def samples(self, probe_run_ids: Iterable[int]) -> list[SampleRow]:
         ids = list(probe_run_ids)

@@ -62,6 +62,7 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
     done = _nothing_to_do(store, spec, file, recheck_blocked)
     if done:
         console.print(done, markup=False, highlight=False, soft_wrap=True)
+        _exit_if_failed(store, spec.campaign.name)
         return
     with _runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run"):
         from cli.progress_view import CampaignProgress
@@ -74,6 +75,7 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
     from cli.status_view import render_status
 
     render_status(console, store, result["campaign"])
+    _exit_if_failed(store, result["campaign"])
 
 
 class _runner:
@@ -140,6 +142,24 @@ def _finish(result: dict[str, Any]) -> None:
             markup=False, highlight=False, soft_wrap=True,
         )
         sys.exit(130)
+
+
+def _exit_if_failed(store: Any, name: str, keys: list[str] | None = None) -> None:
+    """Exit 1 when a queue item (of `keys`, or any) ended `failed`: its measurement broke
+    (an arm crashed, or every request of an arm failed), so the campaign's numbers are
+    not all there. One line per item with its reason, after the status table. A gate
+    that fails leaves its item `done`: that is a result, exit 0."""
+    from campaign.states import ItemState
+
+    row = store.campaign(name)
+    if row is None or row.id is None:
+        return
+    failed = [i for i in store.items(row.id) if i.state == ItemState.FAILED and (keys is None or i.key in keys)]
+    if not failed:
+        return
+    for item in failed:
+        err.print(f"failed: {item.key}: {item.reason}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(1)
 
 
 class _quiet_heartbeat:
@@ -248,6 +268,7 @@ def rerun(
                 result = rerun_flow(str(file), store.public_url, match[0].key, checked.overrides, workdir)
     _finish(result)
     render_status(console, store, spec.campaign.name)
+    _exit_if_failed(store, spec.campaign.name, [match[0].key])
 
 
 @app.command()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,14 @@ from prefect import flow, task
 
 from arms.probes import registry as probes
 from arms.probes.base import ProbeTarget, identify
+from arms.probes.failures import NOT_RUN, error_kind
 from arms.runtimes import catalog as runtimes
 from arms.runtimes.base import LaunchContext, RuntimeAdapter
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.processes import rss_of_group
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import AttemptState, ProbeName, ProbeRunState
-from campaign.store import AttemptHeartbeat, AttemptRow, ProbeRunRow, Store, holder_gone, utcnow
+from campaign.store import AttemptHeartbeat, AttemptRow, ProbeRunRow, RequestOutcome, Store, holder_gone, utcnow
 from flows import interrupt
 from flows.devices import DeviceLock
 from flows.overrides import probe_params
@@ -136,18 +138,27 @@ def arm_flow(
     repeat: int = 0,
     device_limit: str | None = None,
     fresh: bool = True,
+    block: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`store_url` carries no password (`Store.public_url`): the credentials come from
     this process's $CAMPAIGN_DB, never from a flow parameter Prefect would keep.
-    Without `fresh`, an arm whose newest attempt is done is not run again."""
+    Without `fresh`, an arm whose newest attempt is done is not run again. `block` is
+    what a new attempt stores of its block (`campaign.store.BLOCK_FIELDS`, made by
+    `flows.campaign_flow.block_plan`).
+
+    A resumed attempt runs with the overrides stored on it, not with `overrides`: it
+    continues what it started (a rerun's `--set` values included), so its probe runs
+    finished before and after the stop were measured alike and under its label."""
     spec = CampaignSpec.model_validate_json(spec_json)
     store = Store(store_url)
     item = spec.item(item_key)
-    how, attempt = _claim(store, campaign_id, item_key, arm_id, overrides, repeat, fresh)
+    how, attempt = _claim(store, campaign_id, item_key, arm_id, overrides, repeat, fresh, block)
     if how == "done":
         return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=attempt.id)
     if how == "resumed":
         store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {attempt.number}", item_key, arm_id)
+        overrides = stored_overrides(attempt)
+        item = item.model_copy(update={"overrides": overrides})  # its recipe.* keys reach the launch
     with interrupt.stop_on_sigterm() as stop, AttemptHeartbeat(store, attempt.id or 0):  # a worker's cancelled run stops as on Ctrl-C
         result = _hold_and_run(spec, store, campaign_name, campaign_id, item, arm_id, attempt, overrides, workdir, repeat, device_limit)
     return stop.end_state(result) or run_state(result)  # type: ignore[return-value]
@@ -185,8 +196,14 @@ def outcome_of(state: Any) -> dict[str, Any]:
     return value
 
 
+def stored_overrides(attempt: AttemptRow) -> dict[str, Any]:
+    """The overrides an attempt was made with (the item's, merged with a rerun's)."""
+    return dict(json.loads(attempt.overrides_json or "{}"))
+
+
 def _claim(
-    store: Store, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int, fresh: bool
+    store: Store, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int, fresh: bool,
+    block: dict[str, Any] | None = None,
 ) -> tuple[str, AttemptRow]:
     """Claim the arm's attempt (`Store.claim_attempt`). While another live process runs
     it (here or on another host), wait for it; one provably dead (`holder_gone`) is
@@ -199,7 +216,9 @@ def _claim(
     flow_run_id = str(flow_run.id or "")
     said = False
     while True:
-        how, attempt = store.claim_attempt(campaign_id, item_key, arm_id, overrides, repeat, fresh=fresh, flow_run_id=flow_run_id)
+        how, attempt = store.claim_attempt(
+            campaign_id, item_key, arm_id, overrides, repeat, fresh=fresh, flow_run_id=flow_run_id, block=block,
+        )
         if how != "busy":
             assert attempt is not None
             return how, attempt
@@ -335,6 +354,12 @@ def _run_arm(
                     adapter.cached_tokens_field, target.log_path,
                 )
         interrupt.check()
+        failure = all_failed_reason(store.request_outcome(attempt.id or 0))
+        if failure:  # measured nothing: the item's numbers would be empty, not slow
+            store.update(AttemptRow, attempt.id, state=AttemptState.FAILED, error=failure, ended_at=utcnow())
+            store.log_event(campaign_id, "arm-failed", failure, item.key, arm_id)
+            emit("arm-done", arm=arm_id, item=item.key, state="failed")
+            return ArmOutcome(arm_id, AttemptState.FAILED, failure, attempt.id, identity)
         rss = rss_of_group(server.pgid) if server and server.pgid else None
         store.update(AttemptRow, attempt.id, state=AttemptState.DONE, ended_at=utcnow(), rss_bytes=rss)
         emit("arm-done", arm=arm_id, item=item.key, state="done")
@@ -355,6 +380,44 @@ def _run_arm(
             server.stop()
             if server.pgid:
                 interrupt.untrack_server(server.pgid)
+
+
+def all_failed_reason(outcome: RequestOutcome) -> str | None:
+    """Why an arm whose every request failed has failed, or None if any succeeded (or it
+    sent none): the count, the main error kind (`arms.probes.failures.error_kind`) and
+    one raw message of that kind as the server said it, e.g. "30/30 requests failed,
+    HTTP 400: the request needs 6197 tokens ... but the context size is 4096".
+
+    Why fail the arm: its probes ran to the end and stored error rates only, so it would
+    be `done` with no number a gate can read, and the item's verdict would say
+    inconclusive where the truth is that the arm never served one request."""
+    if not outcome.all_failed:
+        return None
+    kinds = {k: n for k, n in outcome.kinds.items() if k != NOT_RUN}
+    sent = [e for e in outcome.errors if error_kind(e) != NOT_RUN]
+    for raw in sent:  # kinds not counted in rows (none today) still name themselves
+        kinds.setdefault(error_kind(raw), 0)
+    kind = max(kinds.items(), key=lambda kv: kv[1])[0] if kinds else ""
+    raw = next((e for e in sent if error_kind(e) == kind), sent[0] if sent else "")
+    return f"{outcome.failed}/{outcome.requests} requests failed, {_readable(kind, raw)}"
+
+
+def _readable(kind: str, raw: str, limit: int = 300) -> str:
+    """A raw error as one line: an OpenAI-style JSON error body shown by its message."""
+    head, sep, body = raw.partition(": ")
+    if sep and body.lstrip().startswith("{"):
+        try:
+            error = json.loads(body).get("error")
+            message = error.get("message") if isinstance(error, dict) else error
+        except (ValueError, AttributeError):
+            found = re.search(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"', body)
+            message = found.group(1) if found else None
+        if isinstance(message, str) and message:
+            raw = f"{head}: {message}"
+    text = " ".join(raw.split())
+    if kind and not text.startswith(kind):
+        text = f"{kind}: {text}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _interrupted(store: Store, campaign_id: int, item: QueueItem, arm_id: str, attempt: AttemptRow) -> ArmOutcome:

@@ -8,7 +8,10 @@ items are re-checked first when asked.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
+import random
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from pydantic import Field as PydanticField
 
 from campaign import queue
 from campaign.schema import CampaignFileError, CampaignSpec, QueueItem
+from arms.probes import registry as probes
 from flows.resolve import load_campaign, simulated_adapters
 from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
@@ -29,6 +33,7 @@ from flows.artifacts import artifact_key, publish
 from flows import interrupt
 from flows import overrides as override_keys
 from flows.devices import ensure_limits, release_lease
+from flows.overrides import probe_params
 from flows.progress import emit
 from gates.engine import evaluate
 
@@ -72,9 +77,83 @@ def ensure_device_limits(spec: CampaignSpec) -> list[str]:
     return names
 
 
-def _schedule(item: QueueItem) -> list[tuple[int, str]]:
-    """Interleaved repeats: A B A B ..., so that drift hits both sides alike."""
-    return [(repeat, arm) for repeat in range(item.repeats) for arm in item.arms]
+def block_order(seed: int, item_key: str, block: int, arms: Sequence[str]) -> list[str]:
+    """The arms of block `block` of item `item_key`, in the order they run: a permutation
+    drawn by `random.Random(f"{seed}/{item_key}/{block}").shuffle`, `seed` being
+    `campaign.seed`.
+
+    Why random and why seeded by a string: a fixed A B A B puts every arm in the same
+    place of every block, so whatever drifts within a block (a warming machine, a
+    filling disk) favours one arm every time; a fresh order per block spreads it over
+    all. Python seeds `random` from a string through SHA-512, the same on every machine
+    and in every process (no hash randomisation), so the order follows from the file
+    alone and a resumed run draws the same one."""
+    order = list(arms)
+    random.Random(f"{seed}/{item_key}/{block}").shuffle(order)
+    return order
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def settings_hash(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any]) -> str:
+    """A sha256 prefix (16 hex digits) of what an item runs every one of its arms with:
+    the overrides that are not `recipe.*` keys (those are the servers', in
+    `recipe_hash`), its probes, contexts and modes, and each probe's parameters as
+    `flows.overrides.probe_params` resolves them per context of the item. A probe's
+    context the item does not name is its arm's own (the server's context, in
+    `recipe_hash`): it is resolved here as 0, so the hash is the same for every arm."""
+    common = {k: v for k, v in overrides.items() if not k.startswith("recipe.")}
+    params: dict[str, Any] = {}
+    for probe in item.probes:
+        contexts = item.contexts if probes.get(probe).per_context and item.contexts else [0]
+        resolved = []
+        for context in contexts:
+            try:
+                resolved.append(probe_params(spec, item, probe, context, overrides, 0).model_dump(mode="json"))
+            except ValueError as exc:  # checked before the run with real contexts; never stop it here
+                resolved.append({"unresolved": str(exc)})
+        params[str(probe)] = resolved
+    return _digest({
+        "overrides": common, "probes": [str(p) for p in item.probes], "contexts": list(item.contexts),
+        "modes": [str(m) for m in item.modes], "params": params,
+    })
+
+
+def recipe_hash(spec: CampaignSpec, item: QueueItem, arm_id: str) -> str:
+    """A sha256 prefix (16 hex digits) of the server an arm runs for an item: its
+    resolved recipe (`CampaignSpec.recipe_for`, the item's `recipe.*` overrides and a
+    confirmatory change included), its model, quant and runtime, and the two other
+    things its launch takes from the arm: its context size and its simulator table."""
+    arm = spec.arm(arm_id)
+    model = spec.model_for(arm)
+    return _digest({
+        "recipe": spec.recipe_for(arm_id, item).model_dump(mode="json"), "model": model.name, "quant": model.quant,
+        "runtime": arm.runtime, "context": arm.context, "simulate": arm.simulate,
+    })
+
+
+def block_plan(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any] | None = None) -> list[tuple[int, str, dict[str, Any]]]:
+    """The item's schedule, block by block: (block, arm, what its attempt stores of the
+    block) for every arm of block 0 in its order (`block_order`), then block 1, ...
+    The block's number is the attempt's `repeat`; `block_id` is
+    `{item}/b{block}/{settings_hash[:8]}`, the same for the arms of a block and new
+    when the item runs under other settings (a rerun with `--set`), so a pairing by
+    `block_id` never pairs runs of different settings."""
+    merged = {**item.overrides, **(overrides or {})}
+    resolved = item.model_copy(update={"overrides": merged})
+    settings = settings_hash(spec, resolved, merged)
+    recipes = {arm_id: recipe_hash(spec, resolved, arm_id) for arm_id in item.arms}
+    plan = []
+    for block in range(item.repeats):
+        for place, arm_id in enumerate(block_order(spec.campaign.seed, item.key, block, item.arms)):
+            plan.append((block, arm_id, {
+                "block_order": place, "block_id": f"{item.key}/b{block}/{settings[:8]}",
+                "settings_hash": settings, "recipe_hash": recipes[arm_id],
+            }))
+    return plan
 
 
 def run_item(
@@ -87,7 +166,9 @@ def run_item(
     fresh: bool = False,
     retries: int = 0,
 ) -> ItemState:
-    """Run every (repeat, arm) of an item; arms on different devices run side by side.
+    """Run every block of an item (`block_plan`: each block runs every arm once, in its
+    own order); arms on different devices run side by side, each device's lane in the
+    plan's order.
 
     Without `fresh` (a run or a resume), an arm whose newest attempt for this item is done
     is not run again, so a resumed item repeats nothing that was committed.
@@ -97,7 +178,7 @@ def run_item(
     merged = {**item.overrides, **(overrides or {})}
     spec_json = spec.model_dump_json(by_alias=True)
 
-    def one(repeat: int, arm_id: str) -> dict[str, Any]:
+    def one(repeat: int, arm_id: str, block: dict[str, Any]) -> dict[str, Any]:
         if not fresh:
             done = queue.finished_attempt(store, campaign_id, item.key, arm_id, repeat)
             if done is not None:
@@ -109,7 +190,7 @@ def run_item(
             parameters = dict(
                 campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
                 store_url=store.public_url, campaign_id=campaign_id, overrides=merged, workdir=workdir, repeat=repeat,
-                device_limit=device_limit_name(spec.device_of(arm_id)), fresh=fresh,
+                device_limit=device_limit_name(spec.device_of(arm_id)), fresh=fresh, block=block,
             )
             arm_tags = placement.arm_tags(spec, item.key, arm_id, spec.device_of(arm_id))
             host = spec.host_of(arm_id)
@@ -122,17 +203,17 @@ def run_item(
                 break
         return outcome
 
-    lanes: dict[str, list[tuple[int, str]]] = {}
-    for repeat, arm_id in _schedule(item):
-        lanes.setdefault(spec.device_of(arm_id), []).append((repeat, arm_id))
+    lanes: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
+    for repeat, arm_id, block in block_plan(spec, item, overrides):
+        lanes.setdefault(spec.device_of(arm_id), []).append((repeat, arm_id, block))
     if len(lanes) == 1:
-        outcomes = [one(r, a) for r, a in next(iter(lanes.values()))]
+        outcomes = [one(r, a, b) for r, a, b in next(iter(lanes.values()))]
     else:
         with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="device") as pool:
             # each lane runs in a copy of this thread's context, which holds the campaign's
             # flow run: its arms stay subflows of the campaign run (in-process or dispatched)
             futures = [
-                pool.submit(contextvars.copy_context().run, lambda lane=lane: [one(r, a) for r, a in lane]) for lane in lanes.values()
+                pool.submit(contextvars.copy_context().run, lambda lane=lane: [one(r, a, b) for r, a, b in lane]) for lane in lanes.values()
             ]
             outcomes = [o for f in futures for o in f.result()]
     if interrupt.requested() or any(o["state"] == AttemptState.INTERRUPTED for o in outcomes):

@@ -72,6 +72,114 @@ def test_repeats_under_different_overrides_are_never_pooled(db_url: str) -> None
     assert len(store.measurements_frame(camp.id, latest_only=False)) == 4 and old  # history kept
 
 
+def _row_values(table, **given):  # type: ignore[no-untyped-def]
+    """Values for every NOT NULL column of a reflected table without a default."""
+    from datetime import UTC, datetime
+
+    import sqlalchemy as sa
+
+    out = {}
+    for col in table.columns:
+        if col.primary_key or col.nullable or col.server_default is not None:
+            continue
+        kind = col.type
+        out[col.name] = (
+            datetime.now(UTC) if isinstance(kind, sa.DateTime) else False if isinstance(kind, sa.Boolean)
+            else 0 if isinstance(kind, (sa.Integer, sa.Float)) else "{}" if col.name.endswith("_json") else ""
+        )
+    return {**out, **given}
+
+
+def test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_block(db_url: str) -> None:
+    """A database at revision 0002 (before blocks) with one measured attempt: upgraded,
+    its attempt has '' and NULL for the block, and its rows say so in the frame; a new
+    attempt's rows carry its block id, order, hashes and number. The frame's SQL and
+    `newest_done_attempts` still agree on which attempts count."""
+    import sqlalchemy as sa
+    from alembic import command
+
+    from campaign.store import FRAME_COLUMNS, AttemptRow, _alembic_config, newest_done_attempts
+
+    raw = sa.create_engine(db_url)
+    with raw.begin() as conn:
+        command.upgrade(_alembic_config(conn), "0002")
+        meta = sa.MetaData()
+        meta.reflect(conn)
+        t = meta.tables
+        cid = conn.execute(t["campaign"].insert().values(**_row_values(t["campaign"], name="old"))).inserted_primary_key[0]
+        aid = conn.execute(t["attempt"].insert().values(**_row_values(
+            t["attempt"], campaign_id=cid, item_key="k", arm_id="A", repeat=0, number=1, state="done"))).inserted_primary_key[0]
+        rid = conn.execute(t["probe_run"].insert().values(**_row_values(
+            t["probe_run"], attempt_id=aid, probe="decode", context=0, state="done"))).inserted_primary_key[0]
+        conn.execute(t["measurement"].insert().values(**_row_values(
+            t["measurement"], campaign_id=cid, attempt_id=aid, probe_run_id=rid, item_key="k", arm_id="A", probe="decode",
+            mode="canonical", metric="decode_tps", value=10.0)))
+    raw.dispose()
+
+    store = Store(db_url)  # upgrades to the newest revision
+    (old,) = store.attempts(cid)
+    assert (old.block_order, old.block_id, old.settings_hash, old.recipe_hash) == (None, "", "", "")
+    frame = store.measurements_frame(cid)
+    assert list(frame.columns) == FRAME_COLUMNS
+    assert frame["block_order"].isna().all() and list(frame["block_id"]) == [""] and list(frame["attempt_number"]) == [1]
+
+    block = {"block_order": 1, "block_id": "k/b1/abcdef01", "settings_hash": "abcdef0123456789", "recipe_hash": "0123456789abcdef"}
+    new = store.new_attempt(cid, "k", "A", {}, 1, block=block)
+    run = store.add(ProbeRunRow(attempt_id=new.id, probe="decode", context=0, state=ProbeRunState.DONE))
+    store.add(MeasurementRow(campaign_id=cid, attempt_id=new.id, probe_run_id=run.id, item_key="k", arm_id="A", repeat=1, probe="decode", mode="canonical", metric="decode_tps", value=11.0))
+    store.update(AttemptRow, new.id, state=AttemptState.DONE)
+    for categorical in (False, True):
+        frame = store.measurements_frame(cid, categorical=categorical).sort_values("value")
+        assert list(frame["block_id"].astype(str)) == ["", "k/b1/abcdef01"]
+        assert frame["block_order"].isna().tolist() == [True, False] and int(frame["block_order"].iloc[1]) == 1
+        assert list(frame["settings_hash"].astype(str)) == ["", block["settings_hash"]]
+        assert list(frame["recipe_hash"].astype(str)) == ["", block["recipe_hash"]]
+        assert list(frame["attempt_number"]) == [1, 1] and str(frame["attempt_number"].dtype) == "int64"
+    assert set(newest_done_attempts(store.attempts(cid)).values()) == set(store.measurements_frame(cid)["attempt_id"]) == {aid, new.id}
+    with pytest.raises(KeyError, match="not a block field"):
+        store.new_attempt(cid, "k", "A", {}, 2, block={"order": 1})
+    with pytest.raises(KeyError, match="no measurement frame column"):
+        store.measurements_frame(cid, columns=["value", "blocks"])
+
+
+def test_request_outcome_sums_every_cells_requests_and_failures(db_url: str) -> None:
+    """The summary rows of every finished probe run of an attempt, prefixed phases
+    included; rows of a run that did not finish, and per-trial rows, are not counted."""
+    from campaign.store import RequestRow
+
+    store = Store(db_url)
+    camp = store.add(CampaignRow(name="c"))
+    att = store.new_attempt(camp.id, "k", "A", {})
+    done = store.add(ProbeRunRow(attempt_id=att.id, probe="agent-load", context=0, state=ProbeRunState.DONE))
+    cut = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0, state=ProbeRunState.INTERRUPTED))
+
+    def row(run: ProbeRunRow, metric: str, value: float, source: str = "", trial: int = -1, scenario: str = "s") -> None:
+        store.add(MeasurementRow(campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", probe=run.probe, scenario=scenario, mode="canonical", trial=trial, metric=metric, value=value, source=source))
+
+    for prefix in ("", "baseline_"):
+        row(done, f"{prefix}requests", 4)
+        row(done, f"{prefix}requests_failed", 4)
+        row(done, f"{prefix}requests_failed_http_400", 3, "HTTP 400")
+        row(done, f"{prefix}requests_failed_stream_broken", 1, "stream broken")
+        row(done, f"{prefix}requests_retried", 2)
+        row(done, f"{prefix}requests_not_run", 5, "not run")
+    row(done, "requests", 1, trial=0, scenario="t")  # not a summary row
+    row(cut, "requests", 9)
+    row(cut, "requests_failed", 0)
+    store.add(RequestRow(probe_run_id=done.id, ok=False, error='HTTP 400: {"error": {"message": "too long"}}'))
+    store.add(RequestRow(probe_run_id=done.id, ok=True))
+    store.add(RequestRow(probe_run_id=cut.id, ok=False, error="HTTP 503: busy"))
+    outcome = store.request_outcome(att.id)
+    assert (outcome.requests, outcome.failed) == (8, 8) and outcome.all_failed
+    assert outcome.kinds == {"HTTP 400": 6, "stream broken": 2}
+    assert outcome.errors == ['HTTP 400: {"error": {"message": "too long"}}']
+    from flows.arm_flow import all_failed_reason
+
+    assert all_failed_reason(outcome) == "8/8 requests failed, HTTP 400: too long"
+    empty = store.request_outcome(store.new_attempt(camp.id, "k", "B", {}).id)
+    assert (empty.requests, empty.failed, empty.all_failed) == (0, 0, False) and all_failed_reason(empty) is None
+
+
 # -- the probe sink: rows queued by the probe, stored by a writer thread in batches ----------------
 
 

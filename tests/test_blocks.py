@@ -1,0 +1,274 @@
+"""Blocks: each repeat of a queue item is a block in which every arm gets its own server
+start, in an order drawn from the campaign's seed; the order, the block's id and the
+hashes of the settings and recipes are stored on every attempt and carried by every row
+of the measurement frame. A resumed attempt runs with its own stored overrides, and an
+arm whose every request failed fails its item (and `campaign run` exits 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from campaign.states import AttemptState, ItemState
+from campaign.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEAD = """
+[campaign]
+name = "{name}"
+seed = {seed}
+default_max_tokens = 8
+
+[[models]]
+name = "m"
+quant = "q4"
+bits_per_weight = 4.5
+
+[[runtimes]]
+name = "sim"
+adapter = "simulator"
+[runtimes.options.profile]
+prefill_tps = 20000.0
+decode_tps = 400.0
+time_scale = 20.0
+"""
+
+
+def _spec(text: str, tmp_path: Path, name: str = "c.toml"):  # type: ignore[no-untyped-def]
+    from flows.resolve import load_campaign
+
+    path = tmp_path / name
+    path.write_text(text)
+    return path, load_campaign(path)
+
+
+def _arms(ids: str) -> str:
+    return "".join(
+        f'\n[[arms]]\nid = "{a}"\nmodel = "m"\nruntime = "sim"\ncontext = 4096\nrecipe = {{ slots = {i + 1} }}\n'
+        for i, a in enumerate(ids)
+    )
+
+
+def _seed_with_varying_order(item_key: str, arms: list[str], blocks: int) -> int:
+    """The first campaign seed whose blocks do not all run in one order."""
+    from flows.campaign_flow import block_order
+
+    return next(s for s in range(100) if len({tuple(block_order(s, item_key, b, arms)) for b in range(blocks)}) > 1)
+
+
+# -- the order: a permutation per block, reproducible from the seed -----------------------------
+
+
+def test_block_order_is_a_reproducible_permutation_drawn_per_block() -> None:
+    from flows.campaign_flow import block_order
+
+    arms = ["A", "B", "C", "D"]
+    orders = {(seed, block): block_order(seed, "k", block, arms) for seed in range(20) for block in range(5)}
+    assert all(sorted(order) == arms for order in orders.values())  # every arm once
+    assert all(block_order(seed, "k", block, arms) == order for (seed, block), order in orders.items())  # reproducible
+    assert any(len({tuple(orders[(seed, b)]) for b in range(5)}) > 1 for seed in range(20))  # differs across blocks
+    assert len({tuple(order) for order in orders.values()}) > 4  # not a fixed rotation
+    assert any(orders[(0, b)] != orders[(1, b)] for b in range(5))  # another seed, another order
+    assert any(block_order(0, "k", 0, arms) != block_order(0, other, 0, arms) for other in ("j", "l", "m"))  # per item
+    # the string seed goes through SHA-512, not hash(): the same in a fresh process
+    code = "from flows.campaign_flow import block_order; print(block_order(7, 'k', 3, ['A', 'B', 'C', 'D']))"
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONHASHSEED": "123"}, check=True)
+    assert fresh.stdout.strip() == str(block_order(7, "k", 3, arms))
+
+
+def test_block_plan_runs_block_by_block_with_one_id_per_block(tmp_path: Path) -> None:
+    from flows.campaign_flow import block_order, block_plan, with_item_overrides
+
+    queue = '\n[[queue]]\nid = "k"\ntitle = "k"\narms = ["A", "B", "C"]\nprobes = ["decode"]\ncontexts = [1024]\nrepeats = 3\noverrides = { repeats = 2 }\n'
+    _, spec = _spec(HEAD.format(name="plan", seed=5) + _arms("ABC") + queue, tmp_path)
+    item = spec.item("k")
+    plan = block_plan(spec, item)
+    assert [(b, a) for b, a, _ in plan] == [(b, a) for b in range(3) for a in block_order(5, "k", b, ["A", "B", "C"])]
+    for b, a, block in plan:
+        assert block["block_order"] == block_order(5, "k", b, ["A", "B", "C"]).index(a)
+    settings = {block["settings_hash"] for _, _, block in plan}
+    assert len(settings) == 1 and len(next(iter(settings))) == 16  # common to all arms
+    ids = {b: {block["block_id"] for bb, _, block in plan if bb == b} for b in range(3)}
+    assert all(len(v) == 1 for v in ids.values()) and len({next(iter(v)) for v in ids.values()}) == 3
+    assert ids[0] == {f"k/b0/{next(iter(settings))[:8]}"}
+    recipes = {a: block["recipe_hash"] for _, a, block in plan}
+    assert len(set(recipes.values())) == 3  # three recipes (slots 1, 2, 3)
+
+    # other settings (a rerun's --set): new settings hash, new block ids, same recipes
+    rerun = with_item_overrides(spec, "k", {"max_tokens": 12})
+    again = block_plan(rerun, rerun.item("k"))
+    assert {blk["settings_hash"] for _, _, blk in again} != settings
+    assert not {blk["block_id"] for _, _, blk in again} & {blk["block_id"] for _, _, blk in plan}
+    assert {a: blk["recipe_hash"] for _, a, blk in again} == recipes
+    # a recipe.* rerun moves the recipes, not the settings
+    slots = with_item_overrides(spec, "k", {"recipe.slots": 8})
+    moved = block_plan(slots, slots.item("k"))
+    assert {blk["settings_hash"] for _, _, blk in moved} == settings
+    assert all(blk["recipe_hash"] != recipes[a] for _, a, blk in moved)
+
+
+# -- through a real campaign: stored on the attempts, carried by the frame ------------------------
+
+
+@pytest.mark.integration
+def test_blocks_are_stored_on_attempts_and_carried_by_the_frame(tmp_path: Path, prefect_harness: None) -> None:
+    from flows.campaign_flow import block_order, campaign_flow
+
+    seed = _seed_with_varying_order("k", ["A", "B"], 3)
+    queue = (
+        '\n[[queue]]\nid = "k"\ntitle = "k"\narms = ["A", "B"]\nprobes = ["decode"]\ncontexts = [1024]\nrepeats = 3\n'
+        "overrides = { repeats = 2, warmup = 0 }\n"
+    )
+    path, _ = _spec(HEAD.format(name="blocks", seed=seed) + _arms("AB") + queue, tmp_path)
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    result = campaign_flow(str(path), store.url, str(tmp_path / "w"))
+    assert result["items"] == {"k": "done"}
+    camp = store.campaign("blocks")
+    attempts = store.attempts(camp.id)
+    expected = [(b, a) for b in range(3) for a in block_order(seed, "k", b, ["A", "B"])]
+    assert [(a.repeat, a.arm_id) for a in attempts] == expected  # run block by block, in the drawn order
+    assert len({tuple(a.arm_id for a in attempts if a.repeat == b) for b in range(3)}) > 1
+    for att in attempts:
+        assert att.state == AttemptState.DONE
+        assert att.block_order == block_order(seed, "k", att.repeat, ["A", "B"]).index(att.arm_id)
+        assert att.block_id.startswith(f"k/b{att.repeat}/") and att.block_id.endswith(att.settings_hash[:8])
+    for b in range(3):
+        assert len({a.block_id for a in attempts if a.repeat == b}) == 1  # shared by the arms of the block
+    assert len({a.block_id for a in attempts}) == 3 and len({a.settings_hash for a in attempts}) == 1
+    assert len({a.recipe_hash for a in attempts if a.arm_id == "A"}) == 1
+    assert {a.recipe_hash for a in attempts if a.arm_id == "A"} != {a.recipe_hash for a in attempts if a.arm_id == "B"}
+
+    by_id = {a.id: a for a in attempts}
+    for categorical in (False, True):
+        frame = store.measurements_frame(camp.id, categorical=categorical)
+        assert {"block_id", "block_order", "settings_hash", "recipe_hash", "attempt_number"} <= set(frame.columns)
+        assert not frame.empty
+        for row in frame.itertuples():
+            att = by_id[row.attempt_id]
+            assert (row.block_id, row.block_order, row.settings_hash, row.recipe_hash, row.attempt_number) == (
+                att.block_id, att.block_order, att.settings_hash, att.recipe_hash, att.number)
+        if categorical:
+            assert all(str(frame[c].dtype) == "category" for c in ("block_id", "settings_hash", "recipe_hash"))
+    # a chosen set of columns, old and new
+    picked = store.measurements_frame(camp.id, columns=["value", "block_id"])
+    assert list(picked.columns) == ["value", "block_id"] and len(picked) == len(frame)
+
+
+# -- a resumed attempt runs with its own overrides ---------------------------------------------------
+
+
+@pytest.mark.integration
+def test_a_resumed_rerun_runs_with_its_stored_overrides(tmp_path: Path, prefect_harness: None) -> None:
+    """A rerun with `--set max_tokens=9 --set recipe.slots=3` was interrupted; `campaign
+    resume` continues that attempt. Before, it ran the file's settings (max_tokens 8,
+    slots 1) under the rerun's label; now it runs what the attempt stores."""
+    from campaign import queue
+    from campaign.store import AttemptRow
+    from flows.campaign_flow import campaign_flow
+    from flows.resolve import simulated_adapters
+
+    body = HEAD.format(name="resume-set", seed=0) + _arms("A") + textwrap.dedent(
+        """
+        [[queue]]
+        id = "d"
+        title = "decode"
+        arms = ["A"]
+        probes = ["decode"]
+        contexts = [1024]
+        overrides = { repeats = 2, warmup = 0 }
+        """
+    )
+    path, spec = _spec(body, tmp_path)
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    camp = queue.register(store, spec, str(path), simulated_adapters())
+    stored = {"repeats": 2, "warmup": 0, "max_tokens": 9, "recipe.slots": 3}
+    how, att = store.claim_attempt(camp.id, "d", "A", stored, 0, fresh=True)  # as `campaign rerun` made it
+    assert how == "new" and att is not None
+    store.update(AttemptRow, att.id, state=AttemptState.INTERRUPTED, error="interrupted by the user")
+
+    campaign_flow(str(path), store.url, str(tmp_path / "w"), recheck_blocked=True)
+    (after,) = store.attempts(camp.id)  # continued, not a new attempt
+    assert after.id == att.id and after.state == AttemptState.DONE
+    assert json.loads(after.overrides_json) == stored
+    assert '"slots": 3' in after.server_cmdline, after.server_cmdline  # the stored recipe.* key reached the launch
+    frame = store.measurements_frame(camp.id)
+    target = frame[frame["metric"] == "prompt_tokens_target"]["value"].tolist()
+    assert target == [max(16, int(1024 * 0.8) - 9 - 16)], target  # decode sized its prompt for max_tokens 9
+    tokens = [json.loads(r.raw_json).get("usage", {}).get("completion_tokens") for r in store.requests(
+        [p.id for p in store.probe_runs(att.id)])]
+    assert tokens and set(tokens) <= {9, None} and 9 in tokens
+
+
+# -- an arm whose every request failed fails its item; `campaign run` exits 1 -----------------------
+
+
+@pytest.mark.integration
+def test_an_arm_whose_every_request_failed_fails_the_item_and_the_run_exits_1(tmp_path: Path) -> None:
+    """Arm T's server takes 512 tokens a request (its simulator's ctx_size), the decode
+    probe sends about 800: every request is refused with HTTP 400. Its attempt ends
+    failed, its item failed with the count, the kind and the server's own words, the
+    other item is done, and `campaign run` exits 1 naming the failed item."""
+    body = HEAD.format(name="all-failed", seed=0) + _arms("A") + textwrap.dedent(
+        """
+        [[arms]]
+        id = "T"
+        model = "m"
+        runtime = "sim"
+        context = 4096
+        simulate = { ctx_size = 512 }
+
+        [[queue]]
+        id = "tight"
+        title = "tight"
+        arms = ["T"]
+        probes = ["decode"]
+        contexts = [1024]
+        overrides = { repeats = 3, warmup = 0 }
+
+        [[queue]]
+        id = "fine"
+        title = "fine"
+        arms = ["A"]
+        probes = ["decode"]
+        contexts = [1024]
+        overrides = { repeats = 2, warmup = 0 }
+        """
+    )
+    path = tmp_path / "c.toml"
+    path.write_text(body)
+    db = tmp_path / "c.db"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "cli", "run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+
+    store = Store(f"sqlite:///{db}")
+    camp = store.campaign("all-failed")
+    items = {i.key: i for i in store.items(camp.id)}
+    assert items["fine"].state == ItemState.DONE
+    assert items["tight"].state == ItemState.FAILED
+    (att,) = store.attempts(camp.id, "tight", "T")
+    assert att.state == AttemptState.FAILED
+    assert att.error.startswith("3/3 requests failed, HTTP 400: the request needs "), att.error
+    assert att.error.endswith("but the context size is 512") and "{" not in att.error, att.error
+    assert items["tight"].reason == f"T: {att.error}"
+    assert f"failed: tight: T: {att.error}" in " ".join(run.stderr.split())
+
+    # nothing left to run: the next `campaign run` says so, and still exits 1
+    again = subprocess.run(
+        [sys.executable, "-m", "cli", "run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert again.returncode == 1 and again.stdout.startswith("nothing to do"), again.stdout + again.stderr
