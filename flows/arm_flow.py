@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +25,13 @@ from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.processes import rss_of_group
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import AttemptState, ProbeName, ProbeRunState
-from campaign.store import AttemptHeartbeat, AttemptRow, ProbeRunRow, RequestOutcome, Store, holder_gone, utcnow
+from campaign.store import AttemptHeartbeat, AttemptRow, ProbeRunRow, RequestOutcome, Store, utcnow
 from flows import interrupt
+from flows.attempt import ArmOutcome, Attempt
 from flows.devices import DeviceLock
 from flows.overrides import probe_params
 from flows.progress import emit
 from flows.sink import SinkWriteError, StoreSink
-
-
-@dataclass
-class ArmOutcome:
-    arm_id: str
-    state: AttemptState
-    message: str = ""
-    attempt_id: int | None = None
-    identity: dict[str, Any] = field(default_factory=dict)
 
 
 @task(name="probe", task_run_name="{probe}@{context}")
@@ -152,15 +144,18 @@ def arm_flow(
     spec = CampaignSpec.model_validate_json(spec_json)
     store = Store(store_url)
     item = spec.item(item_key)
-    how, attempt = _claim(store, campaign_id, item_key, arm_id, overrides, repeat, fresh, block)
-    if how == "done":
-        return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=attempt.id)
-    if how == "resumed":
-        store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {attempt.number}", item_key, arm_id)
-        overrides = stored_overrides(attempt)
+    from prefect.runtime import flow_run
+
+    attempt = Attempt.claim(
+        store, campaign_id, item_key, arm_id, overrides, repeat, fresh, block, flow_run_id=str(flow_run.id or ""),
+    )
+    if attempt.how == "done":
+        return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=attempt.row.id)
+    if attempt.how == "resumed":
+        overrides = stored_overrides(attempt.row)
         item = item.model_copy(update={"overrides": overrides})  # its recipe.* keys reach the launch
-    with interrupt.stop_on_sigterm() as stop, AttemptHeartbeat(store, attempt.id or 0):  # a worker's cancelled run stops as on Ctrl-C
-        result = _hold_and_run(spec, store, campaign_name, campaign_id, item, arm_id, attempt, overrides, workdir, repeat, device_limit)
+    with interrupt.stop_on_sigterm() as stop, AttemptHeartbeat(store, attempt.id):  # a worker's cancelled run stops as on Ctrl-C
+        result = _hold_and_run(spec, store, campaign_name, item, attempt, overrides, workdir, repeat, device_limit)
     return stop.end_state(result) or run_state(result)  # type: ignore[return-value]
 
 
@@ -201,86 +196,50 @@ def stored_overrides(attempt: AttemptRow) -> dict[str, Any]:
     return dict(json.loads(attempt.overrides_json or "{}"))
 
 
-def _claim(
-    store: Store, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int, fresh: bool,
-    block: dict[str, Any] | None = None,
-) -> tuple[str, AttemptRow]:
-    """Claim the arm's attempt (`Store.claim_attempt`). While another live process runs
-    it (here or on another host), wait for it; one provably dead (`holder_gone`) is
-    moved to interrupted -- only if it is still the holder that was judged -- and then
-    continued here."""
-    import time
-
-    from prefect.runtime import flow_run
-
-    flow_run_id = str(flow_run.id or "")
-    said = False
-    while True:
-        how, attempt = store.claim_attempt(
-            campaign_id, item_key, arm_id, overrides, repeat, fresh=fresh, flow_run_id=flow_run_id, block=block,
-        )
-        if how != "busy":
-            assert attempt is not None
-            return how, attempt
-        if attempt is not None:
-            gone = holder_gone(attempt)
-            if gone:
-                if store.release_attempt(attempt.id or 0, attempt, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error=f"holder died: {gone}"):
-                    store.log_event(campaign_id, "recover", f"attempt {attempt.id} taken over: {gone}", item_key, arm_id)
-                continue
-            if not said:
-                emit("arm-wait", arm=arm_id, item=item_key, message=f"attempt {attempt.id} runs on host {attempt.host} (pid {attempt.owner_pid})")
-                said = True
-        interrupt.check(f"waiting for {item_key}/{arm_id} run elsewhere")
-        time.sleep(1.0)
-
-
 def _hold_and_run(
-    spec: CampaignSpec, store: Store, campaign_name: str, campaign_id: int, item: QueueItem, arm_id: str,
-    attempt: AttemptRow, overrides: dict[str, Any], workdir: str, repeat: int, device_limit: str | None,
+    spec: CampaignSpec, store: Store, campaign_name: str, item: QueueItem, attempt: Attempt,
+    overrides: dict[str, Any], workdir: str, repeat: int, device_limit: str | None,
 ) -> dict[str, Any]:
-    item_key = item.key
+    item_key, arm_id = item.key, attempt.arm_id
 
     def record_lease(lease_id: str) -> None:
         store.update(AttemptRow, attempt.id, device_lease=lease_id)
-
-    def waiting(message: str) -> None:
-        emit("device-wait", arm=arm_id, item=item_key, message=message)
 
     try:
         if device_limit:
             lock = DeviceLock(
                 device_limit, on_lease=record_lease, device=spec.runtime(spec.arm(arm_id).runtime).device,
-                attempt=attempt.id, what=f"{campaign_name}: {item_key}/{arm_id}", on_wait=waiting,
+                attempt=attempt.id, what=f"{campaign_name}: {item_key}/{arm_id}", on_wait=attempt.waiting_for_device,
             )
             with lock:
-                outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
+                outcome = _run_arm(spec, store, item, attempt, overrides, Path(workdir))
         else:
-            outcome = _run_arm(spec, store, campaign_id, item, arm_id, attempt, overrides, Path(workdir))
+            outcome = _run_arm(spec, store, item, attempt, overrides, Path(workdir))
     except interrupt.CampaignInterrupted:  # stopped while waiting for the device
-        outcome = _interrupted(store, campaign_id, item, arm_id, attempt)
+        outcome = attempt.interrupted()
     return arm_result(outcome.arm_id, outcome.state, repeat, outcome.message, outcome.attempt_id)
 
 
 def _run_arm(
     spec: CampaignSpec,
     store: Store,
-    campaign_id: int,
     item: QueueItem,
-    arm_id: str,
-    attempt: AttemptRow,
+    attempt: Attempt,
     overrides: dict[str, Any],
     workdir: Path,
 ) -> ArmOutcome:
+    """Start the server, check its identity, run the probes not finished before; every
+    end of the attempt is one transition of `attempt` (`flows.attempt`)."""
+    arm_id, campaign_id, row = attempt.arm_id, attempt.campaign_id, attempt.row
     arm = spec.arm(arm_id)
     adapter: RuntimeAdapter = runtimes.get(spec.runtime(arm.runtime).adapter)
     port = free_port()
     tools = ProbeName.TOOL_LOOP in item.probes
     ctx = _launch_context(spec, item, arm_id, port, overrides, workdir, tools)
     base_url = adapter.base_url(ctx)
-    log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-r{attempt.repeat}-attempt{attempt.id}.log"
-    done_before = {(r.probe, r.context) for r in store.probe_runs(attempt.id or 0) if r.state == ProbeRunState.DONE}
-    emit("arm-start", arm=arm_id, item=item.key)
+    log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-r{row.repeat}-attempt{row.id}.log"
+    done_before = {(r.probe, r.context) for r in store.probe_runs(attempt.id) if r.state == ProbeRunState.DONE}
+    attempt.started()
 
     def on_started(pgid: int, cmdline: str) -> None:
         interrupt.track_server(pgid)  # a Ctrl-C stops it at once
@@ -306,14 +265,11 @@ def _run_arm(
                 server.__enter__()
             except ServerStartError as exc:
                 if interrupt.requested():
-                    return _interrupted(store, campaign_id, item, arm_id, attempt)
+                    return attempt.interrupted()
                 verdict = adapter.classify_start_failure(exc.exit_code, exc.log_tail)
-                state = AttemptState.BLOCKED if verdict.blocked else AttemptState.FAILED
-                message = verdict.message if verdict.blocked else f"{exc}: {verdict.message}"
-                store.update(AttemptRow, attempt.id, state=state, error=message, ended_at=utcnow())
-                store.log_event(campaign_id, f"arm-{state}", message, item.key, arm_id)
-                emit("arm-done", arm=arm_id, item=item.key, state=str(state))
-                return ArmOutcome(arm_id, state, message, attempt.id)
+                if verdict.blocked:
+                    return attempt.blocked(verdict.message)
+                return attempt.failed(f"{exc}: {verdict.message}")
 
         model = spec.model_for(arm)
         target = ProbeTarget(
@@ -349,32 +305,22 @@ def _run_arm(
                 interrupt.check()
                 params = probe_params(spec, item, probe, context, overrides, arm.context)
                 run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
-                    store.public_url, campaign_id, attempt.id or 0, attempt.repeat, item.key, arm_id, str(probe), context,
+                    store.public_url, campaign_id, attempt.id, row.repeat, item.key, arm_id, str(probe), context,
                     base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
                     adapter.cached_tokens_field, target.log_path,
                 )
         interrupt.check()
-        failure = all_failed_reason(store.request_outcome(attempt.id or 0))
+        failure = all_failed_reason(store.request_outcome(attempt.id))
         if failure:  # measured nothing: the item's numbers would be empty, not slow
-            store.update(AttemptRow, attempt.id, state=AttemptState.FAILED, error=failure, ended_at=utcnow())
-            store.log_event(campaign_id, "arm-failed", failure, item.key, arm_id)
-            emit("arm-done", arm=arm_id, item=item.key, state="failed")
-            return ArmOutcome(arm_id, AttemptState.FAILED, failure, attempt.id, identity)
-        rss = rss_of_group(server.pgid) if server and server.pgid else None
-        store.update(AttemptRow, attempt.id, state=AttemptState.DONE, ended_at=utcnow(), rss_bytes=rss)
-        emit("arm-done", arm=arm_id, item=item.key, state="done")
-        return ArmOutcome(arm_id, AttemptState.DONE, "", attempt.id, identity)
+            return attempt.failed(failure, identity)
+        return attempt.done(rss_of_group(server.pgid) if server and server.pgid else None, identity)
     except Exception as exc:
         if isinstance(exc, interrupt.CampaignInterrupted) or interrupt.requested():
-            return _interrupted(store, campaign_id, item, arm_id, attempt)
+            return attempt.interrupted()
         tail = ""
         if server is not None and server.proc is not None and server.proc.poll() is not None:
             tail = f" (server exited with code {server.proc.returncode})"
-        message = f"{type(exc).__name__}: {exc}{tail}"
-        store.update(AttemptRow, attempt.id, state=AttemptState.FAILED, error=message, ended_at=utcnow())
-        store.log_event(campaign_id, "arm-failed", message, item.key, arm_id)
-        emit("arm-done", arm=arm_id, item=item.key, state="failed")
-        return ArmOutcome(arm_id, AttemptState.FAILED, message, attempt.id)
+        return attempt.failed(f"{type(exc).__name__}: {exc}{tail}")
     finally:
         if server is not None:
             server.stop()
@@ -418,12 +364,3 @@ def _readable(kind: str, raw: str, limit: int = 300) -> str:
     if kind and not text.startswith(kind):
         text = f"{kind}: {text}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _interrupted(store: Store, campaign_id: int, item: QueueItem, arm_id: str, attempt: AttemptRow) -> ArmOutcome:
-    """The user stopped the campaign: the attempt is left for `campaign resume` to continue."""
-    message = "interrupted by the user"
-    store.update(AttemptRow, attempt.id, state=AttemptState.INTERRUPTED, error=message, ended_at=utcnow())
-    store.log_event(campaign_id, "arm-interrupted", message, item.key, arm_id)
-    emit("arm-done", arm=arm_id, item=item.key, state=str(AttemptState.INTERRUPTED))
-    return ArmOutcome(arm_id, AttemptState.INTERRUPTED, message, attempt.id)

@@ -1,0 +1,140 @@
+"""One attempt of one arm: its states and the transitions between them, in one place.
+
+```
+            claim                    done / failed / blocked
+  (none) ---------> running ------------------------------------> done | failed | blocked
+                    ^     |  interrupted (Ctrl-C, SIGTERM, holder died)
+            resumed |     v
+                    interrupted
+```
+
+Why one owner: an attempt's state is what everything else reads -- `campaign resume`
+(continue it or not), recovery on another host (is its holder dead), the dispatcher
+(what did the worker do), the verdicts (which rows count) and the pages. Each transition
+is three writes that belong together: the state column (with its error and end time),
+the attempt's event row (`Store.log_event`) and its progress line (`flows.progress.emit`).
+Spread over the arm flow's exit paths, each path had to remember all three. Here each
+transition makes them, always in that order, and the arm flow only says which transition
+happened. Within `flows.arm_flow` and `flows.campaign_flow` nothing else writes an
+attempt's state, its arm-* events or its arm-start/arm-done lines; the other columns of
+the row (server process, device lease, identity) are facts the arm flow records as it
+learns them.
+
+Two writers stay outside, for reasons of their layer: `campaign.queue.recover` (the store
+layer, which cannot import flows) marks attempts of provably dead holders interrupted
+before a run starts, and `flows.placement` records an arm no worker took as blocked.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from campaign.states import AttemptState
+from campaign.store import AttemptRow, Store, holder_gone, utcnow
+from flows import interrupt
+from flows.progress import emit
+
+INTERRUPTED_MESSAGE = "interrupted by the user"
+
+
+@dataclass
+class ArmOutcome:
+    """How an arm's attempt ended, as the arm flow returns it."""
+
+    arm_id: str
+    state: AttemptState
+    message: str = ""
+    attempt_id: int | None = None
+    identity: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Attempt:
+    """The attempt this process holds (or found done), and its transitions.
+
+    `how` is what the claim found: "new", "resumed" (an interrupted attempt continued,
+    its finished probe runs kept) or "done" (not `fresh`, and the newest attempt had
+    finished: nothing to run)."""
+
+    store: Store
+    campaign_id: int
+    item_key: str
+    arm_id: str
+    row: AttemptRow
+    how: str
+
+    @property
+    def id(self) -> int:
+        return self.row.id or 0
+
+    # -- claim and resume -------------------------------------------------------------
+
+    @classmethod
+    def claim(
+        cls, store: Store, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int,
+        fresh: bool, block: dict[str, Any] | None = None, flow_run_id: str = "",
+    ) -> Attempt:
+        """Claim the arm's attempt (`Store.claim_attempt`, atomic). While another live
+        process runs it (here or on another host), wait for it; one provably dead
+        (`holder_gone`) is moved to interrupted -- only if it is still the holder that
+        was judged -- and then continued here."""
+        said = False
+        while True:
+            how, row = store.claim_attempt(
+                campaign_id, item_key, arm_id, overrides, repeat, fresh=fresh, flow_run_id=flow_run_id, block=block,
+            )
+            if how != "busy":
+                assert row is not None
+                attempt = cls(store, campaign_id, item_key, arm_id, row, how)
+                if how == "resumed":
+                    store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {row.number}", item_key, arm_id)
+                return attempt
+            if row is not None:
+                gone = holder_gone(row)
+                if gone:
+                    if store.release_attempt(row.id or 0, row, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error=f"holder died: {gone}"):
+                        store.log_event(campaign_id, "recover", f"attempt {row.id} taken over: {gone}", item_key, arm_id)
+                    continue
+                if not said:
+                    emit("arm-wait", arm=arm_id, item=item_key, message=f"attempt {row.id} runs on host {row.host} (pid {row.owner_pid})")
+                    said = True
+            interrupt.check(f"waiting for {item_key}/{arm_id} run elsewhere")
+            time.sleep(1.0)
+
+    # -- while it runs ----------------------------------------------------------------
+
+    def started(self) -> None:
+        """Its arm begins (the device is held; the server is about to start)."""
+        emit("arm-start", arm=self.arm_id, item=self.item_key)
+
+    def waiting_for_device(self, message: str) -> None:
+        emit("device-wait", arm=self.arm_id, item=self.item_key, message=message)
+
+    # -- how it ends ------------------------------------------------------------------
+
+    def done(self, rss_bytes: int | None = None, identity: dict[str, Any] | None = None) -> ArmOutcome:
+        self.store.update(AttemptRow, self.id, state=AttemptState.DONE, ended_at=utcnow(), rss_bytes=rss_bytes)
+        emit("arm-done", arm=self.arm_id, item=self.item_key, state=str(AttemptState.DONE))
+        return ArmOutcome(self.arm_id, AttemptState.DONE, "", self.row.id, identity or {})
+
+    def failed(self, message: str, identity: dict[str, Any] | None = None) -> ArmOutcome:
+        """The measurement broke (a crash, a server that would not start, every request
+        failed); a retry is a new attempt."""
+        return self._end(AttemptState.FAILED, message, identity)
+
+    def blocked(self, message: str) -> ArmOutcome:
+        """The runtime cannot serve the recipe (an external reason, word for word);
+        `campaign resume` re-checks it."""
+        return self._end(AttemptState.BLOCKED, message)
+
+    def interrupted(self, message: str = INTERRUPTED_MESSAGE) -> ArmOutcome:
+        """The user stopped the campaign: left for `campaign resume` to continue."""
+        return self._end(AttemptState.INTERRUPTED, message)
+
+    def _end(self, state: AttemptState, message: str, identity: dict[str, Any] | None = None) -> ArmOutcome:
+        self.store.update(AttemptRow, self.id, state=state, error=message, ended_at=utcnow())
+        self.store.log_event(self.campaign_id, f"arm-{state}", message, self.item_key, self.arm_id)
+        emit("arm-done", arm=self.arm_id, item=self.item_key, state=str(state))
+        return ArmOutcome(self.arm_id, state, message, self.row.id, identity or {})
