@@ -87,8 +87,21 @@ def run_probe(
     return run.id or 0
 
 
+def run_seed(campaign_name: str, item_key: str, arm_id: str, block: int, attempt_number: int) -> int:
+    """A number for one server start: a sha256 prefix of the campaign, item, arm, block
+    and attempt number, so every start of a campaign gets its own (a rerun's attempt
+    2 of a block is not its attempt 1 again). The simulator draws the start's own rate
+    factor from it (`SimProfile.run_seed`), which is how a block's server run differs
+    from the next as a real server's does; `seed` (per campaign and arm) stays what
+    seeds the text it samples. A resumed attempt restarts with the same number: it is
+    the same attempt, continued."""
+    key = f"{campaign_name}/{item_key}/{arm_id}/b{block}/a{attempt_number}"
+    return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16)
+
+
 def _launch_context(
-    spec: CampaignSpec, item: QueueItem, arm_id: str, port: int, overrides: dict[str, Any], workdir: Path, tools: bool
+    spec: CampaignSpec, item: QueueItem, arm_id: str, port: int, overrides: dict[str, Any], workdir: Path, tools: bool,
+    start_seed: int = 0,
 ) -> LaunchContext:
     arm = spec.arm(arm_id)
     recipe = spec.recipe_for(arm_id, item)  # recipe.* overrides, or a confirmatory item's one change
@@ -103,6 +116,7 @@ def _launch_context(
         workdir=workdir,
         seed=int(hashlib.sha256(f"{spec.campaign.name}/{arm_id}".encode()).hexdigest()[:8], 16) % 10_000,
         tools=tools,
+        run_seed=start_seed,
     )
 
 
@@ -235,7 +249,8 @@ def _run_arm(
     adapter: RuntimeAdapter = runtimes.get(spec.runtime(arm.runtime).adapter)
     port = free_port()
     tools = ProbeName.TOOL_LOOP in item.probes
-    ctx = _launch_context(spec, item, arm_id, port, overrides, workdir, tools)
+    start_seed = run_seed(spec.campaign.name, item.key, arm_id, row.repeat, row.number)
+    ctx = _launch_context(spec, item, arm_id, port, overrides, workdir, tools, start_seed)
     base_url = adapter.base_url(ctx)
     log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-r{row.repeat}-attempt{row.id}.log"
     done_before = {(r.probe, r.context) for r in store.probe_runs(attempt.id) if r.state == ProbeRunState.DONE}

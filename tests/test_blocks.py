@@ -146,6 +146,14 @@ def test_blocks_are_stored_on_attempts_and_carried_by_the_frame(tmp_path: Path, 
     assert len({a.recipe_hash for a in attempts if a.arm_id == "A"}) == 1
     assert {a.recipe_hash for a in attempts if a.arm_id == "A"} != {a.recipe_hash for a in attempts if a.arm_id == "B"}
 
+    # every server start has its own run seed (the simulator's per-start draw), from the start's identity
+    from flows.arm_flow import run_seed
+
+    seeds = [json.loads(a.server_cmdline.split("--profile-json ", 1)[1])["run_seed"] for a in attempts]
+    assert seeds == [run_seed("blocks", "k", a.arm_id, a.repeat, a.number) for a in attempts]
+    assert len(set(seeds)) == len(attempts)
+    assert run_seed("blocks", "k", "A", 0, 2) != run_seed("blocks", "k", "A", 0, 1)  # a rerun's start is another start
+
     by_id = {a.id: a for a in attempts}
     for categorical in (False, True):
         frame = store.measurements_frame(camp.id, categorical=categorical)
