@@ -35,24 +35,33 @@ from flows import overrides as override_keys
 from flows.devices import ensure_limits, release_lease
 from flows.overrides import probe_params
 from flows.progress import emit
-from gates.engine import evaluate
+from gates.engine import evaluate_family
 
 
 def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list[VerdictRow]:
-    """Evaluate every gate from the stored numbers; write a verdict row when it changed."""
+    """Evaluate every gate from the stored numbers, the comparative ones as one family
+    (`gates.engine.evaluate_family`: Holm over the gates measured so far, so a verdict
+    can still move to inconclusive as more gates join); write a verdict row when it
+    changed."""
     frame = store.measurements_frame(campaign_id)
     blocked = queue.blocked_arms(store, campaign_id)
     item_states = {row.key: row.state for row in store.items(campaign_id)}
     latest = store.latest_verdicts(campaign_id)
-    out = []
+    frames = {}
     for gate in spec.gates:
         feeding = [q for q in spec.queue if q.gate == gate.id]
-        if feeding and not any(item_states.get(q.key) in (ItemState.DONE, ItemState.BLOCKED) for q in feeding):
+        if feeding and not any(item_states.get(q.key) in (ItemState.DONE, ItemState.BLOCKED, ItemState.FAILED) for q in feeding):
             continue  # nothing measured for it yet: stays pending
         rows = frame
         if feeding and gate.reads == "own-items" and not frame.empty:
             rows = frame[frame["item_key"].isin([q.key for q in feeding])]
-        result = evaluate(gate, rows, blocked)
+        frames[gate.id] = rows
+    results = evaluate_family(spec.gates, frames, blocked, spec.campaign.confidence)
+    out = []
+    for gate in spec.gates:
+        if gate.id not in results:
+            continue
+        result = results[gate.id]
         evidence = json.dumps(result.evidence, default=str, sort_keys=True)
         previous = latest.get(gate.id)
         if previous and previous.verdict == result.verdict and previous.reason == result.reason and previous.evidence_json == evidence:

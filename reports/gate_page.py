@@ -11,6 +11,7 @@ against the numbers without leaving the page.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,9 @@ class GatePage:
     attempts: list[dict[str, Any]]
     classes: list[str]
     params: dict[str, Any] = field(default_factory=dict)
-    load_chart: Markup | None = None  # the arms' load curves, on a gate over the load probe
+    load_chart: Markup | None = None
+    ci: str = "95% CI"
+    reruns: int = 0  # the arms' load curves, on a gate over the load probe
 
 
 def flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -106,7 +109,21 @@ def build(data: ReportData, gate: GateView) -> GatePage:
         classes=sorted({a["klass"] for a in arms if a["klass"]}),
         params=params,
         load_chart=_load_chart(data, gate, arm_ids, role, params),
+        ci=f"{float(gate.evidence.get('confidence') or data.summary.spec.campaign.confidence):.0%} CI",
+        reruns=_reruns(data, gate.id),
     )
+
+
+def _reruns(data: ReportData, gate_id: str) -> int:
+    """Reruns of the items that feed the gate: how many tries the verdict took."""
+    spec = data.summary.spec
+    feeding = {q.key for q in spec.queue if q.gate == gate_id}
+    numbers: dict[tuple[str, str, int], int] = {}
+    for a in data.attempts_of([arm for q in spec.queue if q.key in feeding for arm in q.arms]):
+        if a.item_key in feeding:
+            key = (a.item_key, a.arm_id, getattr(a, "repeat", 0))
+            numbers[key] = max(numbers.get(key, 0), a.number)
+    return max(numbers.values(), default=1) - 1
 
 
 def _cell_row(c: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +138,17 @@ def _cell_row(c: dict[str, Any]) -> dict[str, Any]:
         "cell": f"{c.get('probe', '')}/{c.get('scenario', '')}@{context_label(int(c.get('context') or 0))}", "context": c.get("context", 0),
         "mode": c.get("mode", ""), "n": c.get("n"), "median": c.get("median"), "low": c.get("low"), "high": c.get("high"),
         "coverage": "" if cov is None else f"{cov:.0%}", "errors": errors, "verdict": c.get("verdict", ""), "unit": c.get("unit", ""),
+        "size": c.get("size") or c.get("n"), "runs": c.get("runs", c.get("n")), "fed_by": _fed_by(c),
     }
+
+
+def _fed_by(c: dict[str, Any]) -> str:
+    """'item decode-4k, blocks b0 b1 b2, attempts 3 5 7': where a cell's runs came from."""
+    items = ", ".join(c.get("items") or [])
+    blocks = " ".join(str(b).split("/")[1] if "/" in str(b) else str(b) for b in (c.get("blocks") or []))
+    attempts = " ".join(str(a) for a in (c.get("attempts") or []))
+    parts = [f"item {items}" if items else "", f"blocks {blocks}" if blocks else "", f"attempts {attempts}" if attempts else ""]
+    return ", ".join(p for p in parts if p)
 
 
 def _comparison_row(c: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +157,7 @@ def _comparison_row(c: dict[str, Any]) -> dict[str, Any]:
         "check": c.get("check", ""), "subject": c.get("subject", ""), "baseline": c.get("baseline", ""), "cell": c.get("cell", ""),
         "change": f"{pct(c['change'])} [{pct(c['change_low'])}, {pct(c['change_high'])}]" if "change" in c else "",
         "method": c.get("method", ""), "coverage": f"{c['coverage']:.0%}" if c.get("coverage") is not None else "",
+        "p": f"{c['p_pass']:.3f} / {c['p_fail']:.3f}" if c.get("statistical") and "p_pass" in c else "by rule",
         "verdict": c.get("verdict", ""), "notes": "; ".join(c.get("notes") or []),
     }
 
@@ -138,7 +166,7 @@ def _read_chart(data: ReportData, gate: GateView, cells: list[dict[str, Any]], r
     """The medians the gate read, one bar per arm and cell, each with its interval as a
     whisker (the exact interval of the median stated in the evidence)."""
     wanted = metric if metric and any(c["metric"] == metric for c in cells) else cells[0]["metric"]
-    chosen = [c for c in cells if c["metric"] == wanted and c["median"] is not None]
+    chosen = [c for c in cells if c["metric"] == wanted and c["median"] is not None and math.isfinite(float(c["median"]))]
     if not chosen:
         return charts.empty(f"{wanted} as the gate read it", "no cells")
     several = len({c["cell"] for c in chosen}) > 1
@@ -147,9 +175,10 @@ def _read_chart(data: ReportData, gate: GateView, cells: list[dict[str, Any]], r
         who = f"{c['arm']} ({c['role'] or role.get(c['arm'], '')}){' sim' if data.is_simulated(c['arm']) else ''}"
         labels.append(f"{who} · {c['cell']}" if several else who)
         values.append(float(c["median"]))
-        intervals.append((float(c["low"]), float(c["high"])) if c["low"] is not None else None)
+        bounded = c["low"] is not None and (c.get("runs") or 0) > 1 and math.isfinite(float(c["low"])) and math.isfinite(float(c["high"]))
+        intervals.append((float(c["low"]), float(c["high"])) if bounded else None)
     unit = chosen[0]["unit"] or _unit(data, wanted)
-    title = f"{wanted} as the gate read it (median, whiskers: interval)"
+    title = f"{wanted} as the gate read it (value over server runs, whiskers: {gate.evidence.get('confidence', 0.95):.0%} CI)"
     series = [charts.Series("canonical", values, mode="canonical", color=0, intervals=intervals)]
     return charts.bar_chart(f"gate-{data.gate_pages[gate.id]}", title, labels, series, x_title="arm · cell" if several else "arm",
                             y_title=f"{wanted} ({unit})" if unit else wanted)
