@@ -87,6 +87,7 @@ CAMPAIGN = textwrap.dedent(
     contexts = [1024]
     modes = ["canonical", "greedy"]
     gate = "spec"
+    repeats = 3
     overrides = { repeats = 3 }
 
     [[queue]]
@@ -96,6 +97,7 @@ CAMPAIGN = textwrap.dedent(
     probes = ["cache-probe"]
     gate = "cache"
     depends_on = ["probe"]
+    repeats = 3
     overrides = { prompt_tokens = 256, repeats = 3 }
 
     [[queue]]
