@@ -2,7 +2,7 @@
 
 The campaign file writes no verdicts; this test checks that the predicates, fed by the
 simulator's measurements, reach the seed's conclusions where the numbers can decide them,
-and `inconclusive` where they cannot (tool loops of 3 trials), and that status reads like
+and `inconclusive` where they cannot (one server run per arm, tool loops of 3 trials), and that status reads like
 the seed's dashboard (blocked ANE, the confirmatory cap item, a pending item behind a
 block). The simulator profiles were calibrated to reproduce seed 004's verdicts;
 `test_seed_robustness.py` runs them over other seeds.
@@ -31,23 +31,25 @@ from campaign.store import Store
 
 pytestmark = pytest.mark.integration
 
+# Seed 004 drew its conclusions from one server run per arm. Read as a statistician
+# would, one run cannot carry a 95% claim: the server's own draw at start-up is part of
+# every request it serves. So, at one block per item (two for oq8e), every comparative
+# verdict and every bound reads `inconclusive`, "has 1 run; needs 3"; raising the items'
+# `repeats` to 3 decides them at three times the time. What stays decided is what is not
+# a statistic: the blocked ANE build and the control characterisation.
 EXPECTED = {
-    "gate-6": {Verdict.FAIL},  # SpecPrefill: cold TTFT down, warm cache zeroed
+    "gate-6": {Verdict.INCONCLUSIVE},  # SpecPrefill: cold TTFT down, warm cache zeroed -- in one run each
     "gate-7": {Verdict.BLOCKED},  # ANE compiler missing from the build
-    # DSpark / DFlash2 deliver decode and total time, but the seed's "tool loop 2/3" is 3
-    # trials: [0.0943, 0.992] cannot tell a majority from chance, so the gate cannot pass
-    "gate-8": {Verdict.INCONCLUSIVE},
-    "gate-9": {Verdict.PASS},  # T promoted, U a control
+    "gate-8": {Verdict.INCONCLUSIVE},  # DSpark / DFlash2; and "tool loop 2/3" is 3 trials
+    "gate-9": {Verdict.INCONCLUSIVE},  # T vs control U: two blocks, needs 3
     "gate-10": {Verdict.INCONCLUSIVE},  # MTPLX best decode at 32K; its tool loop is 3 trials
-    "gate-11": {Verdict.FAIL},  # DFlash decode gain, but not 10% of total time with cache off
-    "mtp-gate": {Verdict.INCONCLUSIVE},  # L beats K on total time, acceptance ~0.8; tool loop of 3 trials
+    "gate-11": {Verdict.INCONCLUSIVE},  # DFlash decode gain vs total time, one run each
+    "mtp-gate": {Verdict.INCONCLUSIVE},  # L beats K on total time, acceptance ~0.8; one run, 3 trials
     "mtplx-quality": {Verdict.CONTROL},  # Quality profiles characterised against Speed
-    # oMLX / dspark hold at 262K, MTPLX collapses; S (13-14 tok/s over 3 trials of 32
-    # tokens, each a draw of draft acceptances) sits close enough to 12.0 that its
-    # interval may straddle it: then inconclusive, never fail
-    "ceiling-decode": {Verdict.PASS, Verdict.INCONCLUSIVE},
-    "ceiling-cache": {Verdict.PASS},  # reuse holds at 262K
+    "ceiling-decode": {Verdict.INCONCLUSIVE},  # oMLX / dspark hold at 262K, MTPLX collapses: one run each
+    "ceiling-cache": {Verdict.INCONCLUSIVE},  # reuse holds at 262K: one run each
 }
+ONE_RUN = ("gate-6", "gate-9", "gate-11", "ceiling-decode", "ceiling-cache")
 
 
 # items whose rows no gate or assertion reads a time from; their simulated waits shrink tenfold
@@ -88,8 +90,9 @@ def test_seed_004_verdicts_come_from_measurements(tmp_path: Path, examples: Path
         assert "3 trials cannot tell" in reasons[gate], reasons[gate]
 
     assert "Private ANE procedure-bank compiler is unavailable" in reasons["gate-7"]
-    assert "but M reuse 0.00, N reuse 0.00" in reasons["gate-6"]
-    assert "collapse" in reasons["ceiling-decode"]
+    for gate in ONE_RUN:  # what a verdict needs, said in its reason
+        assert "needs 3 (blocks, each its own server start)" in reasons[gate], reasons[gate]
+    assert "1 run x" in reasons["gate-11"] and "95% CI" not in reasons["gate-11"].split(";")[0], reasons["gate-11"]
     items = {i.key: i for i in summary.items}
     assert items["ane"].state == ItemState.BLOCKED
     assert items["tool-loop-survivors"].state == ItemState.PENDING

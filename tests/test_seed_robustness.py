@@ -111,5 +111,7 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
     for gate in ("gate-8", "gate-10", "mtp-gate"):
         assert set(table[gate].values()) <= {Verdict.INCONCLUSIVE.value, Verdict.FAIL.value}, (gate, reasons[gate])
         assert all("3 trials cannot tell" in reason for reason in reasons[gate].values()), reasons[gate]
-    # no draw makes DFlash worth 10% of total time with the cache off
-    assert robust.get("gate-11") == Verdict.FAIL.value, reasons["gate-11"]
+    # one block per item: no seed can make one server run per arm decide a comparison
+    # (the error rate of what does decide is measured by benchmarks/verdict_calibration.py)
+    assert robust.get("gate-11") == Verdict.INCONCLUSIVE.value, reasons["gate-11"]
+    assert all("needs 3" in reason for reason in reasons["gate-11"].values()), reasons["gate-11"]
