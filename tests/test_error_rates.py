@@ -179,13 +179,15 @@ FLAKY_CAMPAIGN = textwrap.dedent(
     arms = ["SLOW", "FLAKY"]
     probes = ["agent-load"]
     gate = "faster"
+    repeats = 3
     overrides = { conversations = 3, turns = 4, system_tokens = 200, task_tokens = 300, turn_tokens = 100, max_tokens = 8, baseline = false }
     """
 )
 
 
 def test_a_fast_arm_that_fails_a_third_of_its_requests_does_not_pass(tmp_path: Path, prefect_harness: None) -> None:
-    """The issue's campaign: before, "pass ... FLAKY 0.03 (-96%) vs SLOW 0.66"."""
+    """The issue's campaign: before, "pass ... FLAKY 0.03 (-96%) vs SLOW 0.66". Three blocks,
+    so that the latency alone could decide: what stops FLAKY is its errors, not too few runs."""
     from campaign.summary import summarize
     from flows.campaign_flow import campaign_flow
     from reports.site import write_site
@@ -199,10 +201,15 @@ def test_a_fast_arm_that_fails_a_third_of_its_requests_does_not_pass(tmp_path: P
     assert faster.verdict == Verdict.FAIL, faster.reason
     flaky = next(c for c in faster.read("cells") if c["arm"] == "FLAKY")
     assert flaky["errors_by_kind"].get("http_503") and flaky["error_rate"] > 0.2
-    assert f"FLAKY error rate {num(flaky['error_rate'])} > 0.05" in faster.reason and "cannot pass" in faster.reason
-    # its answered requests are fast: the latency alone would have passed
+    # the error rate is the arm's, over every request it made in the rows the gate read
+    assert flaky["arm_failed"] >= flaky["failed"] and flaky["arm_requests"] >= flaky["requests"]
+    arm_text = f"FLAKY failed {flaky['arm_failed']}/{flaky['arm_requests']} requests ({num(flaky['error_rate'])}, at most {num(flaky['arm_error_upper'])})"
+    assert arm_text in faster.reason and "> 0.05: cannot pass" in faster.reason
+    # its answered requests are fast: over its three server runs, paired with SLOW's in the
+    # same blocks, the latency alone would have passed
+    assert flaky["runs"] == 3 and len(set(flaky["blocks"])) == 3
     comparison = faster.read("comparisons")[0]
-    assert comparison["change_high"] < -0.5
+    assert comparison["pairs"] == 3 and comparison["change_high"] < -0.5
     # goodput counts the failures as misses: at most two thirds met the target
     assert goodput.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE) and "failed" in goodput.reason
     # the gate page lists the cells the verdict read, with the error rate
