@@ -45,6 +45,10 @@ ONE_ARM_METHOD = "t interval over runs, of the mean log run median"
 RAW_ONE_ARM_METHOD = "t interval over runs, of the mean run median (values <= 0: no log scale)"
 
 
+TIE = 1e-9  # a log ratio this close to its bound is on it (floating-point rounding decides nothing)
+FLAT = 1e-12  # a standard error below this is no spread at all (every run gave the same ratio)
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A location with its standard error and degrees of freedom, on the scale it was
@@ -61,7 +65,7 @@ class Estimate:
         """The two-sided interval at `confidence`, on the estimate's own scale."""
         if self.df <= 0 or math.isnan(self.se):
             return -math.inf, math.inf
-        if self.se == 0:
+        if self.se < FLAT:
             return self.center, self.center
         half = float(st.t.ppf(0.5 + confidence / 2, self.df)) * self.se
         return self.center - half, self.center + half
@@ -70,16 +74,16 @@ class Estimate:
         """One-sided p of H0 "true <= bound" (small: the value surely exceeds it)."""
         if self.df <= 0 or math.isnan(self.se):
             return 1.0
-        if self.se == 0:
-            return 0.0 if self.center > bound else 1.0
+        if self.se < FLAT:  # on the bound counts as reaching it, as "gain >= threshold" says
+            return 0.0 if self.center >= bound - TIE else 1.0
         return float(st.t.sf((self.center - bound) / self.se, self.df))
 
     def p_below(self, bound: float) -> float:
         """One-sided p of H0 "true >= bound" (small: the value surely falls short)."""
         if self.df <= 0 or math.isnan(self.se):
             return 1.0
-        if self.se == 0:
-            return 0.0 if self.center < bound else 1.0
+        if self.se < FLAT:
+            return 0.0 if self.center <= bound + TIE else 1.0
         return float(st.t.cdf((self.center - bound) / self.se, self.df))
 
 

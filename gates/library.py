@@ -118,10 +118,10 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
             elif not cmp.n_ok or not cmp.statistical:
                 v, mine = Verdict.INCONCLUSIVE, cmp.notes
                 cmp.statistical = False
+            elif cmp.p_pass <= rigor.alpha:  # exactly max_advantage is no advantage above it
+                v = Verdict.PASS
             elif cmp.p_fail <= rigor.alpha:
                 v = Verdict.FAIL
-            elif cmp.p_pass <= rigor.alpha:
-                v = Verdict.PASS
             else:
                 v, mine = Verdict.INCONCLUSIVE, [f"{c}'s advantage CI straddles {pct(p.max_advantage)}"]
             cmp.verdict, cmp.notes = v, mine
@@ -753,9 +753,8 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
         return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}; {_elimination(p, subject, counters[subject])}; {counter_txt}", evidence=evidence)
     ablation = p.ablation
     no_hits = p.claim == "cache" and (counters[subject] is None or counters[subject]["hits"] < p.min_hits)
-    if no_hits:
-        made = "reports no cache counters" if counters[subject] is None else f"made {int(counters[subject]['hits'])} cache hits"
-        # a cache that never hit did no work, so the difference came from elsewhere
+    made = ("reports no cache counters" if counters[subject] is None else f"made {int(counters[subject]['hits'])} cache hits") if no_hits else ""
+    if sole and no_hits:  # a cache that never hit did no work: the difference came from elsewhere
         return GateResult(
             verdict=Verdict.INCONCLUSIVE,
             reason=f"{head}; but {subject} {made}: the cache cannot be credited (drift between runs?); {counter_txt}",
@@ -796,6 +795,14 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
             verdict=Verdict.INCONCLUSIVE,
             reason=f"{numbers}; switching the {p.claim} off costs the win, but whether {ablation} keeps it is undecided: "
                    f"the credit waits on the ablation's own result; {counter_txt}",
+            evidence=evidence,
+        )
+    if cost.verdict == Verdict.PASS and no_hits:
+        # the counters contradict the ablation: a cache that never hit did no work
+        return GateResult(
+            verdict=Verdict.INCONCLUSIVE,
+            reason=f"{numbers}; switching the cache off costs the win, but {subject} {made}: the difference is not "
+                   f"the cache's doing (drift between runs?); {counter_txt}",
             evidence=evidence,
         )
     if cost.verdict == Verdict.PASS:

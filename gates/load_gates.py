@@ -192,6 +192,9 @@ def _judge(
                     notes.append(why)
                 if note is not None and (extra := note(stat)):
                     notes.append(extra)
+                    if verdict == Verdict.PASS:  # what the runs bound is not the quantile asked for
+                        verdict = Verdict.INCONCLUSIVE
+                        verdicts[-1] = verdict
                 bounds.append({**stat.evidence("subject"), "verdict": str(verdict), "bound": bound})
         parts.append(f"{what}: {', '.join(shown)}; needs {op} {num(bound)}")
     comparisons: list[Comparison] = []

@@ -72,10 +72,6 @@ def test_slots_vs_cache_by_ablation(campaign: dict[str, Any]) -> None:
     assert not frame["metric"].str.startswith("baseline_").any()  # what the gates read was measured without it
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "gates/library.py attribution: with claim 'cache' and 0 hits on the subject it returns inconclusive "
-    "('the cache cannot be credited') before reading the ablation, though an ablation that keeps the win "
-    "should fail the claim (its docstring; the example's credit-cache gate)"))
 def test_switching_the_cache_off_keeps_the_win(campaign: dict[str, Any]) -> None:
     cache = campaign["gates"]["credit-cache"]
     assert cache.verdict == Verdict.FAIL, cache.reason
