@@ -79,7 +79,7 @@ context = 4096
 [[gates]]
 id = "faster"
 predicate = "relative_improvement"
-params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10 }}
+params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10, min_runs = 2 }}
 subjects = ["B"]
 baseline = ["A"]
 
@@ -90,6 +90,7 @@ arms = ["A", "B"]
 probes = ["decode"]
 contexts = [1024]
 gate = "faster"
+repeats = 2
 
 [[queue]]
 id = "two"
@@ -124,26 +125,34 @@ def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
     store = Store(db)
     camp = store.campaign("twohosts")
     assert camp is not None and camp.id is not None
-    attempts = {a.arm_id: a for a in store.attempts(camp.id)}
-    assert set(attempts) == {"A", "B", "X"}
-    assert (attempts["A"].host, attempts["B"].host, attempts["X"].host) == ("h1", "h2", "h1")
-    assert attempts["X"].state == AttemptState.BLOCKED and attempts["X"].error == "this accelerator is not in the machine"
-    for att in (attempts["A"], attempts["B"]):
+    by_arm: dict[str, list] = {}
+    for a in store.attempts(camp.id):
+        by_arm.setdefault(a.arm_id, []).append(a)
+    assert set(by_arm) == {"A", "B", "X"}
+    assert [len(by_arm[arm]) for arm in ("A", "B", "X")] == [2, 2, 1]  # item one runs 2 blocks
+    assert {arm: {a.host for a in atts} for arm, atts in by_arm.items()} == {"A": {"h1"}, "B": {"h2"}, "X": {"h1"}}
+    [blocked_x] = by_arm["X"]
+    assert blocked_x.state == AttemptState.BLOCKED and blocked_x.error == "this accelerator is not in the machine"
+    for att in (*by_arm["A"], *by_arm["B"]):
         assert att.state == AttemptState.DONE
         assert att.flow_run_id
         assert [r.state for r in store.probe_runs(att.id or 0)] == [ProbeRunState.DONE]
-    assert attempts["A"].flow_run_id != attempts["B"].flow_run_id
+    assert len({a.flow_run_id for a in (*by_arm["A"], *by_arm["B"])}) == 4  # one flow run per server start
+    assert sorted(a.repeat for a in by_arm["A"]) == sorted(a.repeat for a in by_arm["B"]) == [0, 1]
+    attempts = {arm: atts[-1] for arm, atts in by_arm.items()}
     verdict = store.latest_verdicts(camp.id)["faster"]
-    assert verdict.verdict == "pass", verdict.reason  # B (600 tok/s on h2) beats A (300 on h1)
+    assert verdict.verdict == "pass", verdict.reason  # B (600 tok/s on h2) beats A (300 on h1), over 2 blocks
+    assert "paired over 2 blocks" in verdict.reason, verdict.reason
 
     # the arms' flow runs are subflows of the campaign run, tagged with where they ran
     runs = httpx.post(f"{prefect_server}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": ["campaign:twohosts"]}}}, timeout=10).json()
     by_id = {r["id"]: r for r in runs}
     for arm, host in (("A", "h1"), ("B", "h2")):
-        flow_run = by_id[attempts[arm].flow_run_id]
-        assert {f"arm:{arm}", f"host:{host}", "item:one"} <= set(flow_run["tags"])
-        assert flow_run["parent_task_run_id"], "not a subflow of the campaign run"
-        assert flow_run["state_type"] == "COMPLETED"
+        for att in by_arm[arm]:
+            flow_run = by_id[att.flow_run_id]
+            assert {f"arm:{arm}", f"host:{host}", "item:one"} <= set(flow_run["tags"])
+            assert flow_run["parent_task_run_id"], "not a subflow of the campaign run"
+            assert flow_run["state_type"] == "COMPLETED"
     blocked = by_id[attempts["X"].flow_run_id]  # not Completed: the UI shows what happened
     assert (blocked["state_type"], blocked["state_name"]) == ("FAILED", "Blocked")
     assert blocked["state"]["message"] == "this accelerator is not in the machine"
@@ -303,7 +312,8 @@ def test_an_arm_on_a_host_without_a_worker_is_blocked_saying_which_worker_to_sta
     assert (attempt.state, attempt.host) == (AttemptState.BLOCKED, host) and said in attempt.error
 
 
-STOPPABLE = SLOW.replace('arms = ["A"]', 'arms = ["A", "B"]\ngate = "faster"') + """
+# two blocks (block 0 runs B then A under the default seed), a gate deciding over two runs
+STOPPABLE = SLOW.replace('arms = ["A"]', 'arms = ["A", "B"]\ngate = "faster"\nrepeats = 2') + """
 [[runtimes]]
 name = "sim1b"
 adapter = "simulator"
@@ -321,7 +331,7 @@ context = 4096
 [[gates]]
 id = "faster"
 predicate = "relative_improvement"
-params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10 }}
+params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10, min_runs = 2 }}
 subjects = ["B"]
 baseline = ["A"]
 """
@@ -358,9 +368,11 @@ def test_ctrl_c_of_campaign_run_stops_the_arm_on_its_worker_and_resume_continues
         )
 
         def measuring():  # type: ignore[no-untyped-def]
+            """Slow A's attempt of block 0 while it measures (B, fast, may run before it)."""
             camp = store.campaign("stopped")
-            atts = store.attempts(camp.id) if camp and camp.id else []
-            return atts[0] if atts and atts[0].server_pgid and store.probe_runs(atts[0].id or 0) else None
+            atts = [a for a in store.attempts(camp.id, "one", "A") if a.repeat == 0] if camp and camp.id else []
+            live = atts and atts[0].state == AttemptState.RUNNING and atts[0].server_pgid
+            return atts[0] if live and store.probe_runs(atts[0].id or 0) else None
 
         first = _wait_for("the arm to measure on h1", measuring, timeout=60)
         stopped_at = time.monotonic()
@@ -397,13 +409,15 @@ def test_ctrl_c_of_campaign_run_stops_the_arm_on_its_worker_and_resume_continues
     camp = store.campaign("stopped")
     assert camp is not None and camp.id is not None
     attempts = store.attempts(camp.id)
-    a_one = [a for a in attempts if (a.item_key, a.arm_id) == ("one", "A")]
+    a_one = [a for a in attempts if (a.item_key, a.arm_id, a.repeat) == ("one", "A", 0)]
     assert [(a.id, a.state) for a in a_one] == [(first.id, AttemptState.DONE)]  # the same attempt, continued
     runs = [r.state for r in store.probe_runs(first.id or 0)]
     assert runs.count(ProbeRunState.DONE) == 1 and ProbeRunState.RUNNING not in runs, runs
     resumed = [e for e in store.events(camp.id) if e.kind == "attempt-resumed" and e.arm_id == "A" and e.item_key == "one"]
     assert len(resumed) == 1, resumed
-    assert sorted((a.arm_id, a.state) for a in attempts) == [("A", AttemptState.DONE), ("B", AttemptState.DONE)]
+    assert sorted((a.arm_id, a.repeat, a.state) for a in attempts) == [
+        ("A", 0, AttemptState.DONE), ("A", 1, AttemptState.DONE), ("B", 0, AttemptState.DONE), ("B", 1, AttemptState.DONE)
+    ]
     assert {i.key: i.state for i in store.items(camp.id)} == {"one": "done"}
     verdict = store.latest_verdicts(camp.id)["faster"]
-    assert verdict.verdict == "pass", verdict.reason  # B (400 tok/s) beats A (40), as without the stop
+    assert verdict.verdict == "pass", verdict.reason  # B (400 tok/s) beats A (40) over 2 blocks, as without the stop

@@ -241,22 +241,38 @@ def test_decode_takes_draft_counts_per_response_when_the_runtime_has_no_counters
 
 
 def test_decode_warmup_is_stored_but_never_read_by_medians_or_gates(tmp_path: Path) -> None:
+    # three runs of the probe, as three blocks of an item would make (a gate decides over
+    # runs, and needs three by default), each with its own warm-up
+    sinks = []
     with simulator(tmp_path, slots=1, **FAST) as url:
-        sink = MemorySink()
-        asyncio.run(decode.run(target(url), sink, decode.DecodeParams(contexts=[512], max_tokens=16, repeats=1, warmup=2)))
+        for _ in range(3):
+            sinks.append(MemorySink())
+            asyncio.run(decode.run(target(url), sinks[-1], decode.DecodeParams(contexts=[512], max_tokens=16, repeats=1, warmup=2)))
+    sink = sinks[0]
     assert [(r["scenario"], r["trial"]) for r in sink.requests] == [
         (decode.WARMUP_SCENARIO, WARMUP_TRIAL), (decode.WARMUP_SCENARIO, WARMUP_TRIAL - 1), ("decode", 0)
     ]
-    warm = [m for m in sink.measurements if m["metric"] == "decode_tps" and m["scenario"] == decode.WARMUP_SCENARIO]
-    assert len(warm) == 2
-    assert sink.values("decode_tps_median") == sink.values("decode_tps", scenario="decode")
-    # make the warm-up rows absurd: nothing that reads samples may move
-    for m in warm:
-        m["value"] = 1e6
-    frame = pd.DataFrame([{**m, "arm_id": "A", "probe": "decode", "item_key": "i", "simulated": True} for m in sink.measurements])
+    for one in sinks:
+        warm = [m for m in one.measurements if m["metric"] == "decode_tps" and m["scenario"] == decode.WARMUP_SCENARIO]
+        assert len(warm) == 2
+        assert one.values("decode_tps_median") == one.values("decode_tps", scenario="decode")
+        # make the warm-up rows absurd: nothing that reads samples may move (two of each
+        # run's three decode_tps rows: a run's median would be absurd if it read them)
+        for m in warm:
+            m["value"] = 1e6
+    frame = pd.DataFrame([
+        {**m, "arm_id": "A", "probe": "decode", "item_key": "i", "repeat": block, "simulated": True}
+        for block, one in enumerate(sinks) for m in one.measurements
+    ])
     assert (canonical_only(frame)["trial"] > WARMUP_TRIAL).all()
-    gate = GateEntry(id="g", predicate="threshold", params={"metric": "decode_tps", "op": "<", "value": 1e5, "min_n": 1}, subjects=["A"])
-    assert evaluate(gate, frame).verdict == Verdict.PASS
+    gate = GateEntry(id="g", predicate="threshold", params={"metric": "decode_tps", "op": "<", "value": 1e5}, subjects=["A"])
+    result = evaluate(gate, frame)
+    assert result.verdict == Verdict.PASS, result.reason
+    assert "3 runs" in result.reason, result.reason
+    # one run alone is too few to decide, and the reason says so (never read as a pass)
+    single = evaluate(gate, frame[frame["repeat"] == 0])
+    assert single.verdict == Verdict.INCONCLUSIVE, single.reason
+    assert "A has 1 run; needs 3" in single.reason, single.reason
     for table, column in ((cell_stats(frame), "max"), (cell_medians(frame), "value")):
         rates = table[table["metric"] == "decode_tps"]
         assert len(rates) == 1 and rates[column].max() < 1e5 and decode.WARMUP_SCENARIO not in set(table["scenario"])
