@@ -79,6 +79,14 @@ contexts = [1024]
 gate = "faster"
 """
 
+# TWO_ARMS gated for a verdict: two blocks (each arm gets two server starts) and a gate
+# that decides over two runs per arm (its default asks for three); a 2x gain with the
+# simulator's small spread is decided by a paired t with one degree of freedom
+GATED_TWO_ARMS = TWO_ARMS.replace("min_gain = 0.10 }}", "min_gain = 0.10, min_runs = 2 }}").replace(
+    'gate = "faster"\n', 'gate = "faster"\nrepeats = 2\n'
+)
+assert GATED_TWO_ARMS.count("repeats = 2") == 1 and GATED_TWO_ARMS.count("min_runs = 2") == 1
+
 
 def _flow_runs(api: str, tag: str) -> dict[str, dict]:
     runs = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": [tag]}}}, timeout=10).json()
@@ -108,7 +116,7 @@ def test_the_campaign_deployment_launches_a_campaign_named_in_the_store_and_reru
     db = postgres_cluster.create_database("launched")
     path = tmp_path / "elsewhere" / "c.toml"
     path.parent.mkdir()
-    path.write_text(TWO_ARMS.format(name="launched", host=""))  # arms run in the launched run, on h1
+    path.write_text(GATED_TWO_ARMS.format(name="launched", host=""))  # arms run in the launched run, on h1
     store = Store(db)
     queue.register(store, load_campaign(path), str(path))
     path.unlink()  # only the database knows the campaign now
@@ -123,9 +131,12 @@ def test_the_campaign_deployment_launches_a_campaign_named_in_the_store_and_reru
             camp = store.campaign("launched")
             assert camp is not None and camp.id is not None
             verdict = store.latest_verdicts(camp.id)["faster"]
-            assert verdict.verdict == "pass", verdict.reason  # B (600 tok/s) beats A (300)
+            assert verdict.verdict == "pass", verdict.reason  # B (600 tok/s) beats A (300), over 2 blocks
+            assert "paired over 2 blocks" in verdict.reason, verdict.reason
             attempts = store.attempts(camp.id)
-            assert sorted((a.arm_id, a.state, a.host) for a in attempts) == [("A", "done", "h1"), ("B", "done", "h1")]
+            assert sorted((a.arm_id, a.repeat, a.state, a.host) for a in attempts) == [
+                ("A", 0, "done", "h1"), ("A", 1, "done", "h1"), ("B", 0, "done", "h1"), ("B", 1, "done", "h1")
+            ]
             again = run_deployment("campaign/campaign-h1", parameters=launch, timeout=120)
             assert again.state is not None and again.state.is_completed(), again.state
     finally:
@@ -138,7 +149,8 @@ def test_the_campaign_deployment_launches_a_campaign_named_in_the_store_and_reru
     assert max(len(line) for line in lines) <= 80, "\n".join(lines)
     ui = prefect_server.removesuffix("/api")
     text = "\n".join(lines)
-    for att in attempts:
+    newest = {att.arm_id: att for att in attempts}  # status lists the newest attempt of each arm
+    for att in newest.values():
         assert f"one/{att.arm_id} #{att.id} done on h1" in text
         assert f"{ui}/runs/flow-run/{att.flow_run_id}" in text, text
 
