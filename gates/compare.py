@@ -833,7 +833,7 @@ class Outcome:
             "interval_method": INTERVAL_METHOD, "request_interval_method": MEDIAN_METHOD,
             "cells": [s.evidence(roles.get(s.arm, "")) for s in self.used_cells()],
             "comparisons": [c.evidence() for c in self.comparisons],
-            **gate_p(self.comparisons),
+            **(gate_p(self.comparisons) if self.comparisons else {}),  # no comparison: no claim of the family
             **({"missing": self.missing} if self.missing else {}),
             **({"unmatched": self.unmatched} if self.unmatched else {}),
         }

@@ -128,17 +128,21 @@ def goodput_stats(rows: pd.DataFrame, arm: str, p: LoadGoodputParams) -> dict[Ce
         return _goodput_stat(rows, arm, p, p.scenario, "goodput_rps")
     sweep = _summary(rows, arm, p.probe, SWEEP, p.context)
     maxima = sweep[sweep["metric"] == "max_goodput_rps"]
+    if "settings_hash" not in maxima:
+        maxima = maxima.assign(settings_hash="")
     out: dict[Cell, CellStat] = {}
-    for (context, mode), part in maxima.groupby(["context", "mode"], observed=True):
-        cell = Cell(p.probe, SWEEP, int(context), str(mode))
+    for (context, mode, settings), part in maxima.groupby(["context", "mode", "settings_hash"], observed=True):
+        cell = Cell(p.probe, SWEEP, int(context), str(mode), str(settings))
         sources = sorted({str(s) for s in part["source"]})
         if len(sources) == 1 and sources[0]:
-            step = LoadGoodputParams(probe=p.probe, scenario=sources[0], context=int(context), min_rps=0)
-            found = _goodput_stat(rows, arm, step, sources[0], f"max_goodput_rps (at {sources[0]})").get(Cell(p.probe, sources[0], int(context), str(mode)))
+            step = LoadGoodputParams(probe=p.probe, scenario=sources[0], context=int(context), min_rps=0, confidence=p.confidence)
+            found = next((st for c, st in _goodput_stat(rows, arm, step, sources[0], f"max_goodput_rps (at {sources[0]})").items()
+                          if c.loose() == (p.probe, sources[0], int(context), str(mode)) and c.settings == str(settings)), None)
             if found is not None:
                 out[cell] = replace(found, cell=cell)
                 continue
-        by_attempt = compare.cell_stats(rows, Selector(metric="max_goodput_rps", probe=p.probe, scenario=SWEEP, context=int(context)), arm)
+        # the maxima came from different runs (each block's own rates): one per run
+        by_attempt = compare.cell_stats(rows, Selector(metric="max_goodput_rps", probe=p.probe, scenario=SWEEP, context=int(context)), arm, confidence=p.confidence)
         if cell in by_attempt:
             out[cell] = by_attempt[cell]
     return out
