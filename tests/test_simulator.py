@@ -274,9 +274,13 @@ def _run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+# exact model times need the deterministic engine: no rate factor per start, no drift
+STILL = {"run_sd": 0.0, "drift_sd_per_min": 0.0}
+
+
 def test_engine_exact_model_time_ttft_and_affinity() -> None:
     profile = SimProfile(slots=2, prefill_tps=1000, prefill_chunk=100, step_overhead_s=0.001,
-                         decode_tps=100, batch_penalty=0.0, cache_min_match=4)
+                         decode_tps=100, batch_penalty=0.0, cache_min_match=4, **STILL)
 
     async def scenario() -> tuple[float, float, int]:
         engine = Engine(profile, clock=VirtualClock())
@@ -299,7 +303,7 @@ def test_engine_exact_model_time_ttft_and_affinity() -> None:
 
 def test_engine_decode_starves_while_other_slot_prefills() -> None:
     profile = SimProfile(slots=2, prefill_tps=1000, prefill_chunk=200, interleave_chunk=200,
-                         step_overhead_s=0.0, decode_tps=100, batch_penalty=0.0)
+                         step_overhead_s=0.0, decode_tps=100, batch_penalty=0.0, **STILL)
 
     async def scenario() -> list[float]:
         engine = Engine(profile, clock=VirtualClock())

@@ -49,6 +49,9 @@ class LaunchContext:
     workdir: Path = Path(".")
     seed: int = 0
     tools: bool = False
+    # which start of this arm's server this is (set per start by the flow); the simulator
+    # draws this start's rate factor from it (SimProfile.run_seed)
+    run_seed: int = 0
 
 
 # Error-level lines in logs without a format of their own: `ERROR ...` / `FATAL` / `CRITICAL`

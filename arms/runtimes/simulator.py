@@ -2,7 +2,10 @@
 
 The runtime entry's `options.profile` holds engine knobs (rates, time scale, faults); the
 arm's recipe supplies slots, chunks, cache sizes and speculation, as it would for a real
-runtime, so the same campaign file shape serves both.
+runtime, so the same campaign file shape serves both. Each server start gets the launch's
+`run_seed`, from which the simulator draws that start's rate factor (run-to-run variation,
+`arms.simulator.variation`); `run_sd`, `drift_sd_per_min` and their kin are profile knobs
+like any other (runtime `options.profile`, an arm's `simulate`, `sim.*` overrides).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ def profile_for(ctx: LaunchContext) -> dict[str, Any]:
         ctx_size=ctx.arm.context,
         prefill_chunk=recipe.prefill_chunk,
         seed=ctx.seed,
+        run_seed=ctx.run_seed,
     )
     if recipe.interleave_chunk is not None:
         profile["interleave_chunk"] = recipe.interleave_chunk

@@ -5,7 +5,8 @@ The behaviours it exists to reproduce come from the seeds: a conversation resume
 slot holding its state and prefills only its new tail; when conversations outnumber slots
 a returning one re-prefills its whole history in chunks, and while it does, every decoding
 stream starves (one engine step does both, so prefill chunks lengthen every decode step);
-speculative decoding emits several tokens per step at a per-step cost.
+speculative decoding emits several tokens per step at a per-step cost. Rates vary between
+server starts and drift during a run (`arms.simulator.variation`): each engine is one start.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from arms.simulator.cache import PrefixCache, common_prefix_len
 from arms.simulator.clock import Clock, ScaledClock
 from arms.simulator.profile import SimProfile
 from arms.simulator.reply import ReplyContext, ReplyPlan, ReplyPolicy, at_least, text_rng, words_policy
+from arms.simulator.variation import RunVariation
 
 RequestState = Literal["queued", "prefill", "decode", "done", "cancelled"]
 SlotState = Literal["idle", "prefill", "decode"]
@@ -190,6 +192,8 @@ class Engine:
         self.slots = [Slot(i) for i in range(profile.slots)]
         self.cache = PrefixCache(profile.prefix_cache_tokens, profile.session_cap_tokens)
         self.counters = Counters()
+        # this start's rate factors (1.0 throughout when the profile does not vary)
+        self.variation = RunVariation(profile)
         self._queue: deque[SimRequest] = deque()
         self._request_ids = itertools.count(1)
         self._admit_seq = itertools.count(1)
@@ -303,16 +307,21 @@ class Engine:
                  "n_tokens": len(s.tokens)} for s in self.slots]
 
     # ----------------------------------------------------------------- time model
-    def prefill_time(self, n_tokens: int) -> float:
-        """Model seconds to prefill n tokens."""
-        return n_tokens / (self.profile.prefill_tps * self.profile.prefill_speedup)
+    def prefill_time(self, n_tokens: int, at: float = 0.0) -> float:
+        """Model seconds to prefill n tokens in a step starting at model time `at`."""
+        if not self.profile.varies:
+            return n_tokens / (self.profile.prefill_tps * self.profile.prefill_speedup)
+        rate = self.profile.prefill_tps * self.variation.prefill_factor(at)
+        return n_tokens / (rate * self.profile.prefill_speedup)
 
-    def decode_step_time(self, batch: int, longest_ctx: int) -> float:
-        """Model seconds of one decode step for `batch` decoding slots.
+    def decode_step_time(self, batch: int, longest_ctx: int, at: float = 0.0) -> float:
+        """Model seconds of one decode step for `batch` decoding slots, starting at `at`.
 
         The base cost grows with batch size; the KV-read term grows with the longest
         context; speculation multiplies the base by the drafting cost and the KV term by
-        `verify_kv_factor` (verification re-reads the KV).
+        `verify_kv_factor` (verification re-reads the KV). This start's decode factor
+        (run effect and drift) divides the whole step: a start that decodes 5% slower
+        reads its KV 5% slower too.
         """
         p = self.profile
         base = (1.0 / p.decode_tps) * (1.0 + p.batch_penalty * (batch - 1))
@@ -320,7 +329,9 @@ class Engine:
         if p.speculative:
             base *= 1.0 + p.draft_cost * p.draft_k
             kv *= p.verify_kv_factor
-        return base + kv
+        if not p.varies:
+            return base + kv
+        return (base + kv) / self.variation.decode_factor(at)
 
     # ---------------------------------------------------------------- admission
     def _admit_waiting(self, now: float) -> None:
@@ -365,20 +376,20 @@ class Engine:
     async def _run(self) -> None:
         chained_end: float | None = None
         while True:
-            step = self._plan_step()
+            now = self.clock.now()
+            start = now if chained_end is None else max(chained_end, now - self._max_lag)
+            step = self._plan_step(start)
             if step is None:
                 chained_end = None
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            now = self.clock.now()
-            start = now if chained_end is None else max(chained_end, now - self._max_lag)
             end = start + step.duration
             await self.clock.sleep_until(end)
             self._apply(step, end)
             chained_end = end
 
-    def _plan_step(self) -> _Step | None:
+    def _plan_step(self, start: float = 0.0) -> _Step | None:
         busy = [(s, s.request) for s in self.slots if s.request is not None]
         decoding = [(s, r) for s, r in busy if r.state == "decode"]
         prefilling = sorted(((s, r) for s, r in busy if r.state == "prefill"),
@@ -394,10 +405,10 @@ class Engine:
             n = min(budget, req.to_prefill)
             allocations.append((slot, req, n))
             budget -= n
-        duration = p.step_overhead_s + self.prefill_time(sum(n for _, _, n in allocations))
+        duration = p.step_overhead_s + self.prefill_time(sum(n for _, _, n in allocations), start)
         if decoding:
             longest = max(len(s.tokens) for s, _ in decoding)
-            duration += self.decode_step_time(len(decoding), longest)
+            duration += self.decode_step_time(len(decoding), longest, start)
         return _Step(duration, allocations, decoding)
 
     def _apply(self, step: _Step, t: float) -> None:

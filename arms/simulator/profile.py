@@ -15,6 +15,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 CachedTokensStyle = Literal["openai", "llamacpp", "omlx", "dspark"]
 
+RUN_VARIATION = """Run-to-run variation is off by default for now (every sd 0): the level a
+real llama-server varies between restarts on this machine kind is what
+`benchmarks/restart_variation.py` measures (decode and prefill, within a run and between
+starts), and its numbers have not yet been taken on a quiet machine. Until they are, a
+campaign turns variation on per runtime (`[runtimes.options.profile] run_sd = 0.03`) or
+per arm (`simulate = { run_sd = 0.03, drift_sd_per_min = 0.005 }`); the calibration
+benchmark's model (`gates.calibration.VariationModel`) uses 3% between starts."""
+RUN_SD = 0.0
+PREFILL_RUN_SD_SCALE = 1.0
+RUN_CORR = 1.0
+DRIFT_SD_PER_MIN = 0.0
+
 
 class FaultKnobs(BaseModel):
     """Deliberate misbehaviour, so the orchestrator's failure paths can be exercised.
@@ -96,6 +108,33 @@ class SimProfile(BaseModel):
         "openai", description="Which runtime's response field carries the cached-token count."
     )
     startup_delay_s: float = Field(0.0, ge=0, description="/health answers 503 loading this long.")
+    # -- run-to-run variation (arms.simulator.variation); defaults measured, see RUN_VARIATION
+    run_sd: float = Field(
+        RUN_SD, ge=0, le=2,
+        description=(
+            "sd of log(decode rate) between server starts: a log-normal factor drawn once per start "
+            "from run_seed multiplies the whole decode step's speed (decode_tps and KV read). "
+            "0 (with drift_sd_per_min 0) = the deterministic engine. Measured: see RUN_VARIATION."
+        ),
+    )
+    prefill_run_sd_scale: float = Field(
+        PREFILL_RUN_SD_SCALE, ge=0,
+        description="The prefill factor's sd is run_sd times this (so run_sd = 0 turns both off).",
+    )
+    run_corr: float = Field(
+        RUN_CORR, ge=-1, le=1,
+        description="Correlation of one start's prefill and decode draws (1 = one draw moves both).",
+    )
+    drift_sd_per_min: float = Field(
+        DRIFT_SD_PER_MIN, ge=0, le=1,
+        description=(
+            "Slow drift during a run: a random walk on log(prefill and decode rate) over model time, "
+            "sd of its change over one minute (after T minutes: this x sqrt(T)). 0 = none."
+        ),
+    )
+    run_seed: int = Field(
+        0, description="Seeds this server start's draw and drift, with seed: random.Random(f'run:{seed}:{run_seed}')."
+    )
     faults: FaultKnobs = Field(default_factory=FaultKnobs)
 
     @property
@@ -107,6 +146,16 @@ class SimProfile(BaseModel):
     def effective_interleave_chunk(self) -> int:
         """The prefill budget of a step in which some other slot is decoding."""
         return self.interleave_chunk if self.interleave_chunk is not None else self.prefill_chunk
+
+    @property
+    def effective_prefill_run_sd(self) -> float:
+        """sd of log(prefill rate) between server starts."""
+        return self.run_sd * self.prefill_run_sd_scale
+
+    @property
+    def varies(self) -> bool:
+        """Whether rates vary between starts or during a run (False: deterministic timings)."""
+        return self.run_sd > 0 or self.drift_sd_per_min > 0
 
     @property
     def kv_bytes_per_token(self) -> float:
