@@ -7,7 +7,7 @@ the gate's boundary, where a pass and a fail are both false. It also measures po
 true +15% against a +10% relative_improvement gate.
 
 Part 2 (`--e2e N`, default 20; 0 skips it) runs N whole campaigns of two identical arms
-end to end on the embedded simulator (server starts, blocks in a randomised order, the
+end to end on the embedded simulator with its run-to-run variation on (run_sd 3%) (server starts, blocks in a randomised order, the
 store, the gate engine), each with its own campaign seed, and counts their verdicts.
 
 Every rate is printed with its exact (Clopper-Pearson) 95% interval. The last line is
@@ -23,6 +23,7 @@ the campaigns they came from. The goal is X <= 5 and Y <= 5.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,8 @@ adapter = "simulator"
 [runtimes.options.profile]
 time_scale = 50.0
 decode_tps = 40.0
+run_sd = 0.03
+drift_sd_per_min = 0.005
 
 [[arms]]
 id = "A"
@@ -94,10 +97,11 @@ def e2e(n: int, blocks: int) -> tuple[int, int, int]:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "c.toml"
             path.write_text(textwrap.dedent(E2E_CAMPAIGN.format(seed=seed, blocks=blocks)))
-            cmd = [sys.executable, "-m", "cli", "--db", str(Path(tmp) / "c.db"), "run", str(path)]
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=900)
+            cmd = [sys.executable, "-m", "cli", "run", str(path), "--db", str(Path(tmp) / "c.db")]
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=900,
+                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
             status = subprocess.run(
-                [sys.executable, "-m", "cli", "--db", str(Path(tmp) / "c.db"), "status", str(path)],
+                [sys.executable, "-m", "cli", "status", str(path), "--db", str(Path(tmp) / "c.db")],
                 cwd=tmp, capture_output=True, text=True, timeout=300,
             )
             out = status.stdout + proc.stdout
