@@ -101,11 +101,13 @@ def e2e(n: int, blocks: int) -> tuple[int, int, int]:
             proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=900,
                                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
             status = subprocess.run(
-                [sys.executable, "-m", "cli", "status", str(path), "--db", str(Path(tmp) / "c.db")],
+                [sys.executable, "-m", "cli", "status", "--db", str(Path(tmp) / "c.db")],
                 cwd=tmp, capture_output=True, text=True, timeout=300,
             )
             out = status.stdout + proc.stdout
             line = next((ln for ln in out.splitlines() if "faster" in ln), "")
+            if not line:  # the campaign did not get as far as a verdict: say why, not "no verdict"
+                line = f"no verdict (run exit {proc.returncode}): {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}"
             done += 1
             passes += " pass" in line
             fails += " fail" in line
