@@ -785,6 +785,8 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
                 reason=f"{numbers}; switching the {p.claim} off costs {subject} some of it, but {ablation} still wins: the {p.claim} is only part of the win; {counter_txt}",
                 evidence=evidence,
             )
+        # the claim fails on the ablation's own win: that comparison's p is the fail's
+        evidence.update(p_fail=kept.evidence().get("p_pass", 1.0), statistical_fail=True)
         return GateResult(
             verdict=Verdict.FAIL,
             reason=f"{numbers}; switching the {p.claim} off keeps the win: the win was not the {p.claim}; {counter_txt}",

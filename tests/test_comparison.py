@@ -467,6 +467,10 @@ def test_attribution_an_ablation_that_keeps_the_win_fails_the_claim() -> None:
     assert result.verdict == Verdict.FAIL, result.reason
     assert "switching the cache off keeps the win: the win was not the cache" in result.reason
     assert "B-nocache (cache off): B-nocache 0.412 (-69% [-71%, -68%] 95% CI, paired over 5 blocks" in result.reason
+    # and it stays a fail as one of the campaign's family: its p-value is the ablation's own win
+    from gates import family
+    g = attribution("cache", "B-nocache", ["A", "B-nocache"])
+    assert family.adjust({g.id: result}, [g], 0.95)[g.id].verdict == Verdict.FAIL
 
 
 def test_attribution_by_ablation_each_branch() -> None:
