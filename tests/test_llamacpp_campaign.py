@@ -163,9 +163,12 @@ def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -
     sel = Selector(metric="ttft_later_median_s", probe="agent-load", scenario="summary")
     win = compare(frame[frame["mode"] == "canonical"], ["S3"], ["S1"], sel, higher_is_better=False, threshold=0.2, rigor=Rigor())
     (cmp,) = win.comparisons
-    assert cmp.subject.sample_metric == "ttft_later_s" and cmp.subject.n >= 4  # per-request samples, not one median
+    # per-request samples read through the summary's name; the run (one block here) is the unit
+    assert cmp.subject.sample_metric == "ttft_later_s" and len(cmp.subject.values) >= 4 and cmp.subject.n == len(cmp.subject.runs)
     slots = verdicts["credit-slots"]
-    assert slots.verdict == {"pass": "pass", "fail": "fail"}.get(str(cmp.verdict), "inconclusive"), slots.reason
+    expected = {"pass": "pass", "fail": "fail"}.get(str(cmp.verdict), "inconclusive")
+    # the stored verdict is the campaign family's: Holm may leave a lone pass undecided, never decide more
+    assert slots.verdict == expected or (slots.verdict == "inconclusive" and "family" in slots.reason), slots.reason
     if slots.verdict == "pass":
         assert "S1 is S3 with slots off" in slots.reason
     # the cache is credited only if switching it off (S3) costs S3c its win over S1, and
