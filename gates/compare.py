@@ -309,16 +309,15 @@ def runs_of(part: pd.DataFrame, value: Any = None) -> list[Run]:
     `value(frame)` for another per-run statistic (a percentile, a goodput)."""
     if part.empty:
         return []
+    if value is None:  # the median: the one-groupby path every gate takes (`_runs_by_cell`)
+        return [r for runs in _runs_by_cell(part).values() for r in runs]
     frame = pd.DataFrame({
         "_block": block_of(part).to_numpy(), "value": part["value"].astype(float).to_numpy(),
         "item": _col(part, "item_key", "").astype(str).to_numpy(), "attempt": _col(part, "attempt_id", 0).to_numpy(),
         "order": _col(part, "block_order", None).to_numpy(), "recipe": _col(part, "recipe_hash", "").astype(str).to_numpy(),
     })
     groups = frame.groupby("_block", sort=True)
-    if value is None:
-        centers = groups["value"].median()
-    else:
-        centers = pd.Series({b: float(value(part.loc[(block_of(part) == b).to_numpy()])) for b in groups.groups})
+    centers = pd.Series({b: float(value(part.loc[(block_of(part) == b).to_numpy()])) for b in groups.groups})
     first = groups[["item", "attempt", "order", "recipe"]].first()
     sizes = groups.size()
     out = []
