@@ -162,6 +162,10 @@ class ProbeRunRow(SQLModel, table=True):
     error: str = ""
     started_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
+    # a hash of what this run measured under: the probe's resolved parameters at its
+    # context and the simulator overrides (`flows.overrides.probe_settings_hash`); the
+    # `settings` of every cell its rows feed ('' on rows made before it was recorded)
+    settings_hash: str = ""
 
 
 class RequestRow(SQLModel, table=True):
@@ -251,15 +255,17 @@ class EventRow(SQLModel, table=True):
 
 
 MEASUREMENT_COLUMNS = list(MeasurementRow.model_fields)
-# columns of a measurement's attempt every frame row carries (frame name -> attempt column):
-# which block (server run) measured it, in which place of the block's order, under which
-# item settings and which server recipe, and which attempt of its (item, arm, repeat)
+# columns every frame row carries beside the measurement's own (frame name -> SQL over
+# its attempt `t` and probe run `r`): which block (server run) measured it, in which
+# place of the block's order, under which probe settings (the probe run's; rows from
+# before those were recorded fall back to the item's, on the attempt) and which server
+# recipe, and which attempt of its (item, arm, repeat)
 ATTEMPT_FRAME_COLUMNS = {
-    "block_id": "block_id",
-    "block_order": "block_order",
-    "settings_hash": "settings_hash",
-    "recipe_hash": "recipe_hash",
-    "attempt_number": "number",
+    "block_id": "t.block_id",
+    "block_order": "t.block_order",
+    "settings_hash": "COALESCE(NULLIF(r.settings_hash, ''), t.settings_hash)",
+    "recipe_hash": "t.recipe_hash",
+    "attempt_number": "t.number",
 }
 FRAME_COLUMNS = [*MEASUREMENT_COLUMNS, *ATTEMPT_FRAME_COLUMNS]
 MEASUREMENT_TEXT_COLUMNS = (
@@ -271,7 +277,7 @@ SELECT {columns} FROM measurement m
 WHERE m.campaign_id = :cid
 {latest}
 """
-_ATTEMPT_JOIN = "LEFT JOIN attempt t ON t.id = m.attempt_id"
+_ATTEMPT_JOIN = "LEFT JOIN attempt t ON t.id = m.attempt_id LEFT JOIN probe_run r ON r.id = m.probe_run_id"
 # the SQL twin of newest_done_attempts (a test checks they agree)
 _LATEST_CLAUSE = """
   AND m.probe_run_id IN (
@@ -863,7 +869,8 @@ class Store:
         query): `block_id` (one id per block, i.e. per server run of each arm; shared
         by the arms of the block, new under other settings), `block_order` (the arm's
         0-based place in its block; <NA> for attempts made before blocks),
-        `settings_hash`, `recipe_hash` ('' before blocks) and `attempt_number`. Pair
+        `settings_hash` (its probe run's settings, a cell's `settings`), `recipe_hash`
+        ('' before blocks) and `attempt_number`. Pair
         arms only within a `block_id`. `columns` picks any of them.
         """
         wanted = columns or FRAME_COLUMNS
@@ -872,7 +879,7 @@ class Store:
             raise KeyError(f"no measurement frame column {', '.join(map(repr, unknown))}; columns: {', '.join(FRAME_COLUMNS)}")
         joined = any(c in ATTEMPT_FRAME_COLUMNS for c in wanted)
         sql = _MEASUREMENTS_SQL.format(
-            columns=", ".join(f"t.{ATTEMPT_FRAME_COLUMNS[c]}" if c in ATTEMPT_FRAME_COLUMNS else f"m.{c}" for c in wanted),
+            columns=", ".join(ATTEMPT_FRAME_COLUMNS[c] if c in ATTEMPT_FRAME_COLUMNS else f"m.{c}" for c in wanted),
             join=_ATTEMPT_JOIN if joined else "",
             latest=_LATEST_CLAUSE if latest_only else "",
         )

@@ -29,7 +29,7 @@ from campaign.store import AttemptHeartbeat, AttemptRow, ProbeRunRow, RequestOut
 from flows import interrupt
 from flows.attempt import ArmOutcome, Attempt
 from flows.devices import DeviceLock
-from flows.overrides import probe_params
+from flows.overrides import probe_params, probe_settings_hash
 from flows.progress import emit
 from flows.sink import SinkWriteError, StoreSink
 
@@ -51,10 +51,11 @@ def run_probe(
     params_json: str,
     cached_tokens_field: str,
     log_path: str | None = None,
+    settings_hash: str = "",
 ) -> int:
     store = Store(store_url)
     adapter = replace(runtimes.get(adapter_name), cached_tokens_field=cached_tokens_field)
-    run = store.add(ProbeRunRow(attempt_id=attempt_id, probe=probe, context=context))
+    run = store.add(ProbeRunRow(attempt_id=attempt_id, probe=probe, context=context, settings_hash=settings_hash))
     target = ProbeTarget(
         base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated, log_path=log_path
     )
@@ -322,7 +323,7 @@ def _run_arm(
                 run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
                     store.public_url, campaign_id, attempt.id, row.repeat, item.key, arm_id, str(probe), context,
                     base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
-                    adapter.cached_tokens_field, target.log_path,
+                    adapter.cached_tokens_field, target.log_path, probe_settings_hash(probe, params, overrides),
                 )
         interrupt.check()
         failure = all_failed_reason(store.request_outcome(attempt.id))

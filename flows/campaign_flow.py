@@ -8,7 +8,6 @@ items are re-checked first when asked.
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import json
 import random
 from collections.abc import Sequence
@@ -33,7 +32,7 @@ from flows.artifacts import artifact_key, publish
 from flows import interrupt
 from flows import overrides as override_keys
 from flows.devices import ensure_limits, release_lease
-from flows.overrides import probe_params
+from flows.overrides import digest, probe_params
 from flows.progress import emit
 from gates.engine import evaluate_family
 
@@ -102,11 +101,6 @@ def block_order(seed: int, item_key: str, block: int, arms: Sequence[str]) -> li
     return order
 
 
-def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def settings_hash(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any]) -> str:
     """A sha256 prefix (16 hex digits) of what an item runs every one of its arms with:
     the overrides that are not `recipe.*` keys (those are the servers', in
@@ -125,7 +119,7 @@ def settings_hash(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any]
             except ValueError as exc:  # checked before the run with real contexts; never stop it here
                 resolved.append({"unresolved": str(exc)})
         params[str(probe)] = resolved
-    return _digest({
+    return digest({
         "overrides": common, "probes": [str(p) for p in item.probes], "contexts": list(item.contexts),
         "modes": [str(m) for m in item.modes], "params": params,
     })
@@ -138,7 +132,7 @@ def recipe_hash(spec: CampaignSpec, item: QueueItem, arm_id: str) -> str:
     things its launch takes from the arm: its context size and its simulator table."""
     arm = spec.arm(arm_id)
     model = spec.model_for(arm)
-    return _digest({
+    return digest({
         "recipe": spec.recipe_for(arm_id, item).model_dump(mode="json"), "model": model.name, "quant": model.quant,
         "runtime": arm.runtime, "context": arm.context, "simulate": arm.simulate,
     })

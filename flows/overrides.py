@@ -16,6 +16,8 @@ silently ignored.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +52,31 @@ def probe_params(
             values["prompt_tokens"] = max(16, int(context * 0.8))
     values.update({k: v for k, v in overrides.items() if k in keys})
     return pspec.params.model_validate(values)
+
+
+def digest(value: Any) -> str:
+    """A sha256 prefix (16 hex digits) of `value` as canonical JSON (sorted keys), the
+    same on every machine and in every process."""
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def probe_settings_hash(probe: ProbeName | str, params: Any, overrides: dict[str, Any]) -> str:
+    """The settings one probe run measures under, as a hash: its resolved parameters at
+    its context and the `sim.*` profile overrides its server was given.
+
+    Why per probe run and not per item: a cell is (probe, scenario, context, mode,
+    settings), and two items that run decode at 32K with the same parameters measured the
+    same thing even when one of them also runs a cache probe, other contexts or more
+    blocks. Left out: the item's mode list (the mode is the cell's own key), the fields
+    that only size a run's sample (`ProbeSpec.sample_fields`: 3 or 5 timed requests are
+    one run, its median, either way) and everything of the server's own (`recipe.*`, in
+    the attempt's `recipe_hash`)."""
+    values = params.model_dump(mode="json")
+    for name in ("modes", *probes.get(probe).sample_fields):
+        values.pop(name, None)
+    sim = {k: v for k, v in overrides.items() if k.startswith("sim.")}
+    return digest({"params": values, "sim": sim})
 
 
 def probe_keys(item: QueueItem) -> dict[str, list[str]]:

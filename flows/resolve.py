@@ -244,8 +244,10 @@ def _setting_text(value: Any) -> str:
 
 
 def _probe_settings(item: QueueItem, probe: str) -> dict[str, Any]:
-    """The item's overrides that reach `probe`: its parameters and the simulator's profile."""
-    accepted = set(probe_registry.get(probe).keys)
+    """The item's overrides that reach `probe`: its parameters (not those that only size
+    a run's sample, `ProbeSpec.sample_fields`) and the simulator's profile."""
+    spec = probe_registry.get(probe)
+    accepted = {key for key, name in spec.keys.items() if name not in spec.sample_fields}
     return {k: v for k, v in item.overrides.items() if k in accepted or k.startswith("sim.")}
 
 
@@ -256,7 +258,8 @@ def probe_pooling_problems(spec: CampaignSpec) -> list[str]:
     max_tokens 16 and one at 48 would be one sample of two workloads. The settings compared
     are an item's non-recipe overrides that reach that probe: its own parameters and the
     `sim.*` profile fields (recipe.* overrides are the recipe, checked by
-    `campaign.schema`). A key another probe of the item takes does not count.
+    `campaign.schema`). A key another probe of the item takes does not count, nor does a
+    sample size (decode's `repeats`): more timed requests per run are the same cell.
     """
     problems: list[str] = []
     position = {id(q): i for i, q in enumerate(spec.queue)}

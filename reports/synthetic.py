@@ -41,6 +41,7 @@ class Options:
     title: str = "Synthetic campaign"
     arms: int = 5
     trials: int = 3
+    decode_blocks: int = 3  # server runs of each decode arm, in shuffled order per block
     decode_contexts: tuple[int, ...] = (4096, 32768)
     agent_conversations: int = 3
     agent_turns: int = 6
@@ -126,8 +127,9 @@ def build(store: Store, o: Options | None = None) -> int:
     samples: list[dict[str, Any]] = []
     decode_speed = {aid: 40.0 + 7 * i + (60 if i == 1 else 0) for i, aid in enumerate(ids)}
 
-    def attempt(item: str, arm_id: str, state: str = AttemptState.DONE, error: str = "", repeat: int = 0) -> AttemptRow:
-        att = store.new_attempt(cid, item, arm_id, {}, repeat=repeat)
+    def attempt(item: str, arm_id: str, state: str = AttemptState.DONE, error: str = "", repeat: int = 0,
+                block: dict[str, Any] | None = None) -> AttemptRow:
+        att = store.new_attempt(cid, item, arm_id, {}, repeat=repeat, block=block)
         served = f"m-{'q8' if spec.arm(arm_id).quant == 'q8' else 'q4'}{o.served_suffix}"
         return store.update(AttemptRow, att.id, state=state, error=error, served_model=served,
                             fingerprint="f1e2d3c4b5a6" if arm_id != ids[2] else "0badf00d0bad",
@@ -167,12 +169,11 @@ def build(store: Store, o: Options | None = None) -> int:
             if aid == ids[1]:
                 put(att, run, "cache", aid, "cache-probe", "", mode, 32768, 0, "draft_tokens", 400, "tokens", "/metrics")
                 put(att, run, "cache", aid, "cache-probe", "", mode, 32768, 0, "accepted_tokens", 320, "tokens", "/metrics")
-    for aid, repeat in [(a, 0) for a in ids[:-1]] + [(ids[0], 1)]:  # arm 0's decode repeated: both count
-        att = attempt("decode", aid, repeat=repeat)
+    def decode_run(att: AttemptRow, aid: str, factor: float) -> None:
         for ctx in o.decode_contexts:
             run = probe_run(att, "decode", ctx)
             for mode in ("canonical", "greedy"):
-                base = decode_speed[aid] * (1.15 if mode == "greedy" else 1.0) * (4096 / max(ctx, 4096)) ** 0.2
+                base = factor * decode_speed[aid] * (1.15 if mode == "greedy" else 1.0) * (4096 / max(ctx, 4096)) ** 0.2
                 for t in range(o.trials):
                     put(att, run, "decode", aid, "decode", "decode", mode, ctx, t, "decode_tps", base * rng.uniform(0.97, 1.03), "tok/s", "server")
                     put(att, run, "decode", aid, "decode", "decode", mode, ctx, t, "ttft_s", 0.2 * ctx / 4096, "s")
@@ -180,6 +181,16 @@ def build(store: Store, o: Options | None = None) -> int:
                 put(att, run, "decode", aid, "decode", "decode", mode, ctx, -1, "decode_tps_median", base, "tok/s")
                 for t in range(min(o.requests_per_probe, o.trials)):
                     answer(run, "decode", mode, t)
+
+    # decode in blocks: each arm one server run per block, in a shuffled order, each run
+    # a little faster or slower than the last, as a real server's restarts are
+    for block in range(o.decode_blocks):
+        order = ids[:-1]
+        rng.shuffle(order)
+        for place, aid in enumerate(order):
+            shared = {"block_order": place, "block_id": f"decode/b{block}/5e771165", "settings_hash": "5e7711655e771165",
+                      "recipe_hash": f"recipe-{aid}"}
+            decode_run(attempt("decode", aid, repeat=block, block=shared), aid, rng.lognormvariate(0.0, 0.03))
     att = attempt("load", ids[0])
     run = probe_run(att, "agent-load", 32768)
     for c in range(o.agent_conversations):

@@ -115,6 +115,30 @@ def test_block_plan_runs_block_by_block_with_one_id_per_block(tmp_path: Path) ->
     assert all(blk["recipe_hash"] != recipes[a] for _, a, blk in moved)
 
 
+def test_a_probe_runs_settings_are_its_parameters_not_the_items(tmp_path: Path) -> None:
+    """Two items feeding one gate that run decode at 32K with the same parameters give
+    the same cell settings even when one also runs the cache probe, more contexts, more
+    blocks, other modes or more timed requests per run; another max_tokens or another simulator profile is another cell."""
+    from flows.overrides import probe_params, probe_settings_hash
+
+    queue = (
+        '\n[[queue]]\nid = "a"\ntitle = "a"\narms = ["A"]\nprobes = ["decode"]\ncontexts = [2048]\n'
+        '\n[[queue]]\nid = "b"\ntitle = "b"\narms = ["B"]\nprobes = ["cache-probe", "decode"]\ncontexts = [1024, 2048]\n'
+        'modes = ["canonical", "greedy"]\nrepeats = 3\noverrides = { repeats = 2 }\n'
+    )
+    _, spec = _spec(HEAD.format(name="cells", seed=1) + _arms("AB") + queue, tmp_path)
+    a, b = spec.item("a"), spec.item("b")
+
+    def cell(item, overrides, context=2048):  # type: ignore[no-untyped-def]
+        merged = {**item.overrides, **overrides}
+        return probe_settings_hash("decode", probe_params(spec, item, "decode", context, merged, 4096), merged)
+
+    assert cell(a, {}) == cell(b, {})  # b's `repeats = 2` override is decode's trials: a sample size
+    assert cell(a, {"max_tokens": 12}) != cell(b, {})
+    assert cell(a, {"sim.decode_tps": 300.0}) != cell(a, {})
+    assert cell(b, {}, 1024) != cell(b, {}, 2048)
+
+
 # -- through a real campaign: stored on the attempts, carried by the frame ------------------------
 
 
@@ -154,6 +178,11 @@ def test_blocks_are_stored_on_attempts_and_carried_by_the_frame(tmp_path: Path, 
     assert len(set(seeds)) == len(attempts)
     assert run_seed("blocks", "k", "A", 0, 2) != run_seed("blocks", "k", "A", 0, 1)  # a rerun's start is another start
 
+    # a row's settings are its probe run's: the decode parameters at its context, the same
+    # for both arms and every block, and not the item's hash
+    runs = {r.id: r for a in attempts for r in store.probe_runs(a.id)}
+    assert len({r.settings_hash for r in runs.values()}) == 1 and "" not in {r.settings_hash for r in runs.values()}
+    assert {r.settings_hash for r in runs.values()} != {a.settings_hash for a in attempts}
     by_id = {a.id: a for a in attempts}
     for categorical in (False, True):
         frame = store.measurements_frame(camp.id, categorical=categorical)
@@ -162,7 +191,7 @@ def test_blocks_are_stored_on_attempts_and_carried_by_the_frame(tmp_path: Path, 
         for row in frame.itertuples():
             att = by_id[row.attempt_id]
             assert (row.block_id, row.block_order, row.settings_hash, row.recipe_hash, row.attempt_number) == (
-                att.block_id, att.block_order, att.settings_hash, att.recipe_hash, att.number)
+                att.block_id, att.block_order, runs[row.probe_run_id].settings_hash, att.recipe_hash, att.number)
         if categorical:
             assert all(str(frame[c].dtype) == "category" for c in ("block_id", "settings_hash", "recipe_hash"))
     # a chosen set of columns, old and new

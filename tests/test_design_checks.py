@@ -243,6 +243,12 @@ def test_items_feeding_one_gate_with_the_same_settings_load(tmp_path: Path) -> N
     load_campaign(write(tmp_path, campaign(WIN, items(same, same))))
 
 
+def test_a_sample_size_is_not_a_setting(tmp_path: Path) -> None:
+    """decode's `repeats` (its timed requests per run) sizes each run's sample; runs of 3
+    and of 5 requests measure one cell, so items differing only in it may feed one gate."""
+    load_campaign(write(tmp_path, campaign(WIN, items("overrides = { repeats = 3 }", "overrides = { repeats = 5 }"))))
+
+
 def test_two_items_pooling_different_recipes_for_one_arm_are_refused(tmp_path: Path) -> None:
     (msg,) = problems(tmp_path, campaign(WIN, items("", 'overrides = { "recipe.slots" = 2, "recipe.prefix_cache" = "16G" }')))
     assert msg == (

@@ -155,13 +155,14 @@ def test_raw_records_beside_the_arm_page(built: tuple[Store, Path, synthetic.Opt
 def test_gate_page_shows_reason_evidence_arms_chart_history(built: tuple[Store, Path, synthetic.Options]) -> None:
     _, site, _ = built
     spec = (site / "gates" / "spec.html").read_text()
-    assert re.search(r"decode_tps: (at \d+K: )?A1 [\d.]+ \(\+\d+% \[\+\d+%, \+\d+%\]\) vs A0", spec)  # the gain with its interval
+    # the gain with its interval, over the server runs of the shared blocks
+    assert re.search(r"decode_tps: (at \d+K: )?A1 [\d.]+ \(\+\d+% \[\+\d+%, \+\d+%\] 95% CI, paired over 3 blocks, 3 runs x 3 requests\) vs A0", spec)
     assert "comparisons[0].gain" in spec and "cells[0].median" in spec  # evidence, flattened
     assert 'id="chart-gate-spec"' in spec and "decode_tps (tok/s)" in spec
     # what the gate read: each cell with n, its interval and error rate, drawn with whiskers
     read = spec[spec.index('id="read-cells"'):spec.index("</table>", spec.index('id="read-cells"'))]
     assert "A1" in read and "A0" in read and "decode/decode@" in read and "not recorded" in read
-    assert 'id="read-comparisons"' in spec and "unpaired" in spec
+    assert 'id="read-comparisons"' in spec and "paired over 3 blocks" in spec
     assert 'class="ci"' in spec  # pygal's whisker for each bar's interval
     assert "baseline" in spec and "subject" in spec
     cache = (site / "gates" / "cache.html").read_text()

@@ -18,6 +18,11 @@ class ProbeSpec:
     run: Any
     params: type[BaseModel]
     per_context: bool
+    # fields that size a run's sample (how many requests it times), not what it measures:
+    # runs that differ only in them measure the same cell, so they are left out of a
+    # probe run's settings (`flows.overrides.probe_settings_hash`) and of the load-time
+    # check that items feeding one gate give a probe the same settings
+    sample_fields: frozenset[str] = frozenset()
 
     @property
     def keys(self) -> dict[str, str]:
@@ -36,9 +41,9 @@ def register(spec: ProbeSpec) -> ProbeSpec:
 
 
 for _spec in (
-    ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True),
-    ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True),
-    ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False),
+    ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True, frozenset({"trials"})),
+    ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True, frozenset({"trials"})),
+    ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False, frozenset({"trials"})),
     ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False),
     ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False),
     ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False),
