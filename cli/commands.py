@@ -50,9 +50,38 @@ def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> 
     return f"nothing to do: {head} ({states}){hint}; `campaign status` shows the verdicts, `campaign rerun ITEM` measures an item again"
 
 
+def _print_warnings(spec: Any) -> None:
+    from flows.resolve import design_warnings
+
+    for warning in design_warnings(spec):
+        err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+
+
+def plan_lines(spec: Any) -> list[str]:
+    """What a run of `spec` would do, item by item: arms, probes, contexts, blocks and
+    server starts, and which gate it feeds; then the totals."""
+    lines = []
+    starts = 0
+    for item in spec.queue:
+        n = len(item.arms) * item.repeats
+        starts += n
+        contexts = ", ".join(f"{c // 1024}K" if c % 1024 == 0 else str(c) for c in item.contexts) or "each arm's own"
+        feeds = f"; feeds {item.gate}" if item.gate else ""
+        after = f"; after {', '.join(item.depends_on)}" if item.depends_on else ""
+        lines.append(
+            f"{item.key}: {'/'.join(item.arms)} x {', '.join(str(p) for p in item.probes)} at {contexts}; "
+            f"{item.repeats} block{'s' if item.repeats != 1 else ''}, {n} server start{'s' if n != 1 else ''}{feeds}{after}"
+        )
+    lines.append(
+        f"{len(spec.queue)} queue items, {len(spec.arms)} arms, {len(spec.gates)} gates, {starts} server starts in all"
+    )
+    return lines
+
+
 def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
     prefect_env()
     spec = _load_checked(file)  # validate before starting anything
+    _print_warnings(spec)
     from flows.placement import placement_problem
 
     problem = placement_problem(spec)  # arms on other hosts need a lasting Prefect server
@@ -197,6 +226,17 @@ def run(
 ) -> None:
     """Run a campaign's queue, arm by arm, and compute its verdicts."""
     _run_campaign(file, db, workdir, recheck_blocked=False)
+
+
+@app.command()
+def check(file: Annotated[Path, typer.Argument(help="campaign file (TOML)")]) -> None:
+    """Check a campaign file without running anything: every name, metric, override and
+    design rule `run` checks (exit 2 with each problem), warnings, and the plan."""
+    spec = _load_checked(file)
+    _print_warnings(spec)
+    for line in plan_lines(spec):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"{file}: ok", markup=False, highlight=False)
 
 
 @app.command()

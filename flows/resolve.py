@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from arms.probes import registry as probe_registry
 from arms.runtimes import catalog as runtime_registry
 from arms.simulator.profile import SimProfile
+from campaign import metrics as metric_catalogue
 from campaign.mechanisms import MECHANISMS
 from campaign.schema import (
     CampaignFileError,
@@ -74,7 +75,7 @@ def load_campaign(path: str | Path) -> CampaignSpec:
     if plugin_problems:
         raise CampaignFileError(path, plugin_problems)
     spec = read_campaign(path, known_names())
-    problems = simulate_problems(spec) + ablation_problems(spec) + probe_pooling_problems(spec)
+    problems = simulate_problems(spec) + metric_problems(spec) + ablation_problems(spec) + probe_pooling_problems(spec)
     if problems:
         raise CampaignFileError(path, problems)
     return spec
@@ -106,6 +107,72 @@ def simulate_problems(spec: CampaignSpec) -> list[str]:
                         f"arms[{i}] (id {arm.id!r}).simulate.{where}: {err['msg']} (found {err.get('input')!r})"
                     )
     return problems
+
+
+# -- metrics: every gate reads one its items' probes store ------------------------------------
+
+
+def _judgements(spec: CampaignSpec) -> list[tuple[str, GateEntry, str, dict[str, Any]]]:
+    """(where, gate, predicate, params) for every gate and every check inside an `all_of`."""
+    found = []
+    for i, gate in enumerate(spec.gates):
+        where = f"gates[{i}] (id {gate.id!r})"
+        found.append((where, gate, gate.predicate, gate.params))
+        if gate.predicate == ALL_OF:
+            for j, check in enumerate(gate.params.get("checks") or []):
+                if isinstance(check, dict) and isinstance(check.get("params", {}), dict):
+                    found.append((f"{where}.params.checks[{j}]", gate, str(check.get("predicate", "")), check.get("params") or {}))
+    return found
+
+
+def metric_problems(spec: CampaignSpec) -> list[str]:
+    """Every metric a gate reads is in the catalogue (`campaign.metrics`) and is stored by
+    a probe of an item the gate reads; a probe the gate names must be one that stores it.
+
+    Why: before, a misspelled metric (`tfft_s`) or one its probe never writes ran the
+    whole campaign and left the gate pending for good, with nothing said before the
+    first server started."""
+    problems: list[str] = []
+    for where, gate, predicate, params in _judgements(spec):
+        read, _ = _read_items(spec, gate)
+        ran = sorted({str(p) for q in read for p in q.probes})
+        for key, name, probe in gate_predicates.metric_fields(predicate, params):
+            metric = metric_catalogue.get(name)
+            if metric is None:
+                problems.append(
+                    f"{where}.params.{key}: found {name!r}, a metric no probe stores{metric_catalogue.suggest(name)}; "
+                    f"the metrics and the probes that store them are listed in docs/probes.md"
+                )
+                continue
+            if probe is not None and probe not in metric.probes:
+                problems.append(
+                    f"{where}.params.{key}: probe {probe!r} does not store {name!r}; it comes from {', '.join(metric.probes)}"
+                )
+                continue
+            if not set(metric.probes) & set(ran):
+                problems.append(
+                    f"{where}.params.{key}: {name!r} comes from {', '.join(metric.probes)}, and no queue item this gate "
+                    f"reads runs one (they run {', '.join(ran) or 'nothing'}); add the probe to an item that feeds {gate.id!r}"
+                )
+    return problems
+
+
+def design_warnings(spec: CampaignSpec) -> list[str]:
+    """What loads but reads oddly: a gate direction set against its metric's (`higher_is_better
+    = true` on seconds). Printed by `campaign check` and before `campaign run` starts."""
+    warnings = []
+    for where, _, predicate, params in _judgements(spec):
+        for key, name, _ in gate_predicates.metric_fields(predicate, params):
+            flag = gate_predicates.direction_key(key)
+            natural = metric_catalogue.direction(name)
+            if flag in params and natural is not None and bool(params[flag]) != natural:
+                metric = metric_catalogue.get(name)
+                assert metric is not None
+                warnings.append(
+                    f"{where}.params.{flag}: set to {str(bool(params[flag])).lower()} for {name!r} ({metric.unit}), "
+                    f"whose catalogue direction is {metric.direction}: the gate reads it the other way"
+                )
+    return warnings
 
 
 # -- attribution: the ablation is the subject with one mechanism switched ----------------------

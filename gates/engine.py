@@ -27,8 +27,9 @@ def canonical_only(frame: pd.DataFrame) -> pd.DataFrame:
 
 def params_for(gate: GateEntry, confidence: float = CONFIDENCE) -> dict:
     """The gate's params with the campaign's confidence filled in where the predicate
-    takes one and the gate does not set its own (also inside all_of's checks)."""
-    params = dict(gate.params)
+    takes one and the gate does not set its own, and each metric's direction from the
+    catalogue where the gate does not set it (also inside all_of's checks)."""
+    params = catalog.with_directions(gate.predicate, dict(gate.params))
     model = catalog.params_model(gate.predicate)
     if "confidence" in model.model_fields and "confidence" not in params:
         params["confidence"] = confidence
@@ -36,7 +37,7 @@ def params_for(gate: GateEntry, confidence: float = CONFIDENCE) -> dict:
         checks = []
         for check in params["checks"]:
             if isinstance(check, dict) and isinstance(check.get("params", {}), dict):
-                inner = dict(check.get("params", {}))
+                inner = catalog.with_directions(str(check.get("predicate", "")), dict(check.get("params", {})))
                 try:
                     takes = "confidence" in catalog.params_model(check.get("predicate", "")).model_fields
                 except KeyError:

@@ -42,7 +42,7 @@ GOOD = textwrap.dedent(
     [[gates]]
     id = "g"
     predicate = "threshold"
-    params = { metric = "reuse", value = 0.9 }
+    params = { metric = "decode_tps", value = 0.9 }
     subjects = ["A"]
 
     [[queue]]
