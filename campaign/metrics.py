@@ -170,3 +170,27 @@ def suggest(name: str) -> str:
 def produced_by(name: str) -> tuple[str, ...]:
     metric = METRICS.get(name)
     return metric.probes if metric else ()
+
+
+def markdown() -> str:
+    """docs/metrics.md: the catalogue as a table per probe (a test keeps the file current;
+    write it with `python -m campaign.metrics > docs/metrics.md`)."""
+    lines = [
+        "# Metrics",
+        "",
+        "Every metric a probe stores, from the catalogue in `campaign/metrics.py` (this file is",
+        "generated from it: `python -m campaign.metrics > docs/metrics.md`). A gate names one by",
+        "`metric` (and `also_metric`, `guard_metric`, ...); `campaign check` refuses a name that is",
+        "not here or that no probe of the gate's items stores. A comparative gate reads the",
+        "direction given here unless it sets `higher_is_better`; how each number is computed is",
+        "in `docs/guide.md` (\"Measurement definitions\").",
+    ]
+    for probe in ALL_PROBES:
+        lines += ["", f"## {probe}", "", "| metric | unit | direction | scenarios | meaning |", "| --- | --- | --- | --- | --- |"]
+        for m in sorted((m for m in METRICS.values() if probe in m.probes), key=lambda m: m.name):
+            lines.append(f"| `{m.name}` | {m.unit} | {m.direction} | {m.scenarios} | {m.meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

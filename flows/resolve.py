@@ -141,7 +141,7 @@ def metric_problems(spec: CampaignSpec) -> list[str]:
             if metric is None:
                 problems.append(
                     f"{where}.params.{key}: found {name!r}, a metric no probe stores{metric_catalogue.suggest(name)}; "
-                    f"the metrics and the probes that store them are listed in docs/probes.md"
+                    f"docs/metrics.md lists every metric and the probes that store it"
                 )
                 continue
             if probe is not None and probe not in metric.probes:

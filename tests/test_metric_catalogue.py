@@ -230,3 +230,8 @@ def test_check_prints_the_plan_and_refuses_what_run_would(tmp_path: Path, exampl
     check(contrary)
     captured = capsys.readouterr()
     assert "warning: gates[0] (id 'g').params.higher_is_better: set to true for 'ttft_s'" in captured.err
+
+
+def test_docs_metrics_md_is_the_catalogue() -> None:
+    path = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+    assert path.read_text() == metrics.markdown(), "docs/metrics.md is stale: python -m campaign.metrics > docs/metrics.md"
