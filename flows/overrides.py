@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from arms.probes import registry as probes
-from campaign.schema import CampaignSpec, QueueItem, Recipe
+from campaign.schema import CampaignSpec, QueueItem, Recipe, item_label
 from campaign.states import ProbeName
 
 # Set from the queue item itself, never through overrides.
@@ -163,10 +163,44 @@ def _first_line(err: Any) -> str:
 
 
 def check_campaign(spec: CampaignSpec) -> list[str]:
-    """Problems with every queue item's overrides in a campaign file."""
+    """Problems with every queue item's overrides in a campaign file, and requests that
+    cannot fit their arm's context."""
     problems: list[str] = []
     for i, item in enumerate(spec.queue):
-        problems += check(spec, item, item.overrides, f"queue[{i}] ({item.title!r}).overrides")
+        found = check(spec, item, item.overrides, f"queue[{i}] ({item.title!r}).overrides")
+        problems += found or context_fit_problems(spec, i, item)
+    return problems
+
+
+def context_fit_problems(spec: CampaignSpec, index: int, item: QueueItem) -> list[str]:
+    """Each probe's largest request, by its stated sizes (`request_tokens` of its
+    parameters), fits the context of every arm that runs it.
+
+    Why: agent-load's default conversation grows past 20K tokens; on an arm of 4096 every
+    request came back HTTP 400 and the campaign looked done. The sizes are the probe's
+    targets in the server's tokens, so this is an estimate that a real tokenizer may move
+    by a few per cent; a request over the context is certain to fail, so it is refused."""
+    problems = []
+    for arm_id in item.arms:
+        arm = spec.arm(arm_id)
+        for probe in item.probes:
+            pspec = probes.get(probe)
+            for context in (item.contexts or [arm.context]) if pspec.per_context else [0]:
+                try:
+                    params = probe_params(spec, item, probe, context, item.overrides, arm.context)
+                except (ValueError, ValidationError):
+                    continue  # reported by `check`
+                size = getattr(params, "request_tokens", None)
+                if size is None:
+                    continue
+                need = size()
+                if need > arm.context:
+                    at = f" at context {context}" if pspec.per_context and item.contexts else ""
+                    problems.append(
+                        f"{item_label(index, item)}: probe {probe}{at} sends requests of up to {need} tokens "
+                        f"(prompt and reply, by its sizes), but arm {arm_id!r} has a context of {arm.context}; "
+                        f"shrink the probe's sizes in the item's overrides or give the arm a larger context"
+                    )
     return problems
 
 

@@ -235,3 +235,26 @@ def test_check_prints_the_plan_and_refuses_what_run_would(tmp_path: Path, exampl
 def test_docs_metrics_md_is_the_catalogue() -> None:
     path = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
     assert path.read_text() == metrics.markdown(), "docs/metrics.md is stale: python -m campaign.metrics > docs/metrics.md"
+
+
+# -- every request fits its arm's context -------------------------------------------------------------
+
+
+def test_a_probe_whose_requests_outgrow_the_arms_context_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """agent-load's default conversation on a 4096-token arm: every request would be an HTTP 400."""
+    from flows.overrides import check_campaign
+
+    small = HEAD.replace("context = 8192", "context = 4096") + textwrap.dedent(GATE.format(params='metric = "ttft_s", min_gain = 0.3'))
+    path = tmp_path / "c.toml"
+    path.write_text(small)
+    from flows.resolve import load_campaign
+
+    problems = check_campaign(load_campaign(path))
+    assert problems == [
+        f"queue[0] (id 'agent'): probe agent-load sends requests of up to {n} tokens (prompt and reply, by its sizes), "
+        f"but arm {arm!r} has a context of 4096; shrink the probe's sizes in the item's overrides or give the arm a larger context"
+        for n, arm in ((2000 + 4000 + 9 * 1800 + 200 + 8 * 20, "A"), (2000 + 4000 + 9 * 1800 + 200 + 8 * 20, "B"))
+    ]
+    fitted = small.replace('gate = "g"\n', 'gate = "g"\noverrides = { system_tokens = 500, task_tokens = 800, turn_tokens = 200, max_tokens = 32 }\n', 1)
+    path.write_text(fitted)
+    assert check_campaign(load_campaign(path)) == []

@@ -56,6 +56,13 @@ class AgentLoadParams(BaseModel):
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
     context: int = 0
 
+    def request_tokens(self) -> int:
+        """The most tokens one request holds by the stated sizes: the last turn's prompt
+        (system, task, every earlier turn's tool output and reply) and its reply, with a
+        few tokens of chat template per message. `campaign check` holds it to the arm's context."""
+        later = max(0, self.turns - 1)
+        return self.system_tokens + self.task_tokens + later * (self.turn_tokens + self.max_tokens) + self.max_tokens + 8 * (2 + 2 * later)
+
 
 def turn_scenario(conversation: int, turn: int) -> str:
     return f"c{conversation}-t{turn}"

@@ -51,6 +51,12 @@ class CacheProbeParams(BaseModel):
     trials: int = Field(default=1, ge=1, alias="repeats", description="each scenario this many times, fresh prompts each")
     context: int = 0
 
+    def request_tokens(self) -> int:
+        """The most tokens one request holds: the primed prompt, its reply, the largest
+        scenario's addition (tool_turn: a call, 96 words of tool output, 32 of follow-up)
+        and the new reply."""
+        return self.prompt_tokens + 2 * self.max_tokens + 200
+
 
 def _probe_messages(scenario: str, primed: list[dict[str, Any]], reply: str, salt: str) -> list[dict[str, Any]]:
     if scenario == "identical":

@@ -57,6 +57,10 @@ class DecodeParams(BaseModel):
         floor = self.max_tokens if self.min_tokens is None else self.min_tokens
         return {"ignore_eos": self.ignore_eos, **({"min_tokens": floor} if floor else {})}
 
+    def request_tokens(self) -> int:
+        """The most tokens one request holds: `fill` of the largest context, and the reply."""
+        return int(max(self.contexts) * self.fill) + self.max_tokens
+
 
 async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
     run_id = uuid.uuid4().hex[:8]

@@ -123,6 +123,14 @@ class LoadParams(BaseModel):
             return load.poisson(self.rate or 0.0, self.seed)
         raise ValueError("a sweep is several runs")
 
+    def request_tokens(self) -> int:
+        """The most tokens one request holds by the stated sizes: a synthetic prompt and
+        its reply, or an agent conversation's last turn as agent-load counts it."""
+        if self.workload != "agent":
+            return self.prompt_tokens + self.max_tokens
+        later = max(0, self.turns - 1)
+        return self.system_tokens + self.task_tokens + later * (self.turn_tokens + self.max_tokens) + self.max_tokens + 8 * (2 + 2 * later)
+
 
 # -- workloads ------------------------------------------------------------------------------------
 
