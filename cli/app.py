@@ -15,9 +15,46 @@ import typer
 from rich.console import Console
 
 
+def _plain_help() -> None:
+    """Help in the style of click, uv and pytest rather than typer's newest: a flag shows no
+    value, a value shows its kind in capitals (INT, PATH, TEXT) instead of `<int>` or
+    `<list[str]>`, and a required argument reads FILE in the usage line, not `{file}`.
+    Typer has no setting for it, so its two display hooks are replaced here; if a typer
+    release renames them, help falls back to typer's own style and nothing else changes."""
+    from typer import core
+
+    option, argument = getattr(core, "TyperOption", None), getattr(core, "TyperArgument", None)
+    kinds = {"str": "TEXT", "int": "INT", "float": "NUMBER", "path": "PATH", "file": "PATH", "directory": "DIR"}
+    for cls in (option, argument):
+        original = getattr(cls, "display_type", None)
+        if original is None:
+            continue
+
+        def display_type(self: Any, ctx: Any, _original: Any = original) -> str:
+            if getattr(self, "is_flag", False) or getattr(self, "count", False):
+                return ""
+            label = str(_original(self, ctx)).strip("<>")
+            inner = label.removeprefix("list[").removesuffix("]")
+            if "|" in inner:  # a choice: its values, as they are typed
+                return inner
+            return kinds.get(inner, inner.upper())
+
+        cls.display_type = display_type
+    if argument is not None and hasattr(argument, "_usage_display_name"):
+        def usage_name(self: Any) -> str:
+            name = (self.metavar or self.name or "").upper()
+            name = name if self.required else f"[{name}]"
+            return name if self.nargs == 1 else f"{name}..."
+
+        argument._usage_display_name = usage_name
+
+
+_plain_help()
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Gated experiment campaigns for LLM serving: run arms, probe servers, compute verdicts.",
     pretty_exceptions_enable=False,
 )
@@ -46,6 +83,19 @@ def open_store(db: str | None) -> Any:
     return Store(db_url(db) if db else default_db_url())
 
 
+def open_existing_store(db: str | None) -> Any:
+    """The store of a read-only command (status, report, export): a database file that
+    does not exist is a usage error, never created (with its folder) as a side effect."""
+    raw = db or os.environ.get("CAMPAIGN_DB") or ".campaign/campaign.db"
+    if "://" not in raw:
+        from pathlib import Path
+
+        path = Path(raw).expanduser()
+        if not path.is_file():
+            raise UsageError(f"no campaign database at {path}; run one first (campaign run FILE) or name it with --db")
+    return open_store(db)
+
+
 def prefect_env() -> None:
     """Before Prefect is imported: quiet console logs, no analytics. Run logs are not
     sent to a temporary server (it is gone when the run ends); `flows.placement` turns
@@ -54,3 +104,22 @@ def prefect_env() -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "false")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version("llm-campaign")
+        except PackageNotFoundError:
+            text = "unknown (not installed)"
+        console.print(f"campaign {text}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="print the version and exit")] = False,
+) -> None:
+    """Gated experiment campaigns for LLM serving: run arms, probe servers, compute verdicts."""

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from campaign.schema import CampaignFileError
-from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_store, prefect_env
+from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_existing_store, open_store, prefect_env
 
 
 def _load_checked(file: Path) -> Any:
@@ -336,7 +336,7 @@ def status(
     """Queue items with their state, gates with verdict and reason."""
     from cli.status_view import render_status
 
-    store = open_store(db)
+    store = open_existing_store(db)
     row = store.campaign(name)
     if row is None:
         raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
@@ -357,7 +357,7 @@ def report(
     """Write the static HTML verdict pages, one folder per campaign."""
     from reports.site import default_folder, write_site
 
-    store = open_store(db)
+    store = open_existing_store(db)
     row = store.campaign(name)
     if row is None:
         raise UsageError(f"no campaign in {store.url}; run one first: campaign run FILE")

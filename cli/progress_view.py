@@ -42,7 +42,9 @@ class CampaignProgress:
             if data.get("state") != "interrupted":
                 p.advance(self.items)
             if data.get("state") not in ("done",):
-                p.console.print(f"  item {escape(data['item'])}: [yellow]{escape(data['state'])}[/yellow] {escape(data.get('reason', ''))}")
+                state, reason = str(data["state"]), str(data.get("reason", ""))
+                reason = reason.removeprefix(state).lstrip(" :") if reason.startswith(state) else reason  # "interrupted interrupted by ..."
+                p.console.print(f"  item {escape(data['item'])}: [yellow]{escape(state)}[/yellow] {escape(reason)}".rstrip())
         elif kind == "arm-start":
             item = self.spec.item(data["item"])
             arm = self.spec.arm(data["arm"])
