@@ -1,0 +1,49 @@
+"""The command line behaves like the tools people know (uv, pytest, hyperfine): -h and
+--version, help that shows kinds (FILE, INT) rather than Python types, probe options
+grouped by probe, and read-only commands that create nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+
+runner = CliRunner()
+
+
+def test_version_and_short_help() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and re.fullmatch(r"campaign \d+\.\d+\.\d+\S*\n", result.output), result.output
+    short, long = runner.invoke(app, ["run", "-h"]), runner.invoke(app, ["run", "--help"])
+    assert short.exit_code == 0 and short.output == long.output
+
+
+@pytest.mark.parametrize("command", ["run", "check", "rerun", "status", "report", "export", "probe", "simulate"])
+def test_help_shows_no_python_types(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    for python in ("<bool>", "<str>", "<int>", "<float>", "<path>", "list[", "{file}", "{url}", "{item}"):
+        assert python not in result.output, (command, python, result.output)
+
+
+def test_probe_options_are_grouped_by_probe() -> None:
+    text = runner.invoke(app, ["probe", "--help"], env={"COLUMNS": "100"}).output
+    for panel in ("decode", "load", "tool-loop", "agent-load", "agent workload (agent-load, load)"):
+        assert re.search(rf"─ {re.escape(panel)} ─", text), panel
+
+
+@pytest.mark.parametrize("command", [["status"], ["report"], ["export"]])
+def test_read_only_commands_create_nothing(command: list[str], tmp_path: Path) -> None:
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        result = runner.invoke(app, command, env={"CAMPAIGN_DB": ""})
+    finally:
+        os.chdir(here)
+    assert result.exit_code != 0
+    assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())
