@@ -188,6 +188,12 @@ def _exit_if_failed(store: Any, name: str, keys: list[str] | None = None) -> Non
         return
     for item in failed:
         err.print(f"failed: {item.key}: {item.reason}", markup=False, highlight=False, soft_wrap=True)
+    rerun = " && ".join(f"campaign rerun {item.key}" for item in failed[:3])
+    err.print(
+        f"{len(failed)} queue item{'s' if len(failed) != 1 else ''} failed; fix the cause above, then: {rerun} "
+        f"(the arm pages of `campaign report` hold each server's log)",
+        markup=False, highlight=False, soft_wrap=True,
+    )
     sys.exit(1)
 
 
