@@ -41,9 +41,10 @@ def campaign(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) ->
     head, _, tail = text.rpartition("\n[[queue]]\n")
     assert 'id = "cache-probe"' in tail  # the last item is the cache-probe, which no gate reads
     shape = "overrides = { conversations = 3, turns = 10,"
-    assert head.count(shape) == 2 and "repeats" not in head, "the load items changed: update this test"
+    assert head.count(shape) == 2 and head.count("repeats = 3") == 2, "the load items changed: update this test"
     path = tmp_path / "svc.toml"
-    path.write_text(head.replace(shape, "repeats = 3\noverrides = { baseline = false, conversations = 3, turns = 10,") + "\n")
+    # as shipped (3 blocks per load item), without the single-conversation baseline pass no gate reads
+    path.write_text(head.replace(shape, "overrides = { baseline = false, conversations = 3, turns = 10,") + "\n")
     store = Store(f"sqlite:///{tmp_path / 'svc.db'}")
     campaign_flow(str(path), store.url, str(tmp_path / "w"))
     summary = summarize(store, "slots-vs-cache")
