@@ -59,9 +59,9 @@ class _Strict(BaseModel):
 
 class CampaignMeta(_Strict):
     name: str = Field(pattern=_ID, description="short name; keys the campaign in the store")
-    title: str = ""
-    description: str = ""
-    default_max_tokens: int = Field(default=64, ge=1)
+    title: str = Field(default="", description="a one-line title, the heading of the report")
+    description: str = Field(default="", description="the question the campaign asks, shown on the report's front page")
+    default_max_tokens: int = Field(default=64, ge=1, description="decode's max_tokens where a queue item's overrides do not set it")
     seed: int = Field(
         default=0, ge=0,
         description="randomises the order of the arms within each block (server run); the order is stored on every attempt",
@@ -84,20 +84,23 @@ class Sampling(_Strict):
     so that every trial generates exactly max_tokens).
     """
 
-    temperature: float = Field(default=1.0, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=0)
-    min_p: float | None = Field(default=None, ge=0, le=1)
-    presence_penalty: float | None = None
-    repetition_penalty: float | None = None
+    temperature: float = Field(default=1.0, ge=0, description="sampling temperature of canonical requests")
+    top_p: float | None = Field(default=None, gt=0, le=1, description="nucleus sampling; sent only when set")
+    top_k: int | None = Field(default=None, ge=0, description="top-k sampling; sent only when set")
+    min_p: float | None = Field(default=None, ge=0, le=1, description="min-p sampling; sent only when set")
+    presence_penalty: float | None = Field(default=None, description="sent only when set")
+    repetition_penalty: float | None = Field(default=None, description="sent only when set, under the runtime's own name (llama.cpp: repeat_penalty)")
     ignore_eos: bool | None = Field(default=None, description="keep generating past end-of-sequence (llama.cpp, vLLM, SGLang)")
     min_tokens: int | None = Field(default=None, ge=0, description="no end-of-sequence before this many tokens (vLLM, SGLang)")
 
 
 class ModelEntry(_Strict):
-    name: str
-    quant: str
-    bits_per_weight: float = Field(gt=0, le=32)
+    name: str = Field(description="the model's name; an arm names it in `model`")
+    quant: str = Field(description="the quantisation (q4_k_m, awq, ...); a name may have several entries, one per quant")
+    bits_per_weight: float = Field(
+        gt=0, le=32,
+        description="shown in the report; on the simulator, decode speed scales with options.reference_bits / bits_per_weight",
+    )
     served_id: str | None = Field(
         default=None, description="the id the server should report; identity is checked against it"
     )
@@ -105,8 +108,8 @@ class ModelEntry(_Strict):
     kv_bytes_per_token: int = Field(
         default=131072, ge=1, description="converts cache sizes in bytes to tokens"
     )
-    sampling: Sampling = Field(default_factory=Sampling)
-    description: str = ""
+    sampling: Sampling = Field(default_factory=Sampling, description="the vendor's sampling, sent in canonical mode")
+    description: str = Field(default="", description="free text, shown in the report")
 
     @property
     def key(self) -> str:
@@ -114,12 +117,15 @@ class ModelEntry(_Strict):
 
 
 class RuntimeEntry(_Strict):
-    name: str = Field(pattern=_ID)
-    adapter: str
+    name: str = Field(pattern=_ID, description="the runtime's name; an arm names it in `runtime`")
+    adapter: str = Field(
+        description="what launches and reads the server: simulator, llamacpp, vllm, sglang, mlx-lm, omlx, mtplx, "
+        "mlx-dspark, or external (a server at `url`, never launched); see docs/runtimes.md",
+    )
     argv: list[str] = Field(default_factory=list, description="launch argv template; {placeholders} filled per arm")
-    env: dict[str, str] = Field(default_factory=dict)
-    health_path: str = "/health"
-    startup_timeout_s: float = Field(default=120.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict, description="environment variables added to the server's own")
+    health_path: str = Field(default="/health", description="polled after the start; probes begin once it answers 200")
+    startup_timeout_s: float = Field(default=120.0, gt=0, description="seconds the server gets to become healthy before the start fails")
     url: str | None = Field(default=None, description="external server: measure this URL, launch nothing")
     device: str = Field(default="local", pattern=_ID, description="arms on one device never run at once")
     host: str = Field(
@@ -127,7 +133,7 @@ class RuntimeEntry(_Strict):
         description="the host (a `campaign worker --host NAME`) its arms run on; empty: where `campaign run` runs",
     )
     seeks: str = Field(default="", description="what this runtime offers")
-    how: str = ""
+    how: str = Field(default="", description="how it serves (free text, shown in the report)")
     cost: str = Field(default="", description="what it costs")
     options: dict[str, Any] = Field(default_factory=dict, description="adapter-specific settings")
 
@@ -135,15 +141,22 @@ class RuntimeEntry(_Strict):
 class Recipe(_Strict):
     """The serving recipe: the knobs a person tunes."""
 
-    slots: int = Field(default=1, ge=1, le=1024)
-    prefill_chunk: int = Field(default=512, ge=1)
-    interleave_chunk: int | None = Field(default=None, ge=1)
+    slots: int = Field(default=1, ge=1, le=1024, description="sequences the server runs at once (llama.cpp -np, vLLM --max-num-seqs)")
+    prefill_chunk: int = Field(default=512, ge=1, description="prompt tokens per engine step (llama.cpp -b/-ub, vLLM --max-num-batched-tokens)")
+    interleave_chunk: int | None = Field(
+        default=None, ge=1,
+        description="prompt tokens per step while another slot decodes; only the simulator has this knob (absent = prefill_chunk)",
+    )
     prefix_cache: int | None = Field(default=None, description="prefix-cache size (bytes, or 8G); absent = off")
     session_cache_cap: int | None = Field(default=None, description="per-session cache cap (bytes, or 48G)")
-    speculative: bool = False
+    speculative: bool = Field(default=False, description="speculative decoding on")
     draft: str | None = Field(default=None, description="draft model or speculative method")
-    draft_k: int = Field(default=4, ge=1, le=64)
-    offloads: list[str] = Field(default_factory=list)
+    draft_k: int = Field(default=4, ge=1, le=64, description="tokens drafted per step when speculative")
+    offloads: list[str] = Field(
+        default_factory=list,
+        description="names of work moved off the main path ('specprefill'); part of the recipe and of the 'offloads' "
+        "mechanism an attribution gate may credit; no adapter turns them into flags (use extra_args)",
+    )
     extra_args: list[str] = Field(default_factory=list, description="appended to the runtime argv")
 
     @field_validator("prefix_cache", "session_cache_cap", mode="before")
@@ -159,14 +172,14 @@ class Recipe(_Strict):
 
 
 class ArmEntry(_Strict):
-    id: str = Field(pattern=_ID)
-    model: str
-    quant: str | None = None
-    runtime: str
+    id: str = Field(pattern=_ID, description="the arm's id; gates and queue items name it")
+    model: str = Field(description="a models[].name")
+    quant: str | None = Field(default=None, description="which quant of that model; needed when it has several")
+    runtime: str = Field(description="a runtimes[].name")
     context: int = Field(ge=256, description="the server's context size in tokens")
     klass: str = Field(default="default", alias="class", description="workload class; E2E is never compared across classes")
-    group: str = "default"
-    recipe: Recipe = Field(default_factory=Recipe)
+    group: str = Field(default="default", description="a label for arms that belong together, shown in the report")
+    recipe: Recipe = Field(default_factory=Recipe, description="the serving recipe: slots, chunks, cache, speculation")
     simulate: dict[str, Any] = Field(
         default_factory=dict,
         description="simulator profile fields for this arm only (how a quant or build behaves); ignored by real runtimes",
@@ -175,15 +188,15 @@ class ArmEntry(_Strict):
         default=None, pattern=_HOST,
         description="the host this arm runs on, when not its runtime's host ('' = where `campaign run` runs)",
     )
-    description: str = ""
+    description: str = Field(default="", description="free text, shown on the arm's page of the report")
 
 
 class GateEntry(_Strict):
-    id: str = Field(pattern=_ID)
-    title: str = ""
-    predicate: str
-    params: dict[str, Any] = Field(default_factory=dict)
-    subjects: list[str] = Field(min_length=1)
+    id: str = Field(pattern=_ID, description="the gate's id; a queue item feeds it by `gate`")
+    title: str = Field(default="", description="the claim in words, shown in status and the report")
+    predicate: str = Field(description="what decides the verdict: a built-in predicate (docs/gates.md) or a plugin's")
+    params: dict[str, Any] = Field(default_factory=dict, description="the predicate's parameters (docs/gates.md), checked when the file loads")
+    subjects: list[str] = Field(min_length=1, description="the arms the claim is about")
     baseline: list[str] = Field(default_factory=list, description="baseline or control arms")
     reads: Literal["own-items", "all"] = Field(
         default="own-items",
@@ -196,15 +209,25 @@ class GateEntry(_Strict):
 
 
 class QueueItem(_Strict):
-    id: str | None = Field(default=None, pattern=_ID)
-    title: str
-    arms: list[str] = Field(min_length=1)
-    probes: list[ProbeName] = Field(min_length=1)
-    contexts: list[int] = Field(default_factory=list)
-    modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
-    gate: str | None = None
-    depends_on: list[str] = Field(default_factory=list)
-    overrides: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = Field(default=None, pattern=_ID, description="the item's key (absent: the title, lower-cased, non-alphanumerics as -)")
+    title: str = Field(description="what the item measures, shown in status and the report")
+    arms: list[str] = Field(min_length=1, description="the arms to run; each gets its own server start in every block")
+    probes: list[ProbeName] = Field(min_length=1, description="the probes run on each arm, in order")
+    contexts: list[int] = Field(
+        default_factory=list,
+        description="contexts at which cache-probe and decode run, each at most the arm's context; empty = the arm's own",
+    )
+    modes: list[Mode] = Field(
+        default_factory=lambda: [Mode.CANONICAL],
+        description="canonical (the model's sampling, the only mode gates read) and/or greedy (temperature 0, diagnostic)",
+    )
+    gate: str | None = Field(default=None, description="the gate this item's measurements feed")
+    depends_on: list[str] = Field(default_factory=list, description="items that must be done first; while one is not, this one waits")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="probe parameters (max_tokens, prompt_tokens, repeats, ...), recipe.<field>, and on the simulator "
+        "sim.<field>; any other key is refused with the valid ones listed",
+    )
     repeats: int = Field(
         default=1, ge=1, le=50,
         description="blocks: in each, every arm gets its own server start, in an order randomised from campaign.seed",
@@ -238,12 +261,12 @@ class QueueItem(_Strict):
 
 
 class CampaignSpec(_Strict):
-    campaign: CampaignMeta
-    models: list[ModelEntry] = Field(min_length=1)
-    runtimes: list[RuntimeEntry] = Field(min_length=1)
-    arms: list[ArmEntry] = Field(min_length=1)
-    gates: list[GateEntry] = Field(default_factory=list)
-    queue: list[QueueItem] = Field(min_length=1)
+    campaign: CampaignMeta = Field(description="the campaign's name and settings")
+    models: list[ModelEntry] = Field(min_length=1, description="the models the arms serve")
+    runtimes: list[RuntimeEntry] = Field(min_length=1, description="the serving runtimes the arms start")
+    arms: list[ArmEntry] = Field(min_length=1, description="model x quant x runtime x context, plus a serving recipe")
+    gates: list[GateEntry] = Field(default_factory=list, description="claims over the measurements, each decided by a predicate")
+    queue: list[QueueItem] = Field(min_length=1, description="what to measure, in order: probes on arms, feeding gates")
 
     # -- lookups used everywhere downstream ---------------------------------------
 

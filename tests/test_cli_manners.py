@@ -47,3 +47,17 @@ def test_read_only_commands_create_nothing(command: list[str], tmp_path: Path) -
         os.chdir(here)
     assert result.exit_code != 0
     assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("runtime", ["simulator", "llamacpp", "vllm", "external"])
+def test_new_writes_a_file_that_passes_check(runtime: str, tmp_path: Path) -> None:
+    from flows.overrides import check_campaign
+    from flows.resolve import load_campaign
+
+    out = tmp_path / f"{runtime}.toml"
+    result = runner.invoke(app, ["new", "--runtime", runtime, "--out", str(out)])
+    assert result.exit_code == 0 and out.is_file(), result.output
+    assert check_campaign(load_campaign(out)) == []
+    assert all(len(line) <= 100 for line in out.read_text().splitlines() if str(out) not in line), "a line a terminal would fold"
+    again = runner.invoke(app, ["new", "--runtime", runtime, "--out", str(out)])
+    assert again.exit_code != 0  # never overwritten without --force
