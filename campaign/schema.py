@@ -177,7 +177,7 @@ class ArmEntry(_Strict):
     quant: str | None = Field(default=None, description="which quant of that model; needed when it has several")
     runtime: str = Field(description="a runtimes[].name")
     context: int = Field(ge=256, description="the server's context size in tokens")
-    klass: str = Field(default="default", alias="class", description="workload class; E2E is never compared across classes")
+    klass: str = Field(default="default", alias="class", description="workload class (agent, batch, ...); a gate page whose arms span classes flags that end-to-end times do not compare across them")
     group: str = Field(default="default", description="a label for arms that belong together, shown in the report")
     recipe: Recipe = Field(default_factory=Recipe, description="the serving recipe: slots, chunks, cache, speculation")
     simulate: dict[str, Any] = Field(

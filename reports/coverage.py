@@ -21,7 +21,7 @@ from reports import load_curve
 from reports.data import ReportData
 
 SCENARIOS = ["cold", "identical", "append", "tool_turn", "middle_mutation"]
-STATE_TEXT = {"canonical": "canonical", "greedy": "greedy only", "planned": "planned", "none": "—", "off": "off"}
+STATE_TEXT = {"canonical": "canonical", "greedy": "greedy only", "planned": "planned", "failed": "failed", "none": "—", "off": "off"}
 _HEADLINE = {
     ProbeName.DECODE.value: ("decode_tps", "tok/s"),
     ProbeName.AGENT_LOAD.value: ("ttft_s", "s TTFT"),
@@ -86,17 +86,26 @@ def _py(value: object) -> int | str:
     return str(value)
 
 
-def _state(modes: set[str] | None, planned: bool) -> str:
+def _state(modes: set[str] | None, planned: bool, failed: bool = False) -> str:
+    """A cell's state; `failed`: its item failed and nothing was measured for it (an arm
+    whose every request failed must never read as measured, nor as merely not run)."""
     if modes and Mode.CANONICAL.value in modes:
         return "canonical"
     if modes and Mode.GREEDY.value in modes:
         return "greedy"
+    if failed:
+        return "failed"
     return "planned" if planned else "none"
 
 
-def _planned(data: ReportData) -> tuple[set[tuple[str, str]], set[tuple[str, int]], dict[str, str]]:
+Failed = tuple[set[tuple[str, str]], set[tuple[str, int]], dict[str, str]]
+
+
+def _planned(data: ReportData, failed: Failed | None = None) -> tuple[set[tuple[str, str]], set[tuple[str, int]], dict[str, str]]:
     """(arm, probe) and (arm, context) pairs that an unfinished queue item will measure,
-    and, per arm, why a blocked item did not measure it."""
+    and, per arm, why a blocked item did not measure it; `failed` is filled with the
+    same pairs of failed items, and why."""
+    failed_probe, failed_context, failed_why = failed if failed is not None else (set(), set(), {})
     spec = data.summary.spec
     by_probe: set[tuple[str, str]] = set()
     by_context: set[tuple[str, int]] = set()
@@ -109,6 +118,12 @@ def _planned(data: ReportData) -> tuple[set[tuple[str, str]], set[tuple[str, int
         if item.state == ItemState.BLOCKED:
             for arm_id in item.arms:
                 blocked.setdefault(arm_id, item.reason or "blocked")
+        if item.state == ItemState.FAILED:
+            for arm_id in item.arms:
+                arm = data.arm_by_id.get(arm_id)
+                failed_probe.update((arm_id, str(p)) for p in entry.probes)
+                failed_context.update((arm_id, c) for c in entry.contexts or ([arm.context] if arm else []))
+                failed_why.setdefault(arm_id, item.reason or "failed")
         if item.state not in (ItemState.PENDING, ItemState.RUNNING):
             continue
         for arm_id in item.arms:
@@ -123,7 +138,9 @@ def _planned(data: ReportData) -> tuple[set[tuple[str, str]], set[tuple[str, int
 def build(data: ReportData) -> Coverage:
     frame = data.frame
     spec = data.summary.spec
-    by_probe_planned, by_context_planned, blocked = _planned(data)
+    failed: Failed = (set(), set(), {})
+    by_probe_planned, by_context_planned, blocked = _planned(data, failed)
+    failed_probe, failed_context, failed_why = failed
     scen_modes = _modes_index(frame, ["arm_id", "probe", "scenario"])
     probe_modes = _modes_index(frame, ["arm_id", "probe"])
     ctx_modes = _modes_index(frame, ["arm_id", "context"])
@@ -139,7 +156,7 @@ def build(data: ReportData) -> Coverage:
     queued = {str(p) for item in spec.queue for p in item.probes}
     measured = {k[1] for k in probe_modes}
     others = [p.value for p in ProbeName if p.value != cache and (p.value in queued or p.value in measured)]
-    contexts = sorted({k[1] for k in ctx_modes} | {c for _, c in by_context_planned})
+    contexts = sorted({k[1] for k in ctx_modes} | {c for _, c in by_context_planned} | {c for _, c in failed_context})
 
     columns = [Column("cache-probe", s, f"scenario:{s}") for s in scenarios]
     columns.append(Column("speculation", "MTP / draft", "spec"))
@@ -156,11 +173,12 @@ def build(data: ReportData) -> Coverage:
         aid = arm.arm_id
         row = CoverageRow(aid, f"{arm.model}/{arm.quant}", arm.runtime, data.is_simulated(aid))
         why = blocked.get(aid, "")
+        failure = failed_why.get(aid, "")
         for s in scenarios:
-            state = _state(scen_modes.get((aid, cache, s)), (aid, cache) in by_probe_planned)
+            state = _state(scen_modes.get((aid, cache, s)), (aid, cache) in by_probe_planned, (aid, cache) in failed_probe)
             value = reuse.get((aid, cache, s))
             text = STATE_TEXT[state] + (f" · {num(value)}" if value is not None and state in ("canonical", "greedy") else "")
-            row.cells.append(Cell(state, text, _title(state, f"{s} reuse", why)))
+            row.cells.append(Cell(state, text, _title(state, f"{s} reuse", why, failure)))
         r = json.loads(arm.recipe_json or "{}")
         if not r.get("speculative"):
             row.cells.append(Cell("off", "off", "speculative decoding off in the recipe"))
@@ -171,7 +189,7 @@ def build(data: ReportData) -> Coverage:
             text = f"{draft}" + (f" · accept {num(acc)}" if acc is not None else "") + f" · {STATE_TEXT[state]}"
             row.cells.append(Cell(state, text, _title(state, "speculation", why)))
         for p in others:
-            state = _state(probe_modes.get((aid, p)), (aid, p) in by_probe_planned)
+            state = _state(probe_modes.get((aid, p)), (aid, p) in by_probe_planned, (aid, p) in failed_probe)
             text = STATE_TEXT[state]
             if p in headline and state in ("canonical", "greedy"):
                 unit = _HEADLINE[p][1]
@@ -180,17 +198,19 @@ def build(data: ReportData) -> Coverage:
                     text += f" · {num(max(vals))} {unit}" + (" max" if p == ProbeName.AGENT_LOAD.value else "")
             if p == load_curve.LOAD and state in ("canonical", "greedy") and aid in curves:
                 text += f" · {curves[aid]}"
-            row.cells.append(Cell(state, text, _title(state, p, why)))
+            row.cells.append(Cell(state, text, _title(state, p, why, failure)))
         for c in contexts:
-            state = _state(ctx_modes.get((aid, c)), (aid, c) in by_context_planned)
+            state = _state(ctx_modes.get((aid, c)), (aid, c) in by_context_planned, (aid, c) in failed_context)
             probes = sorted(probes_at.get((aid, c), set())) if state in ("canonical", "greedy") else []
             text = STATE_TEXT[state] + (f" · {', '.join(probes)}" if probes else "")
-            row.cells.append(Cell(state, text, _title(state, f"context {context_label(c)}", why)))
+            row.cells.append(Cell(state, text, _title(state, f"context {context_label(c)}", why, failure)))
         rows.append(row)
     return Coverage(columns, rows)
 
 
-def _title(state: str, what: str, blocked_reason: str) -> str:
+def _title(state: str, what: str, blocked_reason: str, failed_reason: str = "") -> str:
+    if state == "failed":
+        return f"{what}: failed ({failed_reason})" if failed_reason else f"{what}: failed"
     if state == "none" and blocked_reason:
         return f"{what}: not run (blocked: {blocked_reason})"
     return f"{what}: {STATE_TEXT[state]}"

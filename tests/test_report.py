@@ -121,6 +121,26 @@ def test_coverage_matrix_cells(built: tuple[Store, Path, synthetic.Options]) -> 
     assert rows["A0"]["probe:agent-load"].state == "canonical"
 
 
+def test_coverage_marks_what_a_failed_item_did_not_measure_as_failed(tmp_path: Path) -> None:
+    """An arm whose every request failed must never read as measured, nor as merely not run."""
+    from campaign.states import ItemState
+    from campaign.store import QueueItemRow
+
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    cid = synthetic.build(store, synthetic.Options())
+    (later,) = [i for i in store.items(cid) if i.key == "later"]
+    store.update(QueueItemRow, later.id, state=ItemState.FAILED, reason="A0: 3/3 requests failed, HTTP 400")
+    cov = coverage.build(load(store))
+    keys = [c.key for c in cov.columns]
+    rows = {r.arm_id: dict(zip(keys, r.cells, strict=True)) for r in cov.rows}
+    cell = rows["A0"]["probe:cache-ceiling"]
+    assert cell.state == "failed" and cell.text == "failed" and "3/3 requests failed" in cell.title
+    assert rows["A0"]["probe:decode"].state == "canonical"  # what the arm did measure stays measured
+    assert rows["A2"]["probe:cache-ceiling"].state == "none"  # not in the failed item
+    page = write_site(store, None, tmp_path / "site").read_text()
+    assert 'class="c-failed"' in page or "c-failed" in page
+
+
 def test_fast_loader_agrees_with_the_store(built: tuple[Store, Path, synthetic.Options]) -> None:
     store, _, _ = built
     cid = store.campaign().id

@@ -1,0 +1,346 @@
+"""docs/campaign-file.md: the campaign file's reference, generated from `campaign.schema`.
+
+Why generated: the schema is what a campaign file is checked against, so a page written
+by hand would drift from it the first time a field is added or a default moves. Each
+table's fields are read from its pydantic model (key, type, default, limits and
+`description`); the sentences around them are the constants below. A test compares
+docs/campaign-file.md with `markdown()`; regenerate it with
+`python -m campaign.schema_doc > docs/campaign-file.md`.
+
+Core-layer code: it imports `campaign.schema`, `campaign.states`, pydantic and the
+standard library only.
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from campaign import schema
+from campaign.schema import NAME
+
+# The first ```toml block of the page: a campaign that loads and runs on the simulator
+# (a test loads it, and checks its overrides and sizes, as `campaign check` does).
+EXAMPLE = """\
+[campaign]
+name = "first"
+
+[[models]]
+name = "m"
+quant = "q4"
+bits_per_weight = 4.5
+
+[[runtimes]]
+name = "sim"
+adapter = "simulator"
+
+[[arms]]
+id = "A"
+model = "m"
+runtime = "sim"
+context = 4096
+recipe = { slots = 2 }
+
+[[queue]]
+title = "decode on A"
+arms = ["A"]
+probes = ["decode"]
+"""
+
+# A gate added to the example (the second block of the page).
+EXAMPLE_GATE = """\
+[[gates]]
+id = "fast"
+predicate = "threshold"
+params = { metric = "decode_tps", probe = "decode", op = ">=", value = 20 }
+subjects = ["A"]
+"""
+
+INTRO = """\
+# The campaign file
+
+A campaign is one TOML file. This page lists every table and key it may hold, generated
+from the schema that checks it (`campaign/schema.py`; regenerate with
+`python -m campaign.schema_doc > docs/campaign-file.md`). Gates and their `params` are in
+[gates.md](gates.md), the metrics a gate can name in [metrics.md](metrics.md), the
+runtime adapters in [runtimes.md](runtimes.md), and measuring your own server in
+[own-server.md](own-server.md).
+
+## A minimal campaign
+
+One model on the embedded simulator, one arm, one queue item that runs the `decode` probe
+on it:
+
+```toml
+{example}```
+
+Save it as `first.toml`, then check it (nothing runs), run it, and look at the result:
+
+```bash
+campaign check first.toml
+campaign run first.toml
+campaign status
+```
+
+`check` prints the plan (`decode-on-a: A x decode at each arm's own; 1 block, 1 server
+start`) and `first.toml: ok`; `run` starts the simulated server, runs the probe, stores the
+measurements in `.campaign/campaign.db` and prints the queue. A queue item without a gate
+only measures. To make a claim, add a gate and feed it from the item (`gate = "fast"` in
+the `[[queue]]` table), with `repeats = 3` there: a verdict needs at least 3 server runs
+per arm.
+
+```toml
+{gate}```
+
+With the simulator's default decode rate (60 tok/s) this gate passes. The README has a
+two-arm campaign with a comparative gate (`relative_improvement`).
+
+## Rules for every table
+
+- Unknown keys are refused, with the keys that are allowed; so are values of the wrong
+  type or out of range. Every problem names its place in the file
+  (`arms[0] (id 'A').recipe.slots`), what was found and what was expected, and
+  `campaign check` and `campaign run` exit 2 before anything starts.
+- Names are checked across tables: an arm's `model`/`quant` and `runtime`, a gate's
+  arms, a queue item's arms, `gate`, `depends_on` and `confirms`, each gate's metric
+  against the probes of the items that feed it. Ids within a table are unique.
+- A "name" below is letters, digits, `_`, `.` and `-`, starting with a letter or digit
+  (it also names Prefect tags and limits).
+- A size is a number of bytes or a string such as `"8G"`, `"512M"`, `"48GB"` or
+  `"512MiB"` (K, M, G, T are powers of 1024).
+- A nested table can be written inline (`recipe = {{ slots = 2 }}`) or as its own header
+  after the entry it belongs to (`[arms.recipe]`).
+"""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One table of the file: its header, its model, and what the field table cannot say."""
+
+    header: str
+    model: type[BaseModel]
+    intro: str
+    notes: tuple[str, ...] = ()
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("[campaign]", schema.CampaignMeta, "The campaign itself. Exactly one, required."),
+    Section(
+        "[[models]]", schema.ModelEntry,
+        "One entry per model and quant; at least one.",
+        ("An arm picks its model by `model`, and by `quant` when one name has several entries.",),
+    ),
+    Section(
+        "[models.sampling]", schema.Sampling,
+        "The model vendor's sampling, sent with every canonical request (greedy requests send "
+        "temperature 0). A key left unset is not sent, so the server's default applies.",
+        ("`ignore_eos` and `min_tokens` set how long replies are, not how tokens are drawn: greedy "
+         "requests send them too, and a probe's own values win (decode sends both, so that every "
+         "timed request generates exactly `max_tokens`).",),
+    ),
+    Section(
+        "[[runtimes]]", schema.RuntimeEntry,
+        "How a server is started (or, with `url`, found); at least one.",
+        ("`argv` is a template: `{model}`, `{model_cache}`, `{host}`, `{port}`, `{context}`, `{slots}`, "
+         "`{prefill_chunk}`, `{draft}`, `{workdir}` (and `{llama_server}` for llamacpp) are filled per arm. "
+         "The adapter appends the flags it derives from the recipe, skipping any flag the template "
+         "already sets, and the recipe's `extra_args` come last (docs/runtimes.md has the flag each "
+         "recipe field becomes).",
+         "`options` depend on the adapter: for llamacpp and vllm see [own-server.md](own-server.md); "
+         "the simulator takes `profile` (a table of simulator profile fields: rates, time scale, "
+         "faults), `reference_bits` (the bits per weight its `decode_tps` is for) and "
+         "`session_cap_bounds_reuse` (true: a prompt longer than `session_cache_cap` reuses nothing, "
+         "like MTPLX's session bank; false: a longer cache entry is only not stored).",
+         "`seeks`, `how` and `cost` are free text for the report.",),
+    ),
+    Section(
+        "[[arms]]", schema.ArmEntry,
+        "What is compared: model x quant x runtime x context, plus a serving recipe; at least one.",
+        ("`simulate` is checked against the simulator's profile fields on simulated runtimes and "
+         "ignored elsewhere.",),
+    ),
+    Section(
+        "[arms.recipe]", schema.Recipe,
+        "The serving recipe: the knobs a person tunes. Each adapter turns the fields into its "
+        "runtime's flags; a field a runtime has no knob for is not passed (docs/runtimes.md).",
+        ("`draft` needs `speculative = true`.",
+         "A queue item may change recipe fields for its run (`overrides`, `recipe.<field>`), and a "
+         "confirmatory item changes exactly one (`change`).",),
+    ),
+    Section(
+        "[[gates]]", schema.GateEntry,
+        "A claim over the measurements, decided by a predicate; optional. Predicates, their "
+        "params, directions, intervals and verdicts are in [gates.md](gates.md).",
+        ("`subjects` and `baseline` name arms; a comparative predicate compares every subject with "
+         "every baseline arm.",),
+    ),
+    Section(
+        "[[queue]]", schema.QueueItem,
+        "What to measure, in order; at least one item. Each item runs its probes on its arms, "
+        "`repeats` times over (blocks), and feeds its gate.",
+        ("`repeats` here counts blocks (server starts per arm); `overrides.repeats` is a probe's "
+         "own parameter (decode: timed requests per context and mode).",
+         "A key in `overrides` that is not valid for the item's probes is refused with the valid "
+         "ones listed (`campaign check` shows them).",
+         "`confirms` and `change` go together: the item re-runs an earlier one, with its arms and "
+         "probes (and contexts), changing exactly one recipe field.",
+         "Items that feed one gate must run a shared arm with one recipe, and a shared probe with "
+         "one setting; otherwise the file is refused, naming both items.",
+         "`depends_on` and `confirms` name items by key: `id`, else the title lower-cased with "
+         "each run of other characters as `-` (`decode on A` is `decode-on-a`).",),
+    ),
+)
+
+_SCALARS = {int: "integer", float: "number", str: "string", bool: "boolean"}
+_PLURALS = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
+
+
+def _section_of(model: type[BaseModel]) -> Section | None:
+    return next((s for s in SECTIONS if s.model is model), None)
+
+
+def _link(header: str) -> str:
+    """A header as the anchor GitHub gives it: `[[arms]]` -> `arms`, `[arms.recipe]` -> `armsrecipe`."""
+    return "#" + "".join(c for c in header.lower() if c.isalnum() or c in "-_")
+
+
+def _words(annotation: Any, plural: bool = False) -> str:
+    """A type in plain words: integer, list of strings, table (see ...), one of ..."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        kept = [a for a in args if a is not type(None)]
+        return " or ".join(_words(a, plural) for a in kept)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(f'`"{v}"`' for v in args)
+    if origin is list:
+        inner = args[0] if args else Any
+        if isinstance(inner, type) and issubclass(inner, enum.Enum):
+            return "list of strings, each one of " + ", ".join(f'`"{m.value}"`' for m in inner)
+        return "list of " + _words(inner, plural=True)
+    if origin is dict:
+        value = args[1] if len(args) > 1 else Any
+        return "table" if value is Any else f"table of {_words(value, plural=True)}"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "one of " + ", ".join(f'`"{m.value}"`' for m in annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        section = _section_of(annotation)
+        word = "tables" if plural else "table"
+        return f"{word} ([`{section.header}`]({_link(section.header)}))" if section else word
+    if annotation in _SCALARS:
+        return (_PLURALS if plural else _SCALARS)[annotation]
+    return "any value"
+
+
+def _limits(info: FieldInfo) -> list[str]:
+    """The limits pydantic enforces on a field (>= 1, at least 1 entry, a name), in words."""
+    out = []
+    for meta in info.metadata:
+        for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(meta, attr, None) is not None:
+                out.append(f"{op} {getattr(meta, attr)}")
+        count = getattr(meta, "min_length", None)
+        if count is not None:
+            out.append(f"at least {count} {'entry' if count == 1 else 'entries'}")
+        if getattr(meta, "pattern", None):
+            out.append(_pattern_words(meta.pattern))
+    return out
+
+
+def _pattern_words(pattern: str) -> str:
+    if pattern == rf"^{NAME}$":
+        return "a name"
+    if pattern == rf"^({NAME})?$":
+        return "a name, or empty"
+    return f"matching `{pattern}`"
+
+
+def type_text(model: type[BaseModel], name: str, info: FieldInfo) -> str:
+    """The type column: the type in words, then its limits."""
+    if model is schema.Recipe and name in schema._SIZE_FIELDS:
+        words = "size"
+    else:
+        words = _words(info.annotation)
+    return ", ".join([words, *_limits(info)])
+
+
+def _toml(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "`true`" if value else "`false`"
+    if isinstance(value, enum.Enum):
+        return _toml(value.value)
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    if isinstance(value, float):
+        return f"`{value!r}`"
+    if isinstance(value, int):
+        return f"`{value}`"
+    if isinstance(value, list):
+        return "`[" + ", ".join(_toml(v).strip("`") for v in value) + "]`"
+    if isinstance(value, dict):
+        return "`{}`" if not value else f"`{value}`"
+    if isinstance(value, BaseModel):
+        return "its defaults"
+    return f"`{value}`"
+
+
+def default_text(info: FieldInfo) -> str:
+    if info.is_required():
+        return "required"
+    return _toml(info.get_default(call_default_factory=True))
+
+
+def key_of(name: str, info: FieldInfo) -> str:
+    """The key as a campaign file spells it (`class` for the field `klass`)."""
+    return info.alias or name
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def field_rows(model: type[BaseModel]) -> list[str]:
+    rows = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for name, info in model.model_fields.items():
+        rows.append(
+            f"| `{key_of(name, info)}` | {_cell(type_text(model, name, info))} | {_cell(default_text(info))} "
+            f"| {_cell(info.description or '')} |"
+        )
+    return rows
+
+
+def _top_level() -> list[str]:
+    """The file's tables, from CampaignSpec."""
+    rows = ["| table | how many | holds |", "| --- | --- | --- |"]
+    for name, info in schema.CampaignSpec.model_fields.items():
+        origin = typing.get_origin(info.annotation)
+        if origin is list:
+            header = f"[[{name}]]"
+            count = "at least one" if any(getattr(m, "min_length", None) for m in info.metadata) else "any number"
+        else:
+            header, count = f"[{name}]", "exactly one"
+        rows.append(f"| [`{header}`]({_link(header)}) | {count} | {_cell(info.description or '')} |")
+    return rows
+
+
+def markdown() -> str:
+    """docs/campaign-file.md (a test keeps the file current)."""
+    lines = [INTRO.format(example=EXAMPLE, gate=EXAMPLE_GATE).rstrip("\n"), "", "## The tables", "", *_top_level()]
+    for section in SECTIONS:
+        lines += ["", f"## {section.header}", "", section.intro, "", *field_rows(section.model)]
+        if section.notes:
+            lines.append("")
+            lines += [f"- {note}" for note in section.notes]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
