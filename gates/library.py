@@ -45,6 +45,26 @@ def _common_cells(stats: dict[str, dict[Cell, CellStat]]) -> list[Cell]:
 
 
 def _no_common(metric: str, stats: dict[str, dict[Cell, CellStat]]) -> GateResult:
+    """No cell every arm has. When they share a (probe, scenario, context, mode) but
+    measured it under other probe settings (an item with another max_tokens), more runs
+    will never make them comparable: inconclusive, naming who ran what. Otherwise the
+    missing cells may still come: pending."""
+    loose = [{c.loose() for c in cells} for cells in stats.values()]
+    shared = set.intersection(*loose) if loose else set()
+    if shared:
+        key = min(shared)
+        by_setting: dict[str, list[str]] = {}
+        for arm, cells in stats.items():
+            for c in cells:
+                if c.loose() == key:
+                    by_setting.setdefault(c.settings[:8] or "unrecorded", []).append(arm)
+        who = "; ".join(f"{'/'.join(arms)} at settings {setting}" for setting, arms in sorted(by_setting.items()))
+        return GateResult(
+            verdict=Verdict.INCONCLUSIVE,
+            reason=f"no cell for {metric} that all of {'/'.join(stats)} measured under the same probe settings: "
+            f"{key[0]}/{key[1]}@{compare.context_label(key[2])} ran {who} (their items gave the probe other "
+            f"parameters); runs at other settings are not compared",
+        )
     have = "; ".join(f"{arm} has {compare.describe_cells(cells)}" for arm, cells in stats.items())
     return pending(f"no cell for {metric} that all of {'/'.join(stats)} share: {have}")
 

@@ -85,6 +85,20 @@ def test_runs_at_other_settings_are_not_compared() -> None:
     assert "B has no run at the settings A ran" in result.reason
 
 
+def test_a_ranking_over_arms_measured_at_other_settings_is_inconclusive_never_pending() -> None:
+    """best_of reading every item (qwen38's gate 10): one arm's decode at 32K came from an
+    item with another max_tokens. No later run makes that comparable, so the gate does not
+    wait (pending) but says who ran what."""
+    rows = _frame()
+    rows.loc[rows["arm_id"] == "B", "settings_hash"] = "b-settings-0000"
+    rows.loc[rows["arm_id"] == "A", "settings_hash"] = "a-settings-0000"
+    gate = GateEntry(id="best", predicate="best_of", params={"metric": "decode_tps", "probe": "decode"}, subjects=["A"], baseline=["B"])
+    result = evaluate(gate, rows)
+    assert result.verdict == Verdict.INCONCLUSIVE, result.reason
+    assert "A at settings a-settin; B at settings b-settin" in result.reason, result.reason
+    assert "runs at other settings are not compared" in result.reason
+
+
 def test_an_arm_that_ran_two_recipes_is_not_pooled() -> None:
     rows = _frame()
     a = rows.index[(rows["arm_id"] == "A") & (rows["repeat"] >= 2)]
