@@ -7,8 +7,8 @@ table's fields are read from its pydantic model (key, type, default, limits and
 docs/campaign-file.md with `markdown()`; regenerate it with
 `python -m campaign.schema_doc > docs/campaign-file.md`.
 
-Core-layer code: it imports `campaign.schema`, `campaign.states`, pydantic and the
-standard library only.
+Core-layer code (tests/test_architecture.py): it imports `campaign.schema`, pydantic and
+the standard library only.
 """
 
 from __future__ import annotations
@@ -85,21 +85,29 @@ Save it as `first.toml`, then check it (nothing runs), run it, and look at the r
 ```bash
 campaign check first.toml
 campaign run first.toml
-campaign status
+campaign report
 ```
 
 `check` prints the plan (`decode-on-a: A x decode at each arm's own; 1 block, 1 server
 start`) and `first.toml: ok`; `run` starts the simulated server, runs the probe, stores the
-measurements in `.campaign/campaign.db` and prints the queue. A queue item without a gate
-only measures. To make a claim, add a gate and feed it from the item (`gate = "fast"` in
-the `[[queue]]` table), with `repeats = 3` there: a verdict needs at least 3 server runs
-per arm.
+measurements in `.campaign/campaign.db` and prints the gate verdicts and the queue;
+`report` writes `reports/site/first/index.html`, whose arm page (`arms/a.html`) lists
+every metric measured (`decode_tps` 54.5 tok/s in one run here). A queue item without a
+gate only measures. `campaign new --runtime simulator` (or `llamacpp`, `vllm`, `external`)
+writes a commented two-arm campaign with a gate and three blocks to start from instead.
+
+To make a claim, add a gate, and in the `[[queue]]` table feed it (`gate = "fast"`) and
+ask for three blocks (`repeats = 3`): a verdict needs at least 3 server runs per arm.
 
 ```toml
 {gate}```
 
-With the simulator's default decode rate (60 tok/s) this gate passes. The README has a
-two-arm campaign with a comparative gate (`relative_improvement`).
+Give the campaign a new `name` too before running it again: a queue item that is done is
+not run again when the file changes, so under the old name the gate reads the one run
+there is and stays `inconclusive` ("A has 1 run; needs 3"). One run of the new file
+here: `fast` pass, "decode_tps >= 20.0 holds: A decode_tps 53.0 [51.7, 54.3] 95% CI, 3
+runs x 3 requests". The README has a two-arm campaign with a comparative gate
+(`relative_improvement`).
 
 ## Rules for every table
 
@@ -210,23 +218,23 @@ def _link(header: str) -> str:
     return "#" + "".join(c for c in header.lower() if c.isalnum() or c in "-_")
 
 
-def _words(annotation: Any, plural: bool = False) -> str:
+def type_words(annotation: Any, plural: bool = False) -> str:
     """A type in plain words: integer, list of strings, table (see ...), one of ..."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
         kept = [a for a in args if a is not type(None)]
-        return " or ".join(_words(a, plural) for a in kept)
+        return " or ".join(type_words(a, plural) for a in kept)
     if origin is typing.Literal:
         return "one of " + ", ".join(f'`"{v}"`' for v in args)
     if origin is list:
         inner = args[0] if args else Any
         if isinstance(inner, type) and issubclass(inner, enum.Enum):
             return "list of strings, each one of " + ", ".join(f'`"{m.value}"`' for m in inner)
-        return "list of " + _words(inner, plural=True)
+        return "list of " + type_words(inner, plural=True)
     if origin is dict:
         value = args[1] if len(args) > 1 else Any
-        return "table" if value is Any else f"table of {_words(value, plural=True)}"
+        return "table" if value is Any else f"table of {type_words(value, plural=True)}"
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return "one of " + ", ".join(f'`"{m.value}"`' for m in annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -238,7 +246,7 @@ def _words(annotation: Any, plural: bool = False) -> str:
     return "any value"
 
 
-def _limits(info: FieldInfo) -> list[str]:
+def limits(info: FieldInfo) -> list[str]:
     """The limits pydantic enforces on a field (>= 1, at least 1 entry, a name), in words."""
     out = []
     for meta in info.metadata:
@@ -263,20 +271,20 @@ def _pattern_words(pattern: str) -> str:
 
 def type_text(model: type[BaseModel], name: str, info: FieldInfo) -> str:
     """The type column: the type in words, then its limits."""
-    if model is schema.Recipe and name in schema._SIZE_FIELDS:
+    if model is schema.Recipe and name in schema._SIZE_FIELDS:  # parsed by schema.parse_size
         words = "size"
     else:
-        words = _words(info.annotation)
-    return ", ".join([words, *_limits(info)])
+        words = type_words(info.annotation)
+    return ", ".join([words, *limits(info)])
 
 
-def _toml(value: Any) -> str:
+def toml_value(value: Any) -> str:
     if value is None:
         return "unset"
     if isinstance(value, bool):
         return "`true`" if value else "`false`"
     if isinstance(value, enum.Enum):
-        return _toml(value.value)
+        return toml_value(value.value)
     if isinstance(value, str):
         return f'`"{value}"`'
     if isinstance(value, float):
@@ -284,7 +292,7 @@ def _toml(value: Any) -> str:
     if isinstance(value, int):
         return f"`{value}`"
     if isinstance(value, list):
-        return "`[" + ", ".join(_toml(v).strip("`") for v in value) + "]`"
+        return "`[" + ", ".join(toml_value(v).strip("`") for v in value) + "]`"
     if isinstance(value, dict):
         return "`{}`" if not value else f"`{value}`"
     if isinstance(value, BaseModel):
@@ -295,7 +303,7 @@ def _toml(value: Any) -> str:
 def default_text(info: FieldInfo) -> str:
     if info.is_required():
         return "required"
-    return _toml(info.get_default(call_default_factory=True))
+    return toml_value(info.get_default(call_default_factory=True))
 
 
 def key_of(name: str, info: FieldInfo) -> str:
@@ -303,7 +311,7 @@ def key_of(name: str, info: FieldInfo) -> str:
     return info.alias or name
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -311,8 +319,8 @@ def field_rows(model: type[BaseModel]) -> list[str]:
     rows = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
     for name, info in model.model_fields.items():
         rows.append(
-            f"| `{key_of(name, info)}` | {_cell(type_text(model, name, info))} | {_cell(default_text(info))} "
-            f"| {_cell(info.description or '')} |"
+            f"| `{key_of(name, info)}` | {cell(type_text(model, name, info))} | {cell(default_text(info))} "
+            f"| {cell(info.description or '')} |"
         )
     return rows
 
@@ -327,7 +335,7 @@ def _top_level() -> list[str]:
             count = "at least one" if any(getattr(m, "min_length", None) for m in info.metadata) else "any number"
         else:
             header, count = f"[{name}]", "exactly one"
-        rows.append(f"| [`{header}`]({_link(header)}) | {count} | {_cell(info.description or '')} |")
+        rows.append(f"| [`{header}`]({_link(header)}) | {count} | {cell(info.description or '')} |")
     return rows
 
 

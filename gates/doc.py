@@ -1,0 +1,348 @@
+"""docs/gates.md: the built-in predicates, their params, and how a verdict is reached.
+
+Why generated: the predicate registry (`gates.catalog`) is what a campaign file's gates
+are checked against, so the list of predicates and each one's params (name, type,
+default, description) are read from it; a page written by hand would miss the next
+param. The explanation around them (direction, intervals, the family, the verdict
+words) is the constant text below, taken from `gates.compare`, `gates.blockstats` and
+`gates.family`. A test compares docs/gates.md with `markdown()`; regenerate it with
+`python -m gates.doc > docs/gates.md`.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from campaign.mechanisms import MECHANISMS
+from campaign.schema_doc import cell, default_text, limits, type_words
+from campaign.states import Verdict
+from gates import catalog
+
+# Each built-in predicate: what it decides in a few words, then in full, and whether it is
+# one of the campaign's comparative claims (the family Holm adjusts). A predicate missing
+# here fails the generator, so a new one cannot be left out of the page.
+SUMMARIES: dict[str, tuple[str, str, str]] = {
+    "relative_improvement": (
+        "subjects beat the baseline by at least `min_gain`",
+        "Every subject beats every baseline arm by at least `min_gain` (0.10 = +10%) on every cell "
+        "they share: pass when the CI of the gain lies wholly above `min_gain`, fail when wholly "
+        "below, else inconclusive. With `also_metric`, the same must hold on that metric too "
+        "(with `also_min_gain`). Needs a baseline.",
+        "yes",
+    ),
+    "equivalence": (
+        "subjects within +- `margin` of the baseline",
+        "\"Within X%\": every subject's value stays within 1 +- `margin` of every baseline's, by two "
+        "one-sided tests on the log ratio over runs: pass when the whole CI lies inside the margin; "
+        "fail when the value is shown outside it on one side (each side tested at half the level, "
+        "since either would do); else inconclusive. A wide CI never passes. Needs a baseline.",
+        "yes",
+    ),
+    "threshold": (
+        "each subject's value meets a fixed bound",
+        "Each subject's value satisfies `metric op value`, in each named scenario and each context: "
+        "pass when its whole CI over runs does, fail when none of it does, inconclusive when the CI "
+        "straddles `value`. `partial_scenarios` are reported beside, never required. No baseline.",
+        "no (a bound)",
+    ),
+    "control": (
+        "no control arm beats the subjects by more than `max_advantage`",
+        "Subjects against control arms (listed in `baseline`), per common cell: the subjects are "
+        "promoted (pass) when no control's advantage over the best subject can exceed "
+        "`max_advantage` (the advantage's CI wholly below it); a control surely ahead by more fails "
+        "them; else inconclusive. With `role = \"control\"` the gate only characterises: its verdict is "
+        "`control`, with the numbers in the reason.",
+        "yes (role promote)",
+    ),
+    "regression_guard": (
+        "a gain that must not break a guard metric",
+        "A gain on `metric` against every baseline arm (as `relative_improvement`, by `min_gain`) "
+        "that must not cost another metric: each subject's `guard_metric` must hold at or above "
+        "`guard_min`, per guard scenario and context, with its whole CI. A guard surely broken "
+        "fails the gate whatever the gain, and the reason then adds how many times worse "
+        "`worse_metric` got than on the baseline. Needs a baseline.",
+        "yes",
+    ),
+    "best_of": (
+        "the first subject ranks first",
+        "The first subject ranks first among the subjects and baseline arms, per common cell, "
+        "beating each other arm with the CI of its gain wholly above 0: pass; an arm that surely "
+        "beats it fails it; else inconclusive.",
+        "yes",
+    ),
+    "majority": (
+        "the tool-loop pass rate is above `min_ratio`",
+        "Tool-loop trials: each subject's pass rate per context, with its exact (Clopper-Pearson) "
+        "95% interval: pass when the whole interval is above `min_ratio`, fail when it is at or "
+        "below it, else inconclusive (3 trials always land here: 2/3 has [0.09, 0.99]). Trials, "
+        "not server runs, are the unit.",
+        "no (a bound)",
+    ),
+    "acceptance_rate": (
+        "draft acceptance is at least `min_rate`",
+        "Speculative decoding: accepted / drafted tokens from the server's counters, one rate per "
+        "server run: pass when the whole CI over runs is at or above `min_rate`, fail when wholly "
+        "below, else inconclusive; pending while a subject drafted nothing.",
+        "no (a bound)",
+    ),
+    "holds_at_ceiling": (
+        "subjects hold `min_value` at the ceiling context",
+        "At the ceiling `context`, each subject's value holds `min_value` with its whole CI (pass), "
+        "or fails when the CI is wholly below; baseline arms are shown beside, and called collapsed "
+        "when all of theirs are wholly below.",
+        "no (a bound)",
+    ),
+    "goodput": (
+        "a share of requests meets a latency target",
+        "A latency `target` met by at least `min_share` of requests, failed requests counting as "
+        "misses, per subject and context, with the exact (Clopper-Pearson) interval of the share: "
+        "pass when the whole interval reaches `min_share`, fail when it is wholly below, else "
+        "inconclusive (also under `min_n` requests). Requests, not server runs, are the unit.",
+        "no (a bound)",
+    ),
+    "load_goodput": (
+        "a load run's goodput: a floor, a gain, or both",
+        "A `load` run's goodput (requests that met every target per second of the window the "
+        "load was offered over), or with `scenario = \"sweep\"` a sweep's `max_goodput_rps`: a "
+        "floor `min_rps`, a gain `min_gain` over each baseline arm, or both (one is required). "
+        "One value per server run, CI over runs.",
+        "yes, with min_gain",
+    ),
+    "load_latency": (
+        "a load run's latency percentile: a ceiling, a cut, or both",
+        "A percentile (`percentile`, p99 by default) of a per-request latency in one `load` "
+        "run's cell, one value per server run: a ceiling `max_value`, a cut `min_gain` against "
+        "each baseline arm (lower is better), or both (one is required). Runs too short for that "
+        "percentile stay inconclusive, and the reason says how many requests a run needs.",
+        "yes, with min_gain",
+    ),
+    "attribution": (
+        "credits a win to a mechanism, by ablation",
+        "Which mechanism (`claim`) earned a win, by ablation. The win is the first subject against "
+        "the baseline arms other than the ablation, by `min_gain`; no win fails the gate. With "
+        "`ablation` (a baseline arm: the subject's recipe with that mechanism switched off and "
+        "nothing else changed, checked when the file loads): pass when switching it off costs the "
+        "win (the subject beats its ablation by `min_gain`) and the ablation does not keep it; fail "
+        "when the ablation keeps the win and switching off costs less; inconclusive when the "
+        "mechanism is worth part of the win, or, for the cache, when the subject made fewer than "
+        "`min_hits` cache hits. When the ablation is the only baseline arm, the win is what "
+        "switching the mechanism off costs. Without an ablation, never pass: the cache counters "
+        "only argue by elimination, and the reason says so.",
+        "yes",
+    ),
+    "all_of": (
+        "several checks that must all pass",
+        "Several judgements (`checks`) that must all pass; the reason joins theirs. Each check is a "
+        "table with `predicate` (not all_of), `params`, and optionally its own `subjects`, "
+        "`baseline` and `report_only = true` (shown, never deciding). The verdict is the first of "
+        "pending, fail, inconclusive, control among the deciding checks, else pass.",
+        "yes, as one claim, when a deciding check is",
+    ),
+}
+
+# Param meanings where the params model gives no description: by (predicate, name), else by name.
+PARAM_TEXT: dict[tuple[str, str] | str, str] = {
+    "metric": "the metric read (docs/metrics.md)",
+    "probe": "read only this probe's rows",
+    "scenario": "read only this scenario (`identical`, `summary`, ...); unset: every scenario, each its own cell",
+    "context": "read only this context (tokens); unset: every context, each compared on its own",
+    "higher_is_better": "which way `metric` reads",
+    "also_probe": "`also_metric`'s probe",
+    "also_scenario": "`also_metric`'s scenario",
+    "also_min_gain": "the least gain on `also_metric`; 0: it must improve at all (CI wholly above 0)",
+    "also_higher_is_better": "which way `also_metric` reads",
+    ("regression_guard", "min_gain"): "the least gain on `metric`; 0: it must improve at all (CI wholly above 0)",
+    "guard_probe": "the probe of `guard_metric` (and of `worse_metric`)",
+    "guard_scenarios": "scenarios the guard must hold in; empty: every cell",
+    "worse_scenarios": "scenarios of `worse_metric` reported; empty: every cell",
+    "op": "how each subject's value must compare with `value`",
+    "value": "the bound, in the metric's unit",
+    "min_rate": "the least accepted / drafted tokens",
+    ("acceptance_rate", "probe"): "read only this probe's counters; unset: every probe's",
+    ("holds_at_ceiling", "label"): "how the reason names the ceiling (default: the context, as 256K)",
+    "percentile": "which percentile of each run's requests (99 = p99)",
+    "lower_is_better": "which way `metric` reads (this flag is not filled in from docs/metrics.md)",
+    "counter_scenario": "the scenario whose cache_hits / cache_lookups counters are read",
+    "min_hits": "a cache with fewer hits than this did no work and is never credited",
+    "checks": "the judgements: tables of `predicate`, `params`, and optionally `subjects`, `baseline`, `report_only`",
+    ("majority", "max_error_rate"): "an arm failing more of its requests than this cannot pass",
+}
+
+VERDICTS: dict[Verdict, str] = {
+    Verdict.PASS: "The claim holds at the stated error rate: every comparison's CI lies wholly on the "
+    "passing side, and a comparative gate's pass survives the family's Holm adjustment.",
+    Verdict.FAIL: "The claim is refuted: the CI lies wholly on the failing side (surviving Holm), or a "
+    "rule failed it: a subject over `max_error_rate`, or one that failed every request in a cell. "
+    "A failed gate leaves its queue item `done`.",
+    Verdict.INCONCLUSIVE: "The numbers cannot decide, and the reason says why and what is needed: the CI "
+    "straddles the threshold, fewer than `min_runs` server runs, a baseline or control over "
+    "`max_error_rate`, an arm whose cell mixes recipes, a rerun one arm has not finished, or a "
+    "decision that does not survive Holm over the family.",
+    Verdict.PENDING: "Nothing to judge yet: no canonical rows of the metric for an arm, no cell the arms "
+    "share, or a predicate that needs a baseline arm has none.",
+    Verdict.BLOCKED: "An arm of the gate could not be measured for an external reason (a missing build "
+    "component, model file or hardware), quoted word for word; items that depend on it wait, "
+    "and `campaign resume` re-checks it first.",
+    Verdict.CONTROL: "A `control` gate with `role = \"control\"`: it characterises its arms against "
+    "each other and claims nothing.",
+}
+
+INTRO = """\
+# Gates
+
+A gate is a claim about arms (`subjects`, and `baseline` arms to compare with), decided
+by a **predicate** from the numbers the gate's queue items measured. This page is
+generated from the predicate registry (`python -m gates.doc > docs/gates.md`); the gate
+table's own keys are in [campaign-file.md](campaign-file.md#gates), the metrics a gate
+can name in [metrics.md](metrics.md).
+
+```toml
+[[gates]]
+id = "faster"
+predicate = "relative_improvement"
+params = { metric = "decode_tps", probe = "decode", min_gain = 0.10 }
+subjects = ["B"]
+baseline = ["A"]
+```
+
+A gate's verdict comes with a one-line reason that quotes its numbers, e.g. `decode_tps >=
+20.0 holds: A decode_tps 53.0 [51.7, 54.3] 95% CI, 3 runs x 3 requests`. `params` are
+checked when the file loads: unknown keys, missing required ones, a metric that is not
+in the catalogue or that no probe of the gate's items stores, and an attribution
+ablation that is not the subject with one mechanism switched off are refused (exit 2).
+
+## What a gate reads
+
+- Only **canonical** rows (the model's own sampling); greedy rows and warm-up trials
+  never reach a predicate. With `reads = "own-items"` (the default) only the rows of the
+  queue items that feed the gate (every item's when none does); with `reads = "all"`,
+  every item's.
+- A **cell** is (probe, scenario, context, mode, settings), the settings being a hash of
+  the probe's resolved parameters at that context (a sample size such as decode's
+  `repeats` aside: more requests per run are the same cell). Cells are never pooled: a gate that names no
+  context compares each context on its own, and every one must pass. An arm whose cell
+  mixes two recipes is not compared.
+- **The server run is the unit.** A queue item's `repeats` are blocks; in each block every
+  arm of the item gets its own server start, in an order drawn at random from
+  `campaign.seed`. Each (arm, block, cell) is one number, the median of that run's
+  requests: the requests of one run share its start's speed, so they are not
+  independent evidence. Request-level spreads are shown in the report, never decide.
+  (`majority` and `goodput` count trials and requests instead, with exact binomial
+  intervals.)
+
+## Direction
+
+A predicate that compares reads its metric's direction from the catalogue
+([metrics.md](metrics.md): "higher is better", "lower is better") unless the gate sets
+`higher_is_better` (for `also_metric`, `also_higher_is_better`). Setting it against the
+catalogue loads, but `campaign check` and `campaign run` print a warning. On a metric
+with no direction (a count), nothing is filled in and the param's own default below
+applies: set it. `threshold` says its direction with `op`; `attribution` and `goodput`
+take `lower_is_better` (default true), which the catalogue does not fill in;
+`load_goodput` reads higher as better and `load_latency` lower, always; `equivalence` has
+no direction.
+
+## The interval
+
+Every interval is a CI at `campaign.confidence` (95% by default; a gate's `confidence`
+param overrides it) over server runs:
+
+- **one arm**: the t interval of the mean log run value; the arm's value is the geometric
+  mean of its run medians.
+- **two arms, paired**: when they share at least `min_runs` blocks (default 3), the t
+  interval of the mean per-block log ratio, n - 1 degrees of freedom. Drift and load
+  within a block hit both sides of a pair alike and cancel.
+- **two arms, unpaired**: when they shared fewer blocks, Welch's t interval of the
+  difference of the mean log values. The reason names the method ("paired over 5
+  blocks").
+- Values at or below 0 are compared as raw differences instead of log ratios.
+- Fewer than `min_runs` runs on either side is `inconclusive` ("B has 1 run; needs 3
+  (blocks, each its own server start)").
+
+A comparison passes when its CI lies wholly beyond the threshold and fails when it lies
+wholly short of it: a one-sided test at (1 - confidence) / 2, 2.5% each way at 95%.
+`equivalence` is two one-sided tests. A gate passes only when every one of its
+comparisons (every subject, baseline arm and cell) passes; its fails are Holm-adjusted
+over its cells, so many cells do not make identical arms fail more often than one.
+
+**Errors.** An arm's error rate covers every request it made in the rows the gate
+reads, with its exact upper bound. A subject over `max_error_rate` (default 0.05)
+cannot pass: it fails. A baseline or control over it makes the gate `inconclusive`,
+never a fail for the subject.
+
+**The family.** A campaign's comparative gates (the "in the family" column below) are
+one family, unless a gate sets `exploratory = true`. Their pass claims and their fail
+claims are each adjusted by Holm's step-down method at (1 - confidence) / 2, which holds
+the family-wise error at that level without assuming the gates independent. A verdict
+that does not survive becomes `inconclusive` ("passes alone, but not over the family of 4
+comparative gates, Holm"); adjustment never turns an inconclusive verdict into a
+decision. In a family of more than one gate each member's reason says its size. An
+exploratory gate stands outside, and its reason says "exploratory: outside the family,
+no multiplicity control". Bounds on one arm (`threshold`, `majority`, ...) are not in
+the family.
+"""
+
+
+def _builtin(name: str) -> bool:
+    """A predicate this project ships (a plugin's registered in the same process is not)."""
+    return catalog.get(name).__module__.startswith("gates.")
+
+
+def builtins() -> list[str]:
+    return [n for n in catalog.names() if _builtin(n)]
+
+
+def _direction_flags(model: type[BaseModel]) -> set[str]:
+    """Params the engine fills in from the catalogue (`higher_is_better` for `metric`, ...)."""
+    fields = model.model_fields
+    keys = [k for k in fields if k == "metric" or k.endswith("_metric")]
+    return {catalog.direction_key(k) for k in keys} & set(fields)
+
+
+def param_text(predicate: str, name: str, info: FieldInfo) -> str:
+    text = info.description or PARAM_TEXT.get((predicate, name)) or PARAM_TEXT.get(name)
+    if not text:
+        raise KeyError(f"no description for {predicate}.{name}: add Field(description=...) or a PARAM_TEXT entry")
+    return text
+
+
+def param_default(model: type[BaseModel], name: str, info: FieldInfo) -> str:
+    if name == "confidence":
+        return f"the campaign's `confidence` ({default_text(info)} by default)"
+    if name in _direction_flags(model):
+        return f"the metric's direction (metrics.md); {default_text(info)} where it has none"
+    return default_text(info)
+
+
+def params_table(predicate: str) -> list[str]:
+    model = catalog.params_model(predicate)
+    rows = ["| param | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for name, info in model.model_fields.items():
+        kind = ", ".join([type_words(info.annotation), *limits(info)])
+        rows.append(
+            f"| `{name}` | {cell(kind)} | {cell(param_default(model, name, info))} | {cell(param_text(predicate, name, info))} |"
+        )
+    return rows
+
+
+def markdown() -> str:
+    """docs/gates.md (a test keeps the file current)."""
+    names = builtins()
+    lines = [INTRO.rstrip("\n"), "", "## The predicates", "", "| predicate | in the family | decides |", "| --- | --- | --- |"]
+    for name in names:
+        short, _, family = SUMMARIES[name]
+        lines.append(f"| [`{name}`](#{name}) | {family} | {cell(short)} |")
+    for name in names:
+        _, decides, family = SUMMARIES[name]
+        lines += ["", f"### {name}", "", decides, "", f"In the family: {family}.", "", *params_table(name)]
+        if name == "attribution":
+            claims = ", ".join(f"`{c}` ({', '.join(fields)})" for c, fields in MECHANISMS.items())
+            lines += ["", f"`claim` is one of: {claims}: the mechanism and the recipe fields that switch it."]
+    lines += ["", "## Verdicts", "", "| verdict | means |", "| --- | --- |"]
+    lines += [f"| `{v.value}` | {cell(VERDICTS[v])} |" for v in Verdict]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
