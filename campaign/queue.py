@@ -12,6 +12,7 @@ import os
 import socket
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 from datetime import UTC
 
 from campaign.processes import kill_orphan, process_start, same_process_alive
@@ -142,9 +143,26 @@ def register(store: Store, spec: CampaignSpec, source_path: str = "", simulated:
             rec = items.get(item.key) or QueueItemRow(campaign_id=campaign_id, key=item.key, position=position, title=item.title)
             rec.position, rec.title, rec.gate = position, item.title, item.gate
             rec.spec_json = item.model_dump_json()
+            if rec.state == ItemState.DONE and rec.id is not None:
+                missing = _blocks_missing(s, campaign_id, item)
+                if missing:  # the file now asks for more blocks: the next run adds them, keeping the ones done
+                    rec.state = ItemState.PENDING
+                    rec.reason = f"{item.repeats} blocks asked, {item.repeats - missing} done: the next run adds the rest"
             s.add(rec)
         s.commit()
     return row
+
+
+def _blocks_missing(s: Any, campaign_id: int, item: QueueItem) -> int:
+    """How many of the item's blocks lack a finished attempt of some arm."""
+    from sqlmodel import select
+
+    done = {
+        (a.arm_id, a.repeat)
+        for a in s.exec(select(AttemptRow).where(AttemptRow.campaign_id == campaign_id, AttemptRow.item_key == item.key))
+        if a.state == AttemptState.DONE
+    }
+    return sum(1 for block in range(item.repeats) if any((arm, block) not in done for arm in item.arms))
 
 
 def recover(store: Store, campaign_id: int, release_lease: Callable[[str], bool] | None = None) -> list[str]:

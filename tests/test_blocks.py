@@ -199,6 +199,27 @@ def test_blocks_are_stored_on_attempts_and_carried_by_the_frame(tmp_path: Path, 
     assert list(picked.columns) == ["value", "block_id"] and len(picked) == len(frame)
 
 
+@pytest.mark.integration
+def test_asking_for_more_blocks_runs_only_the_blocks_missing(tmp_path: Path, prefect_harness: None) -> None:
+    """A finished item whose file now says `repeats = 3` instead of 1 runs blocks 1 and 2
+    on the next `campaign run`; block 0's attempts are kept, not measured again."""
+    from flows.campaign_flow import campaign_flow
+
+    queue = '\n[[queue]]\nid = "k"\ntitle = "k"\narms = ["A", "B"]\nprobes = ["decode"]\ncontexts = [1024]\nrepeats = {n}\noverrides = {{ repeats = 2, warmup = 0 }}\n'
+    path, _ = _spec(HEAD.format(name="more", seed=3) + _arms("AB") + queue.format(n=1), tmp_path)
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    assert campaign_flow(str(path), store.url, str(tmp_path / "w"))["items"] == {"k": "done"}
+    camp = store.campaign("more")
+    first = {(a.arm_id, a.repeat): a.id for a in store.attempts(camp.id)}
+    assert set(first) == {("A", 0), ("B", 0)}
+    path.write_text(path.read_text().replace("repeats = 1\n", "repeats = 3\n"))
+    assert campaign_flow(str(path), store.url, str(tmp_path / "w"))["items"] == {"k": "done"}
+    attempts = store.attempts(camp.id)
+    assert sorted((a.arm_id, a.repeat) for a in attempts) == [("A", 0), ("A", 1), ("A", 2), ("B", 0), ("B", 1), ("B", 2)]
+    assert {(a.arm_id, a.repeat): a.id for a in attempts if a.repeat == 0} == first  # kept, not run again
+    assert all(a.state == AttemptState.DONE for a in attempts)
+
+
 # -- a resumed attempt runs with its own overrides ---------------------------------------------------
 
 
