@@ -5,7 +5,8 @@ verdicts, with one seed per arm. A verdict that only holds for that seed is no f
 This runs the replay's gates whose numbers the seed can move -- speculative decode rates
 (each a draw of draft acceptances) and tool loops (each trial a draw of the scripted tool
 policy) -- sized down to the items that feed gates 8, 9, 10, 11, the MTP gate and MTPLX
-Quality, at 32K only, under three other seeds, and records per gate the verdict in each.
+Quality, at 32K only, 3 blocks per item on a simulated clock ten times faster, under
+three other seeds, and records per gate the verdict in each.
 (Gates 6 and the ceilings read reuse and cold prefill, which no seed moves.) The rule it checks: no verdict flips between pass and fail across
 seeds -- where the numbers hang on the seed (a tool loop of 3 trials, a draft-acceptance
 draw), the intervals must make the verdict `inconclusive` instead.
@@ -37,6 +38,8 @@ pytestmark = pytest.mark.integration
 SEEDS = ("seed-a", "seed-b", "seed-c")
 KEEP = ("oq8e", "dflash-w-x", "mtplx-v", "mtplx-quality", "mtp", "dspark")
 GATES = ("gate-8", "gate-9", "gate-10", "gate-11", "mtp-gate", "mtplx-quality")
+BLOCKS = 3
+TIME_SCALE = 10.0  # wall-clock times shrink for every arm alike; the gates here compare arms
 
 
 def sized_down(text: str, name: str, device: str = "local") -> str:
@@ -50,7 +53,10 @@ def sized_down(text: str, name: str, device: str = "local") -> str:
         if key and key.group(1) in KEEP:
             item = item.replace("contexts = [8192, 32768]", "contexts = [32768]")
             item = item.replace('depends_on = ["smoke"]\n', "")
-            item = re.sub(r"^repeats = \d+\n", "", item, flags=re.MULTILINE)  # one interleaved pass
+            item = re.sub(r"^repeats = \d+\n", "", item, flags=re.MULTILINE)
+            assert item.count("\noverrides = { ") == 1 and "time_scale" not in item, item
+            # 3 blocks (what a comparative verdict needs), on a clock ten times faster
+            item = item.replace("\noverrides = { ", f'\nrepeats = {BLOCKS}\noverrides = {{ "sim.time_scale" = {TIME_SCALE}, ')
             kept.append(item)
     assert len(kept) == len(KEEP), "an item of the replay was renamed: update KEEP"
     head = head.replace('name = "qwen38"', f'name = "{name}"', 1)
@@ -111,7 +117,7 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
     for gate in ("gate-8", "gate-10", "mtp-gate"):
         assert set(table[gate].values()) <= {Verdict.INCONCLUSIVE.value, Verdict.FAIL.value}, (gate, reasons[gate])
         assert all("3 trials cannot tell" in reason for reason in reasons[gate].values()), reasons[gate]
-    # one block per item: no seed can make one server run per arm decide a comparison
-    # (the error rate of what does decide is measured by benchmarks/verdict_calibration.py)
-    assert robust.get("gate-11") == Verdict.INCONCLUSIVE.value, reasons["gate-11"]
-    assert all("needs 3" in reason for reason in reasons["gate-11"].values()), reasons["gate-11"]
+    # at 3 blocks the comparisons can decide: at least one does in some seed, so the rule
+    # above is tested on verdicts, not on a table of `inconclusive`
+    decided = {g for g, by_seed in table.items() if {Verdict.PASS.value, Verdict.FAIL.value} & set(by_seed.values())}
+    assert decided, table
