@@ -59,6 +59,11 @@ def sized_down(text: str, name: str, device: str = "local") -> str:
             item = item.replace("\noverrides = { ", f'\nrepeats = {BLOCKS}\noverrides = {{ "sim.time_scale" = {TIME_SCALE}, ')
             kept.append(item)
     assert len(kept) == len(KEEP), "an item of the replay was renamed: update KEEP"
+    # only the gates above: the others read items left out, which the loader refuses
+    first, *gates = head.split("\n[[gates]]\n")
+    kept_gates = [g for g in gates if re.search(r'^id = "([^"]+)"', g, re.MULTILINE).group(1) in GATES]  # type: ignore[union-attr]
+    assert len(kept_gates) == len(GATES), "a gate of the replay was renamed: update GATES"
+    head = "\n[[gates]]\n".join([first, *kept_gates])
     head = head.replace('name = "qwen38"', f'name = "{name}"', 1)
     runtimes = head.count('adapter = "simulator"\n')
     assert runtimes and "\ndevice = " not in head, "the replay's runtimes changed: update sized_down"
@@ -116,8 +121,13 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
     # three tool-loop trials decide nothing, whatever the seed (the gates that need one)
     for gate in ("gate-8", "gate-10", "mtp-gate"):
         assert set(table[gate].values()) <= {Verdict.INCONCLUSIVE.value, Verdict.FAIL.value}, (gate, reasons[gate])
-        assert all("3 trials cannot tell" in reason for reason in reasons[gate].values()), reasons[gate]
-    # at 3 blocks the comparisons can decide: at least one does in some seed, so the rule
-    # above is tested on verdicts, not on a table of `inconclusive`
-    decided = {g for g, by_seed in table.items() if {Verdict.PASS.value, Verdict.FAIL.value} & set(by_seed.values())}
-    assert decided, table
+        assert all("trials cannot tell" in reason or "CIs overlap" in reason or "intervals overlap" in reason
+                   or "other settings" in reason for reason in reasons[gate].values()), reasons[gate]
+    # at 3 blocks every comparison has its interval over server runs, and what is still
+    # undecided says why in numbers (a CI straddling the threshold, tool-loop trials too
+    # few), never "needs 3": these gates need more blocks than seed 004 ran, or more trials
+    for gate in ("gate-8", "gate-9", "gate-11", "mtp-gate"):
+        for seed, reason in reasons[gate].items():
+            assert "needs 3" not in reason and "95% CI" in reason, (gate, seed, reason)
+            assert table[gate][seed] != Verdict.INCONCLUSIVE.value or any(
+                why in reason for why in ("straddles", "trials cannot tell", "overlap")), (gate, seed, reason)
