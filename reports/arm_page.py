@@ -91,11 +91,12 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
 
 
 def _recipe(recipe: dict[str, Any]) -> dict[str, Any]:
-    """Byte sizes as people wrote them (8.0 GiB), the exact number beside."""
+    """Byte sizes as people wrote them (8.0 GiB), in the one unit every page uses; the
+    exact count is in the exports, not beside it in ten digits."""
     out = dict(recipe)
     for key in ("prefix_cache", "session_cache_cap"):
         if isinstance(out.get(key), int):
-            out[key] = f"{_bytes(out[key])} ({out[key]} bytes)"
+            out[key] = _bytes(out[key])
     return out
 
 
