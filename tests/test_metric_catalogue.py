@@ -108,13 +108,13 @@ HEAD = textwrap.dedent(
     id = "A"
     model = "m"
     runtime = "sim"
-    context = 8192
+    context = 32768
 
     [[arms]]
     id = "B"
     model = "m"
     runtime = "sim"
-    context = 8192
+    context = 32768
 
     [[queue]]
     id = "agent"
@@ -244,7 +244,7 @@ def test_a_probe_whose_requests_outgrow_the_arms_context_is_refused_before_anyth
     """agent-load's default conversation on a 4096-token arm: every request would be an HTTP 400."""
     from flows.overrides import check_campaign
 
-    small = HEAD.replace("context = 8192", "context = 4096") + textwrap.dedent(GATE.format(params='metric = "ttft_s", min_gain = 0.3'))
+    small = HEAD.replace("context = 32768", "context = 4096") + textwrap.dedent(GATE.format(params='metric = "ttft_s", min_gain = 0.3'))
     path = tmp_path / "c.toml"
     path.write_text(small)
     from flows.resolve import load_campaign

@@ -125,9 +125,9 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
                    or "other settings" in reason for reason in reasons[gate].values()), reasons[gate]
     # at 3 blocks every comparison has its interval over server runs, and what is still
     # undecided says why in numbers (a CI straddling the threshold, tool-loop trials too
-    # few), never "needs 3": these gates need more blocks than seed 004 ran, or more trials
+    # few, a lone pass Holm's adjustment over the family does not keep), never "needs 3": these gates need more blocks than seed 004 ran, or more trials
     for gate in ("gate-8", "gate-9", "gate-11", "mtp-gate"):
         for seed, reason in reasons[gate].items():
             assert "needs 3" not in reason and "95% CI" in reason, (gate, seed, reason)
             assert table[gate][seed] != Verdict.INCONCLUSIVE.value or any(
-                why in reason for why in ("straddles", "trials cannot tell", "overlap")), (gate, seed, reason)
+                why in reason for why in ("straddles", "trials cannot tell", "overlap", "over the family")), (gate, seed, reason)
