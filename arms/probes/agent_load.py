@@ -60,8 +60,20 @@ class AgentLoadParams(BaseModel):
         """The most tokens one request holds by the stated sizes: the last turn's prompt
         (system, task, every earlier turn's tool output and reply) and its reply, with a
         few tokens of chat template per message. `campaign check` holds it to the arm's context."""
-        later = max(0, self.turns - 1)
-        return self.system_tokens + self.task_tokens + later * (self.turn_tokens + self.max_tokens) + self.max_tokens + 8 * (2 + 2 * later)
+        return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens)
+
+
+# chat-template tokens counted per message when a conversation's size is estimated
+TEMPLATE_TOKENS_PER_MESSAGE = 8
+
+
+def conversation_tokens(system: int, task: int, turns: int, turn: int, reply: int) -> int:
+    """The tokens of an agent conversation's last request by its stated sizes: system
+    prompt, task, every earlier turn's tool output and reply, the last reply, and the
+    chat template's few tokens per message (agent-load's and the load probe's agent
+    workload share this shape)."""
+    later = max(0, turns - 1)
+    return system + task + later * (turn + reply) + reply + TEMPLATE_TOKENS_PER_MESSAGE * (2 + 2 * later)
 
 
 def turn_scenario(conversation: int, turn: int) -> str:

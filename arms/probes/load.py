@@ -48,6 +48,7 @@ from pydantic import BaseModel, Field, PositiveFloat, model_validator
 from arms import load
 from arms.load import Kind, Point, Profile, RunResult
 from arms.metrics import RequestRecord, e2e_s, itl_s, schedule_lag_s, tpot_s, ttft_s
+from arms.probes.agent_load import conversation_tokens
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
 from arms.probes.prompts import words
@@ -128,8 +129,7 @@ class LoadParams(BaseModel):
         its reply, or an agent conversation's last turn as agent-load counts it."""
         if self.workload != "agent":
             return self.prompt_tokens + self.max_tokens
-        later = max(0, self.turns - 1)
-        return self.system_tokens + self.task_tokens + later * (self.turn_tokens + self.max_tokens) + self.max_tokens + 8 * (2 + 2 * later)
+        return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens)
 
 
 # -- workloads ------------------------------------------------------------------------------------
