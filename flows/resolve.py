@@ -112,16 +112,20 @@ def simulate_problems(spec: CampaignSpec) -> list[str]:
 # -- metrics: every gate reads one its items' probes store ------------------------------------
 
 
-def _judgements(spec: CampaignSpec) -> list[tuple[str, GateEntry, str, dict[str, Any]]]:
-    """(where, gate, predicate, params) for every gate and every check inside an `all_of`."""
+def _judgements(spec: CampaignSpec) -> list[tuple[str, GateEntry, str, dict[str, Any], list[str], list[str]]]:
+    """(where, gate, predicate, params, subjects, baseline) for every gate and every check
+    inside an `all_of` (a check's own arms where it names them, else the gate's)."""
     found = []
     for i, gate in enumerate(spec.gates):
         where = f"gates[{i}] (id {gate.id!r})"
-        found.append((where, gate, gate.predicate, gate.params))
+        found.append((where, gate, gate.predicate, gate.params, list(gate.subjects), list(gate.baseline)))
         if gate.predicate == ALL_OF:
             for j, check in enumerate(gate.params.get("checks") or []):
                 if isinstance(check, dict) and isinstance(check.get("params", {}), dict):
-                    found.append((f"{where}.params.checks[{j}]", gate, str(check.get("predicate", "")), check.get("params") or {}))
+                    subjects = check.get("subjects") or gate.subjects
+                    baseline = gate.baseline if check.get("baseline") is None else check["baseline"]
+                    found.append((f"{where}.params.checks[{j}]", gate, str(check.get("predicate", "")),
+                                  check.get("params") or {}, list(subjects), list(baseline)))
     return found
 
 
@@ -133,7 +137,7 @@ def metric_problems(spec: CampaignSpec) -> list[str]:
     whole campaign and left the gate pending for good, with nothing said before the
     first server started."""
     problems: list[str] = []
-    for where, gate, predicate, params in _judgements(spec):
+    for where, gate, predicate, params, _, _ in _judgements(spec):
         read, _ = _read_items(spec, gate)
         ran = sorted({str(p) for q in read for p in q.probes})
         for key, name, probe in gate_predicates.metric_fields(predicate, params):
@@ -161,7 +165,7 @@ def design_warnings(spec: CampaignSpec) -> list[str]:
     """What loads but reads oddly: a gate direction set against its metric's (`higher_is_better
     = true` on seconds). Printed by `campaign check` and before `campaign run` starts."""
     warnings = []
-    for where, _, predicate, params in _judgements(spec):
+    for where, _, predicate, params, _, _ in _judgements(spec):
         for key, name, _ in gate_predicates.metric_fields(predicate, params):
             flag = gate_predicates.direction_key(key)
             natural = metric_catalogue.direction(name)
@@ -184,19 +188,11 @@ ALL_OF = "all_of"
 def _attributions(spec: CampaignSpec) -> list[tuple[str, GateEntry, str, list[str], dict[str, Any]]]:
     """Every `attribution` judgement in the file: (where, gate, subject, baseline, params),
     a gate's own and each inside an `all_of` gate's checks (with the check's arms, if any)."""
-    found = []
-    for i, gate in enumerate(spec.gates):
-        where = f"gates[{i}] (id {gate.id!r})"
-        if gate.predicate == ATTRIBUTION:
-            found.append((where, gate, gate.subjects[0], list(gate.baseline), gate.params))
-        elif gate.predicate == ALL_OF:
-            for j, check in enumerate(gate.params.get("checks") or []):
-                if not isinstance(check, dict) or check.get("predicate") != ATTRIBUTION:
-                    continue
-                subjects = check.get("subjects") or gate.subjects
-                baseline = gate.baseline if check.get("baseline") is None else check["baseline"]
-                found.append((f"{where}.params.checks[{j}]", gate, subjects[0], list(baseline), check.get("params") or {}))
-    return found
+    return [
+        (where, gate, subjects[0], baseline, params)
+        for where, gate, predicate, params, subjects, baseline in _judgements(spec)
+        if predicate == ATTRIBUTION
+    ]
 
 
 def _ablation_mismatch(spec: CampaignSpec, subject: str, ablation: str, claim: str, rs: Recipe, ra: Recipe) -> str | None:
