@@ -57,9 +57,10 @@ def _print_warnings(spec: Any) -> None:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
 
 
-def plan_lines(spec: Any) -> list[str]:
+def plan_lines(spec: Any, history: dict[tuple[str, str], Any] | None = None) -> list[str]:
     """What a run of `spec` would do, item by item: arms, probes, contexts, blocks and
-    server starts, and which gate it feeds; then the totals."""
+    server starts, and which gate it feeds; then the totals and, with the store's
+    `history` (`campaign.summary.block_history`), how long what is left takes."""
     lines = []
     starts = 0
     for item in spec.queue:
@@ -75,7 +76,38 @@ def plan_lines(spec: Any) -> list[str]:
     lines.append(
         f"{len(spec.queue)} queue items, {len(spec.arms)} arms, {len(spec.gates)} gates, {starts} server starts in all"
     )
+    if history is not None:
+        lines.append(time_estimate(spec, history))
     return lines
+
+
+def time_estimate(spec: Any, history: dict[tuple[str, str], Any]) -> str:
+    """How long the blocks still to run take, from the same (item, arm)'s earlier blocks
+    in the store (their median wall time, server start included). A block never run has
+    no estimate: a guess from token counts would ignore start-up, warm-up and the
+    machine's load, and be wrong in the direction that hurts."""
+    import statistics
+
+    left = timed = 0
+    seconds = 0.0
+    for item in spec.queue:
+        for arm in item.arms:
+            past = history.get((item.key, arm))
+            missing = item.repeats - (len([r for r in past.done_blocks if r < item.repeats]) if past else 0)
+            if missing <= 0:
+                continue
+            left += missing
+            if past and past.seconds:
+                timed += missing
+                seconds += missing * statistics.median(past.seconds)
+    if left == 0:
+        return "time: nothing left to run (every block of every item is done)"
+    if timed == 0:
+        return f"time: no estimate yet for the {left} server start{'s' if left != 1 else ''} left (none of these blocks ran before; after a first run, `campaign check` times the rest from it)"
+    minutes = seconds / 60
+    about = f"{minutes:.0f} min" if minutes >= 1.5 else f"{seconds:.0f} s"
+    rest = "" if timed == left else f"; {left - timed} never ran, not counted"
+    return f"time: about {about} for {timed} of the {left} server start{'s' if left != 1 else ''} left (median of the same blocks' earlier runs){rest}"
 
 
 def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
@@ -235,12 +267,22 @@ def run(
 
 
 @app.command()
-def check(file: Annotated[Path, typer.Argument(help="campaign file (TOML)")]) -> None:
+def check(file: Annotated[Path, typer.Argument(help="campaign file (TOML)")], db: DbOption = None) -> None:
     """Check a campaign file without running anything: every name, metric, override and
-    design rule `run` checks (exit 2 with each problem), warnings, and the plan."""
+    design rule `run` checks (exit 2 with each problem), warnings, and the plan, timed
+    from earlier runs in the database where there are any (nothing is created)."""
     spec = _load_checked(file)
     _print_warnings(spec)
-    for line in plan_lines(spec):
+    history: dict[tuple[str, str], Any] = {}
+    try:
+        store = open_existing_store(db)
+    except UsageError:
+        store = None  # no database yet: nothing ran, nothing to time
+    if store is not None:
+        from campaign.summary import block_history
+
+        history = block_history(store, spec.campaign.name)
+    for line in plan_lines(spec, history):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"{file}: ok", markup=False, highlight=False)
 

@@ -45,21 +45,36 @@ def startup_timeout_s() -> int:
 
 
 def check_configured() -> str | None:
-    """The configured PREFECT_API_URL if it answers; None if none is configured."""
-    from campaign.summary import configured_api_url
+    """The configured PREFECT_API_URL if it answers; None if none is configured. The
+    server `campaign ui` recorded for this folder is put into this process's environment,
+    so Prefect's own client reports to it too (the user's profile is not touched)."""
+    from campaign.summary import configured_api_url, ui_record_url
     from reports.prefect_ui import healthy
 
     url = configured_api_url()
     if not url:
         return None
+    from_env = bool(os.environ.get("PREFECT_API_URL"))
+    from_record = not from_env and url == ui_record_url() and not _profile_url()
     if not healthy(url, timeout=5.0):
-        where = "the environment" if os.environ.get("PREFECT_API_URL") else "the active Prefect profile"
+        if from_record:
+            return None  # its server is gone (stopped by hand): a temporary one serves this run
+        where = "the environment" if from_env else "the active Prefect profile"
         raise PrefectUnavailable(
             f"PREFECT_API_URL is {url} (from {where}) but no Prefect server answers there; "
             "start it with `campaign ui`, or stop using it: `campaign ui --stop` "
             "(or `prefect config unset PREFECT_API_URL` / `unset PREFECT_API_URL`)"
         )
+    if from_record:
+        os.environ["PREFECT_API_URL"] = url  # for what this process starts, and the checks below
     return url
+
+
+def _profile_url() -> str | None:
+    from prefect.settings import PREFECT_API_URL
+
+    value = PREFECT_API_URL.value()
+    return str(value) if value else None
 
 
 @dataclass
@@ -73,7 +88,10 @@ def prefect_api(announce: Callable[[str], None]) -> Iterator[PrefectApi]:
     """Yield the API runs report to; a temporary server is stopped on the way out."""
     configured = check_configured()
     if configured:
-        yield PrefectApi(configured, temporary=False)
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings(updates={PREFECT_API_URL: configured}):  # settings already loaded miss the env
+            yield PrefectApi(configured, temporary=False)
         return
     announce("starting a local Prefect server...")
     os.environ.setdefault(TIMEOUT_SETTING, str(STARTUP_TIMEOUT_S))

@@ -39,22 +39,27 @@ def export(
 def ui(
     workdir: Annotated[Path, typer.Option(help="where the server's log and pid go")] = Path(".campaign"),
     port: Annotated[int, typer.Option(help="port of the local server")] = 4200,
-    write_config: Annotated[bool, typer.Option("--write-config/--no-write-config", help="set PREFECT_API_URL in the active Prefect profile so `campaign run` reports to this server")] = True,
-    stop: Annotated[bool, typer.Option("--stop", help="stop the server `campaign ui` started, put the Prefect profile's PREFECT_API_URL back as it was, and exit")] = False,
+    write_profile: Annotated[bool, typer.Option("--write-profile", help="also set PREFECT_API_URL in your active Prefect profile, for runs from any folder (put back by --stop)")] = False,
+    stop: Annotated[bool, typer.Option("--stop", help="stop the server `campaign ui` started, forget it, and exit")] = False,
 ) -> None:
-    """Start or find a local Prefect server with its UI; the next `campaign run` reports to it."""
-    from reports.prefect_ui import UiError, ensure_ui, restore_profile, server_command, stop_server
+    """Start or find a local Prefect server with its UI; runs from this folder report to it.
+
+    The server is recorded in .campaign/prefect-ui.json; your Prefect profile is not
+    changed unless you ask with --write-profile."""
+    from reports.prefect_ui import UiError, ensure_ui, forget_record, restore_profile, server_command, stop_server
 
     if stop:
         stopped = stop_server(workdir)
         console.print("Prefect server stopped." if stopped else f"no server started by `campaign ui` is running (no live pid in {workdir})")
-        restored = restore_profile(workdir)  # runs go back to a temporary server (or what was set before)
+        if forget_record():
+            console.print("runs from this folder use a temporary Prefect server again", markup=False, highlight=False)
+        restored = restore_profile(workdir)
         if restored:
             console.print(restored, markup=False, highlight=False)
         return
     api = f"http://127.0.0.1:{port}/api"
     try:
-        result = ensure_ui(workdir, write_config=write_config, command=server_command(port=port), api_url=api)
+        result = ensure_ui(workdir, write_config=write_profile, command=server_command(port=port), api_url=api)
     except UiError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(1) from None  # cli.main drops typer.Exit codes (standalone_mode=False)
@@ -63,7 +68,8 @@ def ui(
     else:
         console.print(f"a Prefect server already answers at {result.api_url}")
     if result.profile_written:
-        console.print(f"PREFECT_API_URL={result.api_url} written to the active Prefect profile: the next `campaign run` reports to it")
-    elif not write_config:
-        console.print(f"to report runs to it: export PREFECT_API_URL={result.api_url}")
+        console.print(f"PREFECT_API_URL={result.api_url} written to the active Prefect profile: `campaign ui --stop` puts it back")
+    elif result.recorded is not None:
+        console.print(f"recorded in {result.recorded}: `campaign run` from this folder reports to it (your Prefect profile is unchanged)",
+                      markup=False, highlight=False)
     console.print(f"Prefect UI: [bold]{result.ui_url}[/bold]")

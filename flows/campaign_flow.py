@@ -274,7 +274,7 @@ def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: st
                 store.set_item_state(campaign_id, item_row.key, ItemState.PENDING, "re-checking a blocked item")
     Path(workdir).mkdir(parents=True, exist_ok=True)
     ensure_device_limits(spec)
-    emit("campaign-start", name=spec.campaign.name, items=len(spec.queue))
+    emit("campaign-start", name=spec.campaign.name, items=len(spec.queue), artifact=artifact_key(spec.campaign.name, "queue"))
     publish(store, spec.campaign.name)
     while True:
         item = queue.next_item(store, spec, campaign_id)

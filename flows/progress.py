@@ -56,6 +56,19 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
         return f"arm {data.get('arm')}: {data.get('message')}"
     if kind == "arm-done":
         return f"arm {data.get('arm')}: {data.get('state')}"
+    if kind == "arm-wait":
+        return f"arm {data.get('arm')}: {data.get('message')}"
+    if kind == "campaign-start":
+        return f"campaign {data.get('name')}: {data.get('items')} queue items (the queue table: this run's Artifacts tab, key {data.get('artifact')})"
+    if kind == "campaign-done":
+        return f"campaign {data.get('name')}: queue walked"
+    if kind == "item-start":
+        return f"item {data.get('item')} ({'/'.join(data.get('arms') or [])}) started"
+    if kind == "item-done":
+        reason = f": {data['reason']}" if data.get("reason") else ""
+        return f"item {data.get('item')} {data.get('state')}{reason}"
+    if kind == "verdict":
+        return f"gate {data.get('gate')}: {data.get('verdict')} ({data.get('reason')})"
     return None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from campaign.store import ArmRow, Store
 from campaign.summary import attempt_links
-from reports import agent_load, load_curve
+from reports import agent_load, latency, load_curve
 from reports.data import ReportData, canonical_first
 from reports.raw import Answer, RawFiles
 
@@ -31,6 +31,8 @@ class ArmPage:
     answers: list[Answer]
     gates: list[dict[str, str]]
     load_curves: list[load_curve.LoadCurve] = field(default_factory=list)
+    latency: latency.ArmLatency | None = None
+    counter_notes: list[str] = field(default_factory=list)
 
 
 def _bytes(value: int | None) -> str:
@@ -87,7 +89,34 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
         gates=[{"id": g.id, "title": g.title, "verdict": g.verdict, "page": data.gate_pages[g.id]}
                for g in data.summary.gates if aid in g.subjects or aid in g.baseline],
         load_curves=load_curve.runs(load_curve.load_rows(data.frame), aid, f"arm-{data.arm_pages[aid]}"),
+        latency=latency.build(data.frame, aid, f"arm-{data.arm_pages[aid]}-latency"),
+        counter_notes=counter_notes(data, aid),
     )
+
+
+def counter_notes(data: ReportData, arm_id: str) -> list[str]:
+    """Server counters that look contradictory side by side, explained where they occur:
+    no cache hits beside many cached prompt tokens means the tokens came from the slot's
+    own KV (the same slot served the conversation's previous turn), which runtimes do not
+    count as a cache hit: the prefix cache itself served nothing in that run, and a
+    speed-up there is the slots' doing, not the cache's."""
+    stats = data.stats
+    if stats.empty:
+        return []
+    rows = stats[(stats["arm_id"] == arm_id) & (stats["mode"] == "canonical") & stats["metric"].isin(["cache_hits", "cached_prompt_tokens"])]
+    notes = []
+    for key, part in rows.groupby(["probe", "scenario", "mode", "context"], sort=True):
+        value = {str(r.metric): float(r.median) for r in part.itertuples(index=False)}
+        hits, cached = value.get("cache_hits"), value.get("cached_prompt_tokens")
+        if hits == 0 and cached and cached > 0:
+            probe, scenario, _mode, context = key
+            where = f"{probe}{' ' + str(scenario) if scenario else ''} @ {context}"
+            notes.append(
+                f"{where}: 0 cache hits beside {cached:,.0f} cached prompt tokens (medians per run). Not a contradiction: "
+                "those tokens were reused from the slot's own KV, which the server does not count as a prefix-cache hit. "
+                "The prefix cache served nothing here: any reuse, and the speed it buys, is the slots' doing, not the cache's."
+            )
+    return notes
 
 
 def _recipe(recipe: dict[str, Any]) -> dict[str, Any]:

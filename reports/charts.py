@@ -8,7 +8,8 @@ config (stripped below, since nothing reads it and a report page runs no script 
 Its chart ids are random; they are fixed per chart so two renders of one store are equal.
 
 Conventions every chart follows: canonical series solid, greedy series the same hue at
-a third of the opacity, both axes titled with their unit.
+a third of the opacity, both axes titled with their unit, and an arm drawn in its own
+colour on every page that compares arms (`ReportData.arm_color`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from pygal.style import Style
 from campaign.units import num, plain
 
 PALETTE = ["#2f6fb0", "#d9822b", "#3a9a5b", "#b04a4a", "#7b5ea7", "#5b8a8a", "#a0892c", "#c2577f", "#3d4f63", "#8c6d46"]
+# Colours for series that are not arms (kinds of recipe: with and without speculation),
+# outside the arms' palette so that no bar of a kind looks like an arm; index -1, -2, ...
+NEUTRAL = ["#4d5866", "#a7b0bb", "#7d8793"]
 GREEDY_ALPHA = 0.35
 _FONT = 'system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif'
 
@@ -47,10 +51,12 @@ class Series:
     labels: list[str | None] = field(default_factory=list)
     dashed: bool = False
     intervals: list[tuple[float, float] | None] = field(default_factory=list)  # per value: error bar (low, high)
+    colors: list[int | None] = field(default_factory=list)  # per value: a palette index (an arm's colour), else the series'
 
 
 def color_of(index: int, mode: str = "canonical") -> str:
-    hexa = PALETTE[index % len(PALETTE)]
+    """An arm's colour for index >= 0 (`ReportData.arm_color`), a neutral one for -1, -2."""
+    hexa = PALETTE[index % len(PALETTE)] if index >= 0 else NEUTRAL[(-index - 1) % len(NEUTRAL)]
     if mode != "greedy":
         return hexa
     r, g, b = (int(hexa[i : i + 2], 16) for i in (1, 3, 5))
@@ -137,10 +143,13 @@ def _values(s: Series) -> list[Any]:
     for i, v in enumerate(s.values):
         label = s.labels[i] if i < len(s.labels) else None
         interval = s.intervals[i] if i < len(s.intervals) else None
-        if v is None or (label is None and interval is None):
+        color = s.colors[i] if i < len(s.colors) else None
+        if v is None or (label is None and interval is None and color is None):
             out.append(v)
             continue
         value: dict[str, Any] = {"value": v}
+        if color is not None:
+            value["color"] = color_of(color, s.mode)
         if label is not None:
             value["label"] = label
         if interval is not None:
@@ -189,8 +198,10 @@ def bar_chart(
     horizontal: bool = False,
     print_values: bool | None = None,
     print_labels: bool = False,
+    legend: bool = True,
 ) -> Markup:
-    """Bars per category, one bar per series (canonical solid, greedy dimmed).
+    """Bars per category, one bar per series (canonical solid, greedy dimmed); `legend`
+    False where the categories already name what each bar is (bars in their arms' colours).
     `print_labels` writes each bar's label with its value ("B @ 4096 · 69") above the bar,
     visibly: which arm a 'best' bar is, not only in the SVG's hidden description."""
     if not categories or not any(v is not None for s in series for v in s.values):
@@ -220,6 +231,7 @@ def bar_chart(
             formatter=_value, value_formatter=plain,
             x_label_rotation=0 if len(categories) <= 8 else 30,
             height=max(300, 28 * bars + 160) if horizontal else 380,
+            show_legend=legend,
             **extra,
             **css,
         )

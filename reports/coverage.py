@@ -177,7 +177,7 @@ def build(data: ReportData) -> Coverage:
         for s in scenarios:
             state = _state(scen_modes.get((aid, cache, s)), (aid, cache) in by_probe_planned, (aid, cache) in failed_probe)
             value = reuse.get((aid, cache, s))
-            text = STATE_TEXT[state] + (f" · {num(value)}" if value is not None and state in ("canonical", "greedy") else "")
+            text = _text(state, num(value) if value is not None and state in ("canonical", "greedy") else "")
             row.cells.append(Cell(state, text, _title(state, f"{s} reuse", why, failure)))
         r = json.loads(arm.recipe_json or "{}")
         if not r.get("speculative"):
@@ -186,26 +186,36 @@ def build(data: ReportData) -> Coverage:
             state = _state(arm_modes.get((aid,)), any(k[0] == aid for k in by_probe_planned))
             draft = r.get("draft") or "native"
             acc = accept.get(aid)
-            text = f"{draft}" + (f" · accept {num(acc)}" if acc is not None else "") + f" · {STATE_TEXT[state]}"
+            text = f"{draft}" + (f" · accept {num(acc)}" if acc is not None else "") + ("" if state == "canonical" else f" · {STATE_TEXT[state]}")
             row.cells.append(Cell(state, text, _title(state, "speculation", why)))
         for p in others:
             state = _state(probe_modes.get((aid, p)), (aid, p) in by_probe_planned, (aid, p) in failed_probe)
-            text = STATE_TEXT[state]
+            details = []
             if p in headline and state in ("canonical", "greedy"):
                 unit = _HEADLINE[p][1]
                 vals = [v for (a, pr, _s), v in headline[p].items() if a == aid and pr == p]
                 if vals:
-                    text += f" · {num(max(vals))} {unit}" + (" max" if p == ProbeName.AGENT_LOAD.value else "")
+                    details.append(f"{num(max(vals))} {unit}" + (" max" if p == ProbeName.AGENT_LOAD.value else ""))
             if p == load_curve.LOAD and state in ("canonical", "greedy") and aid in curves:
-                text += f" · {curves[aid]}"
+                details.append(curves[aid])
+            text = _text(state, " · ".join(details))
             row.cells.append(Cell(state, text, _title(state, p, why, failure)))
         for c in contexts:
             state = _state(ctx_modes.get((aid, c)), (aid, c) in by_context_planned, (aid, c) in failed_context)
             probes = sorted(probes_at.get((aid, c), set())) if state in ("canonical", "greedy") else []
-            text = STATE_TEXT[state] + (f" · {', '.join(probes)}" if probes else "")
+            text = _text(state, ", ".join(probes))
             row.cells.append(Cell(state, text, _title(state, f"context {context_label(c)}", why, failure)))
         rows.append(row)
     return Coverage(columns, rows)
+
+
+def _text(state: str, detail: str = "") -> str:
+    """A cell's words: what was measured, with the state only where the colour alone would
+    not say it (greedy only, planned, failed). A canonical cell is green and says its value;
+    that keeps the matrix of a campaign with a dozen columns inside 1400 px."""
+    if state == "canonical":
+        return detail or STATE_TEXT[state]
+    return STATE_TEXT[state] + (f" · {detail}" if detail else "")
 
 
 def _title(state: str, what: str, blocked_reason: str, failed_reason: str = "") -> str:

@@ -115,6 +115,12 @@ class ReportData:
     def campaign_id(self) -> int:
         return self.summary.campaign_id
 
+    def arm_color(self, arm_id: str) -> int:
+        """The arm's palette index, by its place in the campaign file: the same colour on
+        every chart of every page, so arm C is one hue wherever it is compared."""
+        order = {a.arm_id: i for i, a in enumerate(self.arms)}
+        return order.get(arm_id, len(order))
+
     def is_simulated(self, arm_id: str) -> bool:
         return arm_id in self.summary.simulated_arms
 

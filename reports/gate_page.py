@@ -172,16 +172,19 @@ def _read_chart(data: ReportData, gate: GateView, cells: list[dict[str, Any]], r
     several = len({c["cell"] for c in chosen}) > 1
     labels, values, intervals = [], [], []
     for c in chosen:
-        who = f"{c['arm']} ({c['role'] or role.get(c['arm'], '')}){' sim' if data.is_simulated(c['arm']) else ''}"
+        runs = int(c.get("runs") or 0)
+        who = (f"{c['arm']} ({c['role'] or role.get(c['arm'], '')}){' sim' if data.is_simulated(c['arm']) else ''}"
+               f" · {runs} run{'s' if runs != 1 else ''}")
         labels.append(f"{who} · {c['cell']}" if several else who)
         values.append(float(c["median"]))
         bounded = c["low"] is not None and (c.get("runs") or 0) > 1 and math.isfinite(float(c["low"])) and math.isfinite(float(c["high"]))
         intervals.append((float(c["low"]), float(c["high"])) if bounded else None)
     unit = chosen[0]["unit"] or _unit(data, wanted)
     title = f"{wanted} as the gate read it (value over server runs, whiskers: {gate.evidence.get('confidence', 0.95):.0%} CI)"
-    series = [charts.Series("canonical", values, mode="canonical", color=0, intervals=intervals)]
+    colors = [data.arm_color(c["arm"]) for c in chosen]
+    series = [charts.Series("canonical", values, mode="canonical", color=0, intervals=intervals, colors=colors)]
     return charts.bar_chart(f"gate-{data.gate_pages[gate.id]}", title, labels, series, x_title="arm · cell" if several else "arm",
-                            y_title=f"{wanted} ({unit})" if unit else wanted)
+                            y_title=f"{wanted} ({unit})" if unit else wanted, legend=False)
 
 
 def _side_by_side(stats: pd.DataFrame, arm_ids: list[str], metric: str | None) -> list[dict[str, Any]]:
@@ -262,17 +265,17 @@ def _chart(data: ReportData, gate: GateView, arm_ids: list[str], role: dict[str,
         ordered = [s for s in wanted if s in scenarios] + [s for s in scenarios if s not in wanted]
         cell = rows.groupby(["scenario", "arm_id", "mode"])["value"].median()
         series = []
-        for i, aid in enumerate(arm_ids):
+        for aid in arm_ids:
             for mode in canonical_first(sorted(set(rows[rows["arm_id"] == aid]["mode"]))):
                 vals = [float(cell[(s, aid, mode)]) if (s, aid, mode) in cell.index else None for s in ordered]
-                series.append(charts.Series(f"{labels[aid]} · {mode}", vals, mode=mode, color=i))
+                series.append(charts.Series(f"{labels[aid]} · {mode}", vals, mode=mode, color=data.arm_color(aid)))
         return charts.bar_chart(chart_id, title, ordered, series, x_title="scenario", y_title=f"{metric} ({unit})")
     cell = rows.groupby(["arm_id", "mode"])["value"].median()
     present = [a for a in arm_ids if a in set(rows["arm_id"])]
     series = []
     for mode in canonical_first(sorted(set(rows["mode"]))):
         vals = [float(cell[(a, mode)]) if (a, mode) in cell.index else None for a in present]
-        series.append(charts.Series(mode, vals, mode=mode, color=0))
+        series.append(charts.Series(mode, vals, mode=mode, color=0, colors=[data.arm_color(a) for a in present]))
     return charts.bar_chart(chart_id, title, [labels[a] for a in present], series, x_title="arm", y_title=f"{metric} ({unit})")
 
 

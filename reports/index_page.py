@@ -52,7 +52,8 @@ def _mode_series(categories: list[str], best: dict[tuple[str, str, bool], tuple[
     modes = canonical_first(sorted({m for _, m, _ in best}))
     kinds = sorted({k for _, _, k in best})
     out = []
-    for color, kind in enumerate(kinds):
+    for i, kind in enumerate(kinds):
+        color = -1 - i  # neutral: a kind of recipe is not an arm, and must not wear an arm's colour
         for mode in modes:
             if not any((c, mode, kind) in best for c in categories):
                 continue
@@ -90,6 +91,50 @@ def decode_per_quant(data: ReportData) -> Markup:
     )
 
 
+def decode_per_context(data: ReportData) -> Markup:
+    """Canonical decode per arm at each context, the seed campaign's main chart: the bar is
+    the median over server runs of each run's median, the whisker its distribution-free
+    95% interval over those runs (`gates.intervals.median_interval`; with 5 runs it spans
+    the lowest to the highest at 94% coverage, and one run draws no whisker at all).
+    A run, not a request, is the unit, as in the gates: requests of one server share
+    its state."""
+    from gates.intervals import median_interval
+
+    frame = data.frame
+    title = "Decode per context and arm (canonical)"
+    if frame.empty:
+        return charts.empty(title, "no decode measured yet")
+    rows = frame[(frame["probe"] == ProbeName.DECODE.value) & (frame["metric"] == "decode_tps")
+                 & (frame["mode"] == "canonical") & (frame["trial"] >= 0)]
+    if rows.empty:
+        return charts.empty(title, "no decode measured yet")
+    per_run = rows.groupby(["arm_id", "context", "probe_run_id"], observed=True)["value"].median().reset_index()
+    contexts = sorted({int(float(c)) for c in per_run["context"]})
+    arm_ids = [a.arm_id for a in data.arms if a.arm_id in set(per_run["arm_id"].astype(str))]
+    series = []
+    for arm_id in arm_ids:
+        mine = per_run[per_run["arm_id"] == arm_id]
+        values: list[float | None] = []
+        intervals: list[tuple[float, float] | None] = []
+        labels: list[str | None] = []
+        for ctx in contexts:
+            runs = [float(v) for v in mine[mine["context"].astype(float) == ctx]["value"]]
+            if not runs:
+                values.append(None), intervals.append(None), labels.append(None)
+                continue
+            low, high, coverage = median_interval(runs)
+            values.append(float(pd.Series(runs).median()))
+            intervals.append((low, high) if len(runs) > 1 else None)
+            labels.append(f"{arm_id}: {len(runs)} run{'s' if len(runs) != 1 else ''}" + (f", {coverage:.0%} CI" if len(runs) > 1 else ""))
+        name = f"{arm_id}{' (sim)' if data.is_simulated(arm_id) else ''}"
+        series.append(charts.Series(name, values, color=data.arm_color(arm_id), intervals=intervals, labels=labels))
+    categories = [f"{c // 1024}K" if c % 1024 == 0 else str(c) for c in contexts]
+    return charts.bar_chart(
+        "decode-context", f"{title}, over server runs", categories, series,
+        x_title="context (tokens)", y_title="decode (tok/s)",
+    )
+
+
 def reuse_by_scenario(data: ReportData) -> Markup:
     med = data.medians
     rows = med[(med["metric"] == "reuse") & (med["probe"] == ProbeName.CACHE_PROBE.value)] if not med.empty else med
@@ -100,11 +145,11 @@ def reuse_by_scenario(data: ReportData) -> Markup:
     categories = [s for s in SCENARIOS if s in present] + sorted(present - set(SCENARIOS))
     arm_ids = sorted(set(rows["arm_id"]))
     series = []
-    for i, arm_id in enumerate(arm_ids):
+    for arm_id in arm_ids:
         for mode in canonical_first(sorted(set(rows[rows["arm_id"] == arm_id]["mode"]))):
             values = [float(cell[(s, arm_id, mode)]) if (s, arm_id, mode) in cell.index else None for s in categories]
             name = f"{arm_id}{' (sim)' if data.is_simulated(arm_id) else ''} · {mode}"
-            series.append(charts.Series(name, values, mode=mode, color=i))
+            series.append(charts.Series(name, values, mode=mode, color=data.arm_color(arm_id)))
     return charts.bar_chart(
         "reuse-scenario", "Cache-probe reuse by scenario and arm", categories, series,
         x_title="cache-probe scenario", y_title="reuse (cached / prompt tokens)",

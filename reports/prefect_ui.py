@@ -7,11 +7,15 @@ answering on 127.0.0.1:4200 is used. Otherwise `prefect server start --analytics
 started as a background process in its own session, its log and pid under the workdir
 (.campaign/prefect-server.log, .pid).
 
-So that the next `campaign run` reports to it, PREFECT_API_URL is written into the active
-Prefect profile (what `prefect config set` does, through Prefect's own settings API) -- a
-profile outlives the shell, unlike an exported variable. What the profile held before is
-recorded beside the pid (.campaign/prefect-profile.json), and `campaign ui --stop` puts it
-back (or removes the setting), so a stopped server never leaves runs pointed at nothing.
+So that the next `campaign run` from this folder reports to it, the server's address (and
+the pid of a server it started) is recorded in .campaign/prefect-ui.json
+(`campaign.summary.UI_RECORD`), which `campaign run`, `resume`, `status` and `report` read
+when nothing else is configured. The user's Prefect profile is left alone: it is theirs,
+and other projects run against it. `--write-profile` writes PREFECT_API_URL into the
+active profile instead (what `prefect config set` does), recording what the profile held
+before (.campaign/prefect-profile.json) so that `campaign ui --stop` puts it back.
+`--stop` stops the server it started and removes the record, so a stopped server never
+leaves runs pointed at nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from campaign.processes import stop_group
-from campaign.summary import configured_api_url
+from campaign.summary import UI_RECORD, configured_api_url
 
 HOST = "127.0.0.1"
 PORT = 4200
@@ -46,6 +50,7 @@ class UiResult:
     pid: int | None
     log: Path | None
     profile_written: bool
+    recorded: Path | None = None
 
 
 def ui_url(api_url: str) -> str:
@@ -160,9 +165,26 @@ def restore_profile(workdir: Path) -> str | None:
     return f"PREFECT_API_URL removed from Prefect profile {name!r} (runs use a temporary local server again)"
 
 
-def ensure_ui(workdir: Path, *, write_config: bool = True, command: list[str] | None = None, api_url: str = DEFAULT_API) -> UiResult:
+def write_record(api_url: str, pid: int | None, path: Path = Path(UI_RECORD)) -> Path:
+    """Record the server for runs from this folder (`campaign.summary.ui_record_url`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"api_url": api_url, "pid": pid}))
+    return path
+
+
+def forget_record(path: Path = Path(UI_RECORD)) -> bool:
+    if path.exists():
+        path.unlink()
+        return True
+    return False
+
+
+def ensure_ui(workdir: Path, *, write_config: bool = False, command: list[str] | None = None, api_url: str = DEFAULT_API,
+              record: Path | None = Path(UI_RECORD)) -> UiResult:
+    """Find or start the server. `write_config` writes the active Prefect profile (opt-in);
+    otherwise, with `record`, the server is recorded for runs from this folder."""
     configured = configured_api_url()
-    if configured:
+    if configured and not (record is not None and record.exists() and not os.environ.get("PREFECT_API_URL") and configured == _recorded(record)):
         if not healthy(configured):
             raise UiError(
                 f"PREFECT_API_URL is set to {configured} but no Prefect server answers there; start it, or unset it "
@@ -171,9 +193,30 @@ def ensure_ui(workdir: Path, *, write_config: bool = True, command: list[str] | 
         return UiResult(configured, ui_url(configured), False, None, None, False)
     if healthy(api_url):
         started, pid, log = False, None, None
+        if record is not None and record.exists() and _recorded(record) == api_url:
+            pid = _recorded_pid(record)  # the server an earlier `campaign ui` started: keep its pid
     else:
         pid, log = start_server(workdir, command or server_command(), api_url)
         started = True
     if write_config:
         write_profile(api_url, workdir)
-    return UiResult(api_url, ui_url(api_url), started, pid, log, write_config)
+        return UiResult(api_url, ui_url(api_url), started, pid, log, True)
+    recorded = write_record(api_url, pid, record) if record is not None else None
+    return UiResult(api_url, ui_url(api_url), started, pid, log, False, recorded)
+
+
+def _read(record: Path) -> dict:
+    try:
+        value = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _recorded(record: Path) -> str | None:
+    return _read(record).get("api_url")
+
+
+def _recorded_pid(record: Path) -> int | None:
+    pid = _read(record).get("pid")
+    return pid if isinstance(pid, int) else None

@@ -103,6 +103,7 @@ def _index_context(data: ReportData) -> dict[str, Any]:
         "arms": data.arms,
         "answer": index_page.answer(data),
         "coverage": coverage.build(data),
+        "decode_context": index_page.decode_per_context(data),
         "decode_runtime": index_page.decode_per_runtime(data),
         "decode_quant": index_page.decode_per_quant(data),
         "reuse_chart": index_page.reuse_by_scenario(data),

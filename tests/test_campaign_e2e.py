@@ -3,6 +3,7 @@ the stored numbers, a blocked arm, and no server left running."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -182,3 +183,63 @@ def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
         assert f"gates/{gate}.html" in html
     for title in ("cache-probe + decode B/C", "cache gate", "ANE", "needs ANE"):
         assert title in html
+
+
+def test_the_prefect_ui_holds_the_queue_and_the_campaign_log(tmp_path: Path, prefect_harness: None) -> None:
+    """What the README sends a user to in the Prefect UI: the campaign's flow run, its log
+    (items started and finished, verdicts) and the queue as a table artifact that lists
+    every item, the ones not yet started (waiting on a blocked one) too."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogHandler
+    from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED, temporary_settings
+
+    from flows.artifacts import artifact_key
+    from flows.campaign_flow import campaign_flow
+
+    path = tmp_path / "ui.toml"
+    path.write_text(CAMPAIGN.replace('name = "e2e"', 'name = "ui-view"').split("[[gates]]")[0] + textwrap.dedent(
+        """
+        [[gates]]
+        id = "ane"
+        predicate = "relative_improvement"
+        params = { metric = "decode_tps", min_gain = 0.0 }
+        subjects = ["O"]
+        baseline = ["B"]
+
+        [[queue]]
+        id = "ane"
+        title = "ANE"
+        arms = ["O"]
+        probes = ["decode"]
+        gate = "ane"
+
+        [[queue]]
+        id = "after-ane"
+        title = "needs ANE"
+        arms = ["B"]
+        probes = ["decode"]
+        depends_on = ["ane"]
+        """
+    ))
+    store = Store(f"sqlite:///{tmp_path / 'ui.db'}")
+    with temporary_settings(updates={PREFECT_LOGGING_TO_API_ENABLED: True}):
+        campaign_flow(str(path), store.url, str(tmp_path / "work"))
+        APILogHandler().flush()
+
+    async def read() -> tuple[list, list]:
+        async with get_client() as client:
+            versions = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key("ui-view", "queue")])))
+            assert versions and len({v.flow_run_id for v in versions}) == 1  # each update linked from the campaign's flow run
+            artifact = max(versions, key=lambda v: v.created)
+            logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[artifact.flow_run_id])))
+            return artifact.data, [log.message for log in logs]
+
+    table, messages = asyncio.run(read())
+    rows = table if isinstance(table, list) else json.loads(table)
+    assert [(r["item"], r["state"]) for r in rows] == [("ANE", "blocked"), ("needs ANE", "pending")]
+    assert any(m.startswith("campaign ui-view: 2 queue items") for m in messages), messages
+    assert any(m.startswith("item ane blocked") for m in messages), messages
+    assert any(m.startswith("gate ane: blocked") for m in messages), messages

@@ -214,22 +214,41 @@ def test_a_ttft_gate_without_a_direction_decides_the_right_way() -> None:
 def test_check_prints_the_plan_and_refuses_what_run_would(tmp_path: Path, examples: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from cli.commands import check
 
-    check(examples / "demo.toml")
+    check(examples / "demo.toml", db=str(tmp_path / "none.db"))
     out = capsys.readouterr().out
     assert "spec-decode: B/C x decode at 4K; 5 blocks, 10 server starts; feeds spec" in out
+    assert "time: no estimate yet for the 27 server starts left" in out
     assert out.rstrip().endswith("examples/demo.toml: ok") and "27 server starts in all" in out
     assert not list(tmp_path.iterdir())  # and it created nothing
 
     bad = tmp_path / "bad.toml"
     bad.write_text(HEAD + textwrap.dedent(GATE.format(params='metric = "tfft_s", min_gain = 0.3')))
     with pytest.raises(CampaignFileError) as info:
-        check(bad)
+        check(bad, db=str(tmp_path / "none.db"))
     assert "did you mean ttft_s" in info.value.render()
     contrary = tmp_path / "contrary.toml"
     contrary.write_text(HEAD + textwrap.dedent(GATE.format(params='metric = "ttft_s", min_gain = 0.3, higher_is_better = true')))
-    check(contrary)
+    check(contrary, db=str(tmp_path / "none.db"))
     captured = capsys.readouterr()
     assert "warning: gates[0] (id 'g').params.higher_is_better: set to true for 'ttft_s'" in captured.err
+
+
+def test_the_time_estimate_comes_from_earlier_blocks_and_never_guesses(examples: Path) -> None:
+    """Blocks left are timed by the median of the same (item, arm)'s done blocks; blocks
+    of an (item, arm) that never ran are counted apart, not guessed."""
+    from campaign.summary import BlockHistory
+    from cli.commands import time_estimate
+    from flows.resolve import load_campaign
+
+    spec = load_campaign(examples / "demo.toml")
+    item = spec.item("spec-decode")  # B/C, 5 blocks
+    history = {("spec-decode", "B"): BlockHistory(frozenset({0, 1}), (40.0, 60.0, 1000.0)),
+               ("spec-decode", "C"): BlockHistory(frozenset(range(item.repeats)), (10.0,))}
+    line = time_estimate(spec, history)
+    left = 27 - 2 - item.repeats
+    assert line == f"time: about 3 min for 3 of the {left} server starts left (median of the same blocks' earlier runs); {left - 3} never ran, not counted"
+    everything = {(q.key, arm): BlockHistory(frozenset(range(q.repeats)), (1.0,)) for q in spec.queue for arm in q.arms}
+    assert time_estimate(spec, everything) == "time: nothing left to run (every block of every item is done)"
 
 
 def test_docs_metrics_md_is_the_catalogue() -> None:

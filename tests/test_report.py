@@ -5,6 +5,7 @@ records, self-contained charts, export and the `ui` command's server handling.""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -106,7 +107,7 @@ def test_coverage_matrix_cells(built: tuple[Store, Path, synthetic.Options]) -> 
     keys = [c.key for c in cov.columns]
     rows = {r.arm_id: dict(zip(keys, r.cells, strict=True)) for r in cov.rows}
     assert rows["A0"]["scenario:identical"].state == "canonical"
-    assert rows["A0"]["scenario:identical"].text == "canonical · 0.996"  # was "1.00": two decimals rounded the 0.996 up
+    assert rows["A0"]["scenario:identical"].text == "0.996"  # was "1.00": two decimals rounded the 0.996 up; green says canonical
     assert rows["A2"]["scenario:append"].state == "greedy"  # greedy-only cache probing
     assert rows["A2"]["scenario:append"].text.startswith("greedy only")
     assert rows["A4"]["scenario:cold"].state == "none"  # blocked: not run, and says why
@@ -302,12 +303,14 @@ def test_ui_starts_a_server_in_the_background_and_stops_it(tmp_path: Path, monke
     )
     monkeypatch.setattr(prefect_ui, "configured_api_url", lambda: None)
     api = f"http://127.0.0.1:{port}/api"
-    result = prefect_ui.ensure_ui(tmp_path / "work", write_config=False, command=[sys.executable, str(script)], api_url=api)
+    record = tmp_path / "work" / "prefect-ui.json"
+    result = prefect_ui.ensure_ui(tmp_path / "work", command=[sys.executable, str(script)], api_url=api, record=record)
     try:
         assert result.started and result.pid and prefect_ui.healthy(api)
+        assert json.loads(record.read_text()) == {"api_url": api, "pid": result.pid}
         assert "fake prefect server up" in (tmp_path / "work" / "prefect-server.log").read_text()
-        again = prefect_ui.ensure_ui(tmp_path / "work", write_config=False, command=["false"], api_url=api)
-        assert not again.started  # found, not started twice
+        again = prefect_ui.ensure_ui(tmp_path / "work", command=["false"], api_url=api, record=record)
+        assert not again.started and again.pid == result.pid  # found, not started twice; its pid kept
     finally:
         assert prefect_ui.stop_server(tmp_path / "work")
     assert not prefect_ui.healthy(api)
@@ -315,21 +318,52 @@ def test_ui_starts_a_server_in_the_background_and_stops_it(tmp_path: Path, monke
     assert "--analytics-off" in prefect_ui.server_command()
 
 
-def test_ui_writes_the_api_url_into_the_prefect_profile(health_server: str, tmp_path: Path) -> None:
+def test_ui_records_its_server_for_this_folder_and_leaves_the_profile_alone(health_server: str, tmp_path: Path) -> None:
+    """`campaign ui` records the server in .campaign/prefect-ui.json of the folder it runs
+    in; the user's Prefect profile gets nothing (it belongs to their other projects)."""
     import os
     import subprocess
 
     port = health_server.split(":")[2].split("/")[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     out = subprocess.run(
-        [sys.executable, "-c", "from cli.main import main; main()", "ui", "--port", port, "--workdir", str(tmp_path)],
-        env=env, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", "from cli.main import main; main()", "ui", "--port", port],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
     assert "already answers" in out.stdout and f"http://127.0.0.1:{port}/" in out.stdout
-    profiles = (tmp_path / "prefect-home" / "profiles.toml").read_text()
-    assert f'PREFECT_API_URL = "{health_server}"' in profiles
+    assert "profile is unchanged" in out.stdout
+    record = json.loads((tmp_path / ".campaign" / "prefect-ui.json").read_text())
+    assert record == {"api_url": health_server, "pid": None}
+    profiles = tmp_path / "prefect-home" / "profiles.toml"
+    assert not profiles.exists() or "PREFECT_API_URL" not in profiles.read_text()
+
+
+def test_a_run_reports_to_the_recorded_server_while_it_lives(health_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `campaign run` does with the record: its server is used (and put into the
+    environment, for what the run starts); a record whose started server died, or whose
+    server no longer answers, gives a temporary server instead of an error."""
+    import subprocess
+
+    from campaign import summary
+    from cli import prefect_server
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(prefect_server, "_profile_url", lambda: None)
+    monkeypatch.setattr(summary, "configured_api_url", lambda: summary.ui_record_url())
+    assert prefect_server.check_configured() is None  # no record: a temporary server
+    prefect_ui.write_record(health_server, None)
+    assert prefect_server.check_configured() == health_server
+    assert os.environ.pop("PREFECT_API_URL") == health_server
+    gone = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    gone.wait()
+    prefect_ui.write_record(health_server, gone.pid)
+    assert summary.ui_record_url() is None  # its server's process group is gone
+    prefect_ui.write_record("http://127.0.0.1:9/api", None)
+    assert prefect_server.check_configured() is None and "PREFECT_API_URL" not in os.environ
 
 
 def test_queue_chart_splits_phases_and_breaks_at_gaps() -> None:
@@ -356,21 +390,22 @@ def test_queue_chart_splits_phases_and_breaks_at_gaps() -> None:
 
 
 def test_ui_stop_gives_the_prefect_profile_back(health_server: str, tmp_path: Path) -> None:
-    """`campaign ui` wrote PREFECT_API_URL into the profile; `--stop` removes it again, so
-    the next `campaign run` does not die on a server that is gone."""
+    """`campaign ui --write-profile` wrote PREFECT_API_URL into the profile; `--stop`
+    removes it again, so the next `campaign run` does not die on a server that is gone."""
     import os
     import subprocess
 
     port = health_server.split(":")[2].split("/")[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     profiles = tmp_path / "prefect-home" / "profiles.toml"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-c", "from cli.main import main; main()", *args],
-                              env=env, capture_output=True, text=True, timeout=120)
+                              env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
-    assert cli("ui", "--port", port, "--workdir", str(tmp_path)).returncode == 0
+    assert cli("ui", "--port", port, "--write-profile", "--workdir", str(tmp_path)).returncode == 0
     assert f'PREFECT_API_URL = "{health_server}"' in profiles.read_text()
     out = cli("ui", "--stop", "--workdir", str(tmp_path))
     assert out.returncode == 0, out.stderr
