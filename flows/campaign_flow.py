@@ -238,7 +238,24 @@ def run_item(
     return state
 
 
-@flow(name="campaign", flow_run_name="{campaign_path}", log_prints=False, persist_result=False)
+def _campaign_run_name() -> str:
+    """The campaign flow run is named after the campaign (what the user looks for under
+    Runs in the Prefect UI), read from the file; the file's stem if it cannot be read
+    (the flow then fails with the file's own error)."""
+    import tomllib
+
+    from prefect.runtime import flow_run
+
+    path = str(flow_run.parameters.get("campaign_path", ""))
+    try:
+        with open(path, "rb") as fh:
+            name = tomllib.load(fh)["campaign"]["name"]
+        return str(name) if name else Path(path).stem
+    except (OSError, ValueError, KeyError, TypeError):
+        return Path(path).stem or "campaign"
+
+
+@flow(name="campaign", flow_run_name=_campaign_run_name, log_prints=False, persist_result=False)
 def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign", recheck_blocked: bool = False) -> dict[str, Any]:
     """Run the queue. Only one process runs a campaign at a time (`queue.claim_runner`;
     `RunnerBusy` names the other one). A Ctrl-C returns `{"interrupted": ...}`."""

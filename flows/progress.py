@@ -59,7 +59,8 @@ def describe(kind: str, data: dict[str, Any]) -> str | None:
     if kind == "arm-wait":
         return f"arm {data.get('arm')}: {data.get('message')}"
     if kind == "campaign-start":
-        return f"campaign {data.get('name')}: {data.get('items')} queue items (the queue table: this run's Artifacts tab, key {data.get('artifact')})"
+        n = data.get("items")
+        return f"campaign {data.get('name')}: {n} queue item{'' if n == 1 else 's'} (the queue table: this run's Artifacts tab, key {data.get('artifact')})"
     if kind == "campaign-done":
         return f"campaign {data.get('name')}: queue walked"
     if kind == "item-start":

@@ -235,6 +235,8 @@ def test_the_prefect_ui_holds_the_queue_and_the_campaign_log(tmp_path: Path, pre
             assert versions and len({v.flow_run_id for v in versions}) == 1  # each update linked from the campaign's flow run
             artifact = max(versions, key=lambda v: v.created)
             logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[artifact.flow_run_id])))
+            run = await client.read_flow_run(artifact.flow_run_id)
+            assert run.name == "ui-view"  # named after the campaign, not its file
             return artifact.data, [log.message for log in logs]
 
     table, messages = asyncio.run(read())
