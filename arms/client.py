@@ -119,6 +119,7 @@ async def _stream_chat(
 ) -> RequestRecord:
     body = {**body, "stream": True, "stream_options": {"include_usage": True}}
     record = RequestRecord(label=dict(label or {}))
+    first_send = 0  # the first attempt's send time, once a retry needs it
     for attempt in range(2):
         raw_events: list[tuple[int, bytes]] = []
         got_response = False
@@ -175,12 +176,6 @@ async def _stream_chat(
             )
         return record
     return record
-
-
-async def get_json(http: httpx.AsyncClient, path: str, timeout: float = 10.0) -> Any:
-    response = await http.get(path, timeout=timeout)
-    response.raise_for_status()
-    return response.json()
 
 
 async def get_text(http: httpx.AsyncClient, path: str, timeout: float = 10.0) -> str:

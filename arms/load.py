@@ -53,7 +53,7 @@ import asyncio
 import gc
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -311,8 +311,6 @@ async def _closed_loop(
 
 # -- what a run carried ---------------------------------------------------------------------------
 
-TARGET_NAMES = ("ttft_s", "tpot_s", "e2e_s")
-"""Latency targets a request can be held to (each `<=` its value)."""
 QUEUE_TARGETS = frozenset({"ttft_s", "e2e_s"})
 """Targets a growing queue breaks (a queued request waits before its first token)."""
 
@@ -471,17 +469,3 @@ def knee(points: Iterable[Point], fraction: float) -> Knee:
         if best is None or p.goodput_rps >= best.goodput_rps:
             best = p
     return Knee(best, None, fraction, checked)
-
-
-def points_of(rows: Sequence[Mapping[str, Any]]) -> list[Point]:
-    """Sweep points from stored summary rows (metric, scenario, value), e.g. a probe's
-    measurements: one per scenario that has offered_rps."""
-    by: dict[str, dict[str, float]] = {}
-    for row in rows:
-        by.setdefault(str(row["scenario"]), {})[str(row["metric"])] = float(row["value"])
-    out = []
-    for scenario, values in by.items():
-        if "offered_rps" in values and "goodput_rps" in values:
-            out.append(Point(scenario, values["offered_rps"], values["goodput_rps"], values.get("target_attainment", 0.0),
-                             open_loop=is_open_loop(scenario)))
-    return out

@@ -107,10 +107,34 @@ def process_start(pid: int) -> float | None:
 
 def same_process_alive(pid: int, started: float | None) -> bool:
     """Whether `pid` still runs and is the process that started at `started` (when known)."""
+    return pid_gone(pid, started) is None
+
+
+def pid_gone(pid: int, started: float | None, gone: str = "is gone", reused: str = "now belongs to a later process") -> str | None:
+    """Why the local process `pid` (started at `started`, when known) is provably not
+    running any more, or None while it is: the one liveness rule for everything held by
+    a process on this host (an attempt, a campaign's runner, a device slot). `gone` and
+    `reused` word the two proofs for the caller's message."""
     now = process_start(pid)
     if now is None:
-        return False
-    return started is None or abs(now - started) <= 1.0
+        return f"pid {pid} {gone}"
+    if started is not None and abs(now - started) > 1.0:
+        return f"pid {pid} {reused}"
+    return None
+
+
+def holder_gone(here: bool, pid: int | None, started: float | None, silent_s: float | None, stale_s: float,
+                gone: str = "is gone", reused: str = "now belongs to a later process") -> str | None:
+    """Why a holder is provably gone, or None if it may still run. On this host its
+    process decides (alive: it keeps what it holds, however late its signs of life);
+    elsewhere only silence longer than `stale_s` proves it (a pid on another machine says
+    nothing here). Returns "silent" reasons as "silent for N s (limit M s)"; callers name
+    the kind of silence (heartbeat, lease)."""
+    if here and pid:
+        return pid_gone(pid, started, gone, reused)
+    if silent_s is not None and silent_s > stale_s:
+        return f"silent for {silent_s:.0f} s (limit {stale_s:.0f} s)"
+    return None
 
 
 def kill_orphan(pgid: int, expected_cmdline: str) -> bool:

@@ -7,7 +7,6 @@ The flows call these functions; nothing here knows about Prefect.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Callable, Collection
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from datetime import UTC
 
-from campaign.processes import kill_orphan, process_start, same_process_alive
+from campaign.processes import holder_gone as process_gone, kill_orphan, process_start
 from campaign.schema import CampaignSpec, QueueItem, file_digest
 from campaign.states import TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
 from campaign.store import (
@@ -68,7 +67,7 @@ def claim_runner(store: Store, name: str, command: str = "") -> bool:
             continue  # released in between: try again
         if row.pid == me and row.host == host:
             return False
-        if row.host != host or same_process_alive(row.pid, row.process_start):
+        if process_gone(row.host == host, row.pid, row.process_start, None, 0.0) is None:  # alive, or elsewhere: no proof
             raise RunnerBusy(
                 f"campaign {name!r} is already being run by {_describe_runner(row)}; "
                 "wait for it to finish, or stop it (Ctrl-C in its terminal) and run `campaign resume`"
@@ -99,7 +98,7 @@ def current_runner(store: Store, name: str) -> str | None:
         row = s.get(RunnerRow, name)
     if row is None:
         return None
-    if row.host == socket.gethostname() and not same_process_alive(row.pid, row.process_start):
+    if process_gone(row.host == socket.gethostname(), row.pid, row.process_start, None, 0.0):
         return None
     return _describe_runner(row)
 
@@ -243,24 +242,12 @@ def blocked_arms(store: Store, campaign_id: int) -> dict[str, str]:
     return {arm: att.error for arm, att in latest.items() if att.state == AttemptState.BLOCKED}
 
 
-def resumable_attempt(store: Store, campaign_id: int, item_key: str, arm_id: str, repeat: int = 0) -> AttemptRow | None:
-    """The interrupted attempt to continue, if the newest attempt of this item/arm/repeat is one."""
-    attempts = [a for a in store.attempts(campaign_id, item_key, arm_id) if a.repeat == repeat]
-    if attempts and attempts[-1].state == AttemptState.INTERRUPTED:
-        return attempts[-1]
-    return None
-
-
 def finished_attempt(store: Store, campaign_id: int, item_key: str, arm_id: str, repeat: int) -> AttemptRow | None:
     """The newest attempt if it is done: on resume, an arm finished before a crash is not re-run."""
     attempts = [a for a in store.attempts(campaign_id, item_key, arm_id) if a.repeat == repeat]
     if attempts and attempts[-1].state == AttemptState.DONE:
         return attempts[-1]
     return None
-
-
-def overrides_of(attempt: AttemptRow) -> dict[str, object]:
-    return json.loads(attempt.overrides_json or "{}")
 
 
 def work_left(store: Store, spec: CampaignSpec, campaign_id: int, recheck_blocked: bool) -> bool:

@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -48,9 +48,6 @@ def parse_size(value: int | str) -> int:
         raise ValueError(f"expected a size such as 8G, 512M or a number of bytes, found {value!r}")
     number, unit, _ = match.groups()
     return int(float(number) * _UNITS[unit.upper()])
-
-
-ByteSize = Annotated[int, Field(ge=0)]
 
 
 class _Strict(BaseModel):

@@ -26,7 +26,7 @@ from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, Table, Uniq
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from campaign.processes import process_start
+from campaign.processes import holder_gone as holder_gone_rule, process_start
 from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
 
 
@@ -571,18 +571,12 @@ def holder_gone(attempt: AttemptRow, now: datetime | None = None, stale_s: float
     """
     now = now or utcnow()
     stale_s = HEARTBEAT_STALE_S if stale_s is None else stale_s
-    if attempt.host in ("", this_host()) and attempt.owner_pid:
-        started = process_start(attempt.owner_pid)
-        if started is None:
-            return f"pid {attempt.owner_pid} on {attempt.host or 'this host'} is gone"
-        if attempt.owner_start is not None and abs(started - attempt.owner_start) > 1.0:
-            return f"pid {attempt.owner_pid} now belongs to a later process"
-        return None  # alive here: it keeps the attempt, however late its heartbeat
-    if attempt.heartbeat_at is not None:
-        age = (now - aware(attempt.heartbeat_at)).total_seconds()
-        if age > stale_s:
-            return f"no heartbeat from host {attempt.host or '?'} for {age:.0f} s (limit {stale_s:.0f} s)"
-    return None
+    silent = (now - aware(attempt.heartbeat_at)).total_seconds() if attempt.heartbeat_at is not None else None
+    why = holder_gone_rule(attempt.host in ("", this_host()), attempt.owner_pid, attempt.owner_start, silent, stale_s,
+                           gone=f"on {attempt.host or 'this host'} is gone")
+    if why and why.startswith("silent"):
+        return f"no heartbeat from host {attempt.host or '?'} for {why.removeprefix('silent for ')}"
+    return why
 
 
 class AttemptHeartbeat:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from cli.app import DbOption, UsageError, app, console, err, open_existing_store, open_store
+from cli.app import DbOption, UsageError, app, console, err, open_existing_store
 
 
 @app.command()

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from campaign.processes import process_start as _process_start
+from campaign.processes import holder_gone, process_start as _process_start
 from flows import interrupt
 
 LEASE_S = 60.0  # the shortest lease Prefect grants
@@ -85,16 +85,12 @@ class Holder:
         """Why this holder is provably gone, or None if it may still be running. On this
         host its process decides (alive: it keeps the slot, however late its renewals);
         elsewhere, a lease not renewed for `stale_s` has expired."""
-        if self.host == socket.gethostname() and self.pid:
-            started = _process_start(self.pid)
-            if started is None:
-                return f"pid {self.pid} no longer exists"
-            if self.process_start is not None and abs(started - self.process_start) > 1.0:
-                return f"pid {self.pid} now belongs to another process"
-            return None
-        if self.renewed and now - self.renewed > stale_s:
-            return f"its lease was not renewed for {now - self.renewed:.0f} s"
-        return None
+        silent = now - self.renewed if self.renewed else None
+        why = holder_gone(self.host == socket.gethostname(), self.pid, self.process_start, silent, stale_s,
+                          gone="no longer exists", reused="now belongs to another process")
+        if why and why.startswith("silent"):
+            return f"its lease was not renewed for {silent:.0f} s"
+        return why
 
 
 def read_holder(client: Any, limit_name: str) -> Holder | None:

@@ -40,7 +40,7 @@ from campaign.states import SUMMARY_TRIAL, Verdict
 from gates import compare
 from campaign.units import num
 from gates.compare import Cell, CellStat, Comparison, Rigor, Selector
-from gates.intervals import CONFIDENCE, RATE_METHOD, needed_for_upper, quantile_interval, rate_interval
+from gates.intervals import needed_for_upper, quantile_interval
 from gates.result import GateResult, pending
 
 SWEEP = "sweep"

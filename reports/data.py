@@ -24,13 +24,6 @@ CELL_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric"]
 REPORT_COLUMNS = ["id", "probe_run_id", "item_key", "arm_id", "probe", "scenario", "mode", "context", "trial", "metric", "value", "unit", "source", "simulated"]
 
 
-def load_measurements(
-    store: Store, campaign_id: int, latest_only: bool = True, *, columns: list[str] | None = None, categorical: bool = False
-) -> pd.DataFrame:
-    """The store's measurement frame (one SQL query); kept as the reports' entry point."""
-    return store.measurements_frame(campaign_id, latest_only, columns=columns, categorical=categorical)
-
-
 def cell_stats(frame: pd.DataFrame) -> pd.DataFrame:
     """Median, min, max and count per (arm, probe, scenario, mode, context, metric, unit,
     source), with whether any row was simulated: the tables on every page. Warm-up rows
@@ -135,7 +128,7 @@ class ReportData:
 def load(store: Store, name: str | None = None) -> ReportData:
     summary = summarize(store, name)
     cid = summary.campaign_id
-    frame = load_measurements(store, cid, columns=REPORT_COLUMNS, categorical=True)
+    frame = store.measurements_frame(cid, columns=REPORT_COLUMNS, categorical=True)
     arms = store.arms(cid)
     with store.session() as s:
         rows = s.exec(select(VerdictRow).where(VerdictRow.campaign_id == cid).order_by(VerdictRow.id)).all()  # type: ignore[arg-type]

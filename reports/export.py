@@ -14,7 +14,6 @@ import pandas as pd
 from sqlalchemy import text
 
 from campaign.store import Store
-from reports.data import load_measurements
 
 FORMATS = ("csv", "parquet")
 
@@ -50,8 +49,8 @@ def require_parquet_engine() -> None:
 
 
 def tables(store: Store, campaign_id: int) -> dict[str, pd.DataFrame]:
-    everything = load_measurements(store, campaign_id, latest_only=False)
-    counted = set(load_measurements(store, campaign_id, latest_only=True)["id"]) if not everything.empty else set()
+    everything = store.measurements_frame(campaign_id, latest_only=False)
+    counted = set(store.measurements_frame(campaign_id, latest_only=True)["id"]) if not everything.empty else set()
     everything["counts"] = everything["id"].isin(counted) if not everything.empty else pd.Series(dtype=bool)
     with store.engine.connect() as conn:
         samples = pd.read_sql(_SAMPLES_SQL, conn, params={"cid": campaign_id})

@@ -18,7 +18,7 @@ import pytest
 
 from campaign.store import MeasurementRow, Store
 from reports import charts, coverage, prefect_ui, synthetic
-from reports.data import load, load_measurements, page_names
+from reports.data import load, page_names
 from reports.site import write_site
 
 HOSTILE = "<script>alert(1)</script>"
@@ -146,7 +146,7 @@ def test_fast_loader_agrees_with_the_store(built: tuple[Store, Path, synthetic.O
     store, _, _ = built
     cid = store.campaign().id
     for latest in (True, False):
-        mine = load_measurements(store, cid, latest_only=latest).sort_values("id").reset_index(drop=True)
+        mine = store.measurements_frame(cid, latest_only=latest).sort_values("id").reset_index(drop=True)
         theirs = store.measurements_frame(cid, latest_only=latest).sort_values("id").reset_index(drop=True)
         assert len(mine) == len(theirs) > 0
         pd.testing.assert_frame_equal(mine[list(theirs.columns)], theirs, check_dtype=False)
@@ -200,10 +200,10 @@ def test_export_csv_round_trip(built: tuple[Store, Path, synthetic.Options], tmp
     paths = export(store, cid, tmp_path, "csv")
     assert sorted(p.name for p in paths) == ["measurements.csv", "samples.csv", "verdicts.csv"]
     back = pd.read_csv(tmp_path / "measurements.csv", keep_default_na=False)
-    frame = load_measurements(store, cid, latest_only=False)
+    frame = store.measurements_frame(cid, latest_only=False)
     assert len(back) == len(frame)
     assert back.sort_values("id")["value"].tolist() == pytest.approx(frame.sort_values("id")["value"].tolist())
-    counted = set(load_measurements(store, cid)["id"])
+    counted = set(store.measurements_frame(cid)["id"])
     assert set(back.loc[back["counts"], "id"]) == counted
     samples = pd.read_csv(tmp_path / "samples.csv")
     assert len(samples) == opts.counts["samples"] and set(samples["series"]) == {"queue_depth", "slots_busy"}
@@ -220,8 +220,8 @@ def test_export_parquet_round_trip(built: tuple[Store, Path, synthetic.Options],
     cid = store.campaign().id
     export(store, cid, tmp_path, "parquet")
     back = pd.read_parquet(tmp_path / "measurements.parquet")
-    frame = load_measurements(store, cid, latest_only=False)
-    assert len(back) == len(frame) and set(back.loc[back["counts"], "id"]) == set(load_measurements(store, cid)["id"])
+    frame = store.measurements_frame(cid, latest_only=False)
+    assert len(back) == len(frame) and set(back.loc[back["counts"], "id"]) == set(store.measurements_frame(cid)["id"])
     assert len(pd.read_parquet(tmp_path / "samples.parquet")) > 0
 
 

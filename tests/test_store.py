@@ -491,3 +491,18 @@ def test_device_limits_are_named_per_host() -> None:
     names = {arm: device_limit_name(spec.device_of(arm)) for arm in "ABCDE"}
     assert names == {"A": "device-h1-local", "B": "device-h2-local", "C": "device-local", "D": "device-h3-local", "E": "device-local"}
     assert [spec.host_of(arm) for arm in "ABCDE"] == ["h1", "h2", "", "h3", ""]
+
+
+def test_one_liveness_rule_for_attempts_runners_and_device_slots() -> None:
+    """`campaign.processes.holder_gone`: on this host the process decides, however silent;
+    elsewhere only silence past the limit proves anything, and a pid there proves nothing."""
+    import os
+
+    from campaign.processes import holder_gone, process_start
+
+    me, started = os.getpid(), process_start(os.getpid())
+    assert holder_gone(True, me, started, silent_s=10_000, stale_s=60) is None  # alive here: keeps it
+    assert holder_gone(True, me, (started or 0) - 3600, None, 60) == f"pid {me} now belongs to a later process"
+    assert holder_gone(False, me, started, silent_s=30, stale_s=60) is None  # elsewhere, still beating
+    assert holder_gone(False, 1, None, silent_s=61, stale_s=60) == "silent for 61 s (limit 60 s)"
+    assert holder_gone(False, 1, None, None, 60) is None  # elsewhere and never beat: no proof

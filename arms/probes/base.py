@@ -14,7 +14,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -377,4 +377,4 @@ async def identify(target: ProbeTarget) -> dict[str, Any]:
     return out
 
 
-ProbeFn = Callable[[ProbeTarget, Sink, Any], Awaitable[None]]
+
