@@ -7,7 +7,7 @@ table's fields are read from its pydantic model (key, type, default, limits and
 docs/campaign-file.md with `markdown()`; regenerate it with
 `python -m campaign.schema_doc > docs/campaign-file.md`.
 
-Core-layer code (tests/test_architecture.py): it imports `campaign.schema`, pydantic and
+Core-layer code (tests/unit/test_architecture.py): it imports `campaign.schema`, pydantic and
 the standard library only.
 """
 

@@ -109,10 +109,23 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no
 _pg_databases = iter(range(1, 1_000_000))
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty campaign database on each backend (a new Postgres database per test)."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'c.db'}"
+def postgres_database(request: pytest.FixtureRequest) -> str:
+    """A new database in the session's PostgreSQL cluster (integration lane)."""
     cluster = request.getfixturevalue("postgres_cluster")
     return cluster.create_database(f"t{next(_pg_databases)}")
+
+
+# -- lanes --------------------------------------------------------------------------------------
+
+# tests/unit: pure logic and in-process servers, no subprocess (tests/unit/conftest.py holds
+# that); tests/integration: real processes, Prefect, PostgreSQL, Chromium; tests/e2e: whole
+# example campaigns and real runtimes. The folder is the lane; the marker follows from it,
+# so `-m "not e2e"` and `-m integration` select by lane too.
+LANES = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        lane = Path(str(item.fspath)).parent.name
+        if lane in ("integration", "e2e"):
+            item.add_marker(getattr(pytest.mark, lane))

@@ -1,5 +1,5 @@
 """A real Prefect server and `campaign worker` processes, for the tests that place arms on
-hosts (tests/test_multihost.py, tests/test_prefect_ux.py). The server is one per session
+hosts (tests/integration/test_multihost.py, tests/unit/test_prefect_ux.py). The server is one per session
 (`prefect_server` in conftest.py): starting one costs 20-40 s on two busy cores."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """llama.cpp's `llama-server` as a runtime: the recipe becomes llama-server flags.
 
-What it reports, and where (checked against a real build, see tests/test_llamacpp.py):
+What it reports, and where (checked against a real build, see tests/e2e/test_llamacpp.py):
 - cached prompt tokens per request: `timings.cache_n` (also mirrored in
   `usage.prompt_tokens_details.cached_tokens`); prompt tokens = `prompt_n + cache_n`.
 - queue depth: the `llamacpp:requests_deferred` gauge (with `--metrics`); slots busy:

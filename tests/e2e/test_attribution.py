@@ -1,0 +1,79 @@
+"""Seed 000's question on the simulator, slots or cache, decided by ablation:
+`examples/slots-vs-cache.toml` through Prefect (its cache-probe item left out).
+
+The 4-slot recipe (B) wins against the 2-slot one (A) with 0 cache hits. Before, that
+alone credited the slots and failed the cache, by elimination -- though A and B also
+differ in prefill chunks. Now B-nocache (B, cache off) and B-2slots (B, two slots) decide.
+
+A verdict is decided over server runs, at least three, so each load item runs three
+blocks here (in each, every arm gets its own server start): B meets A in the load item's
+blocks and its ablations in the ablation item's, and is paired with each within them.
+The campaign runs once for the module; its gates are checked by the tests below.
+
+The agent-load probe's single-stream baseline (one conversation alone, after the load) is
+switched off here: no gate reads it (they read the load's later-turn TTFT and the load's
+cache counters), and it ran after the load, so it moved none of their numbers; it was
+about a third of the test's time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from campaign.states import Verdict
+from campaign.store import Store
+from tests.paths import EXAMPLES
+
+pytestmark = pytest.mark.integration
+
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) -> dict[str, Any]:
+    from campaign.summary import summarize
+    from flows.campaign_flow import campaign_flow
+
+    tmp_path = tmp_path_factory.mktemp("svc")
+    text = (EXAMPLES / "slots-vs-cache.toml").read_text()
+    head, _, tail = text.rpartition("\n[[queue]]\n")
+    assert 'id = "cache-probe"' in tail  # the last item is the cache-probe, which no gate reads
+    shape = "overrides = { conversations = 3, turns = 10,"
+    assert head.count(shape) == 2 and head.count("repeats = 3") == 2, "the load items changed: update this test"
+    path = tmp_path / "svc.toml"
+    # as shipped (3 blocks per load item), without the single-conversation baseline pass no gate reads
+    path.write_text(head.replace(shape, "overrides = { baseline = false, conversations = 3, turns = 10,") + "\n")
+    store = Store(f"sqlite:///{tmp_path / 'svc.db'}")
+    campaign_flow(str(path), store.url, str(tmp_path / "w"))
+    summary = summarize(store, "slots-vs-cache")
+    return {"gates": {g.id: g for g in summary.gates}, "frame": store.measurements_frame(summary.campaign_id)}
+
+
+def test_slots_vs_cache_by_ablation(campaign: dict[str, Any]) -> None:
+    gates = campaign["gates"]
+    win = gates["win"]
+    assert win.verdict == Verdict.PASS, win.reason
+    b = next(c for c in win.read("cells") if c["arm"] == "B")
+    assert b["samples"] == "ttft_later_s"  # each run's value is the median of its later turns, not the stored median
+    assert b["runs"] == 3 and min(b["requests_per_run"]) >= 20  # the load item's 3 blocks; 3 conversations x 9 later turns per run
+    assert win.read("comparisons")[0]["pairs"] == 3  # paired with A within the load item's blocks
+    # switching to two slots (chunks kept) loses it: the slots get the credit
+    slots = gates["credit-slots"]
+    assert slots.verdict == Verdict.PASS, slots.reason
+    assert "switching the slots off costs the win: the win was the slots" in slots.reason
+    assert "B vs B-2slots: B" in slots.reason and "paired over 3 blocks" in slots.reason.split("B vs B-2slots: ", 1)[1]
+    # the counters alone only argue by elimination, and say so
+    counters = gates["cache-counters"]
+    assert counters.verdict == Verdict.INCONCLUSIVE and "by elimination only" in counters.reason
+    assert "cache 0 hits in" in counters.reason and "(requests) on B" in counters.reason
+    frame = campaign["frame"]
+    assert set(frame.loc[frame["metric"].isin(["cache_hits", "cache_lookups"]), "unit"]) == {"requests"}
+    assert not frame["metric"].str.startswith("baseline_").any()  # what the gates read was measured without it
+
+
+def test_switching_the_cache_off_keeps_the_win(campaign: dict[str, Any]) -> None:
+    cache = campaign["gates"]["credit-cache"]
+    assert cache.verdict == Verdict.FAIL, cache.reason
+    assert "switching the cache off keeps the win: the win was not the cache" in cache.reason

@@ -1,0 +1,121 @@
+"""Blocks: each repeat of a queue item is a block in which every arm gets its own server
+start, in an order drawn from the campaign's seed; the order, the block's id and the
+hashes of the settings and recipes are stored on every attempt and carried by every row
+of the measurement frame. A resumed attempt runs with its own stored overrides, and an
+arm whose every request failed fails its item (and `campaign run` exits 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+
+
+HEAD = """
+[campaign]
+name = "{name}"
+seed = {seed}
+default_max_tokens = 8
+
+[[models]]
+name = "m"
+quant = "q4"
+bits_per_weight = 4.5
+
+[[runtimes]]
+name = "sim"
+adapter = "simulator"
+[runtimes.options.profile]
+prefill_tps = 20000.0
+decode_tps = 400.0
+time_scale = 20.0
+"""
+
+
+def _spec(text: str, tmp_path: Path, name: str = "c.toml"):  # type: ignore[no-untyped-def]
+    from flows.resolve import load_campaign
+
+    path = tmp_path / name
+    path.write_text(text)
+    return path, load_campaign(path)
+
+
+def _arms(ids: str) -> str:
+    return "".join(
+        f'\n[[arms]]\nid = "{a}"\nmodel = "m"\nruntime = "sim"\ncontext = 4096\nrecipe = {{ slots = {i + 1} }}\n'
+        for i, a in enumerate(ids)
+    )
+
+
+def _seed_with_varying_order(item_key: str, arms: list[str], blocks: int) -> int:
+    """The first campaign seed whose blocks do not all run in one order."""
+    from flows.campaign_flow import block_order
+
+    return next(s for s in range(100) if len({tuple(block_order(s, item_key, b, arms)) for b in range(blocks)}) > 1)
+
+
+# -- the order: a permutation per block, reproducible from the seed -----------------------------
+
+
+def test_block_plan_runs_block_by_block_with_one_id_per_block(tmp_path: Path) -> None:
+    from flows.campaign_flow import block_order, block_plan, with_item_overrides
+
+    queue = '\n[[queue]]\nid = "k"\ntitle = "k"\narms = ["A", "B", "C"]\nprobes = ["decode"]\ncontexts = [1024]\nrepeats = 3\noverrides = { repeats = 2 }\n'
+    _, spec = _spec(HEAD.format(name="plan", seed=5) + _arms("ABC") + queue, tmp_path)
+    item = spec.item("k")
+    plan = block_plan(spec, item)
+    assert [(b, a) for b, a, _ in plan] == [(b, a) for b in range(3) for a in block_order(5, "k", b, ["A", "B", "C"])]
+    for b, a, block in plan:
+        assert block["block_order"] == block_order(5, "k", b, ["A", "B", "C"]).index(a)
+    settings = {block["settings_hash"] for _, _, block in plan}
+    assert len(settings) == 1 and len(next(iter(settings))) == 16  # common to all arms
+    ids = {b: {block["block_id"] for bb, _, block in plan if bb == b} for b in range(3)}
+    assert all(len(v) == 1 for v in ids.values()) and len({next(iter(v)) for v in ids.values()}) == 3
+    assert ids[0] == {f"k/b0/{next(iter(settings))[:8]}"}
+    recipes = {a: block["recipe_hash"] for _, a, block in plan}
+    assert len(set(recipes.values())) == 3  # three recipes (slots 1, 2, 3)
+
+    # other settings (a rerun's --set): new settings hash, new block ids, same recipes
+    rerun = with_item_overrides(spec, "k", {"max_tokens": 12})
+    again = block_plan(rerun, rerun.item("k"))
+    assert {blk["settings_hash"] for _, _, blk in again} != settings
+    assert not {blk["block_id"] for _, _, blk in again} & {blk["block_id"] for _, _, blk in plan}
+    assert {a: blk["recipe_hash"] for _, a, blk in again} == recipes
+    # a recipe.* rerun moves the recipes, not the settings
+    slots = with_item_overrides(spec, "k", {"recipe.slots": 8})
+    moved = block_plan(slots, slots.item("k"))
+    assert {blk["settings_hash"] for _, _, blk in moved} == settings
+    assert all(blk["recipe_hash"] != recipes[a] for _, a, blk in moved)
+
+
+def test_a_probe_runs_settings_are_its_parameters_not_the_items(tmp_path: Path) -> None:
+    """Two items feeding one gate that run decode at 32K with the same parameters give
+    the same cell settings even when one also runs the cache probe, more contexts, more
+    blocks, other modes or more timed requests per run; another max_tokens or another simulator profile is another cell."""
+    from flows.overrides import probe_params, probe_settings_hash
+
+    queue = (
+        '\n[[queue]]\nid = "a"\ntitle = "a"\narms = ["A"]\nprobes = ["decode"]\ncontexts = [2048]\n'
+        '\n[[queue]]\nid = "b"\ntitle = "b"\narms = ["B"]\nprobes = ["cache-probe", "decode"]\ncontexts = [1024, 2048]\n'
+        'modes = ["canonical", "greedy"]\nrepeats = 3\noverrides = { repeats = 2 }\n'
+    )
+    _, spec = _spec(HEAD.format(name="cells", seed=1) + _arms("AB") + queue, tmp_path)
+    a, b = spec.item("a"), spec.item("b")
+
+    def cell(item, overrides, context=2048):  # type: ignore[no-untyped-def]
+        merged = {**item.overrides, **overrides}
+        return probe_settings_hash("decode", probe_params(spec, item, "decode", context, merged, 4096), merged)
+
+    assert cell(a, {}) == cell(b, {})  # b's `repeats = 2` override is decode's trials: a sample size
+    assert cell(a, {"max_tokens": 12}) != cell(b, {})
+    assert cell(a, {"sim.decode_tps": 300.0}) != cell(a, {})
+    assert cell(b, {}, 1024) != cell(b, {}, 2048)
+
+
+# -- through a real campaign: stored on the attempts, carried by the frame ------------------------
+
+
+# -- a resumed attempt runs with its own overrides ---------------------------------------------------
+
+
+# -- an arm whose every request failed fails its item; `campaign run` exits 1 -----------------------

@@ -1,0 +1,178 @@
+"""Prefect as its users expect it, against a real `prefect server start`
+(tests/integration/test_multihost.py's fixtures): the `campaign` deployment a worker serves, which
+the UI launches and reruns; run logs and heartbeats of in-process arms on the server;
+`campaign status` linking each arm's newest attempt to its flow run; and a host with no
+worker ending its arm blocked instead of holding the campaign."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+from campaign.store import EventRow, Store
+from campaign.summary import PREFECT_API_EVENT, attempt_links
+from tests.prefectparts import env as _env
+
+
+TWO_ARMS = """
+[campaign]
+name = "{name}"
+default_max_tokens = 16
+
+[[models]]
+name = "m"
+quant = "q4"
+bits_per_weight = 4.5
+
+[[runtimes]]
+name = "slow"
+adapter = "simulator"
+{host}
+[runtimes.options.profile]
+prefill_tps = 20000.0
+decode_tps = 300.0
+
+[[runtimes]]
+name = "fast"
+adapter = "simulator"
+{host}
+[runtimes.options.profile]
+prefill_tps = 20000.0
+decode_tps = 600.0
+
+[[arms]]
+id = "A"
+model = "m"
+runtime = "slow"
+context = 4096
+
+[[arms]]
+id = "B"
+model = "m"
+runtime = "fast"
+context = 4096
+
+[[gates]]
+id = "faster"
+predicate = "relative_improvement"
+params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10 }}
+subjects = ["B"]
+baseline = ["A"]
+
+[[queue]]
+id = "one"
+title = "B against A"
+arms = ["A", "B"]
+probes = ["decode"]
+contexts = [1024]
+gate = "faster"
+"""
+
+# TWO_ARMS gated for a verdict: two blocks (each arm gets two server starts) and a gate
+# that decides over two runs per arm (its default asks for three); a 2x gain with the
+# simulator's small spread is decided by a paired t with one degree of freedom
+GATED_TWO_ARMS = TWO_ARMS.replace("min_gain = 0.10 }}", "min_gain = 0.10, min_runs = 2 }}").replace(
+    'gate = "faster"\n', 'gate = "faster"\nrepeats = 2\n'
+)
+assert GATED_TWO_ARMS.count("repeats = 2") == 1 and GATED_TWO_ARMS.count("min_runs = 2") == 1
+
+
+def _flow_runs(api: str, tag: str) -> dict[str, dict]:
+    runs = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": [tag]}}}, timeout=10).json()
+    return {r["id"]: r for r in runs}
+
+
+def _status(tmp_path: Path, api: str, db: str) -> list[str]:
+    env = {**_env(tmp_path, api, db, "status"), "COLUMNS": "80"}
+    out = subprocess.run([sys.executable, "-m", "cli", "status"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+NO_WORKER = """
+[campaign]
+name = "{name}"
+default_max_tokens = 16
+
+[[models]]
+name = "m"
+quant = "q4"
+bits_per_weight = 4.5
+
+[[runtimes]]
+name = "remote"
+adapter = "simulator"
+host = "gone"
+
+[[runtimes]]
+name = "here"
+adapter = "simulator"
+
+[[arms]]
+id = "R"
+model = "m"
+runtime = "remote"
+context = 4096
+
+[[arms]]
+id = "L"
+model = "m"
+runtime = "here"
+context = 4096
+
+[[queue]]
+id = "far"
+title = "an arm on a host whose worker died"
+arms = ["R"]
+probes = ["decode"]
+contexts = [1024]
+
+[[queue]]
+id = "near"
+title = "an arm here"
+arms = ["L"]
+probes = ["decode"]
+contexts = [1024]
+"""
+
+
+def test_attempt_links_name_the_host_and_link_only_runs_on_a_lasting_server(tmp_path: Path) -> None:
+    """Which server an attempt's flow run is on is what the run that ended it recorded;
+    a temporary server gives no link (its pages are gone), a lasting one gives
+    `<ui>/runs/flow-run/<id>`, and PREFECT_UI_URL, when given, is the UI linked to."""
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    from campaign import queue
+    from flows.resolve import load_campaign
+
+    path = tmp_path / "c.toml"
+    path.write_text(TWO_ARMS.format(name="links", host=""))
+    cid = queue.register(store, load_campaign(path), str(path)).id
+    assert cid is not None
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    store.add(EventRow(campaign_id=cid, kind=PREFECT_API_EVENT, message="", at=t0))  # a temporary server
+    old = store.new_attempt(cid, "one", "A", {})
+    store.update(type(old), old.id, state="done", flow_run_id="run-old", ended_at=t0 + timedelta(minutes=1))
+    store.add(EventRow(campaign_id=cid, kind=PREFECT_API_EVENT, message="http://srv:4200/api", at=t0 + timedelta(minutes=2)))
+    new = store.new_attempt(cid, "one", "A", {})
+    store.update(type(new), new.id, state="done", flow_run_id="run-new", host="h9", ended_at=t0 + timedelta(minutes=3))
+    links = attempt_links(store, cid)
+    assert [(link.flow_run_id, link.url) for link in links] == [("run-old", None), ("run-new", "http://srv:4200/runs/flow-run/run-new")]
+    assert links[1].host == "h9"
+    [newest] = attempt_links(store, cid, ui_url="https://prefect.lab", newest_only=True)
+    assert newest.url == "https://prefect.lab/runs/flow-run/run-new"
+
+    # the arm's page says the same: its host, and a link only for the lasting server's run
+    from reports.site import write_site
+
+    os.environ.pop("PREFECT_UI_URL", None)
+    out = write_site(store, "links", tmp_path / "site")
+    page = (out.parent / "arms" / "a.html").read_text(encoding="utf-8")
+    table = page[page.index('<table id="attempts">'):]
+    table = table[: table.index("</table>")]
+    assert 'href="http://srv:4200/runs/flow-run/run-new"' in table and "run-old" not in table
+    assert "<td>h9</td>" in table
