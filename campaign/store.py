@@ -523,16 +523,30 @@ _FULL_URLS: dict[str, str] = {}  # public URL -> the URL with credentials it was
 _ENGINES_LOCK = threading.Lock()
 
 
-def engine_for(url: str) -> Engine:
+class SchemaNotCurrent(Exception):
+    """A read-only command found a database at an older schema revision: it reads only
+    what is current, and migrating a shared database is a writer's decision."""
+
+
+_MIGRATED: set[str] = set()
+
+
+def engine_for(url: str, migrate: bool = True) -> Engine:
     """One engine (one connection pool) per database per process, its schema checked
     and brought to the newest revision once (`upgrade`). A SQLite file deleted since is
-    checked again."""
+    checked again. With `migrate` False (status, report, export, check) nothing is
+    written: a database behind the newest revision raises `SchemaNotCurrent` instead,
+    so a read-only command never migrates a shared Postgres under running workers."""
     full = resolve_url(url)
     with _ENGINES_LOCK:
         engine = _ENGINES.get(full)
         if engine is not None and full.startswith("sqlite") and engine.url.database and not Path(engine.url.database).exists():
             engine.dispose()
+            _MIGRATED.discard(full)
             engine = None
+        if engine is not None and migrate and full not in _MIGRATED:
+            upgrade(engine)
+            _MIGRATED.add(full)
         if engine is None:
             kwargs: dict[str, Any] = {}
             if full.startswith("sqlite"):
@@ -542,7 +556,17 @@ def engine_for(url: str) -> Engine:
             engine = create_engine(full, **kwargs)
             if full.startswith("sqlite"):
                 _sqlite_pragmas(engine)
-            upgrade(engine)
+            if migrate:
+                upgrade(engine)
+                _MIGRATED.add(full)
+            else:
+                current, head = schema_revision(engine), head_revision()
+                if current != head:
+                    engine.dispose()
+                    raise SchemaNotCurrent(
+                        f"{public_url(full)} is at schema revision {current or 'none (made before migrations)'}, "
+                        f"this version reads {head}: run `campaign db upgrade` (or any `campaign run`) first"
+                    )
             _ENGINES[full] = engine
             _FULL_URLS[public_url(full)] = full
         return engine
@@ -612,10 +636,10 @@ class Store:
     `url` is the URL with its credentials, kept in this process only; `public_url` is
     the one to pass on (flow parameters, messages)."""
 
-    def __init__(self, url: str | None = None):
+    def __init__(self, url: str | None = None, migrate: bool = True):
         self.url = resolve_url(url or default_db_url())
         self.public_url = public_url(self.url)
-        self.engine = engine_for(self.url)
+        self.engine = engine_for(self.url, migrate=migrate)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

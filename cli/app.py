@@ -93,7 +93,12 @@ def open_existing_store(db: str | None) -> Any:
         path = Path(raw).expanduser()
         if not path.is_file():
             raise UsageError(f"no campaign database at {path}; run one first (campaign run FILE) or name it with --db")
-    return open_store(db)
+    from campaign.store import SchemaNotCurrent, Store, db_url, default_db_url
+
+    try:
+        return Store(db_url(db) if db else default_db_url(), migrate=False)  # read-only: migrates nothing
+    except SchemaNotCurrent as exc:
+        raise UsageError(str(exc)) from None
 
 
 def prefect_env() -> None:

@@ -1,8 +1,10 @@
 """`campaign db ...`: the database's schema revision, and migrating it by hand.
 
-Every command migrates a database it opens (`campaign.store.upgrade`), as a Prefect
-server does its own; `campaign db upgrade` does only that, for whoever wants to migrate
-a shared database before starting runners and workers on it.
+Commands that write (run, resume, rerun, worker) migrate a database they open
+(`campaign.store.upgrade`), as a Prefect server does its own; read-only ones (status,
+report, export, check) never do, and say so when a database is behind. `campaign db
+upgrade` migrates and nothing else, for whoever wants to migrate a shared database
+before starting runners and workers on it.
 """
 
 from __future__ import annotations

@@ -407,6 +407,32 @@ def test_pre_migration_sqlite_database_is_upgraded(tmp_path: Path) -> None:
     assert [(a.arm_id, a.state, a.device_lease, a.host) for a in attempts] == [("A", "done", "", "")]
 
 
+def test_a_read_only_command_never_migrates_and_says_what_to_run(tmp_path: Path) -> None:
+    """status, report, export and check open the store without migrating: a database
+    behind the newest revision stays as it is, and the message names the command that
+    migrates it; a writer then brings it up to date."""
+    import sqlite3
+
+    from campaign.store import SchemaNotCurrent, head_revision, schema_revision
+    from cli.app import UsageError, open_existing_store
+
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:
+        conn.executescript((FIXTURES_DIR / "schema_before_migrations.sql").read_text())
+    url = f"sqlite:///{db}"
+    with pytest.raises(SchemaNotCurrent, match="campaign db upgrade"):
+        Store(url, migrate=False)
+    with pytest.raises(UsageError, match="is at schema revision none"):
+        open_existing_store(str(db))
+    from sqlalchemy import create_engine
+
+    plain = create_engine(url)
+    assert schema_revision(plain) is None  # untouched
+    plain.dispose()
+    assert schema_revision(Store(url).engine) == head_revision()
+    assert Store(url, migrate=False).campaign("nothing") is None  # current now: opens
+
+
 def test_device_limits_are_named_per_host() -> None:
     """Two hosts' `local` devices are two limits; a runtime without a host keeps the bare
     name; an arm's own `host` moves it (and its device) off its runtime's host."""
