@@ -463,11 +463,18 @@ def upgrade(engine: Engine) -> str:
     raise AssertionError("unreachable")
 
 
-def default_db_url() -> str:
-    env = os.environ.get("CAMPAIGN_DB")
-    if env:
-        return db_url(env)
-    return db_url(".campaign/campaign.db")
+DEFAULT_DB = os.path.join(".campaign", "campaign.db")
+
+
+def database_given(given: str | None = None) -> str:
+    """Which database a command means, as the user wrote it: --db, else $CAMPAIGN_DB,
+    else `DEFAULT_DB` (relative to the folder it runs in). The one place that decides."""
+    return given or os.environ.get("CAMPAIGN_DB") or DEFAULT_DB
+
+
+def database_url(given: str | None = None) -> str:
+    """`database_given` as a SQLAlchemy URL (a path becomes a SQLite file URL)."""
+    return db_url(database_given(given))
 
 
 def db_url(value: str) -> str:
@@ -637,7 +644,7 @@ class Store:
     the one to pass on (flow parameters, messages)."""
 
     def __init__(self, url: str | None = None, migrate: bool = True):
-        self.url = resolve_url(url or default_db_url())
+        self.url = resolve_url(url or database_url())
         self.public_url = public_url(self.url)
         self.engine = engine_for(self.url, migrate=migrate)
 

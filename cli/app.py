@@ -78,25 +78,25 @@ class CannotRun(Exception):
 
 
 def open_store(db: str | None) -> Any:
-    from campaign.store import Store, db_url, default_db_url
+    from campaign.store import Store, database_url
 
-    return Store(db_url(db) if db else default_db_url())
+    return Store(database_url(db))
 
 
 def open_existing_store(db: str | None) -> Any:
     """The store of a read-only command (status, report, export): a database file that
     does not exist is a usage error, never created (with its folder) as a side effect."""
-    raw = db or os.environ.get("CAMPAIGN_DB") or ".campaign/campaign.db"
+    from campaign.store import SchemaNotCurrent, Store, database_given, database_url
+
+    raw = database_given(db)
     if "://" not in raw:
         from pathlib import Path
 
         path = Path(raw).expanduser()
         if not path.is_file():
             raise UsageError(f"no campaign database at {path}; run one first (campaign run FILE) or name it with --db")
-    from campaign.store import SchemaNotCurrent, Store, db_url, default_db_url
-
     try:
-        return Store(db_url(db) if db else default_db_url(), migrate=False)  # read-only: migrates nothing
+        return Store(database_url(db), migrate=False)  # read-only: migrates nothing
     except SchemaNotCurrent as exc:
         raise UsageError(str(exc)) from None
 

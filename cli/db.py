@@ -23,9 +23,9 @@ DbOption = Annotated[str | None, typer.Option("--db", help="database file or SQL
 def _engine(db: str | None):  # type: ignore[no-untyped-def]
     from sqlalchemy import create_engine
 
-    from campaign.store import db_url, default_db_url, resolve_url
+    from campaign.store import database_url, resolve_url
 
-    return create_engine(resolve_url(db_url(db) if db else default_db_url()))
+    return create_engine(resolve_url(database_url(db)))
 
 
 @db_app.command()

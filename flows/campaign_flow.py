@@ -359,11 +359,9 @@ def campaign_launch_flow(launch: CampaignLaunch) -> dict[str, Any]:
     the same queue walk as `campaign run` (`campaign_flow`), in this flow run, against
     the worker's database. A rerun from the UI is a `campaign run` again: finished items
     are skipped and interrupted ones continued."""
-    import os
+    from campaign.store import database_url
 
-    from campaign.store import db_url, default_db_url
-
-    store = Store(db_url(os.environ["CAMPAIGN_DB"]) if os.environ.get("CAMPAIGN_DB") else default_db_url())
+    store = Store(database_url())
     spec, source = launch_spec(store, launch.campaign)
     return _campaign(spec, source, store, launch.workdir, launch.recheck_blocked)
 
