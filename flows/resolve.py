@@ -75,10 +75,33 @@ def load_campaign(path: str | Path) -> CampaignSpec:
     if plugin_problems:
         raise CampaignFileError(path, plugin_problems)
     spec = read_campaign(path, known_names())
-    problems = simulate_problems(spec) + metric_problems(spec) + ablation_problems(spec) + probe_pooling_problems(spec)
+    problems = (options_problems(spec) + simulate_problems(spec) + metric_problems(spec) + ablation_problems(spec)
+                + probe_pooling_problems(spec))
     if problems:
         raise CampaignFileError(path, problems)
     return spec
+
+
+def options_problems(spec: CampaignSpec) -> list[str]:
+    """Each runtime's `options` keys, against what its adapter reads
+    (`RuntimeAdapter.option_keys`): a misspelt key would otherwise be ignored, and the
+    server started without the setting the user asked for."""
+    import difflib
+
+    problems = []
+    for i, runtime in enumerate(spec.runtimes):
+        try:
+            adapter = runtime_registry.get(runtime.adapter)
+        except KeyError:
+            continue  # the schema already named the unknown adapter
+        known = dict(adapter.option_keys)
+        for key in sorted(set(runtime.options) - set(known)):
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            reads = ", ".join(sorted(known)) if known else "no options at all"
+            problems.append(f"runtimes[{i}] (name {runtime.name!r}).options.{key}: adapter {runtime.adapter!r} reads no such option; "
+                            f"{hint}it reads: {reads}")
+    return problems
 
 
 def simulate_problems(spec: CampaignSpec) -> list[str]:

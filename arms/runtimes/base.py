@@ -304,6 +304,10 @@ class RuntimeAdapter:
     name: ClassVar[str] = ""
     simulated: ClassVar[bool] = False
     description: ClassVar[str] = ""
+    # the keys of the runtime entry's `options` table this adapter reads, each with what it
+    # does: any other key is refused when the campaign file is loaded (`flows.resolve`),
+    # naming the runtime and the key, instead of being silently ignored
+    option_keys: ClassVar[Mapping[str, str]] = {}
     # where this runtime reports cached prompt tokens (a field of metrics.CACHED_FIELDS)
     cached_tokens_field: str = "usage.prompt_tokens_details.cached_tokens"
 

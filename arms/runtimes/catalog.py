@@ -20,3 +20,30 @@ from arms.runtimes import (  # noqa: F401  (each registers itself on import)
 from arms.runtimes.registry import ADAPTERS, get, names, register
 
 __all__ = ["ADAPTERS", "get", "names", "register"]
+
+
+OPTIONS_BEGIN = "<!-- options: generated from each adapter's option_keys by `python -m arms.runtimes.catalog` -->"
+OPTIONS_END = "<!-- end of options -->"
+
+
+def options_markdown() -> str:
+    """The `options` keys each adapter reads, for docs/runtimes.md (a test keeps it current)."""
+    lines = [OPTIONS_BEGIN, "", "| adapter | `options` key | what it does |", "| --- | --- | --- |"]
+    for name in sorted(names()):
+        keys = get(name).option_keys
+        if not keys:
+            lines.append(f"| `{name}` | (none) | reads no options: any key is refused when the file is loaded |")
+        for key, meaning in sorted(keys.items()):
+            lines.append(f"| `{name}` | `{key}` | {meaning} |")
+    return "\n".join([*lines, "", OPTIONS_END])
+
+
+if __name__ == "__main__":  # rewrite the section in docs/runtimes.md
+    import re
+    import sys
+    from pathlib import Path
+
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/runtimes.md")
+    text = path.read_text()
+    pattern = re.compile(re.escape(OPTIONS_BEGIN) + ".*?" + re.escape(OPTIONS_END), re.DOTALL)
+    path.write_text(pattern.sub(lambda _m: options_markdown(), text))

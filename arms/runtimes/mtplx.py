@@ -35,6 +35,10 @@ def session_cap(facts: LaunchFacts) -> list[Flag]:
 class MtplxAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mtplx"
     description: ClassVar[str] = "MTPLX server (native MTP speculative decoding)"
+    option_keys: ClassVar[Mapping[str, str]] = {
+        "profile": "the server's --profile",
+        "session_cap_flag": "the flag that caps one session's cache, where the build has one",
+    }
     default_argv: ClassVar[tuple[str, ...]] = ("mtplx", "serve")
     flags: ClassVar[tuple[Row, ...]] = (
         flag("--model", "model"),

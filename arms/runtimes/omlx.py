@@ -36,6 +36,7 @@ def size_of(fact: str) -> Callable[[LaunchFacts], str]:
 class OmlxAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "omlx"
     description: ClassVar[str] = "oMLX multi-model server (paged SSD prefix cache)"
+    option_keys: ClassVar[Mapping[str, str]] = {"base_path": "the server's --base-path (models and its SSD cache)"}
     cached_tokens_field: str = "usage.cached_tokens"
     default_argv: ClassVar[tuple[str, ...]] = ("omlx", "serve")
     flags: ClassVar[tuple[Row, ...]] = (

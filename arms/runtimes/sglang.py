@@ -52,6 +52,11 @@ HICACHE = ("prefix_cache", "options.hierarchical_cache")
 class SglangAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "sglang"
     description: ClassVar[str] = "SGLang server (RadixAttention prefix cache)"
+    option_keys: ClassVar[Mapping[str, str]] = {
+        "spec_algorithm": "speculative algorithm (default EAGLE with a draft model, else NGRAM)",
+        "hierarchical_cache": "turn on the hierarchical (host-memory) cache",
+        "tool_call_parser": "tool-call parser, for probes that send tools",
+    }
     default_argv: ClassVar[tuple[str, ...]] = ("python3", "-m", "sglang.launch_server")
     flags: ClassVar[tuple[Row, ...]] = (
         flag(("--model-path", "--model"), "model"),

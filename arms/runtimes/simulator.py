@@ -79,6 +79,11 @@ class SimulatorAdapter(RuntimeAdapter):
     name: ClassVar[str] = "simulator"
     simulated: ClassVar[bool] = True
     description: ClassVar[str] = "embedded serving simulator (rows are marked simulated)"
+    option_keys: ClassVar[Mapping[str, str]] = {
+        "profile": "the simulated engine's fields (arms.simulator.profile.SimProfile), checked as such",
+        "reference_bits": "bits per weight at which the profile's decode speed holds; others scale from it",
+        "session_cap_bounds_reuse": "a recipe's session_cache_cap also bounds the reuse of one conversation",
+    }
     default_argv: ClassVar[tuple[str, ...]] = ("{python}", "-m", "arms.simulator")
     uses_runtime_argv: ClassVar[bool] = False
     appends_extra_args: ClassVar[bool] = False

@@ -56,6 +56,12 @@ TOOLS = ("tools", "options.tool_call_parser")
 class VllmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "vllm"
     description: ClassVar[str] = "vLLM OpenAI-compatible server (vllm serve)"
+    option_keys: ClassVar[Mapping[str, str]] = {
+        "spec_method": "speculative method in --speculative-config (default ngram without a draft model)",
+        "prompt_lookup_max": "n-gram speculation's longest lookup",
+        "kv_offloading": "offload KV to host memory, as much as recipe.prefix_cache (--kv-offloading-size)",
+        "tool_call_parser": "tool-call parser, for probes that send tools",
+    }
     cache_counter_unit: ClassVar[str] = "tokens"
     default_argv: ClassVar[tuple[str, ...]] = ("vllm", "serve", "{model}")
     flags: ClassVar[tuple[Row, ...]] = (
