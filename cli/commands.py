@@ -235,7 +235,7 @@ class _quiet_heartbeat:
     A configured server keeps Prefect's heartbeats (its UI marks a silent run crashed)."""
 
     def __enter__(self) -> None:
-        from campaign.summary import configured_api_url
+        from flows.prefect_api import configured_api_url
         from prefect.settings import temporary_settings
 
         if configured_api_url():
@@ -410,7 +410,7 @@ def report(
     if row is None:
         raise UsageError(f"no campaign in {store.url}; run one first: campaign run FILE")
     index = write_site(store, row.name, out if out is not None else default_folder("reports/site", row.name))
-    from campaign.summary import configured_api_url
+    from flows.prefect_api import configured_api_url
 
     if configured_api_url():  # a Prefect server is in use: link the report from its UI
         from flows.artifacts import publish_report_link

@@ -48,8 +48,8 @@ def check_configured() -> str | None:
     """The configured PREFECT_API_URL if it answers; None if none is configured. The
     server `campaign ui` recorded for this folder is put into this process's environment,
     so Prefect's own client reports to it too (the user's profile is not touched)."""
-    from campaign.summary import configured_api_url, ui_record_url
-    from reports.prefect_ui import healthy
+    from cli.ui_server import healthy
+    from flows.prefect_api import configured_api_url, ui_record_url
 
     url = configured_api_url()
     if not url:

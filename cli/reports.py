@@ -46,7 +46,7 @@ def ui(
 
     The server is recorded in .campaign/prefect-ui.json; your Prefect profile is not
     changed unless you ask with --write-profile."""
-    from reports.prefect_ui import UiError, ensure_ui, forget_record, restore_profile, server_command, stop_server
+    from cli.ui_server import UiError, ensure_ui, forget_record, restore_profile, server_command, stop_server
 
     if stop:
         stopped = stop_server(workdir)

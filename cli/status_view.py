@@ -9,7 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from campaign.store import Store
-from campaign.summary import attempt_links, configured_api_url, summarize, ui_base
+from campaign.summary import attempt_links, summarize, ui_base
+from flows.prefect_api import configured_api_url
 
 STATE_STYLE = {
     "done": "green", "running": "cyan", "pending": "white", "failed": "red", "blocked": "yellow",

@@ -25,7 +25,8 @@ from arms.probes import registry as probes
 from flows.resolve import load_campaign, simulated_adapters
 from campaign.states import AttemptState, ItemState
 from campaign.store import Store, VerdictRow
-from campaign.summary import PREFECT_API_EVENT, configured_api_url
+from campaign.summary import PREFECT_API_EVENT
+from flows.prefect_api import configured_api_url
 from flows import placement
 from flows.arm_flow import arm_flow, arm_result, outcome_of
 from flows.artifacts import artifact_key, publish

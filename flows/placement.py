@@ -37,7 +37,7 @@ from typing import Any
 from campaign.schema import CampaignSpec
 from campaign.states import AttemptState
 from campaign.store import AttemptRow, Store, holder_gone
-from campaign.summary import configured_api_url
+from flows.prefect_api import configured_api_url
 from flows import interrupt
 from flows.arm_flow import arm_result
 from flows.progress import emit

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from campaign.store import Store
-from reports import prefect_ui, synthetic
+from cli import ui_server as prefect_ui
+from reports import synthetic
 from reports.site import write_site
 from tests.paths import ROOT
 from tests.unit.test_report import health_server  # noqa: F401 - helpers and fixtures
@@ -78,7 +79,7 @@ def test_a_run_reports_to_the_recorded_server_while_it_lives(health_server: str,
     server no longer answers, gives a temporary server instead of an error."""
     import subprocess
 
-    from campaign import summary
+    from flows import prefect_api as summary
     from cli import prefect_server
 
     monkeypatch.chdir(tmp_path)

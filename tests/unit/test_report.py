@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from campaign.store import MeasurementRow, Store
-from reports import charts, coverage, prefect_ui, synthetic
+from cli import ui_server as prefect_ui
+from reports import charts, coverage, synthetic
 from reports.data import load, page_names
 from reports.site import write_site
 

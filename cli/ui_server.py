@@ -9,7 +9,7 @@ started as a background process in its own session, its log and pid under the wo
 
 So that the next `campaign run` from this folder reports to it, the server's address (and
 the pid of a server it started) is recorded in .campaign/prefect-ui.json
-(`campaign.summary.UI_RECORD`), which `campaign run`, `resume`, `status` and `report` read
+(`flows.prefect_api.UI_RECORD`), which `campaign run`, `resume`, `status` and `report` read
 when nothing else is configured. The user's Prefect profile is left alone: it is theirs,
 and other projects run against it. `--write-profile` writes PREFECT_API_URL into the
 active profile instead (what `prefect config set` does), recording what the profile held
@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from campaign.processes import stop_group
-from campaign.summary import UI_RECORD, configured_api_url
+from flows.prefect_api import UI_RECORD, configured_api_url
 
 HOST = "127.0.0.1"
 PORT = 4200
@@ -166,7 +166,7 @@ def restore_profile(workdir: Path) -> str | None:
 
 
 def write_record(api_url: str, pid: int | None, path: Path = Path(UI_RECORD)) -> Path:
-    """Record the server for runs from this folder (`campaign.summary.ui_record_url`)."""
+    """Record the server for runs from this folder (`flows.prefect_api.ui_record_url`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"api_url": api_url, "pid": pid}))
     return path
