@@ -2,7 +2,7 @@
 
     python benchmarks/report_speed.py [--arms 30] [--rows 200000] [--keep DIR]
 
-Builds the store with reports.synthetic (bulk insert, one transaction), renders the site
+Builds the store with tests.synthetic (bulk insert, one transaction), renders the site
 twice (the second run with a warm page cache is what a person re-running the report
 sees) and prints seconds per phase. The aim is a few seconds: the report reads the
 measurements with one query and aggregates them once, whatever the number of pages.
@@ -21,12 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from campaign.store import Store  # noqa: E402
-from reports import synthetic  # noqa: E402
+from tests import synthetic  # noqa: E402
 from reports.site import write_site  # noqa: E402
 
 
 def rows_per_trial(arms: int, contexts: int) -> int:
-    """Measurement rows the synthetic campaign writes per trial (see reports.synthetic)."""
+    """Measurement rows the synthetic campaign writes per trial (see tests.synthetic)."""
     measured = arms - 1  # the last arm is blocked
     cache = (measured - 1) * 2 * 5 * 4 + 1 * 5 * 4  # arm 2 probes greedy only
     decode = measured * contexts * 2 * 3

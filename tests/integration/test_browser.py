@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from campaign.store import Store
-from reports import synthetic
+from tests import synthetic
 from reports.site import write_site
 from tests.paths import ROOT
 

@@ -12,7 +12,7 @@ import pytest
 
 from campaign.store import Store
 from cli import ui_server as prefect_ui
-from reports import synthetic
+from tests import synthetic
 from reports.site import write_site
 from tests.paths import ROOT
 from tests.unit.test_report import health_server  # noqa: F401 - helpers and fixtures

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from campaign.states import Verdict
 from campaign.store import Store, VerdictRow
-from reports import synthetic
+from tests import synthetic
 from tests.paths import ROOT
 from tests.unit.test_status import LONG, _rows  # noqa: F401 - helpers and fixtures
 

@@ -1,4 +1,4 @@
-"""The static report, on a store built by hand (reports.synthetic): pages for every gate
+"""The static report, on a store built by hand (tests.synthetic): pages for every gate
 and arm, escaping of hostile text everywhere, the coverage matrix, agent-load charts, raw
 records, self-contained charts, export and the `ui` command's server handling."""
 
@@ -17,7 +17,8 @@ import pytest
 
 from campaign.store import MeasurementRow, Store
 from cli import ui_server as prefect_ui
-from reports import charts, coverage, synthetic
+from reports import charts, coverage
+from tests import synthetic
 from reports.data import load, page_names
 from reports.site import write_site
 
