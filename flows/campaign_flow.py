@@ -35,7 +35,7 @@ from flows import overrides as override_keys
 from flows.devices import ensure_limits, release_lease
 from flows.overrides import digest, probe_params
 from flows.progress import emit
-from gates.engine import evaluate_family
+from gates.engine import evaluate_family, gate_rows
 
 
 def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list[VerdictRow]:
@@ -52,10 +52,7 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
         feeding = [q for q in spec.queue if q.gate == gate.id]
         if feeding and not any(item_states.get(q.key) in (ItemState.DONE, ItemState.BLOCKED, ItemState.FAILED) for q in feeding):
             continue  # nothing measured for it yet: stays pending
-        rows = frame
-        if feeding and gate.reads == "own-items" and not frame.empty:
-            rows = frame[frame["item_key"].isin([q.key for q in feeding])]
-        frames[gate.id] = rows
+        frames[gate.id] = gate_rows(gate, frame, [q.key for q in feeding])
     results = evaluate_family(spec.gates, frames, blocked, spec.campaign.confidence)
     out = []
     for gate in spec.gates:

@@ -45,6 +45,7 @@ from campaign.schema import (
     recipe_value_text,
 )
 from gates import catalog as gate_predicates
+from gates.engine import read_items
 
 
 def known_names() -> KnownNames:
@@ -249,7 +250,7 @@ def _read_items(spec: CampaignSpec, gate: GateEntry) -> tuple[list[QueueItem], s
     """The items whose measurements a gate reads (as `flows.campaign_flow.compute_verdicts`
     selects them) and how to say which."""
     feeding = [q for q in spec.queue if q.gate == gate.id]
-    if feeding and gate.reads == "own-items":
+    if read_items(gate, [q.key for q in feeding]) is not None:
         return feeding, f"no queue item feeding gate {gate.id!r} lists both (feeding it: {', '.join(q.key for q in feeding)})"
     why = "no item feeds it" if not feeding else "its reads = 'all'"
     return list(spec.queue), f"no queue item lists both ({why}, so it reads every item: {', '.join(q.key for q in spec.queue)})"

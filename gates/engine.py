@@ -25,6 +25,22 @@ def canonical_only(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[keep].reset_index(drop=True)
 
 
+def read_items(gate: GateEntry, feeding: Sequence[str]) -> list[str] | None:
+    """The queue items whose rows a gate reads, given the keys of the items feeding it;
+    None for every item's. With `reads = "own-items"` (the default) a gate fed by items
+    reads only theirs, so another item's runs of the same arms (other settings, another
+    question) never enter its verdict; a gate nobody feeds, or `reads = "all"`, reads all."""
+    return list(feeding) if feeding and gate.reads == "own-items" else None
+
+
+def gate_rows(gate: GateEntry, frame: pd.DataFrame, feeding: Sequence[str]) -> pd.DataFrame:
+    """`frame` cut to the rows `gate` reads (`read_items`)."""
+    items = read_items(gate, feeding)
+    if items is None or frame.empty:
+        return frame
+    return frame[frame["item_key"].isin(items)]
+
+
 def params_for(gate: GateEntry, confidence: float = CONFIDENCE) -> dict:
     """The gate's params with the campaign's confidence filled in where the predicate
     takes one and the gate does not set its own, and each metric's direction from the

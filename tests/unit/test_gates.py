@@ -88,3 +88,17 @@ def test_blocked_arm_makes_a_blocked_gate_with_the_message_word_for_word() -> No
     result = evaluate(REL, frame([]), blocked={"C": msg})
     assert result.verdict == Verdict.BLOCKED
     assert msg in result.reason
+
+
+def test_a_gate_reads_the_rows_of_the_items_feeding_it_unless_it_asks_for_all() -> None:
+    import pandas as pd
+
+    from campaign.schema import GateEntry
+    from gates.engine import gate_rows, read_items
+
+    own = GateEntry(id="g", predicate="threshold", params={"metric": "reuse", "op": ">=", "value": 0.5}, subjects=["A"])
+    every = own.model_copy(update={"reads": "all"})
+    frame = pd.DataFrame({"item_key": ["a", "b", "c"], "value": [1.0, 2.0, 3.0]})
+    assert read_items(own, ["a", "b"]) == ["a", "b"] and read_items(own, []) is None and read_items(every, ["a"]) is None
+    assert list(gate_rows(own, frame, ["a", "c"])["value"]) == [1.0, 3.0]
+    assert len(gate_rows(every, frame, ["a"])) == 3 and len(gate_rows(own, frame, [])) == 3
