@@ -38,39 +38,42 @@ def emit(kind: str, **data: Any) -> None:
     _to_run_log(kind, data)
 
 
+def _request_line(data: dict[str, Any]) -> str:
+    where = f"arm {data.get('arm')}: {data.get('probe')} request"
+    what = data.get("scenario") or ""
+    if data.get("turn") is not None:
+        what = f"conversation {data.get('conversation')}, turn {int(data['turn']) + 1}"
+    timing = f", ttft {data['ttft_s']:.2f} s" if isinstance(data.get("ttft_s"), float) else ""
+    status = "ok" if data.get("ok") else f"failed ({data.get('error') or 'error'})"
+    return f"{where} ({what}) {status}{timing}"
+
+
+def _campaign_start(data: dict[str, Any]) -> str:
+    n = data.get("items")
+    return (f"campaign {data.get('name')}: {n} queue item{'' if n == 1 else 's'} "
+            f"(the queue table: this run's Artifacts tab, key {data.get('artifact')})")
+
+
+# kind -> its line in the run's log; a kind not here is not worth reading later
+_LINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "request": _request_line,
+    "probe-start": lambda d: f"arm {d.get('arm')}: {d.get('probe')} @ {d.get('context')} started",
+    "probe-done": lambda d: f"arm {d.get('arm')}: {d.get('probe')} @ {d.get('context')} done",
+    "device-wait": lambda d: f"arm {d.get('arm')}: {d.get('message')}",
+    "arm-wait": lambda d: f"arm {d.get('arm')}: {d.get('message')}",
+    "arm-done": lambda d: f"arm {d.get('arm')}: {d.get('state')}",
+    "campaign-start": _campaign_start,
+    "campaign-done": lambda d: f"campaign {d.get('name')}: queue walked",
+    "item-start": lambda d: f"item {d.get('item')} ({'/'.join(d.get('arms') or [])}) started",
+    "item-done": lambda d: f"item {d.get('item')} {d.get('state')}" + (f": {d['reason']}" if d.get("reason") else ""),
+    "verdict": lambda d: f"gate {d.get('gate')}: {d.get('verdict')} ({d.get('reason')})",
+}
+
+
 def describe(kind: str, data: dict[str, Any]) -> str | None:
     """One line per event worth reading later; None for the rest."""
-    if kind == "request":
-        where = f"arm {data.get('arm')}: {data.get('probe')} request"
-        what = data.get("scenario") or ""
-        if data.get("turn") is not None:
-            what = f"conversation {data.get('conversation')}, turn {int(data['turn']) + 1}"
-        timing = f", ttft {data['ttft_s']:.2f} s" if isinstance(data.get("ttft_s"), float) else ""
-        status = "ok" if data.get("ok") else f"failed ({data.get('error') or 'error'})"
-        return f"{where} ({what}) {status}{timing}"
-    if kind == "probe-start":
-        return f"arm {data.get('arm')}: {data.get('probe')} @ {data.get('context')} started"
-    if kind == "probe-done":
-        return f"arm {data.get('arm')}: {data.get('probe')} @ {data.get('context')} done"
-    if kind == "device-wait":
-        return f"arm {data.get('arm')}: {data.get('message')}"
-    if kind == "arm-done":
-        return f"arm {data.get('arm')}: {data.get('state')}"
-    if kind == "arm-wait":
-        return f"arm {data.get('arm')}: {data.get('message')}"
-    if kind == "campaign-start":
-        n = data.get("items")
-        return f"campaign {data.get('name')}: {n} queue item{'' if n == 1 else 's'} (the queue table: this run's Artifacts tab, key {data.get('artifact')})"
-    if kind == "campaign-done":
-        return f"campaign {data.get('name')}: queue walked"
-    if kind == "item-start":
-        return f"item {data.get('item')} ({'/'.join(data.get('arms') or [])}) started"
-    if kind == "item-done":
-        reason = f": {data['reason']}" if data.get("reason") else ""
-        return f"item {data.get('item')} {data.get('state')}{reason}"
-    if kind == "verdict":
-        return f"gate {data.get('gate')}: {data.get('verdict')} ({data.get('reason')})"
-    return None
+    line = _LINES.get(kind)
+    return line(data) if line else None
 
 
 def _logger() -> logging.Logger:
