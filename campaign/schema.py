@@ -209,7 +209,11 @@ class QueueItem(_Strict):
     id: str | None = Field(default=None, pattern=_ID, description="the item's key (absent: the title, lower-cased, non-alphanumerics as -)")
     title: str = Field(description="what the item measures, shown in status and the report")
     arms: list[str] = Field(min_length=1, description="the arms to run; each gets its own server start in every block")
-    probes: list[ProbeName] = Field(min_length=1, description="the probes run on each arm, in order")
+    probes: list[str] = Field(
+        min_length=1,
+        description="the probes run on each arm, in order: a registered probe's name (built in: "
+        + ", ".join(p.value for p in ProbeName) + "; a plugin may register more)",
+    )
     contexts: list[int] = Field(
         default_factory=list,
         description="contexts at which cache-probe and decode run, each at most the arm's context; empty = the arm's own",
@@ -397,8 +401,14 @@ def _describe(err: dict[str, Any], data: Any) -> str:
 # -- reference checks -----------------------------------------------------------------
 
 
-def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known_predicates: set[str] | None) -> list[str]:
+def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known_predicates: set[str] | None,
+                      known_probes: set[str] | None = None) -> list[str]:
     problems: list[str] = []
+    probes = known_probes if known_probes is not None else {p.value for p in ProbeName}  # the built-in ones, known to the core
+    for i, item in enumerate(spec.queue):
+        for j, probe in enumerate(item.probes):
+            if probe not in probes:
+                problems.append(f"{item_label(i, item)}.probes[{j}]: found {probe!r}, expected one of: {', '.join(sorted(probes))}")
 
     def dupes(kind: str, keys: list[str]) -> None:
         seen: set[str] = set()
@@ -607,12 +617,13 @@ def parse_campaign(
     known_adapters: set[str] | None = None,
     known_predicates: set[str] | None = None,
     predicate_params: dict[str, type[BaseModel]] | None = None,
+    known_probes: set[str] | None = None,
 ) -> CampaignSpec:
     try:
         spec = CampaignSpec.model_validate(data)
     except ValidationError as exc:
         raise CampaignFileError(path, [_describe(e, data) for e in exc.errors()]) from None
-    problems = _check_references(spec, known_adapters, known_predicates)
+    problems = _check_references(spec, known_adapters, known_predicates, known_probes)
     if not problems:  # pooling is read through the references, so only once they hold
         problems = _check_pooling(spec)
     for i, gate in enumerate(spec.gates):
@@ -651,6 +662,7 @@ def read_campaign(path: str | Path, known: KnownNames | None = None) -> Campaign
         known_adapters=set(known.adapters),
         known_predicates=set(known.predicates),
         predicate_params=dict(known.predicate_params),
+        known_probes=set(known.probes) if known.probes is not None else None,
     )
 
 
@@ -677,6 +689,7 @@ class KnownNames:
     adapters: frozenset[str]
     predicates: frozenset[str]
     predicate_params: Mapping[str, type[BaseModel]]
+    probes: frozenset[str] | None = None  # None: only the built-in ones
 
 
 def file_digest(path: str | Path) -> str:

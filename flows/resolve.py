@@ -55,6 +55,7 @@ def known_names() -> KnownNames:
         adapters=frozenset(runtime_registry.names()),
         predicates=predicates,
         predicate_params={name: gate_predicates.params_model(name) for name in predicates},
+        probes=frozenset(probe_registry.names()),
     )
 
 

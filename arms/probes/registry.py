@@ -1,4 +1,9 @@
-"""Probe names (campaign.states.ProbeName) -> the function and parameter model."""
+"""Probe names -> the function and parameter model.
+
+The set is open: the built-in probes (named by `campaign.states.ProbeName`) register
+here on import, and a campaign's plugin module registers its own with `register`, after
+which a queue item can name it (`flows.resolve.known_names` checks files against what
+is registered)."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from campaign.states import ProbeName
 
 @dataclass(frozen=True)
 class ProbeSpec:
-    name: ProbeName
+    name: str
     run: Any
     params: type[BaseModel]
     per_context: bool
@@ -36,7 +41,7 @@ PROBES: Registry[ProbeSpec] = Registry("probe", missing="probe {name!r} is not a
 
 
 def register(spec: ProbeSpec) -> ProbeSpec:
-    """Register a probe under its name (a ProbeName: the campaign file's spelling)."""
+    """Register a probe under its name (the campaign file's spelling)."""
     return PROBES.add(spec.name, spec)
 
 

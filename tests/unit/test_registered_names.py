@@ -1,5 +1,7 @@
-"""A runtime's `options` are what its adapter reads: a misspelt key is refused at load
-time, naming the runtime and the key, and docs/runtimes.md lists every key."""
+"""Names a campaign file uses are checked against what is registered: a runtime's
+`options` against what its adapter reads (a misspelt key is refused at load time, naming
+the runtime and the key; docs/runtimes.md lists every key), and a queue item's probes
+against the probe registry, which a plugin can add to."""
 
 from __future__ import annotations
 
@@ -71,3 +73,35 @@ def test_every_option_an_adapter_reads_is_declared() -> None:
 def test_docs_runtimes_md_lists_every_option() -> None:
     text = (DOCS / "runtimes.md").read_text()
     assert catalog.options_markdown() in text, "docs/runtimes.md is stale: python -m arms.runtimes.catalog"
+
+
+def test_a_probe_a_plugin_registers_can_be_named_in_a_queue_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe set is open: a campaign's plugin registers a probe, and a queue item names
+    it; an unregistered name is still refused, with the registered ones listed."""
+    from arms.probes import registry
+
+    monkeypatch.setattr(registry.PROBES, "_items", dict(registry.PROBES._items))  # this test's registration stays here
+    (tmp_path / "echo_probe.py").write_text(textwrap.dedent(
+        """
+        from pydantic import BaseModel, ConfigDict
+        from arms.probes.registry import ProbeSpec, register
+
+        class EchoParams(BaseModel):
+            model_config = ConfigDict(extra="forbid")
+            words: int = 3
+
+        async def run(target, sink, params):
+            return None
+
+        register(ProbeSpec("echo", run, EchoParams, per_context=False))
+        """
+    ))
+    text = CAMPAIGN.format(options="threads = 2").replace('name = "opts"', 'name = "opts"\nplugins = ["echo_probe.py"]')
+    path = tmp_path / "c.toml"
+    path.write_text(text.replace('probes = ["decode"]', 'probes = ["echo"]'))
+    monkeypatch.delitem(__import__("sys").modules, "campaign_plugin_echo_probe", raising=False)
+    assert load_campaign(path).queue[0].probes == ["echo"]
+    path.write_text(text.replace('probes = ["decode"]', 'probes = ["echoo"]'))
+    with pytest.raises(CampaignFileError) as info:
+        load_campaign(path)
+    assert "queue[0] (id 'q').probes[0]: found 'echoo', expected one of: agent-load, cache-ceiling, cache-probe, decode, echo, load, tool-loop" in info.value.render()
