@@ -45,8 +45,8 @@ from campaign.states import Mode
 
 
 class AgentLoadParams(BaseModel):
-    conversations: int = Field(default=3, ge=1, le=1024)
-    turns: int = Field(default=10, ge=1, le=200)
+    conversations: int = Field(default=3, ge=1, le=1024, description="agent conversations sent at once")
+    turns: int = Field(default=10, ge=1, le=200, description="turns per conversation, each one request")
     system_tokens: int = Field(default=2000, ge=0, description="shared system prompt, in the server's tokens, template included (seed 000: ~2K)")
     task_tokens: int = Field(default=4000, ge=1, description="unique task per conversation, in the server's tokens (seed 000: ~4K)")
     turn_tokens: int = Field(default=1600, ge=0, description="tool output appended each later turn, in the server's tokens (~1.6K)")

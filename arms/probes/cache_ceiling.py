@@ -28,11 +28,11 @@ from campaign.states import Mode
 
 
 class CacheCeilingParams(BaseModel):
-    start_tokens: int = Field(default=256, ge=16)
+    start_tokens: int = Field(default=256, ge=16, description="the first prompt length tried, doubled until reuse dies")
     max_tokens_prompt: int | None = Field(default=None, description="upper bound; default = the arm's context")
-    min_reuse: float = Field(default=0.5, gt=0, le=1)
-    resolution_tokens: int = Field(default=64, ge=1)
-    max_tokens: int = Field(default=4, ge=1)
+    min_reuse: float = Field(default=0.5, gt=0, le=1, description="reuse at or above this counts as reused")
+    resolution_tokens: int = Field(default=64, ge=1, description="the bisection stops when the bounds are this close")
+    max_tokens: int = Field(default=4, ge=1, description="output tokens per request (the prompt is what is measured)")
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
     context: int = 0
 

@@ -44,9 +44,9 @@ class CacheProbeParams(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
     prompt_tokens: int = Field(default=1024, ge=16, description="size of each primed prompt, in the server's tokens (template included) where it has a tokenizer")
-    max_tokens: int = Field(default=8, ge=1)
+    max_tokens: int = Field(default=8, ge=1, description="output tokens per request (the prompt is what is measured)")
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL, Mode.GREEDY])
-    scenarios: list[str] = Field(default_factory=lambda: list(SCENARIOS))
+    scenarios: list[str] = Field(default_factory=lambda: list(SCENARIOS), description="which shapes of reuse to send")
     # file key `repeats`, `trials` in code: not the queue item's interleaved attempts
     trials: int = Field(default=1, ge=1, alias="repeats", description="each scenario this many times, fresh prompts each")
     context: int = 0

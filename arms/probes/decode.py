@@ -36,7 +36,7 @@ class DecodeParams(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
     contexts: list[int] = Field(min_length=1)
-    max_tokens: int = Field(default=64, ge=2)
+    max_tokens: int = Field(default=64, ge=2, description="output tokens per timed request, all of them generated (ignore_eos)")
     # file key `repeats` (campaign files keep it); `trials` in code, as it counts timed
     # requests in one probe run, not the item's interleaved attempts (its `repeats`)
     trials: int = Field(default=3, ge=1, alias="repeats", description="timed requests per context and mode")

@@ -22,9 +22,9 @@ from campaign.states import Mode
 
 
 class ToolLoopParams(BaseModel):
-    trials: int = Field(default=3, ge=1, le=100)
-    max_steps: int = Field(default=8, ge=1, le=50)
-    max_tokens: int = Field(default=160, ge=8)
+    trials: int = Field(default=3, ge=1, le=100, description="tool loops run, each from a fresh task")
+    max_steps: int = Field(default=8, ge=1, le=50, description="tool calls allowed before a loop counts as failed")
+    max_tokens: int = Field(default=160, ge=8, description="output tokens per step")
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
     context: int = 0
 

@@ -152,3 +152,14 @@ def test_the_campaigns_of_own_server_md_load_and_check(tmp_path: Path, index: in
     blocks = toml_blocks(page("own-server.md"))
     assert len(blocks) == 3
     loads_and_checks(tmp_path, f"own-{index}.toml", blocks[index])
+
+
+def test_docs_probes_md_is_the_probe_registry_and_every_parameter_says_what_it_does() -> None:
+    from arms.probes import doc
+
+    text = doc.markdown()
+    assert (DOCS / "probes.md").read_text() == text, "docs/probes.md is stale: python -m arms.probes.doc > docs/probes.md"
+    assert "|  |\n" not in text, "a probe parameter without a description: add Field(description=...)"
+    for probe in ("decode", "cache-probe", "agent-load", "load", "tool-loop", "cache-ceiling"):
+        assert f"\n## {probe}\n" in text
+    assert "| `decode_tps` | tok/s | higher is better |" in text  # the catalogue's units and directions
