@@ -49,32 +49,24 @@ def check_configured() -> str | None:
     server `campaign ui` recorded for this folder is put into this process's environment,
     so Prefect's own client reports to it too (the user's profile is not touched)."""
     from cli.ui_server import healthy
-    from flows.prefect_api import configured_api_url, ui_record_url
+    from flows.prefect_api import ENVIRONMENT, RECORDED, configured_api
 
-    url = configured_api_url()
-    if not url:
+    configured = configured_api()
+    if configured is None:
         return None
-    from_env = bool(os.environ.get("PREFECT_API_URL"))
-    from_record = not from_env and url == ui_record_url() and not _profile_url()
+    url, source = configured
     if not healthy(url, timeout=5.0):
-        if from_record:
+        if source == RECORDED:
             return None  # its server is gone (stopped by hand): a temporary one serves this run
-        where = "the environment" if from_env else "the active Prefect profile"
+        where = "the environment" if source == ENVIRONMENT else "the active Prefect profile"
         raise PrefectUnavailable(
             f"PREFECT_API_URL is {url} (from {where}) but no Prefect server answers there; "
             "start it with `campaign ui`, or stop using it: `campaign ui --stop` "
             "(or `prefect config unset PREFECT_API_URL` / `unset PREFECT_API_URL`)"
         )
-    if from_record:
+    if source == RECORDED:
         os.environ["PREFECT_API_URL"] = url  # for what this process starts, and the checks below
     return url
-
-
-def _profile_url() -> str | None:
-    from prefect.settings import PREFECT_API_URL
-
-    value = PREFECT_API_URL.value()
-    return str(value) if value else None
 
 
 @dataclass

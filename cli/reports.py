@@ -46,12 +46,13 @@ def ui(
 
     The server is recorded in .campaign/prefect-ui.json; your Prefect profile is not
     changed unless you ask with --write-profile."""
-    from cli.ui_server import UiError, ensure_ui, forget_record, restore_profile, server_command, stop_server
+    from cli.ui_server import UiError, ensure_ui, restore_profile, server_command, stop_server
+    from flows.prefect_api import forget_ui_record
 
     if stop:
         stopped = stop_server(workdir)
         console.print("Prefect server stopped." if stopped else f"no server started by `campaign ui` is running (no live pid in {workdir})")
-        if forget_record():
+        if forget_ui_record():
             console.print("runs from this folder use a temporary Prefect server again", markup=False, highlight=False)
         restored = restore_profile(workdir)
         if restored:

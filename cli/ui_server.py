@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from campaign.processes import stop_group
-from flows.prefect_api import UI_RECORD, configured_api_url
+from flows.prefect_api import RECORDED, UI_RECORD, configured_api, read_ui_record, write_ui_record
 
 HOST = "127.0.0.1"
 PORT = 4200
@@ -165,58 +165,29 @@ def restore_profile(workdir: Path) -> str | None:
     return f"PREFECT_API_URL removed from Prefect profile {name!r} (runs use a temporary local server again)"
 
 
-def write_record(api_url: str, pid: int | None, path: Path = Path(UI_RECORD)) -> Path:
-    """Record the server for runs from this folder (`flows.prefect_api.ui_record_url`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"api_url": api_url, "pid": pid}))
-    return path
-
-
-def forget_record(path: Path = Path(UI_RECORD)) -> bool:
-    if path.exists():
-        path.unlink()
-        return True
-    return False
-
-
 def ensure_ui(workdir: Path, *, write_config: bool = False, command: list[str] | None = None, api_url: str = DEFAULT_API,
               record: Path | None = Path(UI_RECORD)) -> UiResult:
     """Find or start the server. `write_config` writes the active Prefect profile (opt-in);
     otherwise, with `record`, the server is recorded for runs from this folder."""
-    configured = configured_api_url()
-    if configured and not (record is not None and record.exists() and not os.environ.get("PREFECT_API_URL") and configured == _recorded(record)):
-        if not healthy(configured):
+    configured = configured_api()
+    if configured is not None and configured[1] != RECORDED:  # the user's own setting wins
+        url = configured[0]
+        if not healthy(url):
             raise UiError(
-                f"PREFECT_API_URL is set to {configured} but no Prefect server answers there; start it, or unset it "
+                f"PREFECT_API_URL is set to {url} but no Prefect server answers there; start it, or unset it "
                 "(`unset PREFECT_API_URL`, `prefect config unset PREFECT_API_URL`) and run `campaign ui` again"
             )
-        return UiResult(configured, ui_url(configured), False, None, None, False)
+        return UiResult(url, ui_url(url), False, None, None, False)
     if healthy(api_url):
         started, pid, log = False, None, None
-        if record is not None and record.exists() and _recorded(record) == api_url:
-            pid = _recorded_pid(record)  # the server an earlier `campaign ui` started: keep its pid
+        earlier = read_ui_record(record) if record is not None else None
+        if earlier is not None and earlier.api_url == api_url:
+            pid = earlier.pid  # the server an earlier `campaign ui` started: keep its pid
     else:
         pid, log = start_server(workdir, command or server_command(), api_url)
         started = True
     if write_config:
         write_profile(api_url, workdir)
         return UiResult(api_url, ui_url(api_url), started, pid, log, True)
-    recorded = write_record(api_url, pid, record) if record is not None else None
+    recorded = write_ui_record(api_url, pid, record) if record is not None else None
     return UiResult(api_url, ui_url(api_url), started, pid, log, False, recorded)
-
-
-def _read(record: Path) -> dict:
-    try:
-        value = json.loads(record.read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _recorded(record: Path) -> str | None:
-    return _read(record).get("api_url")
-
-
-def _recorded_pid(record: Path) -> int | None:
-    pid = _read(record).get("pid")
-    return pid if isinstance(pid, int) else None

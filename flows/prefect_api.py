@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from campaign.processes import group_alive
 
 
 # Where `campaign ui` records the server it started or found, so that runs from this folder
@@ -17,39 +21,77 @@ import os
 # campaigns run in, beside the default store .campaign/campaign.db).
 UI_RECORD = os.path.join(".campaign", "prefect-ui.json")
 
+# where a configured server comes from (`configured_api`)
+ENVIRONMENT, PROFILE, RECORDED = "environment", "profile", "ui record"
 
-def ui_record_url(path: str = UI_RECORD) -> str | None:
-    """The API address `campaign ui` recorded, if its server can still be there: the
-    record names the pid of a server it started, and a dead pid means the record is stale
-    (a reboot, a kill) and is ignored rather than sending runs to nothing."""
+
+@dataclass(frozen=True)
+class UiRecord:
+    api_url: str
+    pid: int | None  # the server `campaign ui` started; None for one it found running
+
+
+def read_ui_record(path: str | Path = UI_RECORD) -> UiRecord | None:
+    """The record `campaign ui` wrote, or None (absent, unreadable or malformed)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            record = json.load(fh)
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    url = record.get("api_url") if isinstance(record, dict) else None
-    pid = record.get("pid") if isinstance(record, dict) else None
-    if not isinstance(url, str) or not url:
+    if not isinstance(record, dict) or not isinstance(record.get("api_url"), str) or not record["api_url"]:
         return None
-    if isinstance(pid, int):
-        try:
-            os.killpg(pid, 0)  # started in its own session: the group outlives a worker's exit
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-    return url
+    pid = record.get("pid")
+    return UiRecord(record["api_url"], pid if isinstance(pid, int) else None)
 
 
-def configured_api_url() -> str | None:
-    """The lasting Prefect server runs report to: $PREFECT_API_URL, else the active
-    profile's, else the one `campaign ui` recorded for this folder (`UI_RECORD`); None
-    when runs would go to a temporary server (gone with the run, and out of reach of
-    workers on other machines)."""
-    env = os.environ.get("PREFECT_API_URL")
-    if env:
-        return env
+def write_ui_record(api_url: str, pid: int | None, path: str | Path = UI_RECORD) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"api_url": api_url, "pid": pid}))
+    return path
+
+
+def forget_ui_record(path: str | Path = UI_RECORD) -> bool:
+    path = Path(path)
+    if path.exists():
+        path.unlink()
+        return True
+    return False
+
+
+def ui_record_url(path: str | Path = UI_RECORD) -> str | None:
+    """The API address `campaign ui` recorded, if its server can still be there: the
+    record names the pid of a server it started, and a dead one means the record is stale
+    (a reboot, a kill) and is ignored rather than sending runs to nothing."""
+    record = read_ui_record(path)
+    if record is None:
+        return None
+    if record.pid is not None and not group_alive(record.pid):  # its own session: the group outlives a worker's exit
+        return None
+    return record.api_url
+
+
+def _profile_url() -> str | None:
     from prefect.settings import PREFECT_API_URL
 
     value = PREFECT_API_URL.value()
-    return str(value) if value else ui_record_url()
+    return str(value) if value else None
+
+
+def configured_api() -> tuple[str, str] | None:
+    """The lasting Prefect server runs report to and where that comes from:
+    $PREFECT_API_URL (`ENVIRONMENT`), else the active profile's (`PROFILE`), else the one
+    `campaign ui` recorded for this folder (`RECORDED`); None when runs would go to a
+    temporary server (gone with the run, and out of reach of workers on other machines)."""
+    env = os.environ.get("PREFECT_API_URL")
+    if env:
+        return env, ENVIRONMENT
+    profile = _profile_url()
+    if profile:
+        return profile, PROFILE
+    recorded = ui_record_url()
+    return (recorded, RECORDED) if recorded else None
+
+
+def configured_api_url() -> str | None:
+    configured = configured_api()
+    return configured[0] if configured else None

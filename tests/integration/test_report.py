@@ -33,7 +33,7 @@ def test_ui_starts_a_server_in_the_background_and_stops_it(tmp_path: Path, monke
         "print('fake prefect server up', flush=True)\n"
         f"HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n"
     )
-    monkeypatch.setattr(prefect_ui, "configured_api_url", lambda: None)
+    monkeypatch.setattr(prefect_ui, "configured_api", lambda: None)
     api = f"http://127.0.0.1:{port}/api"
     record = tmp_path / "work" / "prefect-ui.json"
     result = prefect_ui.ensure_ui(tmp_path / "work", command=[sys.executable, str(script)], api_url=api, record=record)
@@ -79,22 +79,21 @@ def test_a_run_reports_to_the_recorded_server_while_it_lives(health_server: str,
     server no longer answers, gives a temporary server instead of an error."""
     import subprocess
 
-    from flows import prefect_api as summary
+    from flows import prefect_api
     from cli import prefect_server
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.setattr(prefect_server, "_profile_url", lambda: None)
-    monkeypatch.setattr(summary, "configured_api_url", lambda: summary.ui_record_url())
+    monkeypatch.setattr(prefect_api, "_profile_url", lambda: None)  # whatever the machine's Prefect profile holds
     assert prefect_server.check_configured() is None  # no record: a temporary server
-    prefect_ui.write_record(health_server, None)
+    prefect_api.write_ui_record(health_server, None)
     assert prefect_server.check_configured() == health_server
     assert os.environ.pop("PREFECT_API_URL") == health_server
     gone = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     gone.wait()
-    prefect_ui.write_record(health_server, gone.pid)
-    assert summary.ui_record_url() is None  # its server's process group is gone
-    prefect_ui.write_record("http://127.0.0.1:9/api", None)
+    prefect_api.write_ui_record(health_server, gone.pid)
+    assert prefect_api.ui_record_url() is None  # its server's process group is gone
+    prefect_api.write_ui_record("http://127.0.0.1:9/api", None)
     assert prefect_server.check_configured() is None and "PREFECT_API_URL" not in os.environ
 
 
