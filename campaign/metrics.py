@@ -186,10 +186,16 @@ def markdown() -> str:
         "in `docs/guide.md` (\"Measurement definitions\").",
     ]
     for probe in ALL_PROBES:
-        lines += ["", f"## {probe}", "", "| metric | unit | direction | scenarios | meaning |", "| --- | --- | --- | --- | --- |"]
-        for m in sorted((m for m in METRICS.values() if probe in m.probes), key=lambda m: m.name):
-            lines.append(f"| `{m.name}` | {m.unit} | {m.direction} | {m.scenarios} | {m.meaning} |")
+        lines += ["", f"## {probe}", "", *probe_table(probe)]
     return "\n".join(lines) + "\n"
+
+
+def probe_table(probe: str) -> list[str]:
+    """The metrics `probe` stores, as a markdown table (metrics.md and probes.md)."""
+    rows = ["| metric | unit | direction | scenarios | meaning |", "| --- | --- | --- | --- | --- |"]
+    for m in sorted((m for m in METRICS.values() if probe in m.probes), key=lambda m: m.name):
+        rows.append(f"| `{m.name}` | {m.unit} | {m.direction} | {m.scenarios} | {m.meaning} |")
+    return rows
 
 
 if __name__ == "__main__":

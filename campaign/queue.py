@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from datetime import UTC
 
-from campaign.processes import holder_gone as process_gone, kill_orphan, process_start
+from campaign.processes import kill_orphan, process_start, same_process_alive
 from campaign.schema import CampaignSpec, QueueItem, file_digest
 from campaign.states import TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
 from campaign.store import (
@@ -67,7 +67,7 @@ def claim_runner(store: Store, name: str, command: str = "") -> bool:
             continue  # released in between: try again
         if row.pid == me and row.host == host:
             return False
-        if process_gone(row.host == host, row.pid, row.process_start, None, 0.0) is None:  # alive, or elsewhere: no proof
+        if row.host != host or same_process_alive(row.pid, row.process_start):
             raise RunnerBusy(
                 f"campaign {name!r} is already being run by {_describe_runner(row)}; "
                 "wait for it to finish, or stop it (Ctrl-C in its terminal) and run `campaign resume`"
@@ -98,7 +98,7 @@ def current_runner(store: Store, name: str) -> str | None:
         row = s.get(RunnerRow, name)
     if row is None:
         return None
-    if process_gone(row.host == socket.gethostname(), row.pid, row.process_start, None, 0.0):
+    if row.host == socket.gethostname() and not same_process_alive(row.pid, row.process_start):
         return None
     return _describe_runner(row)
 

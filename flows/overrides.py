@@ -25,10 +25,8 @@ from pydantic import ValidationError
 
 from arms.probes import registry as probes
 from campaign.schema import CampaignSpec, QueueItem, Recipe, item_label
+from arms.probes.registry import ITEM_FIELDS
 from campaign.states import ProbeName
-
-# Set from the queue item itself, never through overrides.
-ITEM_FIELDS = {"context": "contexts", "contexts": "contexts"}
 
 
 def probe_params(

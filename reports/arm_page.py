@@ -105,11 +105,11 @@ def counter_notes(data: ReportData, arm_id: str) -> list[str]:
         return []
     rows = stats[(stats["arm_id"] == arm_id) & (stats["mode"] == "canonical") & stats["metric"].isin(["cache_hits", "cached_prompt_tokens"])]
     notes = []
-    for key, part in rows.groupby(["probe", "scenario", "mode", "context"], sort=True):
+    for key, part in rows.groupby(["probe", "scenario", "context"], sort=True):
         value = {str(r.metric): float(r.median) for r in part.itertuples(index=False)}
         hits, cached = value.get("cache_hits"), value.get("cached_prompt_tokens")
         if hits == 0 and cached and cached > 0:
-            probe, scenario, _mode, context = key
+            probe, scenario, context = key
             where = f"{probe}{' ' + str(scenario) if scenario else ''} @ {context}"
             notes.append(
                 f"{where}: 0 cache hits beside {cached:,.0f} cached prompt tokens (medians per run). Not a contradiction: "

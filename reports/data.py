@@ -101,6 +101,7 @@ class ReportData:
 
     def __post_init__(self) -> None:
         self.arm_by_id = {a.arm_id: a for a in self.arms}
+        self._arm_order = {a.arm_id: i for i, a in enumerate(self.arms)}
         if self.agent_ttft is None:
             self.agent_ttft = ttft_rows(self.frame)
 
@@ -111,8 +112,7 @@ class ReportData:
     def arm_color(self, arm_id: str) -> int:
         """The arm's palette index, by its place in the campaign file: the same colour on
         every chart of every page, so arm C is one hue wherever it is compared."""
-        order = {a.arm_id: i for i, a in enumerate(self.arms)}
-        return order.get(arm_id, len(order))
+        return self._arm_order.get(arm_id, len(self._arm_order))
 
     def is_simulated(self, arm_id: str) -> bool:
         return arm_id in self.summary.simulated_arms

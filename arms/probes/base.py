@@ -375,6 +375,3 @@ async def identify(target: ProbeTarget) -> dict[str, Any]:
         else:
             out["error"] = (out["error"] + "; " if out["error"] else "") + f"fingerprint: {record.error}"
     return out
-
-
-

@@ -31,21 +31,14 @@ them are still one cell for the gates."""
 def _params(spec: registry.ProbeSpec) -> list[str]:
     rows = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
     for name, info in spec.params.model_fields.items():
-        if name in ("contexts", "context", "modes"):
-            continue  # set by the queue item itself (its contexts and modes), not an override
+        if name in registry.ITEM_FIELDS or name == "modes":
+            continue  # the queue item's own `contexts` and `modes` set these
         key = key_of(name, info)
         kind = ", ".join([type_words(info.annotation), *limits(info)])
         meaning = info.description or ""
         if name in spec.sample_fields:
             meaning = (meaning + "; " if meaning else "") + "*sample size*"
         rows.append(f"| `{key}` | {cell(kind)} | {cell(default_text(info))} | {cell(meaning)} |")
-    return rows
-
-
-def _metrics(name: str) -> list[str]:
-    rows = ["| metric | unit | direction | scenarios | meaning |", "| --- | --- | --- | --- | --- |"]
-    for m in sorted((m for m in metrics.METRICS.values() if name in m.probes), key=lambda m: m.name):
-        rows.append(f"| `{m.name}` | {m.unit} | {m.direction} | {cell(m.scenarios)} | {cell(m.meaning)} |")
     return rows
 
 
@@ -62,7 +55,7 @@ def markdown() -> str:
         lines.append(f"| [`{name}`](#{name}) | {'yes' if spec.per_context else 'no'} | {cell(first.split(': ', 1)[-1])} |")
     for name in names:
         spec = registry.get(name)
-        lines += ["", f"## {name}", "", docs[name], "", "### Parameters", "", *_params(spec), "", "### Metrics", "", *_metrics(name)]
+        lines += ["", f"## {name}", "", docs[name], "", "### Parameters", "", *_params(spec), "", "### Metrics", "", *metrics.probe_table(name)]
     return "\n".join(lines) + "\n"
 
 

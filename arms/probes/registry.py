@@ -37,6 +37,9 @@ class ProbeSpec:
         return {(info.alias or name): name for name, info in self.params.model_fields.items()}
 
 
+# Probe fields set from the queue item itself (its `contexts`), never through overrides.
+ITEM_FIELDS = {"context": "contexts", "contexts": "contexts"}
+
 PROBES: Registry[ProbeSpec] = Registry("probe", missing="probe {name!r} is not available yet; available: {known}")
 
 
