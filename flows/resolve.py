@@ -45,6 +45,8 @@ from campaign.schema import (
     recipe_value_text,
 )
 from gates import catalog as gate_predicates
+from gates.blockstats import pass_bar
+from gates.compare import DEFAULT_MIN_RUNS
 from gates.engine import read_items
 
 
@@ -187,8 +189,14 @@ def metric_problems(spec: CampaignSpec) -> list[str]:
 
 
 def design_warnings(spec: CampaignSpec) -> list[str]:
-    """What loads but reads oddly: a gate direction set against its metric's (`higher_is_better
-    = true` on seconds). Printed by `campaign check` and before `campaign run` starts."""
+    """What loads but reads oddly or cannot decide much: a gate direction set against its
+    metric's, a comparative gate with too few blocks to pass. Printed by `campaign check` and
+    before `campaign run` starts."""
+    return direction_warnings(spec) + power_warnings(spec)
+
+
+def direction_warnings(spec: CampaignSpec) -> list[str]:
+    """A gate direction set against its metric's (`higher_is_better = true` on seconds)."""
     warnings = []
     for where, _, predicate, params, _, _ in _judgements(spec):
         for key, name, _ in gate_predicates.metric_fields(predicate, params):
@@ -202,6 +210,68 @@ def design_warnings(spec: CampaignSpec) -> list[str]:
                     f"whose catalogue direction is {metric.direction}: the gate reads it the other way"
                 )
     return warnings
+
+
+# A design whose pass needs the gain to clear its threshold by more than this many
+# between-block spreads is warned about, and the warning names the blocks that bring the
+# bar down to SUGGESTED_BAR (see `gates.blockstats.pass_bar`).
+WARN_BAR = 3.0
+SUGGESTED_BAR = 2.0
+
+
+def _paired_blocks(spec: CampaignSpec, gate: GateEntry) -> tuple[int, str, str] | None:
+    """The fewest blocks any (subject, baseline) pair of `gate` is compared over, with that
+    pair: an item the gate reads that runs both pairs them over its blocks (its repeats); a
+    pair no such item holds is compared unpaired, over the fewer runs of the two arms."""
+    items, _ = _read_items(spec, gate)
+    worst: tuple[int, str, str] | None = None
+    for subject in gate.subjects:
+        for base in gate.baseline:
+            if base == subject:
+                continue
+            together = [q.repeats for q in items if subject in q.arms and base in q.arms]
+            if together:
+                n = max(together)
+            else:
+                n = min(sum(q.repeats for q in items if arm in q.arms) for arm in (subject, base))
+            if worst is None or n < worst[0]:
+                worst = (n, subject, base)
+    return worst
+
+
+def power_warnings(spec: CampaignSpec) -> list[str]:
+    """Comparative gates that, as planned, can pass only on a gain far past their threshold:
+    the bar of `gates.blockstats.pass_bar` for the gate's fewest paired blocks and the family
+    (the campaign's non-exploratory gates that compare arms, an upper bound on what Holm will
+    adjust over). Known before anything runs, from the file alone."""
+    comparative = [g for g in spec.gates if g.baseline and not g.exploratory]
+    family = len(comparative)
+    confidence = spec.campaign.confidence
+    out = []
+    for i, gate in enumerate(spec.gates):
+        if gate not in comparative:
+            continue
+        found = _paired_blocks(spec, gate)
+        if found is None:
+            continue
+        n, subject, base = found
+        min_runs = int(gate.params.get("min_runs", DEFAULT_MIN_RUNS))
+        bar = pass_bar(n, family, confidence)
+        if n >= min_runs and bar <= WARN_BAR:
+            continue
+        better = next((k for k in range(max(n + 1, min_runs), 21) if pass_bar(k, family, confidence) <= SUGGESTED_BAR), None)
+        holm = f"Holm over up to {family} comparative gates" if family > 1 else "its one-sided test"
+        head = f"gates[{i}] (id {gate.id!r}): {subject} meets {base} in {n} block{'s' if n != 1 else ''}"
+        if n < min_runs:
+            text = f"{head}, fewer than the {min_runs} server runs a gate decides on: it can only be inconclusive"
+        else:
+            text = (f"{head}; to pass {holm}, its gain must clear the threshold by {bar:.1f} times the spread "
+                    "of the per-block log ratios between server runs")
+        if better:
+            text += (f"; with {better} blocks (the items' repeats) a pass needs {pass_bar(better, family, confidence):.1f} "
+                     "spreads" + ("" if n >= min_runs else f" ({holm})"))
+        out.append(text)
+    return out
 
 
 # -- attribution: the ablation is the subject with one mechanism switched ----------------------

@@ -145,3 +145,19 @@ def back(est: Estimate, x: float) -> float:
     if x == -math.inf:
         return 0.0
     return math.exp(x)
+
+
+def pass_bar(blocks: int, family: int, confidence: float) -> float:
+    """How far a paired gain must clear its threshold, in between-block standard deviations
+    of the per-block log ratio, for its one-sided p to reach the strictest Holm level of a
+    `family` of comparative gates: t(1 - alpha/family, blocks - 1) / sqrt(blocks), where
+    alpha = (1 - confidence) / 2 (`gates.compare.alpha_of`).
+
+    Why: known before anything runs, it says whether a design can pass at all. Three blocks
+    in a family of four need the gain to clear its threshold by 5.1 spreads (t > 8.86 on 2
+    degrees of freedom); five blocks by 1.9. `paired` and `Estimate.p_above` are the test
+    this bar is the edge of (a test holds them to each other)."""
+    if blocks < 2 or family < 1:
+        return math.inf
+    alpha = (1.0 - confidence) / 2 / family
+    return float(st.t.ppf(1.0 - alpha, blocks - 1)) / math.sqrt(blocks)

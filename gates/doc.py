@@ -281,6 +281,15 @@ decision. In a family of more than one gate each member's reason says its size. 
 exploratory gate stands outside, and its reason says "exploratory: outside the family,
 no multiplicity control". Bounds on one arm (`threshold`, `majority`, ...) are not in
 the family.
+
+**Enough blocks to pass.** Holm's strictest level is alpha / (family size), and a paired
+test over n blocks has n - 1 degrees of freedom, so few blocks in a large family can pass
+only a gain far past its threshold: it must clear the threshold by t(1 - alpha/m, n - 1) /
+sqrt(n) times the spread (standard deviation) of the per-block log ratios. Three blocks
+in a family of four need 5.1 spreads, five blocks 1.9. `campaign check` and `campaign run`
+warn, before anything starts, of a comparative gate whose planned blocks need more than
+3 spreads (or are fewer than the gate's `min_runs`, so it can only be inconclusive), and
+name the blocks (the items' `repeats`) that bring it to 2.
 """
 
 

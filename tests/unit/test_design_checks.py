@@ -307,3 +307,70 @@ def test_every_example_loads(examples: Path) -> None:
     assert paths
     for path in paths:
         load_campaign(path)
+
+
+# -- power: can the planned blocks pass at all? ---------------------------------------------------
+
+
+def _comparisons(n_gates: int, repeats: int) -> str:
+    gates = "".join(
+        f'\n[[gates]]\nid = "g{i}"\npredicate = "relative_improvement"\n'
+        f'params = {{ metric = "ttft_later_median_s", min_gain = 0.5 }}\nsubjects = ["B"]\nbaseline = ["A"]\n'
+        for i in range(n_gates)
+    )
+    return gates + LOAD.replace('arms = ["A", "B", "B-nocache", "B-2slots"]', 'arms = ["A", "B"]') + (
+        f'gate = "g0"\nrepeats = {repeats}\n'
+    )
+
+
+def test_the_pass_bar_is_the_edge_of_the_gates_own_test() -> None:
+    """Paired block log ratios whose mean clears the threshold by exactly `pass_bar` spreads
+    give the paired test's one-sided p exactly alpha / family: the warning's number is the
+    test's, not a rule of thumb."""
+    import math
+    import statistics
+
+    from gates import blockstats
+    from gates.compare import alpha_of
+
+    for blocks, family in ((3, 4), (5, 4), (3, 1), (8, 9)):
+        bar = blockstats.pass_bar(blocks, family, 0.95)
+        spread = 0.2
+        noise = [(-1) ** k * (k + 1) for k in range(blocks)]
+        mean, sd = statistics.fmean(noise), statistics.stdev(noise)
+        threshold = math.log(0.5)
+        logs = [threshold + bar * spread + (e - mean) / sd * spread for e in noise]
+        est = blockstats.paired([math.exp(v) for v in logs], [1.0] * blocks)
+        assert math.isclose(est.p_above(threshold), alpha_of(0.95) / family, rel_tol=1e-6), (blocks, family)
+    assert round(blockstats.pass_bar(3, 4, 0.95), 1) == 5.1 and round(blockstats.pass_bar(5, 4, 0.95), 1) == 1.9
+    assert blockstats.pass_bar(1, 4, 0.95) == math.inf
+
+
+def test_three_blocks_under_holm_over_four_gates_are_warned_of_and_five_are_not(tmp_path: Path) -> None:
+    from flows.resolve import design_warnings
+
+    few = design_warnings(load_campaign(write(tmp_path, campaign(_comparisons(4, 3)))))
+    assert len(few) == 4 and few[0] == (
+        "gates[0] (id 'g0'): B meets A in 3 blocks; to pass Holm over up to 4 comparative gates, its gain must "
+        "clear the threshold by 5.1 times the spread of the per-block log ratios between server runs; with 5 blocks "
+        "(the items' repeats) a pass needs 1.9 spreads"
+    ), few
+    assert design_warnings(load_campaign(write(tmp_path, campaign(_comparisons(4, 5))))) == []
+    # one gate alone: its own one-sided test at 3 blocks needs 2.5 spreads, no warning
+    assert design_warnings(load_campaign(write(tmp_path, campaign(_comparisons(1, 3))))) == []
+
+
+def test_fewer_blocks_than_a_gate_decides_on_are_warned_of_as_never_deciding(tmp_path: Path) -> None:
+    from flows.resolve import design_warnings
+
+    (one,) = design_warnings(load_campaign(write(tmp_path, campaign(_comparisons(1, 1)))))
+    assert one.startswith("gates[0] (id 'g0'): B meets A in 1 block, fewer than the 3 server runs a gate decides on: "
+                          "it can only be inconclusive; with 4 blocks (the items' repeats) a pass needs 1.6 spreads (its one-sided test)"), one
+
+
+def test_an_exploratory_gate_stays_out_of_the_family_it_is_warned_about(tmp_path: Path) -> None:
+    from flows.resolve import design_warnings
+
+    text = campaign(_comparisons(4, 3)).replace('id = "g3"\n', 'id = "g3"\nexploratory = true\n')
+    warned = design_warnings(load_campaign(write(tmp_path, text)))
+    assert "Holm over up to 3 comparative gates" in warned[0], warned

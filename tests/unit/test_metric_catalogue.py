@@ -157,15 +157,15 @@ def test_an_also_metric_is_checked_too(tmp_path: Path) -> None:
 
 
 def test_a_gate_on_seconds_reads_lower_as_better_unless_it_says_otherwise(tmp_path: Path) -> None:
-    from flows.resolve import design_warnings
+    from flows.resolve import direction_warnings
     from gates.engine import params_for
 
     spec = _load(tmp_path, GATE.format(params='metric = "ttft_s", min_gain = 0.3'))
     assert params_for(spec.gate("g"))["higher_is_better"] is False
-    assert design_warnings(spec) == []
+    assert direction_warnings(spec) == []
     contrary = _load(tmp_path, GATE.format(params='metric = "ttft_s", min_gain = 0.3, higher_is_better = true'))
     assert params_for(contrary.gate("g"))["higher_is_better"] is True  # what the file says, warned of
-    (warning,) = design_warnings(contrary)
+    (warning,) = direction_warnings(contrary)
     assert re.match(r"gates\[0\] \(id 'g'\)\.params\.higher_is_better: set to true for 'ttft_s' \(s\), whose catalogue "
                     r"direction is lower is better", warning), warning
 
