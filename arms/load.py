@@ -8,9 +8,14 @@ Two families of profile:
   slows the load down and hides its own queue (coordinated omission). They measure what n
   users see; the sweep uses them for its two ends.
 - **open loop** (`constant(rate)`, `poisson(rate, seed)`): every send time is fixed before
-  the run (every 1/rate s, or exponential gaps drawn from a seeded generator), and requests
-  go out on it whether or not earlier ones finished. A server that cannot keep up shows a
-  queue and growing latency, as it would under real traffic.
+  the run, and requests go out on it whether or not earlier ones finished. A server that
+  cannot keep up shows a queue and growing latency, as it would under real traffic.
+  Constant: every 1/rate s. Poisson: a Poisson process *given its count*: n = rate x
+  duration arrivals (rounded), at times drawn uniformly over the window n / rate and sorted
+  (how a Poisson process's arrivals lie once their number is known), so the bursts are
+  Poisson's and the offered rate is the labelled one exactly. Unconditioned, a 3 s step
+  at 3 req/s offers 9 +- 3 requests: a third off its label, and the label is what the
+  curve plots.
 
 Every request keeps its scheduled send (`RequestRecord.scheduled_ns`) beside its actual one
 (`send_ns`, when its headers were written to the socket); `schedule_lag_s` is the
@@ -28,18 +33,19 @@ with a high n), then `count` rates evenly spaced between the two measured throug
 
 Per-run numbers, defined here once (`run_stats`):
 
-- `span_s`: the run's wall time, from its start to the end of its last response (drain
-  included).
-- `request_throughput_rps` = succeeded requests / span_s; `output_tps` = completion tokens
-  of succeeded requests / span_s.
-- `window_s`: the time the load was offered. Open loop: the schedule's length (the
-  duration, or, with a request count, the time the next request would have been sent);
-  closed loop: span_s. `offered_rps` = requests offered / window_s.
-- `goodput_rps` = requests that met every latency target / window_s. Failed, timed-out and
-  not-run requests are misses. Counted over the window, not the span, so the drain of the
-  last requests sent is not held against a rate the server carried; a growing queue shows
-  instead as missed TTFT or E2E targets (which is why a sweep needs one of those: a TPOT
-  target alone cannot see a queue).
+- `window_s`: the time the load was offered. Open loop: the schedule's length (n / rate);
+  closed loop: from the first send to the last end.
+- `span_s`: the run's wall time, from its start to the end of its last response;
+  `drain_s` = span_s - window_s, the time the last requests took to come back after the
+  window (0 for a closed loop), reported apart.
+- Every rate is per the window, one denominator: `offered_rps` = requests offered /
+  window_s; `request_throughput_rps` = succeeded requests / window_s; `goodput_rps` =
+  requests that met every latency target / window_s; `output_tps` = completion tokens of
+  succeeded requests / window_s. So goodput <= throughput <= offered, always. Failed,
+  timed-out and not-run requests are misses. Over the window, not the span, so the drain
+  of the last requests sent is not held against a rate the server carried; a growing queue
+  shows instead as missed TTFT or E2E targets (which is why a sweep needs one of those: a
+  TPOT target alone cannot see a queue) and as a long drain.
 - `target_attainment` = met / offered. A rate *holds* when attainment >= the sweep's
   fraction, i.e. goodput_rps >= fraction x offered_rps (fraction 0.9: the targets hold at
   the 90th percentile of requests, failures counted).
@@ -51,8 +57,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import random
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -125,31 +133,36 @@ class Profile:
         return SCENARIO_PREFIX[self.kind] + rate_text(self.rate)
 
     def offsets(self, duration_s: float | None, requests: int | None) -> tuple[list[float], float]:
-        """Open loop: the send times (seconds from the start) and the window they span.
+        """Open loop: the send times (seconds from the start) and the window they span,
+        n / rate for n sends, so n / window is the rate the profile is labelled with.
 
-        With a duration, every send before it; with a request count, that many; with
-        both, whichever ends first. The window ends when the next request would have been
-        sent (n / rate for a constant rate), except for Poisson arrivals cut by a
-        duration, whose window is the duration."""
+        n: with a duration, the sends that fit in it (a constant rate: every 1/rate s
+        before the duration; Poisson: rate x duration, rounded, at least one); with a
+        request count, that many; with both, the fewer. Constant sends go at i / rate;
+        Poisson ones at n uniform draws over the window, sorted (see the module doc)."""
         if not self.open_loop:
             raise ValueError(f"{self.kind} is a closed-loop profile: it has no schedule")
         if duration_s is None and requests is None:
             raise ValueError("an open-loop run needs a duration or a request count")
+        counts = []
+        if duration_s is not None:
+            fit = math.ceil(duration_s * self.rate - 1e-9) if self.kind == Kind.CONSTANT else round(duration_s * self.rate)
+            counts.append(max(1, fit))
+        if requests is not None:
+            counts.append(requests)
+        n = min(counts)
+        window = n / self.rate
+        if self.kind == Kind.CONSTANT:
+            return [i / self.rate for i in range(n)], window
         rng = random.Random(self.seed)
-        out: list[float] = []
-        t = 0.0
-        while True:
-            if requests is not None and len(out) >= requests:
-                window = t
-                break
-            if duration_s is not None and t >= duration_s:
-                # constant: the n sends own n gaps of 1/rate, so the window ends at the next
-                # send; Poisson: arrivals are memoryless, the duration is the window
-                window = t if self.kind == Kind.CONSTANT else duration_s
-                break
-            out.append(t)
-            t = (len(out) / self.rate) if self.kind == Kind.CONSTANT else t + rng.expovariate(self.rate)
-        return out, window
+        return sorted(rng.uniform(0.0, window) for _ in range(n)), window
+
+
+def step_seed(seed: int, scenario: str) -> int:
+    """The arrival seed of one step of a sweep: its own for every rate (a sweep's steps
+    drawn from one seed would share their bursts, so their shortfalls would be
+    correlated), the same for the same base seed and step (a run can be repeated)."""
+    return zlib.crc32(f"{seed}/{scenario}".encode())
 
 
 def synchronous() -> Profile:
@@ -172,8 +185,8 @@ def constant(rate: float) -> Profile:
 
 
 def poisson(rate: float, seed: int = 0) -> Profile:
-    """Requests at exponential gaps of mean 1/rate from a generator seeded by `seed`, so a
-    run can be repeated with the same arrivals (open loop)."""
+    """Poisson arrivals at `rate`, given their count (see the module doc), drawn from a
+    generator seeded by `seed`, so a run can be repeated with the same arrivals (open loop)."""
     if not rate > 0:
         raise ValueError(f"rate must be > 0 requests/s, found {rate}")
     return Profile(Kind.POISSON, rate=rate, seed=seed)
@@ -372,14 +385,16 @@ def run_stats(result: RunResult, targets: Mapping[str, float]) -> list[Stat]:
         sources.add(source)
     token_source = SOURCE_CLIENT_ESTIMATE if SOURCE_CLIENT_ESTIMATE in sources else SOURCE_SERVER
     per_s = lambda count, over: count / over if over > 0 else 0.0  # noqa: E731
+    over = f"over the {window:.3g} s window"
     out = [
-        Stat("offered_rps", per_s(offered, window), "req/s", f"{offered} requests over {window:.3g} s"),
-        Stat("request_throughput_rps", per_s(len(ok), span), "req/s", f"{len(ok)} succeeded over {span:.3g} s"),
-        Stat("output_tps", per_s(tokens, span), "tok/s", token_source),
-        Stat("goodput_rps", per_s(met, window), "req/s", f"{met} of {offered} met {targets_text(targets)}"),
+        Stat("offered_rps", per_s(offered, window), "req/s", f"{offered} requests {over}"),
+        Stat("request_throughput_rps", per_s(len(ok), window), "req/s", f"{len(ok)} succeeded {over}"),
+        Stat("output_tps", per_s(tokens, window), "tok/s", f"{token_source}, {over}"),
+        Stat("goodput_rps", per_s(met, window), "req/s", f"{met} of {offered} met {targets_text(targets)}, {over}"),
         Stat("requests_met", met, "requests", targets_text(targets)),
         Stat("window_s", window, "s", "the schedule" if result.profile.open_loop else "first send to last end"),
         Stat("span_s", span, "s", "first send to last end"),
+        Stat("drain_s", max(0.0, span - window), "s", "last end after the window"),
         Stat("in_flight_peak", result.peak_in_flight, "requests", f"cap {result.max_in_flight}"),
     ]
     if offered:

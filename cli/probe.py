@@ -277,7 +277,8 @@ def _print_load(sink: Any) -> None:
     rows = curve_rows(sink.measurements)
     widest = max((len(r["scenario"]) for r in rows), default=3)
     for mode_ in dict.fromkeys(r["mode"] for r in rows):
-        title = f"load, {mode_}: rates in req/s (thru: throughput), latencies and schedule lag in ms, queue: most waiting"
+        title = (f"load, {mode_}: offered, thru(ughput) and goodput in req/s over each run's window (drain "
+                 "apart, in --json), latencies and schedule lag in ms, queue: most waiting")
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
         for name, _, _ in columns:  # fits 80 columns; the run's name is never cut
             table.add_column(name, justify="left" if name == "run" else "right", no_wrap=True, min_width=widest if name == "run" else None)

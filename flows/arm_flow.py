@@ -319,7 +319,7 @@ def _run_arm(
                 if (str(probe), context) in done_before:
                     continue  # finished before a crash: never measured twice
                 interrupt.check()
-                params = probe_params(spec, item, probe, context, overrides, arm.context)
+                params = probe_params(spec, item, probe, context, overrides, arm.context, block=row.repeat)
                 run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
                     store.public_url, campaign_id, attempt.id, row.repeat, item.key, arm_id, str(probe), context,
                     base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),

@@ -30,9 +30,14 @@ from campaign.states import ProbeName
 
 
 def probe_params(
-    spec: CampaignSpec, item: QueueItem, probe: ProbeName, context: int, overrides: dict[str, Any], arm_context: int = 0
+    spec: CampaignSpec, item: QueueItem, probe: ProbeName, context: int, overrides: dict[str, Any], arm_context: int = 0,
+    block: int | None = None,
 ) -> Any:
-    """A probe's parameters: defaults, then what the item and its overrides say."""
+    """A probe's parameters: defaults, then what the item and its overrides say. With the
+    `block` a run belongs to, each field that picks a random draw (`ProbeSpec.draw_fields`,
+    the load probe's arrival seed) is derived from the campaign's seed, the item, the block
+    and the value given: every arm of a block gets the same draw (their comparison is not
+    one of draws) and every block a new one (a verdict does not hang on one draw)."""
     pspec = probes.get(probe)
     fields = pspec.params.model_fields
     keys = pspec.keys
@@ -49,6 +54,11 @@ def probe_params(
         if item.contexts:
             values["prompt_tokens"] = max(16, int(context * 0.8))
     values.update({k: v for k, v in overrides.items() if k in keys})
+    if block is not None:
+        for name in pspec.draw_fields:
+            given = values.get(name, fields[name].default)
+            key = {"campaign": spec.campaign.seed, "item": item.key, "block": block, "given": given}
+            values[name] = int(digest(key), 16) % 2**31
     return pspec.params.model_validate(values)
 
 
@@ -68,10 +78,11 @@ def probe_settings_hash(probe: ProbeName | str, params: Any, overrides: dict[str
     same thing even when one of them also runs a cache probe, other contexts or more
     blocks. Left out: the item's mode list (the mode is the cell's own key), the fields
     that only size a run's sample (`ProbeSpec.sample_fields`: 3 or 5 timed requests are
-    one run, its median, either way) and everything of the server's own (`recipe.*`, in
+    one run, its median, either way), the fields that pick a random draw
+    (`ProbeSpec.draw_fields`, set per block) and everything of the server's own (`recipe.*`, in
     the attempt's `recipe_hash`)."""
     values = params.model_dump(mode="json")
-    for name in ("modes", *probes.get(probe).sample_fields):
+    for name in ("modes", *probes.get(probe).unsettled):
         values.pop(name, None)
     sim = {k: v for k, v in overrides.items() if k.startswith("sim.")}
     return digest({"params": values, "sim": sim})

@@ -405,7 +405,7 @@ def _probe_settings(item: QueueItem, probe: str) -> dict[str, Any]:
     """The item's overrides that reach `probe`: its parameters (not those that only size
     a run's sample, `ProbeSpec.sample_fields`) and the simulator's profile."""
     spec = probe_registry.get(probe)
-    accepted = {key for key, name in spec.keys.items() if name not in spec.sample_fields}
+    accepted = {key for key, name in spec.keys.items() if name not in spec.unsettled}
     return {k: v for k, v in item.overrides.items() if k in accepted or k.startswith("sim.")}
 
 

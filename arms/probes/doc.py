@@ -38,6 +38,8 @@ def _params(spec: registry.ProbeSpec) -> list[str]:
         meaning = info.description or ""
         if name in spec.sample_fields:
             meaning = (meaning + "; " if meaning else "") + "*sample size*"
+        if name in spec.draw_fields:
+            meaning = (meaning + "; " if meaning else "") + "*a draw*: in a campaign, set per block from the campaign's seed"
         rows.append(f"| `{key}` | {cell(kind)} | {cell(default_text(info))} | {cell(meaning)} |")
     return rows
 

@@ -64,14 +64,14 @@ class LoadParams(BaseModel):
     profile: Kind = Field(default=Kind.SWEEP, description="synchronous | concurrent | constant | poisson | sweep")
     rate: float | None = Field(default=None, gt=0, description="constant, poisson: requests per second")
     concurrency: int | None = Field(default=None, ge=1, le=4096, description="concurrent: clients")
-    seed: int = Field(default=0, description="poisson: seeds the arrivals, so a run can be repeated")
+    seed: int = Field(default=0, description="poisson, sweep: seeds the arrivals (each step of a sweep its own, derived from it), so a run can be repeated")
     duration_s: float | None = Field(default=None, gt=0, description=f"seconds per run (each step of a sweep); default {DEFAULT_DURATION_S:g} unless requests is set")
     requests: int | None = Field(default=None, ge=1, description="requests per run (with duration_s: whichever ends first)")
     targets: dict[TargetName, PositiveFloat] = Field(default_factory=dict, description="latency targets a request must meet to count as goodput, e.g. {ttft_s = 2.0, tpot_s = 0.2}")
     fraction: float = Field(default=0.9, gt=0, le=1, description="sweep: a rate holds when this share of its requests met every target")
     rates: int = Field(default=4, ge=1, le=50, description="sweep: rates run between synchronous and maximum throughput")
     max_concurrency: int = Field(default=32, ge=2, le=4096, description="sweep: clients of the maximum-throughput run")
-    arrivals: Literal["constant", "poisson"] = Field(default="poisson", description="sweep: arrivals of its rate runs (Poisson: bursts as real traffic has, so a queue grows before the maximum rate)")
+    arrivals: Literal["constant", "poisson"] | None = Field(default=None, description="sweep: arrivals of its rate runs, default poisson (bursts as real traffic has, so a queue grows before the maximum rate); the constant and poisson profiles say their own, closed loops have none")
     workload: Literal["synthetic", "agent"] | None = Field(default=None, description="default: agent when any agent-shape field is set")
     prompt_tokens: int = Field(default=256, ge=1, description="synthetic: prompt size (words, about one token each)")
     max_tokens: int = Field(default=64, ge=2, description="output tokens per request")
@@ -101,6 +101,9 @@ class LoadParams(BaseModel):
                 raise ValueError("a sweep needs latency targets to find the rate that holds them (targets = {ttft_s = 2.0, tpot_s = 0.2}, --target ttft_s=2.0)")
             if not load.QUEUE_TARGETS & set(self.targets):
                 raise ValueError("a sweep needs a ttft_s or e2e_s target: a growing queue shows only there, a tpot_s target alone cannot see it")
+        if self.arrivals is not None and p != Kind.SWEEP and self.arrivals != {Kind.CONSTANT: "constant", Kind.POISSON: "poisson"}.get(p):
+            raise ValueError(f"arrivals applies to the sweep profile, not to {p} (the profile is its own arrival process)")
+        self.arrivals = {Kind.CONSTANT: "constant", Kind.POISSON: "poisson", Kind.SWEEP: self.arrivals or "poisson"}.get(p)
         if self.duration_s is None and self.requests is None:
             self.duration_s = DEFAULT_DURATION_S
         agent_set = [f for f in AGENT_FIELDS if f in self.model_fields_set and getattr(self, f) != type(self).model_fields[f].default]
@@ -263,7 +266,8 @@ async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params
     for rate in load.sweep_rates(sync_rps, max_rps, params.rates):
         if target.stalls.tripped:
             break  # the stall guard stopped the probe: the rates not run are not measured
-        await step(load.poisson(rate, params.seed) if params.arrivals == "poisson" else load.constant(rate))
+        constant = load.constant(rate)
+        await step(load.poisson(rate, load.step_seed(params.seed, constant.scenario)) if params.arrivals == "poisson" else constant)
     found = load.knee(points, params.fraction)
     ctx = params.context
 

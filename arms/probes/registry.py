@@ -28,6 +28,16 @@ class ProbeSpec:
     # probe run's settings (`flows.overrides.probe_settings_hash`) and of the load-time
     # check that items feeding one gate give a probe the same settings
     sample_fields: frozenset[str] = frozenset()
+    # fields that pick a random draw (a seed): runs that differ only in them sample the
+    # same distribution, so they are left out of the settings like `sample_fields`; the
+    # arm flow sets them per block (`flows.overrides.probe_params`), so blocks draw afresh
+    # and the arms of one block share a draw
+    draw_fields: frozenset[str] = frozenset()
+
+    @property
+    def unsettled(self) -> frozenset[str]:
+        """Fields that are not part of what a run measures: `sample_fields | draw_fields`."""
+        return self.sample_fields | self.draw_fields
 
     @property
     def keys(self) -> dict[str, str]:
@@ -54,7 +64,7 @@ for _spec in (
     ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False, frozenset({"trials"})),
     ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False),
     ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False),
-    ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False),
+    ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False, draw_fields=frozenset({"seed"})),
 ):
     register(_spec)
 

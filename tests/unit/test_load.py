@@ -74,7 +74,7 @@ def test_schedules_and_scenario_names() -> None:
     b, _ = load.poisson(50, seed=7).offsets(20.0, None)
     c, _ = load.poisson(50, seed=8).offsets(20.0, None)
     assert a == b and a != c  # seeded: a run can be repeated with the same arrivals
-    assert 900 < len(a) < 1100  # ~rate x duration
+    assert len(a) == 1000  # rate x duration, given the count
     gaps = [y - x for x, y in zip(a, a[1:])]
     assert sum(g < 0.02 for g in gaps) > 0.5 * len(gaps)  # exponential: most gaps shorter than the mean
     assert [p.scenario for p in (load.synchronous(), load.concurrent(8), load.constant(2), load.poisson(1.25))] == [
@@ -83,6 +83,49 @@ def test_schedules_and_scenario_names() -> None:
         load.constant(-1)
     with pytest.raises(ValueError):
         load.synchronous().offsets(1.0, None)
+
+
+def test_every_poisson_step_offers_its_label_and_its_gaps_are_still_exponential() -> None:
+    """Offered = labelled: for any rate, duration and seed, n / window is the rate the step
+    is labelled with (the old draw, unconditioned, offered 2.4 req/s in a step labelled
+    2.94). And the arrivals are still Poisson's: given their count, the gaps of one long
+    run pass a KS test against the exponential of mean 1/rate, and constant gaps fail it."""
+    from scipy import stats
+
+    for rate in (0.7, 1.0, 2.56, 2.94, 13.0):
+        for duration in (3.0, 5.0, 20.0):
+            for seed in range(5):
+                offsets, window = load.poisson(rate, seed).offsets(duration, None)
+                assert len(offsets) / window == pytest.approx(rate, rel=1e-9)
+                assert offsets == sorted(offsets) and 0 <= offsets[0] and offsets[-1] <= window
+                assert abs(window - duration) <= 0.5 / rate + 1e-9  # rounding the count, no more
+    offsets, window = load.poisson(4.0, 3).offsets(500.0, None)
+    gaps = [y - x for x, y in zip(offsets, offsets[1:])]
+    assert stats.kstest(gaps, "expon", args=(0, 1 / 4.0)).pvalue > 0.001
+    steady, _ = load.constant(4.0).offsets(500.0, None)
+    even = [y - x for x, y in zip(steady, steady[1:])]
+    assert stats.kstest(even, "expon", args=(0, 1 / 4.0)).pvalue < 1e-6
+
+
+def test_each_step_of_a_sweep_draws_its_own_arrivals() -> None:
+    """Steps drawn from one seed shared their bursts (their shortfalls were correlated):
+    each step's seed is derived from the base seed and the step, repeatably."""
+    seeds = {load.step_seed(0, load.constant(r).scenario) for r in (1.2, 2.56, 2.94, 3.3)}
+    assert len(seeds) == 4
+    assert load.step_seed(0, "rate=2.94") == load.step_seed(0, "rate=2.94") != load.step_seed(1, "rate=2.94")
+
+
+def test_the_arrival_process_is_the_profiles_own_and_named_in_its_params() -> None:
+    """The constant profile's JSON said `arrivals: "poisson"`: now it says what ran."""
+    from arms.probes.load import LoadParams
+
+    assert LoadParams(profile="constant", rate=2).arrivals == "constant"
+    assert LoadParams(profile="poisson", rate=2).arrivals == "poisson"
+    assert LoadParams(profile="synchronous").arrivals is None
+    assert LoadParams(profile="sweep", targets={"ttft_s": 1.0}).arrivals == "poisson"
+    assert LoadParams(profile="sweep", targets={"ttft_s": 1.0}, arrivals="constant").arrivals == "constant"
+    with pytest.raises(ValueError, match="arrivals applies to the sweep profile"):
+        LoadParams(profile="constant", rate=2, arrivals="poisson")
 
 
 def test_open_loop_keeps_its_schedule_while_requests_pile_up() -> None:
@@ -139,8 +182,10 @@ def test_run_stats_goodput_counts_failures_as_misses_over_the_window() -> None:
     assert stats["target_attainment"] == pytest.approx(3 / 5)
     assert stats["offered_rps"] == pytest.approx(2.0)
     span = result.span_s
-    assert stats["request_throughput_rps"] == pytest.approx(4 / span)  # succeeded over the wall span
-    assert stats["output_tps"] == pytest.approx((5 + 5 + 5 + 1) / span)
+    assert stats["request_throughput_rps"] == pytest.approx(4 / 2.5)  # succeeded, over the same window
+    assert stats["output_tps"] == pytest.approx((5 + 5 + 5 + 1) / 2.5)
+    assert stats["drain_s"] == pytest.approx(span - 2.5)  # the drain, reported apart
+    assert stats["goodput_rps"] <= stats["request_throughput_rps"] <= stats["offered_rps"]
     assert stats["ttft_p50_s"] == pytest.approx(0.15)  # of the 4 that succeeded
     assert stats["tpot_p99_s"] == pytest.approx(0.02)
     assert "schedule_lag_p99_s" in stats
