@@ -67,10 +67,13 @@ from enum import StrEnum
 from typing import Any
 
 from arms.client import gc_paused
+from campaign.states import CONSTANT_SCENARIO_PREFIX, POISSON_SCENARIO_PREFIX, is_open_loop  # noqa: F401 - re-exported for the probe
 from arms.metrics import (
     NS,
+    SEND_FALLBACK,
     SOURCE_CLIENT_ESTIMATE,
     SOURCE_SERVER,
+    STAMP_DATA_RECEIVED,
     RequestRecord,
     completion_tokens,
     e2e_s,
@@ -91,12 +94,8 @@ class Kind(StrEnum):
 
 
 OPEN_LOOP = frozenset({Kind.CONSTANT, Kind.POISSON})
-SCENARIO_PREFIX = {Kind.CONSTANT: "rate=", Kind.POISSON: "poisson="}
+SCENARIO_PREFIX = {Kind.CONSTANT: CONSTANT_SCENARIO_PREFIX, Kind.POISSON: POISSON_SCENARIO_PREFIX}
 """Open-loop runs are stored under `<prefix><rate>`; every other scenario is closed loop."""
-
-
-def is_open_loop(scenario: str) -> bool:
-    return scenario.startswith(tuple(SCENARIO_PREFIX.values()))
 
 
 def rate_text(rate: float) -> str:
@@ -399,6 +398,8 @@ def run_stats(result: RunResult, targets: Mapping[str, float]) -> list[Stat]:
     ]
     if offered:
         out.append(Stat("target_attainment", met / offered, "ratio", f"{met}/{offered}"))
+    fallen = sum(1 for r in ok if r.stamp_source != STAMP_DATA_RECEIVED or r.send_stamp_source == SEND_FALLBACK)
+    out.append(Stat("stamp_fallbacks", fallen, "requests", f"of {len(ok)} succeeded: times taken at read time, not at byte arrival and header write"))
     if result.profile.open_loop:
         out.append(Stat("in_flight_cap_waits", result.cap_waits, "count", f"sends that waited for the cap of {result.max_in_flight} in flight"))
     for name, fn in LATENCIES:

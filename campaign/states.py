@@ -72,3 +72,14 @@ TERMINAL_ITEM_STATES = frozenset({ItemState.DONE, ItemState.FAILED, ItemState.BL
 # by a median, a chart or a gate.
 SUMMARY_TRIAL = -1
 WARMUP_TRIAL = -2
+
+# A load run's scenario names its profile; open-loop ones (a schedule fixed before the run)
+# are `rate=<r>` (constant) and `poisson=<r>`. Here, in the core, because the load probe
+# writes them and the load gates read them.
+CONSTANT_SCENARIO_PREFIX = "rate="
+POISSON_SCENARIO_PREFIX = "poisson="
+
+
+def is_open_loop(scenario: str) -> bool:
+    """Whether a load run's scenario is an open-loop one (it had a schedule to keep)."""
+    return scenario.startswith((CONSTANT_SCENARIO_PREFIX, POISSON_SCENARIO_PREFIX))

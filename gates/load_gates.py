@@ -23,6 +23,15 @@ straddles the threshold is inconclusive; every subject against every baseline ar
   says how many requests a run needs. A ceiling (`max_value`), a cut against each baseline
   arm (`min_gain`, lower is better), or both.
 
+A verdict needs a valid measurement: an open-loop run in which the client fell behind its
+own schedule (`schedule_lag_p99_s` over `max_schedule_lag_s`; a closed loop has no
+schedule, its lag is the client's overhead) or whose times fell back from
+byte-arrival stamping to read time (`stamp_fallbacks`) measured the client as much as the
+server. Any cell a gate reads with such a run, subject or baseline, makes the gate
+`inconclusive`, and the reason names the arm, the cell and the run. The default bound,
+10 ms, is `benchmarks/load_lag.py`'s: the lag this client keeps under on two cores up to
+hundreds of requests per second (its floor is the event loop's 1 ms timer).
+
 Registered by `gates.catalog`; this module imports neither it nor the campaign schema
 (a gate is read by its `subjects` and `baseline` only), so it adds no import cycle.
 """
@@ -36,7 +45,7 @@ from typing import Any
 import pandas as pd
 from pydantic import Field, model_validator
 
-from campaign.states import SUMMARY_TRIAL, Verdict
+from campaign.states import SUMMARY_TRIAL, Verdict, is_open_loop
 from gates import compare
 from campaign.units import num
 from gates.compare import Cell, CellStat, Comparison, Rigor, Selector
@@ -44,10 +53,45 @@ from gates.intervals import needed_for_upper, quantile_interval
 from gates.result import GateResult, pending
 
 SWEEP = "sweep"
+DEFAULT_MAX_SCHEDULE_LAG_S = 0.010  # benchmarks/load_lag.py's bound (module doc)
 QUANTILE_METHOD = "exact order-statistic interval of the quantile (binomial, distribution-free)"
 
 
-class LoadGoodputParams(Rigor):
+class ClientValidity(Rigor):
+    """What a load run must show of the client for a gate to read it (module doc)."""
+
+    max_schedule_lag_s: float = Field(
+        default=DEFAULT_MAX_SCHEDULE_LAG_S, gt=0,
+        description="a run whose schedule lag p99 exceeds this measured the client: a gate reading it is inconclusive",
+    )
+    allow_stamp_fallback: bool = Field(
+        default=False, description="accept runs whose request times fell back to read time (less exact under load)",
+    )
+
+
+def client_faults(rows: pd.DataFrame, arm: str, p: ClientValidity, cell: Cell) -> list[str]:
+    """Why the arm's runs of one cell (every step's run for a sweep, whose answer rests on
+    all its steps) do not measure the server alone: each run over the lag bound, each with
+    fallen-back stamps. Empty when every run is valid."""
+    mask = ((rows["arm_id"] == arm) & (rows["probe"] == cell.probe) & (rows["trial"] == SUMMARY_TRIAL)
+            & (rows["context"] == cell.context) & (rows["mode"] == cell.mode))
+    if cell.scenario != SWEEP:
+        mask &= rows["scenario"] == cell.scenario
+    if cell.settings and "settings_hash" in rows:
+        mask &= rows["settings_hash"].astype(str) == cell.settings
+    part = rows.loc[mask]
+    out = []
+    for (block, step), run in part.groupby([compare.block_of(part), part["scenario"]], observed=True):
+        value = lambda metric: float(run.loc[run["metric"] == metric, "value"].max()) if (run["metric"] == metric).any() else 0.0  # noqa: E731
+        lag, fallen = value("schedule_lag_p99_s"), value("stamp_fallbacks")
+        if lag > p.max_schedule_lag_s and is_open_loop(str(step)):  # a closed loop's lag is its own overhead, no schedule
+            out.append(f"{arm} {step} (block {block}): the client fell behind its schedule, lag p99 {lag * 1000:.0f} ms > {p.max_schedule_lag_s * 1000:g} ms")
+        if fallen and not p.allow_stamp_fallback:
+            out.append(f"{arm} {step} (block {block}): {fallen:.0f} requests' times fell back to read time")
+    return out
+
+
+class LoadGoodputParams(ClientValidity):
     probe: str = "load"
     scenario: str = Field(default=SWEEP, description="a run's cell ('rate=2', 'concurrency=8') or 'sweep' for its max_goodput_rps")
     context: int | None = None
@@ -61,7 +105,7 @@ class LoadGoodputParams(Rigor):
         return self
 
 
-class LoadLatencyParams(Rigor):
+class LoadLatencyParams(ClientValidity):
     metric: str = Field(default="ttft_s", description="a per-request latency: ttft_s, tpot_s, e2e_s, itl_max_s")
     percentile: float = Field(default=99.0, gt=0, lt=100)
     probe: str = "load"
@@ -170,7 +214,7 @@ def _against_zero(s: CellStat, b: CellStat, rigor: Rigor) -> Comparison:
 
 def _judge(
     gate: Any, stats: dict[str, dict[Cell, CellStat]], *, metric: str, what: str, higher_is_better: bool,
-    bound: float | None, min_gain: float | None, rigor: Rigor, note: Any = None,
+    bound: float | None, min_gain: float | None, rigor: Rigor, note: Any = None, faults: Any = None,
 ) -> GateResult:
     """Bounds per subject cell, then gains against every baseline on every common cell;
     the worst verdict of all decides (`compare.worst`)."""
@@ -180,6 +224,12 @@ def _judge(
     verdicts: list[Verdict] = []
     parts: list[str] = []
     notes: list[str] = []
+    if faults is not None:
+        found = [f for arm, cells in stats.items() for cell in cells for f in faults(arm, cell)]
+        if found:
+            verdicts.append(Verdict.INCONCLUSIVE)
+            shown = found[:3] + ([f"{len(found) - 3} more"] if len(found) > 3 else [])
+            notes.append("not a valid measurement of the server: " + "; ".join(shown))
     bounds: list[dict[str, Any]] = []
     all_cells = [c for arm in gate.subjects for c in stats[arm]]
     label = compare.cell_labeller(all_cells)
@@ -243,7 +293,8 @@ def load_goodput(rows: pd.DataFrame, gate: Any, p: LoadGoodputParams) -> GateRes
     stats = {arm: goodput_stats(rows, arm, p) for arm in arms}
     metric = "max_goodput_rps" if p.scenario == SWEEP else "goodput_rps"
     what = metric if p.scenario == SWEEP else f"{metric} at {p.scenario}"
-    result = _judge(gate, stats, metric=metric, what=what, higher_is_better=True, bound=p.min_rps, min_gain=p.min_gain, rigor=rigor)
+    result = _judge(gate, stats, metric=metric, what=what, higher_is_better=True, bound=p.min_rps, min_gain=p.min_gain, rigor=rigor,
+                    faults=lambda arm, cell: client_faults(rows, arm, p, cell))
     result.evidence.update({"interval_method": "t CI over server runs of each run's goodput (met / window), log scale", "failures_count_as_misses": True})
     return result
 
@@ -292,7 +343,8 @@ def load_latency(rows: pd.DataFrame, gate: Any, p: LoadLatencyParams) -> GateRes
         return ""
 
     what = f"{p.metric} p{p.percentile:g} at {p.scenario}"
-    result = _judge(gate, stats, metric=p.metric, what=what, higher_is_better=False, bound=p.max_value, min_gain=p.min_gain, rigor=rigor, note=unbounded)
+    result = _judge(gate, stats, metric=p.metric, what=what, higher_is_better=False, bound=p.max_value, min_gain=p.min_gain, rigor=rigor, note=unbounded,
+                    faults=lambda arm, cell: client_faults(rows, arm, p, cell))
     result.evidence.update({"interval_method": "t CI over server runs of each run's percentile, log scale", "request_interval_method": QUANTILE_METHOD, "percentile": p.percentile})
     return result
 

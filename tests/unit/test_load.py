@@ -400,3 +400,29 @@ def sim_target(url: str) -> ProbeTarget:
 
 
 BLOCKS = 3  # server runs per arm: what a gate needs (min_runs)
+
+
+def test_a_run_where_the_client_fell_behind_or_its_stamps_fell_back_is_no_measurement() -> None:
+    """The same rows that pass a goodput gate, with one block of the baseline's client over
+    the lag bound (or its request times fallen back to read time), leave it inconclusive,
+    naming the arm, the cell and why; a gate may raise the bound or accept fallbacks."""
+    def rows(extra: dict[str, tuple[float, str]] | None = None, block: int = 2) -> pd.DataFrame:
+        b = runs_rows("B", "rate=2", [37, 39, 38, 36], offered=40, window=20)
+        a = [r for i, m in enumerate([20, 21, 19, 22])
+             for r in run_rows("A", "rate=2", met=m, offered=40, window=20, block=i, extra=extra if i == block else None)]
+        return pd.DataFrame(b + a)
+
+    params = {"scenario": "rate=2", "min_gain": 0.3}
+    assert evaluate(gate("load_goodput", params, ["B"], ["A"]), rows()).verdict == Verdict.PASS
+    assert evaluate(gate("load_goodput", params, ["B"], ["A"]),
+                    rows({"schedule_lag_p99_s": (0.004, "40 sends")})).verdict == Verdict.PASS  # within 10 ms
+    late = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"schedule_lag_p99_s": (0.080, "40 sends")}))
+    assert late.verdict == Verdict.INCONCLUSIVE and "not a valid measurement of the server: A rate=2" in late.reason, late.reason
+    assert "fell behind its schedule, lag p99 80 ms > 10 ms" in late.reason
+    lenient = evaluate(gate("load_goodput", {**params, "max_schedule_lag_s": 0.1}, ["B"], ["A"]), rows({"schedule_lag_p99_s": (0.080, "")}))
+    assert lenient.verdict == Verdict.PASS
+    fallen = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"stamp_fallbacks": (3, "")}))
+    assert fallen.verdict == Verdict.INCONCLUSIVE and "3 requests' times fell back to read time" in fallen.reason
+    latency = evaluate(gate("load_latency", {"metric": "ttft_s", "percentile": 90, "scenario": "rate=2", "max_value": 1.0}, ["A"]),
+                       rows({"schedule_lag_p99_s": (0.080, "")}))
+    assert latency.verdict in (Verdict.INCONCLUSIVE, Verdict.PENDING)
