@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from arms.server import free_port
 from campaign.states import Verdict
 from campaign.store import Store
 from campaign.units import num
+from tests.campaigns import arm, campaign_file, gate, item, model, sim
 from tests.simproc import simulator
 
 pytestmark = pytest.mark.integration
@@ -118,71 +118,24 @@ def test_a_retried_request_counts_from_its_first_send() -> None:
     assert ttft_s(record) >= 0.3  # before: counted from the retry, a few milliseconds
 
 
-FLAKY_CAMPAIGN = textwrap.dedent(
-    """
-    [campaign]
-    name = "flaky"
-    default_max_tokens = 16
-
-    [[models]]
-    name = "m"
-    quant = "q4"
-    bits_per_weight = 4.5
-    served_id = "m-q4"
-
-    [[runtimes]]
-    name = "slow"
-    adapter = "simulator"
-    [runtimes.options.profile]
-    prefill_tps = 2000.0
-    decode_tps = 100.0
-
-    [[runtimes]]
-    name = "flaky"
-    adapter = "simulator"
-    [runtimes.options.profile]
-    prefill_tps = 40000.0
-    decode_tps = 100.0
-    [runtimes.options.profile.faults]
-    error_5xx_every = 3
-
-    [[arms]]
-    id = "SLOW"
-    model = "m"
-    runtime = "slow"
-    context = 8192
-    recipe = { slots = 1, prefill_chunk = 256 }
-
-    [[arms]]
-    id = "FLAKY"
-    model = "m"
-    runtime = "flaky"
-    context = 8192
-    recipe = { slots = 4, prefill_chunk = 2048 }
-
-    [[gates]]
-    id = "faster"
-    predicate = "relative_improvement"
-    params = { metric = "ttft_later_median_s", probe = "agent-load", scenario = "summary", min_gain = 0.5, higher_is_better = false }
-    subjects = ["FLAKY"]
-    baseline = ["SLOW"]
-
-    [[gates]]
-    id = "goodput"
-    predicate = "goodput"
-    params = { metric = "ttft_s", probe = "agent-load", scenario_pattern = "c\\\\d+-t\\\\d+", target = 1.0, min_share = 0.8 }
-    subjects = ["FLAKY"]
-
-    [[queue]]
-    id = "load"
-    title = "agent load, FLAKY vs SLOW"
-    arms = ["SLOW", "FLAKY"]
-    probes = ["agent-load"]
-    gate = "faster"
-    repeats = 3
-    overrides = { conversations = 3, turns = 4, system_tokens = 200, task_tokens = 300, turn_tokens = 100, max_tokens = 8, baseline = false }
-    """
-)
+def flaky_campaign() -> str:
+    """FLAKY (fast, every third request a 5xx) against SLOW under agent load."""
+    return campaign_file(
+        "flaky", default_max_tokens=16, models=[model(served_id="m-q4")],
+        runtimes=[sim("slow", prefill_tps=2000.0, decode_tps=100.0),
+                  sim("flaky", prefill_tps=40000.0, decode_tps=100.0, profile={"faults": {"error_5xx_every": 3}})],
+        arms=[arm("SLOW", runtime="slow", recipe={"slots": 1, "prefill_chunk": 256}),
+              arm("FLAKY", runtime="flaky", recipe={"slots": 4, "prefill_chunk": 2048})],
+        gates=[
+            gate("faster", "relative_improvement", {"metric": "ttft_later_median_s", "probe": "agent-load", "scenario": "summary",
+                                                    "min_gain": 0.5, "higher_is_better": False}, ["FLAKY"], ["SLOW"]),
+            gate("goodput", "goodput", {"metric": "ttft_s", "probe": "agent-load", "scenario_pattern": "c\\d+-t\\d+",
+                                        "target": 1.0, "min_share": 0.8}, ["FLAKY"]),
+        ],
+        queue=[item("load", ["SLOW", "FLAKY"], ["agent-load"], title="agent load, FLAKY vs SLOW", gate="faster", repeats=3,
+                    overrides={"conversations": 3, "turns": 4, "system_tokens": 200, "task_tokens": 300, "turn_tokens": 100,
+                               "max_tokens": 8, "baseline": False})],
+    )
 
 
 def test_a_fast_arm_that_fails_a_third_of_its_requests_does_not_pass(tmp_path: Path, prefect_harness: None) -> None:
@@ -193,7 +146,7 @@ def test_a_fast_arm_that_fails_a_third_of_its_requests_does_not_pass(tmp_path: P
     from reports.site import write_site
 
     path = tmp_path / "flaky.toml"
-    path.write_text(FLAKY_CAMPAIGN)
+    path.write_text(flaky_campaign())
     store = Store(f"sqlite:///{tmp_path / 'f.db'}")
     campaign_flow(str(path), store.url, str(tmp_path / "w"))
     gates = {g.id: g for g in summarize(store, "flaky").gates}

@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,43 +18,20 @@ import pytest
 from campaign.processes import group_alive
 from campaign.states import AttemptState, ItemState, ProbeRunState
 from campaign.store import Store
+from tests.campaigns import arm, campaign_file, item, sim
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.integration
 
-CAMPAIGN = textwrap.dedent(
-    """
-    [campaign]
-    name = "{name}"
-    default_max_tokens = 32
+def decode_campaign(name: str, repeats: int = 4) -> str:
+    """One arm, one item of decode at three contexts, `repeats` timed requests each."""
+    return campaign_file(
+        name, default_max_tokens=32, runtimes=[sim(decode_tps=60.0)], arms=[arm("A")],
+        queue=[item("decode", ["A"], ["decode"], title="decode at three contexts", contexts=[1024, 2048, 4096],
+                    overrides={"repeats": repeats, "max_tokens": 60})],
+    )
 
-    [[models]]
-    name = "m"
-    quant = "q4"
-    bits_per_weight = 4.5
 
-    [[runtimes]]
-    name = "sim"
-    adapter = "simulator"
-    [runtimes.options.profile]
-    prefill_tps = 20000.0
-    decode_tps = 60.0
-
-    [[arms]]
-    id = "A"
-    model = "m"
-    runtime = "sim"
-    context = 8192
-
-    [[queue]]
-    id = "decode"
-    title = "decode at three contexts"
-    arms = ["A"]
-    probes = ["decode"]
-    contexts = [1024, 2048, 4096]
-    overrides = {{ repeats = {repeats}, max_tokens = 60 }}
-    """
-)
 HOLDER_VARIABLE = "campaign-holder-device-local"
 
 
@@ -78,7 +54,7 @@ def _cli(*args: str) -> list[str]:
 
 def _write(tmp_path: Path, name: str, repeats: int = 4) -> Path:
     path = tmp_path / f"{name}.toml"
-    path.write_text(CAMPAIGN.format(name=name, repeats=repeats))
+    path.write_text(decode_campaign(name, repeats))
     return path
 
 

@@ -12,61 +12,23 @@ import pytest
 
 from campaign.states import AttemptState, ProbeRunState
 from campaign.store import Store
+from tests.campaigns import arm, campaign_file, item
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.integration
 
-CAMPAIGN = """
-[campaign]
-name = "{name}"
-default_max_tokens = 16
-
-[[models]]
-name = "m"
-quant = "q4"
-bits_per_weight = 4.5
-
-[[runtimes]]
-name = "sim"
-adapter = "simulator"
-[runtimes.options.profile]
-prefill_tps = 20000.0
-decode_tps = 400.0
-
-[[arms]]
-id = "A"
-model = "m"
-runtime = "sim"
-context = 4096
-
-[[arms]]
-id = "B"
-model = "m"
-runtime = "sim"
-context = 4096
-
-[[queue]]
-id = "one"
-title = "first"
-arms = ["A", "B"]
-probes = ["decode"]
-contexts = [1024]
-repeats = 2
-
-[[queue]]
-id = "two"
-title = "second"
-arms = ["A", "B"]
-probes = ["decode"]
-contexts = [1024]
-repeats = 2
-"""
+def two_items(name: str) -> str:
+    """A and B on the simulator, two items of two blocks each."""
+    return campaign_file(
+        name, default_max_tokens=16, arms=[arm("A", context=4096), arm("B", context=4096)],
+        queue=[item(key, ["A", "B"], ["decode"], title=title, contexts=[1024], repeats=2) for key, title in (("one", "first"), ("two", "second"))],
+    )
 
 
 def test_two_campaign_runs_on_one_postgres_campaign_run_each_arm_once(tmp_path: Path, postgres_cluster) -> None:  # type: ignore[no-untyped-def]
     url = postgres_cluster.create_database("tworuns")
     path = tmp_path / "c.toml"
-    path.write_text(CAMPAIGN.format(name="tworuns"))
+    path.write_text(two_items("tworuns"))
     procs = []
     for n in range(2):
         env = {**os.environ, "PREFECT_HOME": str(tmp_path / f"prefect{n}"), "PYTHONPATH": str(ROOT),
@@ -106,7 +68,7 @@ def test_the_password_is_no_flow_parameter(tmp_path: Path, postgres_cluster, pre
 
     url = postgres_cluster.create_database("secret")
     path = tmp_path / "c.toml"
-    path.write_text(CAMPAIGN.format(name="secret"))
+    path.write_text(two_items("secret"))
     store = Store(url)
     assert PASSWORD not in store.public_url and PASSWORD in store.url
     result = campaign_flow(str(path), store.public_url, str(tmp_path / "w"))

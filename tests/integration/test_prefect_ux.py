@@ -20,11 +20,10 @@ from tests.prefectparts import stop as _stop
 from tests.prefectparts import wait_for as _wait_for
 from tests.prefectparts import worker as _worker
 from tests.unit.test_prefect_ux import (  # noqa: F401 - helpers and fixtures
-    GATED_TWO_ARMS,
-    NO_WORKER,
-    TWO_ARMS,  # noqa: F401 - helpers and fixtures
     _flow_runs,
     _status,
+    no_worker,
+    two_arms,
 )
 
 
@@ -44,7 +43,7 @@ def test_the_campaign_deployment_launches_a_campaign_named_in_the_store_and_reru
     db = postgres_cluster.create_database("launched")
     path = tmp_path / "elsewhere" / "c.toml"
     path.parent.mkdir()
-    path.write_text(GATED_TWO_ARMS.format(name="launched", host=""))  # arms run in the launched run, on h1
+    path.write_text(two_arms("launched", gated=True))  # arms run in the launched run, on h1
     store = Store(db)
     queue.register(store, load_campaign(path), str(path))
     path.unlink()  # only the database knows the campaign now
@@ -95,7 +94,7 @@ def test_in_process_arms_send_their_logs_and_heartbeats_to_a_configured_server(
 
     db = f"sqlite:///{tmp_path / 'c.db'}"
     path = tmp_path / "c.toml"
-    path.write_text(TWO_ARMS.format(name="logged", host=""))
+    path.write_text(two_arms("logged"))
     run = subprocess.run(
         [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
         env=_env(tmp_path, prefect_server, db, "run"), cwd=tmp_path, capture_output=True, text=True, timeout=180,
@@ -129,7 +128,7 @@ def test_an_arm_no_worker_picks_up_ends_blocked_and_the_campaign_goes_on(
     runs."""
     db = f"sqlite:///{tmp_path / 'c.db'}"
     path = tmp_path / "c.toml"
-    path.write_text(NO_WORKER.format(name="deadhost"))
+    path.write_text(no_worker("deadhost"))
     env = {**_env(tmp_path, prefect_server, db, "run"), "CAMPAIGN_WORKER_WAIT_S": "4"}
     subprocess.run(  # what a worker that died leaves behind: its deployment, nobody polling it
         [sys.executable, "-c", "from flows.arm_flow import arm_flow; arm_flow.to_deployment(name='arm-gone').apply()"],
@@ -166,7 +165,7 @@ def test_status_lists_each_arms_flow_run_within_80_columns(tmp_path: Path) -> No
     from flows.resolve import load_campaign
 
     path = tmp_path / "c.toml"
-    path.write_text(TWO_ARMS.format(name="wide", host=""))
+    path.write_text(two_arms("wide"))
     cid = queue.register(store, load_campaign(path), str(path)).id
     assert cid is not None
     store.add(EventRow(campaign_id=cid, kind=PREFECT_API_EVENT, message="http://server-host:4200/api", at=datetime(2026, 1, 1, tzinfo=UTC)))

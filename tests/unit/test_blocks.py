@@ -8,28 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.campaigns import arm, campaign_file, sim
+from tests.campaigns import item as queue_item
 
 
 
-HEAD = """
-[campaign]
-name = "{name}"
-seed = {seed}
-default_max_tokens = 8
 
-[[models]]
-name = "m"
-quant = "q4"
-bits_per_weight = 4.5
-
-[[runtimes]]
-name = "sim"
-adapter = "simulator"
-[runtimes.options.profile]
-prefill_tps = 20000.0
-decode_tps = 400.0
-time_scale = 20.0
-"""
+def _campaign(name: str, seed: int, arms: str, queue: list[dict]) -> str:
+    return campaign_file(name, seed=seed, default_max_tokens=8, runtimes=[sim(profile={"time_scale": 20.0})],
+                         arms=_arms(arms), queue=queue)
 
 
 def _spec(text: str, tmp_path: Path, name: str = "c.toml"):  # type: ignore[no-untyped-def]
@@ -40,11 +27,8 @@ def _spec(text: str, tmp_path: Path, name: str = "c.toml"):  # type: ignore[no-u
     return path, load_campaign(path)
 
 
-def _arms(ids: str) -> str:
-    return "".join(
-        f'\n[[arms]]\nid = "{a}"\nmodel = "m"\nruntime = "sim"\ncontext = 4096\nrecipe = {{ slots = {i + 1} }}\n'
-        for i, a in enumerate(ids)
-    )
+def _arms(ids: str) -> list[dict]:
+    return [arm(a, context=4096, recipe={"slots": i + 1}) for i, a in enumerate(ids)]
 
 
 def _seed_with_varying_order(item_key: str, arms: list[str], blocks: int) -> int:
@@ -60,8 +44,8 @@ def _seed_with_varying_order(item_key: str, arms: list[str], blocks: int) -> int
 def test_block_plan_runs_block_by_block_with_one_id_per_block(tmp_path: Path) -> None:
     from flows.campaign_flow import block_order, block_plan, with_item_overrides
 
-    queue = '\n[[queue]]\nid = "k"\ntitle = "k"\narms = ["A", "B", "C"]\nprobes = ["decode"]\ncontexts = [1024]\nrepeats = 3\noverrides = { repeats = 2 }\n'
-    _, spec = _spec(HEAD.format(name="plan", seed=5) + _arms("ABC") + queue, tmp_path)
+    queue = [queue_item("k", ["A", "B", "C"], ["decode"], contexts=[1024], repeats=3, overrides={"repeats": 2})]
+    _, spec = _spec(_campaign("plan", 5, "ABC", queue), tmp_path)
     item = spec.item("k")
     plan = block_plan(spec, item)
     assert [(b, a) for b, a, _ in plan] == [(b, a) for b in range(3) for a in block_order(5, "k", b, ["A", "B", "C"])]
@@ -94,12 +78,11 @@ def test_a_probe_runs_settings_are_its_parameters_not_the_items(tmp_path: Path) 
     blocks, other modes or more timed requests per run; another max_tokens or another simulator profile is another cell."""
     from flows.overrides import probe_params, probe_settings_hash
 
-    queue = (
-        '\n[[queue]]\nid = "a"\ntitle = "a"\narms = ["A"]\nprobes = ["decode"]\ncontexts = [2048]\n'
-        '\n[[queue]]\nid = "b"\ntitle = "b"\narms = ["B"]\nprobes = ["cache-probe", "decode"]\ncontexts = [1024, 2048]\n'
-        'modes = ["canonical", "greedy"]\nrepeats = 3\noverrides = { repeats = 2 }\n'
-    )
-    _, spec = _spec(HEAD.format(name="cells", seed=1) + _arms("AB") + queue, tmp_path)
+    queue = [
+        queue_item("a", ["A"], ["decode"], contexts=[2048]),
+        queue_item("b", ["B"], ["cache-probe", "decode"], contexts=[1024, 2048], modes=["canonical", "greedy"], repeats=3, overrides={"repeats": 2}),
+    ]
+    _, spec = _spec(_campaign("cells", 1, "AB", queue), tmp_path)
     a, b = spec.item("a"), spec.item("b")
 
     def cell(item, overrides, context=2048):  # type: ignore[no-untyped-def]

@@ -7,64 +7,30 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 
 from flows.resolve import load_campaign
 from flows.overrides import check_campaign, check_rerun
+from tests.campaigns import arm, campaign_file, inline, item
 from tests.paths import ROOT
 
 
-CAMPAIGN = textwrap.dedent(
-    """
-    [campaign]
-    name = "ovr"
-    default_max_tokens = 16
-
-    [[models]]
-    name = "m"
-    quant = "q4"
-    bits_per_weight = 4.5
-
-    [[runtimes]]
-    name = "sim"
-    adapter = "simulator"
-    [runtimes.options.profile]
-    prefill_tps = 20000.0
-    decode_tps = 400.0
-
-    [[arms]]
-    id = "B"
-    model = "m"
-    runtime = "sim"
-    context = 4096
-    recipe = {{ slots = 2 }}
-
-    [[queue]]
-    id = "decode"
-    title = "decode 1K"
-    arms = ["B"]
-    probes = ["decode"]
-    contexts = [1024]
-    overrides = {{ {overrides} }}
-
-    [[queue]]
-    id = "again"
-    title = "decode 1K, 4 slots"
-    arms = ["B"]
-    probes = ["decode"]
-    contexts = [1024]
-    confirms = "decode"
-    change = {{ slots = 4 }}
-    overrides = {{ repeats = 1 }}
-    """
-)
+def _campaign(overrides: str) -> str:
+    return campaign_file(
+        "ovr", default_max_tokens=16,
+        arms=[arm("B", context=4096, recipe={"slots": 2})],
+        queue=[
+            item("decode", ["B"], ["decode"], title="decode 1K", contexts=[1024], overrides=inline(overrides)),
+            item("again", ["B"], ["decode"], title="decode 1K, 4 slots", contexts=[1024], confirms="decode",
+                 change={"slots": 4}, overrides={"repeats": 1}),
+        ],
+    )
 
 
 def _spec(tmp_path: Path, overrides: str = "repeats = 1, max_tokens = 8") -> tuple[Path, object]:
     path = tmp_path / "ovr.toml"
-    path.write_text(CAMPAIGN.format(overrides=overrides))
+    path.write_text(_campaign(overrides))
     return path, load_campaign(path)
 
 

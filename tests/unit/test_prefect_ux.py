@@ -16,70 +16,24 @@ import httpx
 
 from campaign.store import EventRow, Store
 from campaign.summary import PREFECT_API_EVENT, attempt_links
+from tests.campaigns import arm, campaign_file, gate, item, sim
 from tests.prefectparts import env as _env
 
 
-TWO_ARMS = """
-[campaign]
-name = "{name}"
-default_max_tokens = 16
-
-[[models]]
-name = "m"
-quant = "q4"
-bits_per_weight = 4.5
-
-[[runtimes]]
-name = "slow"
-adapter = "simulator"
-{host}
-[runtimes.options.profile]
-prefill_tps = 20000.0
-decode_tps = 300.0
-
-[[runtimes]]
-name = "fast"
-adapter = "simulator"
-{host}
-[runtimes.options.profile]
-prefill_tps = 20000.0
-decode_tps = 600.0
-
-[[arms]]
-id = "A"
-model = "m"
-runtime = "slow"
-context = 4096
-
-[[arms]]
-id = "B"
-model = "m"
-runtime = "fast"
-context = 4096
-
-[[gates]]
-id = "faster"
-predicate = "relative_improvement"
-params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10 }}
-subjects = ["B"]
-baseline = ["A"]
-
-[[queue]]
-id = "one"
-title = "B against A"
-arms = ["A", "B"]
-probes = ["decode"]
-contexts = [1024]
-gate = "faster"
-"""
-
-# TWO_ARMS gated for a verdict: two blocks (each arm gets two server starts) and a gate
-# that decides over two runs per arm (its default asks for three); a 2x gain with the
-# simulator's small spread is decided by a paired t with one degree of freedom
-GATED_TWO_ARMS = TWO_ARMS.replace("min_gain = 0.10 }}", "min_gain = 0.10, min_runs = 2 }}").replace(
-    'gate = "faster"\n', 'gate = "faster"\nrepeats = 2\n'
-)
-assert GATED_TWO_ARMS.count("repeats = 2") == 1 and GATED_TWO_ARMS.count("min_runs = 2") == 1
+def two_arms(name: str, gated: bool = False) -> str:
+    """A on a slow simulated runtime, B on a fast one, one item and a gate "faster". Gated
+    for a verdict: two blocks (each arm gets two server starts) and a gate that decides over
+    two runs per arm (its default asks for three); a 2x gain with the simulator's small
+    spread is decided by a paired t with one degree of freedom."""
+    params = {"metric": "decode_tps", "probe": "decode", "min_gain": 0.10, **({"min_runs": 2} if gated else {})}
+    return campaign_file(
+        name, default_max_tokens=16,
+        runtimes=[sim("slow", decode_tps=300.0), sim("fast", decode_tps=600.0)],
+        arms=[arm("A", runtime="slow", context=4096), arm("B", runtime="fast", context=4096)],
+        gates=[gate("faster", "relative_improvement", params, ["B"], ["A"])],
+        queue=[item("one", ["A", "B"], ["decode"], title="B against A", contexts=[1024], gate="faster",
+                    **({"repeats": 2} if gated else {}))],
+    )
 
 
 def _flow_runs(api: str, tag: str) -> dict[str, dict]:
@@ -94,51 +48,15 @@ def _status(tmp_path: Path, api: str, db: str) -> list[str]:
     return out.stdout.splitlines()
 
 
-NO_WORKER = """
-[campaign]
-name = "{name}"
-default_max_tokens = 16
-
-[[models]]
-name = "m"
-quant = "q4"
-bits_per_weight = 4.5
-
-[[runtimes]]
-name = "remote"
-adapter = "simulator"
-host = "gone"
-
-[[runtimes]]
-name = "here"
-adapter = "simulator"
-
-[[arms]]
-id = "R"
-model = "m"
-runtime = "remote"
-context = 4096
-
-[[arms]]
-id = "L"
-model = "m"
-runtime = "here"
-context = 4096
-
-[[queue]]
-id = "far"
-title = "an arm on a host whose worker died"
-arms = ["R"]
-probes = ["decode"]
-contexts = [1024]
-
-[[queue]]
-id = "near"
-title = "an arm here"
-arms = ["L"]
-probes = ["decode"]
-contexts = [1024]
-"""
+def no_worker(name: str) -> str:
+    """R on a runtime of host "gone" (no worker there), L on one here."""
+    return campaign_file(
+        name, default_max_tokens=16,
+        runtimes=[{"name": "remote", "adapter": "simulator", "host": "gone"}, {"name": "here", "adapter": "simulator"}],
+        arms=[arm("R", runtime="remote", context=4096), arm("L", runtime="here", context=4096)],
+        queue=[item("far", ["R"], ["decode"], title="an arm on a host whose worker died", contexts=[1024]),
+               item("near", ["L"], ["decode"], title="an arm here", contexts=[1024])],
+    )
 
 
 def test_attempt_links_name_the_host_and_link_only_runs_on_a_lasting_server(tmp_path: Path) -> None:
@@ -150,7 +68,7 @@ def test_attempt_links_name_the_host_and_link_only_runs_on_a_lasting_server(tmp_
     from flows.resolve import load_campaign
 
     path = tmp_path / "c.toml"
-    path.write_text(TWO_ARMS.format(name="links", host=""))
+    path.write_text(two_arms("links"))
     cid = queue.register(store, load_campaign(path), str(path)).id
     assert cid is not None
     t0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,0 +1,101 @@
+"""Campaign files for tests, built from parts instead of copied TOML.
+
+Why: two dozen tests wrote the same head (a campaign, a model, a simulated runtime) by
+hand, each with its own copy to keep in step with the schema. Here a test says only what
+its campaign is about: `campaign_file(arms=[arm("A")], queue=[item("q", ["A"],
+["decode"])])` is a whole file, with the defaults below for everything else. Values are
+Python (str, int, float, bool, list, dict); `Raw` passes a TOML fragment through as
+written, for a test about what a file may say (a misspelled key, a bad value).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+class Raw(str):
+    """A TOML value written as is: `overrides = Raw('repeat = 3')` is an inline table of
+    what the string says, not of a key named by it."""
+
+
+def value(v: Any) -> str:
+    """One TOML value: inline tables for mappings, arrays for sequences."""
+    if isinstance(v, Raw):
+        return str(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, Mapping):
+        return "{ " + ", ".join(f"{key(k)} = {value(x)}" for k, x in v.items()) + " }" if v else "{}"
+    if isinstance(v, Sequence):
+        return "[" + ", ".join(value(x) for x in v) + "]"
+    raise TypeError(f"no TOML for {v!r}")
+
+
+def key(k: str) -> str:
+    """A bare key where TOML allows one, else quoted (`"sim.time_scale"`)."""
+    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def inline(fragment: str) -> Raw:
+    """An inline table of a raw fragment: `inline('repeat = 3')` is `{ repeat = 3 }`."""
+    return Raw("{ " + fragment + " }")
+
+
+def table(header: str, fields: Mapping[str, Any], array: bool = True) -> str:
+    head = f"[[{header}]]" if array else f"[{header}]"
+    return "\n".join([head, *(f"{key(k)} = {value(v)}" for k, v in fields.items() if v is not None)]) + "\n"
+
+
+def model(name: str = "m", quant: str = "q4", bits_per_weight: float = 4.5, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "quant": quant, "bits_per_weight": bits_per_weight, **fields}
+
+
+def sim(name: str = "sim", prefill_tps: float = 20000.0, decode_tps: float = 400.0, *, options: Mapping[str, Any] | None = None,
+        profile: Mapping[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """A simulated runtime: its profile's rates (and any other profile fields), its other
+    options, and runtime fields (`host`, `device`, ...)."""
+    return {"name": name, "adapter": "simulator", **fields,
+            "options": {**(options or {}), "profile": {"prefill_tps": prefill_tps, "decode_tps": decode_tps, **(profile or {})}}}
+
+
+def arm(arm_id: str, *, model: str = "m", runtime: str = "sim", context: int = 8192, **fields: Any) -> dict[str, Any]:
+    return {"id": arm_id, "model": model, "runtime": runtime, "context": context, **fields}
+
+
+def item(item_id: str, arms: Sequence[str], probes: Sequence[str], *, title: str | None = None, **fields: Any) -> dict[str, Any]:
+    return {"id": item_id, "title": title or item_id, "arms": list(arms), "probes": list(probes), **fields}
+
+
+def gate(gate_id: str, predicate: str, params: Mapping[str, Any] | Raw, subjects: Sequence[str],
+         baseline: Sequence[str] = (), **fields: Any) -> dict[str, Any]:
+    return {"id": gate_id, "predicate": predicate, "params": params, "subjects": list(subjects),
+            **({"baseline": list(baseline)} if baseline else {}), **fields}
+
+
+def campaign_file(
+    name: str = "t", *, models: Sequence[Mapping[str, Any]] | None = None, runtimes: Sequence[Mapping[str, Any]] | None = None,
+    arms: Sequence[Mapping[str, Any]] = (), gates: Sequence[Mapping[str, Any]] = (), queue: Sequence[Mapping[str, Any]] = (),
+    **campaign: Any,
+) -> str:
+    """A whole campaign file: `[campaign]` (name and the fields given), then the models
+    (default one 4.5-bit "m"), runtimes (default the simulator "sim"), arms, gates and
+    queue items, in that order."""
+    parts = [table("campaign", {"name": name, **campaign}, array=False)]
+    parts += [table("models", m) for m in (models if models is not None else [model()])]
+    parts += [table("runtimes", r) for r in (runtimes if runtimes is not None else [sim()])]
+    parts += [table("arms", a) for a in arms]
+    parts += [table("gates", g) for g in gates]
+    parts += [table("queue", q) for q in queue]
+    return "\n".join(parts)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
