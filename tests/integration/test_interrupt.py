@@ -219,7 +219,7 @@ def test_second_ctrl_c_exits_at_once_and_a_run_on_another_database_reclaims_the_
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, start_new_session=True,
     )
     assert result.returncode == 0, result.stderr
-    assert f"no longer exists); slot taken back" in result.stdout
+    assert "no longer exists); slot taken back" in result.stdout
     assert f"device local held by attempt 1 (hard: decode/A), pid {run.pid} on host" in result.stdout
     assert _slots_and_holder(prefect_home) == (0, False)
     # (resume after a hard stop is resume after a crash: tests/integration/test_resume.py)
