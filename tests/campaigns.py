@@ -96,6 +96,16 @@ def campaign_file(
     return "\n".join(parts)
 
 
+def three_context_decode(name: str, repeats: int = 4) -> str:
+    """One arm decoding at three contexts, `repeats` timed requests of 60 tokens each at 60
+    tok/s: slow enough to interrupt, kill or resume in the middle of an arm."""
+    return campaign_file(
+        name, default_max_tokens=32, runtimes=[sim(decode_tps=60.0)], arms=[arm("A")],
+        queue=[item("decode", ["A"], ["decode"], title="decode at three contexts", contexts=[1024, 2048, 4096],
+                    overrides={"repeats": repeats, "max_tokens": 60})],
+    )
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

@@ -18,19 +18,10 @@ import pytest
 from campaign.processes import group_alive
 from campaign.states import AttemptState, ItemState, ProbeRunState
 from campaign.store import Store
-from tests.campaigns import arm, campaign_file, item, sim
+from tests.campaigns import three_context_decode
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.integration
-
-def decode_campaign(name: str, repeats: int = 4) -> str:
-    """One arm, one item of decode at three contexts, `repeats` timed requests each."""
-    return campaign_file(
-        name, default_max_tokens=32, runtimes=[sim(decode_tps=60.0)], arms=[arm("A")],
-        queue=[item("decode", ["A"], ["decode"], title="decode at three contexts", contexts=[1024, 2048, 4096],
-                    overrides={"repeats": repeats, "max_tokens": 60})],
-    )
-
 
 HOLDER_VARIABLE = "campaign-holder-device-local"
 
@@ -54,7 +45,7 @@ def _cli(*args: str) -> list[str]:
 
 def _write(tmp_path: Path, name: str, repeats: int = 4) -> Path:
     path = tmp_path / f"{name}.toml"
-    path.write_text(decode_campaign(name, repeats))
+    path.write_text(three_context_decode(name, repeats))
     return path
 
 

@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -18,83 +17,40 @@ import pytest
 from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
 from campaign.processes import group_alive
 from campaign.store import Store
+from tests.campaigns import arm, campaign_file, gate, item, sim, three_context_decode
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.integration
 
-HEAD = """
-[campaign]
-name = "{name}"
-default_max_tokens = 32
+def ane_campaign(refused: bool) -> str:
+    """L on the simulator, O on an "ane" runtime whose start is refused (while `refused`)
+    with the message of a build missing its compiler; an item gated on O vs L, one after it."""
+    faults = {"faults": {"refuse_start": "Private ANE procedure-bank compiler is unavailable"}} if refused else {}
+    return campaign_file(
+        "blocked", default_max_tokens=32, runtimes=[sim(decode_tps=200.0), sim("ane", decode_tps=200.0, profile=faults)],
+        arms=[arm("L", context=4096), arm("O", runtime="ane", context=4096, recipe={"prefill_chunk": 1024})],
+        gates=[gate("7", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": -0.5}, ["O"], ["L"], title="ANE")],
+        queue=[item("ane", ["L", "O"], ["decode"], title="ANE 4K (Gate 7)", contexts=[1024], gate="7", repeats=3),
+               item("after", ["O"], ["decode"], title="after ANE", contexts=[1024], depends_on=["ane"])],
+    )
 
-[[models]]
-name = "m"
-quant = "q4"
-bits_per_weight = 4.5
 
-[[runtimes]]
-name = "sim"
-adapter = "simulator"
-[runtimes.options.profile]
-prefill_tps = 20000.0
-decode_tps = {decode_tps}
-"""
-
+def rerun_campaign() -> str:
+    """V, one slot with a 64M session cap, a cache item and a confirmatory one at 1G."""
+    overrides = {"prompt_tokens": 1500, "modes": ["canonical"]}
+    return campaign_file(
+        "rerun", default_max_tokens=32, runtimes=[sim(decode_tps=200.0)],
+        arms=[arm("V", recipe={"slots": 1, "prefix_cache": "1G", "session_cache_cap": "64M"})],
+        queue=[item("cache", ["V"], ["cache-probe"], title="cache 2K, cap 64M", overrides=overrides),
+               item("confirm", ["V"], ["cache-probe"], title="confirmatory: cap 1G", confirms="cache",
+                    change={"session_cache_cap": "1G"}, overrides=overrides)],
+    )
 
 
 def test_blocked_then_fixed_then_resume_passes(tmp_path: Path, prefect_harness: None) -> None:
     from flows.campaign_flow import campaign_flow
 
-    body = HEAD.format(name="blocked", decode_tps=200.0) + textwrap.dedent(
-        """
-        [[runtimes]]
-        name = "ane"
-        adapter = "simulator"
-        [runtimes.options.profile]
-        prefill_tps = 20000.0
-        decode_tps = 200.0
-        [runtimes.options.profile.faults]
-        refuse_start = "Private ANE procedure-bank compiler is unavailable"
-
-        [[arms]]
-        id = "L"
-        model = "m"
-        runtime = "sim"
-        context = 4096
-
-        [[arms]]
-        id = "O"
-        model = "m"
-        runtime = "ane"
-        context = 4096
-        recipe = { prefill_chunk = 1024 }
-
-        [[gates]]
-        id = "7"
-        title = "ANE"
-        predicate = "relative_improvement"
-        params = { metric = "decode_tps", probe = "decode", min_gain = -0.5 }
-        subjects = ["O"]
-        baseline = ["L"]
-
-        [[queue]]
-        id = "ane"
-        title = "ANE 4K (Gate 7)"
-        arms = ["L", "O"]
-        probes = ["decode"]
-        contexts = [1024]
-        gate = "7"
-        repeats = 3
-
-        [[queue]]
-        id = "after"
-        title = "after ANE"
-        arms = ["O"]
-        probes = ["decode"]
-        contexts = [1024]
-        depends_on = ["ane"]
-        """
-    )
+    body = ane_campaign(refused=True)
     path = tmp_path / "c.toml"
     path.write_text(body)
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
@@ -107,7 +63,7 @@ def test_blocked_then_fixed_then_resume_passes(tmp_path: Path, prefect_harness: 
     l_attempts = store.attempts(camp.id, "ane", "L")
 
     # the environment is fixed: the runtime build now has its compiler
-    path.write_text(body.replace('refuse_start = "Private ANE procedure-bank compiler is unavailable"', ""))
+    path.write_text(ane_campaign(refused=False))
     campaign_flow(str(path), store.url, str(tmp_path / "w"), recheck_blocked=True)
     assert {i.key: i.state for i in store.items(camp.id)} == {"ane": ItemState.DONE, "after": ItemState.DONE}
     assert store.latest_verdicts(camp.id)["7"].verdict == Verdict.PASS
@@ -118,23 +74,7 @@ def test_blocked_then_fixed_then_resume_passes(tmp_path: Path, prefect_harness: 
 
 
 def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
-    body = HEAD.format(name="crash", decode_tps=60.0) + textwrap.dedent(
-        """
-        [[arms]]
-        id = "A"
-        model = "m"
-        runtime = "sim"
-        context = 8192
-
-        [[queue]]
-        id = "decode"
-        title = "decode at three contexts"
-        arms = ["A"]
-        probes = ["decode"]
-        contexts = [1024, 2048, 4096]
-        overrides = { repeats = 4, max_tokens = 60 }
-        """
-    )
+    body = three_context_decode("crash")
     path = tmp_path / "crash.toml"
     path.write_text(body)
     db = tmp_path / "crash.db"
@@ -203,32 +143,7 @@ def test_rerun_keeps_history_and_confirmatory_item_says_what_moved(tmp_path: Pat
     from campaign.summary import summarize
     from flows.campaign_flow import campaign_flow, rerun_flow
 
-    body = HEAD.format(name="rerun", decode_tps=200.0) + textwrap.dedent(
-        """
-        [[arms]]
-        id = "V"
-        model = "m"
-        runtime = "sim"
-        context = 8192
-        recipe = { slots = 1, prefix_cache = "1G", session_cache_cap = "64M" }
-
-        [[queue]]
-        id = "cache"
-        title = "cache 2K, cap 64M"
-        arms = ["V"]
-        probes = ["cache-probe"]
-        overrides = { prompt_tokens = 1500, modes = ["canonical"] }
-
-        [[queue]]
-        id = "confirm"
-        title = "confirmatory: cap 1G"
-        arms = ["V"]
-        probes = ["cache-probe"]
-        confirms = "cache"
-        change = { session_cache_cap = "1G" }
-        overrides = { prompt_tokens = 1500, modes = ["canonical"] }
-        """
-    )
+    body = rerun_campaign()
     # a 1-slot server with a session cap below the prompt size: the tool_turn prime is
     # evicted from the slot by nothing, so make the cap bite through the cache instead
     path = tmp_path / "r.toml"
