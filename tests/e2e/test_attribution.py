@@ -23,7 +23,6 @@ about a third of the test's time.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
