@@ -21,84 +21,26 @@ from tests.prefectparts import env as _env
 from tests.prefectparts import stop as _stop
 from tests.prefectparts import wait_for as _wait_for
 from tests.prefectparts import worker as _worker
+from tests.campaigns import arm, campaign_file, gate, item, sim
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.integration
 
-CAMPAIGN = """
-[campaign]
-name = "{name}"
-default_max_tokens = 16
+def two_hosts(name: str) -> str:
+    """A on h1 against B on h2, and an arm X whose runtime h1 cannot start."""
+    return campaign_file(
+        name, default_max_tokens=16,
+        runtimes=[sim("sim1", decode_tps=300.0, host="h1"), sim("sim2", decode_tps=600.0, host="h2"),
+                  {"name": "refusing", "adapter": "simulator", "host": "h1",
+                   "options": {"profile": {"faults": {"refuse_start": "this accelerator is not in the machine"}}}}],
+        arms=[arm("X", runtime="refusing", context=4096), arm("A", runtime="sim1", context=4096), arm("B", runtime="sim2", context=4096)],
+        gates=[FASTER],
+        queue=[item("one", ["A", "B"], ["decode"], title="A on h1 against B on h2", contexts=[1024], gate="faster", repeats=2),
+               item("two", ["X"], ["decode"], title="an arm its host cannot serve", contexts=[1024])],
+    )
 
-[[models]]
-name = "m"
-quant = "q4"
-bits_per_weight = 4.5
 
-[[runtimes]]
-name = "sim1"
-adapter = "simulator"
-host = "h1"
-[runtimes.options.profile]
-prefill_tps = 20000.0
-decode_tps = 300.0
-
-[[runtimes]]
-name = "sim2"
-adapter = "simulator"
-host = "h2"
-[runtimes.options.profile]
-prefill_tps = 20000.0
-decode_tps = 600.0
-
-[[runtimes]]
-name = "refusing"
-adapter = "simulator"
-host = "h1"
-[runtimes.options.profile.faults]
-refuse_start = "this accelerator is not in the machine"
-
-[[arms]]
-id = "X"
-model = "m"
-runtime = "refusing"
-context = 4096
-
-[[arms]]
-id = "A"
-model = "m"
-runtime = "sim1"
-context = 4096
-
-[[arms]]
-id = "B"
-model = "m"
-runtime = "sim2"
-context = 4096
-
-[[gates]]
-id = "faster"
-predicate = "relative_improvement"
-params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10, min_runs = 2 }}
-subjects = ["B"]
-baseline = ["A"]
-
-[[queue]]
-id = "one"
-title = "A on h1 against B on h2"
-arms = ["A", "B"]
-probes = ["decode"]
-contexts = [1024]
-gate = "faster"
-repeats = 2
-
-[[queue]]
-id = "two"
-title = "an arm its host cannot serve"
-arms = ["X"]
-probes = ["decode"]
-contexts = [1024]
-"""
+FASTER = gate("faster", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.10, "min_runs": 2}, ["B"], ["A"])
 
 
 def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
@@ -106,7 +48,7 @@ def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
 ) -> None:
     db = postgres_cluster.create_database("twohosts")
     path = tmp_path / "c.toml"
-    path.write_text(CAMPAIGN.format(name="twohosts"))
+    path.write_text(two_hosts("twohosts"))
     workers = [_worker(tmp_path, prefect_server, db, host) for host in ("h1", "h2")]
     try:
         for _proc, log in workers:
@@ -147,10 +89,10 @@ def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
     # the arms' flow runs are subflows of the campaign run, tagged with where they ran
     runs = httpx.post(f"{prefect_server}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": ["campaign:twohosts"]}}}, timeout=10).json()
     by_id = {r["id"]: r for r in runs}
-    for arm, host in (("A", "h1"), ("B", "h2")):
-        for att in by_arm[arm]:
+    for arm_id, host in (("A", "h1"), ("B", "h2")):
+        for att in by_arm[arm_id]:
             flow_run = by_id[att.flow_run_id]
-            assert {f"arm:{arm}", f"host:{host}", "item:one"} <= set(flow_run["tags"])
+            assert {f"arm:{arm_id}", f"host:{host}", "item:one"} <= set(flow_run["tags"])
             assert flow_run["parent_task_run_id"], "not a subflow of the campaign run"
             assert flow_run["state_type"] == "COMPLETED"
     blocked = by_id[attempts["X"].flow_run_id]  # not Completed: the UI shows what happened
@@ -160,7 +102,7 @@ def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
 
 def test_a_campaign_naming_hosts_without_a_prefect_server_fails_fast(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text(CAMPAIGN.format(name="noserver"))
+    path.write_text(two_hosts("noserver"))
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT)}
     env.pop("PREFECT_API_URL", None)
     started = time.monotonic()
@@ -197,37 +139,17 @@ def test_failed_and_blocked_arms_end_in_states_named_for_them() -> None:
         outcome_of(Failed(data=ValueError("broken")))
 
 
-SLOW = """
-[campaign]
-name = "{name}"
-default_max_tokens = 120
-
-[[models]]
-name = "m"
-quant = "q4"
-bits_per_weight = 4.5
-
-[[runtimes]]
-name = "sim1"
-adapter = "simulator"
-host = "h1"
-[runtimes.options.profile]
-prefill_tps = 20000.0
-decode_tps = 40.0
-
-[[arms]]
-id = "A"
-model = "m"
-runtime = "sim1"
-context = 4096
-
-[[queue]]
-id = "one"
-title = "a slow arm on h1"
-arms = ["A"]
-probes = ["decode"]
-contexts = [1024]
-"""
+def slow(name: str, host: str = "h1", stoppable: bool = False) -> str:
+    """A slow arm on `host` (120 tokens at 40 tok/s). Stoppable: with B beside it on the
+    same host and a gate, in two blocks (block 0 runs B then A under the default seed), the
+    gate deciding over two runs."""
+    runtimes = [sim("sim1", decode_tps=40.0, host=host)] + ([sim("sim1b", decode_tps=400.0, host=host)] if stoppable else [])
+    arms = [arm("A", runtime="sim1", context=4096)] + ([arm("B", runtime="sim1b", context=4096)] if stoppable else [])
+    more = {"gate": "faster", "repeats": 2} if stoppable else {}
+    return campaign_file(
+        name, default_max_tokens=120, runtimes=runtimes, arms=arms, gates=[FASTER] if stoppable else [],
+        queue=[item("one", [a["id"] for a in arms], ["decode"], title="a slow arm on h1", contexts=[1024], **more)],
+    )
 
 
 def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart(
@@ -241,7 +163,7 @@ def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart
 
     db = postgres_cluster.create_database("killed")
     path = tmp_path / "c.toml"
-    path.write_text(SLOW.format(name="killed"))
+    path.write_text(slow("killed"))
     store = Store(db)
     worker, log = _worker(tmp_path, prefect_server, db, "h1")
     run = subprocess.Popen(
@@ -289,7 +211,7 @@ def test_an_arm_on_a_host_without_a_worker_is_blocked_saying_which_worker_to_sta
     arm's attempt ends blocked on that host, with the worker to start as its reason."""
     db = postgres_cluster.create_database(f"noworker{host}")
     path = tmp_path / "c.toml"
-    path.write_text(SLOW.format(name="noworker").replace('host = "h1"', f'host = "{host}"'))
+    path.write_text(slow("noworker", host=host))
     env = {**_env(tmp_path, prefect_server, db, "run"), "CAMPAIGN_WORKER_WAIT_S": "3"}
     if served_once:  # what a worker leaves behind: its deployment, with nobody polling it
         subprocess.run(
@@ -312,29 +234,6 @@ def test_an_arm_on_a_host_without_a_worker_is_blocked_saying_which_worker_to_sta
     assert (attempt.state, attempt.host) == (AttemptState.BLOCKED, host) and said in attempt.error
 
 
-# two blocks (block 0 runs B then A under the default seed), a gate deciding over two runs
-STOPPABLE = SLOW.replace('arms = ["A"]', 'arms = ["A", "B"]\ngate = "faster"\nrepeats = 2') + """
-[[runtimes]]
-name = "sim1b"
-adapter = "simulator"
-host = "h1"
-[runtimes.options.profile]
-prefill_tps = 20000.0
-decode_tps = 400.0
-
-[[arms]]
-id = "B"
-model = "m"
-runtime = "sim1b"
-context = 4096
-
-[[gates]]
-id = "faster"
-predicate = "relative_improvement"
-params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.10, min_runs = 2 }}
-subjects = ["B"]
-baseline = ["A"]
-"""
 
 
 def _group_alive(pgid: int) -> bool:
@@ -356,7 +255,7 @@ def test_ctrl_c_of_campaign_run_stops_the_arm_on_its_worker_and_resume_continues
 
     db = postgres_cluster.create_database("stopped")
     path = tmp_path / "c.toml"
-    path.write_text(STOPPABLE.format(name="stopped"))
+    path.write_text(slow("stopped", stoppable=True))
     store = Store(db)
     worker, log = _worker(tmp_path, prefect_server, db, "h1")
     env = _env(tmp_path, prefect_server, db, "run")
