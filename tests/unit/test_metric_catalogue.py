@@ -13,6 +13,7 @@ import pytest
 
 from campaign import metrics
 from campaign.schema import CampaignFileError
+from tests.campaigns import arm, campaign_file, gate, inline, item, table
 from tests.paths import DOCS
 
 # -- every probe on the simulator stores only catalogued metrics, in their units ----------------
@@ -73,40 +74,14 @@ def test_directions_follow_the_units_and_the_meaning() -> None:
 
 # -- the loader holds gates to it ------------------------------------------------------------------
 
-HEAD = textwrap.dedent(
-    """
-    [campaign]
-    name = "m"
+def head(context: int = 32768, **item_fields: object) -> str:
+    """Two arms under agent-load, in an item feeding gate "g" (which `gate_toml` writes)."""
+    return campaign_file("m", runtimes=[{"name": "sim", "adapter": "simulator"}],
+                         arms=[arm("A", context=context), arm("B", context=context)],
+                         queue=[item("agent", ["A", "B"], ["agent-load"], gate="g", **item_fields)])
 
-    [[models]]
-    name = "m"
-    quant = "q4"
-    bits_per_weight = 4.5
 
-    [[runtimes]]
-    name = "sim"
-    adapter = "simulator"
-
-    [[arms]]
-    id = "A"
-    model = "m"
-    runtime = "sim"
-    context = 32768
-
-    [[arms]]
-    id = "B"
-    model = "m"
-    runtime = "sim"
-    context = 32768
-
-    [[queue]]
-    id = "agent"
-    title = "agent"
-    arms = ["A", "B"]
-    probes = ["agent-load"]
-    gate = "g"
-    """
-)
+HEAD = head()
 
 
 def _load(tmp_path: Path, gate: str):  # type: ignore[no-untyped-def]
@@ -123,23 +98,18 @@ def _problems(tmp_path: Path, gate: str) -> list[str]:
     return info.value.problems
 
 
-GATE = """
-[[gates]]
-id = "g"
-predicate = "relative_improvement"
-subjects = ["B"]
-baseline = ["A"]
-params = {{ {params} }}
-"""
+def gate_toml(params: str) -> str:
+    """Gate "g": B against A by relative_improvement, with `params` as written."""
+    return table("gates", gate("g", "relative_improvement", inline(params), ["B"], ["A"]))
 
 
 def test_a_misspelled_metric_is_refused_with_the_name_it_meant(tmp_path: Path) -> None:
-    (msg,) = _problems(tmp_path, GATE.format(params='metric = "tfft_s", min_gain = 0.3'))
+    (msg,) = _problems(tmp_path, gate_toml('metric = "tfft_s", min_gain = 0.3'))
     assert msg.startswith("gates[0] (id 'g').params.metric: found 'tfft_s', a metric no probe stores (did you mean ttft_s")
 
 
 def test_a_metric_no_item_of_the_gate_produces_is_refused_naming_its_probes(tmp_path: Path) -> None:
-    (msg,) = _problems(tmp_path, GATE.format(params='metric = "reuse", min_gain = 0.3'))
+    (msg,) = _problems(tmp_path, gate_toml('metric = "reuse", min_gain = 0.3'))
     assert msg == (
         "gates[0] (id 'g').params.metric: 'reuse' comes from cache-probe, cache-ceiling, and no queue item this gate "
         "reads runs one (they run agent-load); add the probe to an item that feeds 'g'"
@@ -147,12 +117,12 @@ def test_a_metric_no_item_of_the_gate_produces_is_refused_naming_its_probes(tmp_
 
 
 def test_a_probe_that_does_not_store_the_metric_is_refused(tmp_path: Path) -> None:
-    (msg,) = _problems(tmp_path, GATE.format(params='metric = "ttft_s", probe = "cache-ceiling", min_gain = 0.3'))
+    (msg,) = _problems(tmp_path, gate_toml('metric = "ttft_s", probe = "cache-ceiling", min_gain = 0.3'))
     assert msg.startswith("gates[0] (id 'g').params.metric: probe 'cache-ceiling' does not store 'ttft_s'; it comes from ")
 
 
 def test_an_also_metric_is_checked_too(tmp_path: Path) -> None:
-    (msg,) = _problems(tmp_path, GATE.format(params='metric = "ttft_s", min_gain = 0.3, also_metric = "e2e_sec"'))
+    (msg,) = _problems(tmp_path, gate_toml('metric = "ttft_s", min_gain = 0.3, also_metric = "e2e_sec"'))
     assert msg.startswith("gates[0] (id 'g').params.also_metric: found 'e2e_sec'")
 
 
@@ -160,10 +130,10 @@ def test_a_gate_on_seconds_reads_lower_as_better_unless_it_says_otherwise(tmp_pa
     from flows.resolve import direction_warnings
     from gates.engine import params_for
 
-    spec = _load(tmp_path, GATE.format(params='metric = "ttft_s", min_gain = 0.3'))
+    spec = _load(tmp_path, gate_toml('metric = "ttft_s", min_gain = 0.3'))
     assert params_for(spec.gate("g"))["higher_is_better"] is False
     assert direction_warnings(spec) == []
-    contrary = _load(tmp_path, GATE.format(params='metric = "ttft_s", min_gain = 0.3, higher_is_better = true'))
+    contrary = _load(tmp_path, gate_toml('metric = "ttft_s", min_gain = 0.3, higher_is_better = true'))
     assert params_for(contrary.gate("g"))["higher_is_better"] is True  # what the file says, warned of
     (warning,) = direction_warnings(contrary)
     assert re.match(r"gates\[0\] \(id 'g'\)\.params\.higher_is_better: set to true for 'ttft_s' \(s\), whose catalogue "
@@ -179,11 +149,11 @@ def test_a_ttft_gate_without_a_direction_decides_the_right_way() -> None:
 
     rows = []
     for block in range(4):
-        for arm, ttft in (("A", 2.0), ("B", 0.08)):
+        for arm_id, ttft in (("A", 2.0), ("B", 0.08)):
             for trial in range(3):
-                rows.append(dict(arm_id=arm, probe="agent-load", scenario="c0-t1", mode="canonical", context=8192, trial=trial,
+                rows.append(dict(arm_id=arm_id, probe="agent-load", scenario="c0-t1", mode="canonical", context=8192, trial=trial,
                                  metric="ttft_s", value=ttft * (1 + 0.01 * block + 0.001 * trial), unit="s", repeat=block,
-                                 block_id=f"agent/b{block}/x", item_key="agent", attempt_id=10 * block + (arm == "B")))
+                                 block_id=f"agent/b{block}/x", item_key="agent", attempt_id=10 * block + (arm_id == "B")))
     gate = GateEntry(id="g", predicate="relative_improvement", subjects=["B"], baseline=["A"],
                      params={"metric": "ttft_s", "min_gain": 0.3})
     result = evaluate(gate, pd.DataFrame(rows))
@@ -205,12 +175,12 @@ def test_check_prints_the_plan_and_refuses_what_run_would(tmp_path: Path, exampl
     assert not list(tmp_path.iterdir())  # and it created nothing
 
     bad = tmp_path / "bad.toml"
-    bad.write_text(HEAD + textwrap.dedent(GATE.format(params='metric = "tfft_s", min_gain = 0.3')))
+    bad.write_text(HEAD + (gate_toml('metric = "tfft_s", min_gain = 0.3')))
     with pytest.raises(CampaignFileError) as info:
         check(bad, db=str(tmp_path / "none.db"))
     assert "did you mean ttft_s" in info.value.render()
     contrary = tmp_path / "contrary.toml"
-    contrary.write_text(HEAD + textwrap.dedent(GATE.format(params='metric = "ttft_s", min_gain = 0.3, higher_is_better = true')))
+    contrary.write_text(HEAD + (gate_toml('metric = "ttft_s", min_gain = 0.3, higher_is_better = true')))
     check(contrary, db=str(tmp_path / "none.db"))
     captured = capsys.readouterr()
     assert "warning: gates[0] (id 'g').params.higher_is_better: set to true for 'ttft_s'" in captured.err
@@ -246,7 +216,7 @@ def test_a_probe_whose_requests_outgrow_the_arms_context_is_refused_before_anyth
     """agent-load's default conversation on a 4096-token arm: every request would be an HTTP 400."""
     from flows.overrides import check_campaign
 
-    small = HEAD.replace("context = 32768", "context = 4096") + textwrap.dedent(GATE.format(params='metric = "ttft_s", min_gain = 0.3'))
+    small = head(context=4096) + (gate_toml('metric = "ttft_s", min_gain = 0.3'))
     path = tmp_path / "c.toml"
     path.write_text(small)
     from flows.resolve import load_campaign
