@@ -14,47 +14,23 @@ import pytest
 from arms.runtimes import catalog
 from campaign.schema import CampaignFileError
 from flows.resolve import load_campaign
+from tests.campaigns import arm, campaign_file, inline, item
 from tests.paths import DOCS, ROOT
 
-CAMPAIGN = textwrap.dedent(
-    """
-    [campaign]
-    name = "opts"
-
-    [[models]]
-    name = "m"
-    quant = "q4"
-    bits_per_weight = 4.5
-
-    [[runtimes]]
-    name = "cpp"
-    adapter = "llamacpp"
-    [runtimes.options]
-    {options}
-
-    [[arms]]
-    id = "A"
-    model = "m"
-    runtime = "cpp"
-    context = 4096
-
-    [[queue]]
-    id = "q"
-    title = "decode"
-    arms = ["A"]
-    probes = ["decode"]
-    """
-)
+def cpp_campaign(options: str, probe: str = "decode", **campaign: object) -> str:
+    """One llama.cpp arm decoding, with the runtime's `options` as written."""
+    return campaign_file("opts", **campaign, runtimes=[{"name": "cpp", "adapter": "llamacpp", "options": inline(options)}],
+                         arms=[arm("A", runtime="cpp", context=4096)], queue=[item("q", ["A"], [probe], title="decode")])
 
 
 def test_a_misspelt_option_is_refused_with_the_key_it_meant(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text(CAMPAIGN.format(options="threds = 2"))
+    path.write_text(cpp_campaign("threds = 2"))
     with pytest.raises(CampaignFileError) as info:
         load_campaign(path)
     text = info.value.render()
     assert "runtimes[0] (name 'cpp').options.threds: adapter 'llamacpp' reads no such option; did you mean 'threads'?" in text
-    path.write_text(CAMPAIGN.format(options="threads = 2"))
+    path.write_text(cpp_campaign("threads = 2"))
     assert load_campaign(path).runtimes[0].options == {"threads": 2}
 
 
@@ -96,12 +72,11 @@ def test_a_probe_a_plugin_registers_can_be_named_in_a_queue_item(tmp_path: Path,
         register(ProbeSpec("echo", run, EchoParams, per_context=False))
         """
     ))
-    text = CAMPAIGN.format(options="threads = 2").replace('name = "opts"', 'name = "opts"\nplugins = ["echo_probe.py"]')
     path = tmp_path / "c.toml"
-    path.write_text(text.replace('probes = ["decode"]', 'probes = ["echo"]'))
+    path.write_text(cpp_campaign("threads = 2", "echo", plugins=["echo_probe.py"]))
     monkeypatch.delitem(__import__("sys").modules, "campaign_plugin_echo_probe", raising=False)
     assert load_campaign(path).queue[0].probes == ["echo"]
-    path.write_text(text.replace('probes = ["decode"]', 'probes = ["echoo"]'))
+    path.write_text(cpp_campaign("threads = 2", "echoo", plugins=["echo_probe.py"]))
     with pytest.raises(CampaignFileError) as info:
         load_campaign(path)
     assert "queue[0] (id 'q').probes[0]: found 'echoo', expected one of: agent-load, cache-ceiling, cache-probe, decode, echo, load, tool-loop" in info.value.render()
