@@ -5,7 +5,6 @@ the Prefect flow run's log."""
 from __future__ import annotations
 
 import io
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,40 +14,15 @@ from cli import progress_view
 from flows.resolve import load_campaign
 from campaign.store import Store
 from flows.progress import subscribe
+from tests.campaigns import arm, campaign_file, item
 
 pytestmark = pytest.mark.integration
 
-CAMPAIGN = textwrap.dedent(
-    """
-    [campaign]
-    name = "talk"
-
-    [[models]]
-    name = "m"
-    quant = "q4"
-    bits_per_weight = 4.5
-
-    [[runtimes]]
-    name = "sim"
-    adapter = "simulator"
-    [runtimes.options.profile]
-    prefill_tps = 20000.0
-    decode_tps = 400.0
-
-    [[arms]]
-    id = "A"
-    model = "m"
-    runtime = "sim"
-    context = 8192
-    recipe = { slots = 2 }
-
-    [[queue]]
-    id = "load"
-    title = "agent load"
-    arms = ["A"]
-    probes = ["agent-load"]
-    overrides = { conversations = 2, turns = 3, system_tokens = 64, task_tokens = 64, turn_tokens = 32, max_tokens = 8, baseline = false }
-    """
+CAMPAIGN = campaign_file(
+    "talk", arms=[arm("A", recipe={"slots": 2})],
+    queue=[item("load", ["A"], ["agent-load"], title="agent load",
+                overrides={"conversations": 2, "turns": 3, "system_tokens": 64, "task_tokens": 64, "turn_tokens": 32,
+                           "max_tokens": 8, "baseline": False})],
 )
 
 
