@@ -4,7 +4,6 @@ the stored numbers, a blocked arm, and no server left running."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,111 +11,37 @@ import pytest
 from campaign.states import AttemptState, ItemState, Verdict
 from campaign.processes import group_alive
 from campaign.store import Store
+from tests.campaigns import arm, campaign_file, gate, item, model, sim
 
 pytestmark = pytest.mark.integration
 
-CAMPAIGN = textwrap.dedent(
-    """
-    [campaign]
-    name = "e2e"
-    default_max_tokens = 24
+ARMS = [
+    arm("B", context=4096, recipe={"slots": 2, "prefix_cache": "1G"}),
+    arm("C", context=4096, recipe={"slots": 2, "prefix_cache": "1G", "speculative": True, "draft_k": 4}),
+    arm("O", runtime="ane", context=4096),
+]
+RUNTIMES = [sim(decode_tps=100.0),
+            {"name": "ane", "adapter": "simulator", "options": {"profile": {"faults": {"refuse_start": "Private ANE procedure-bank compiler is unavailable"}}}}]
+ANE_GATE = gate("ane", "relative_improvement", {"metric": "decode_tps", "min_gain": 0.0}, ["O"], ["B"])
+ANE_ITEMS = [item("ane", ["O"], ["decode"], title="ANE", gate="ane"),
+             item("after-ane", ["B"], ["decode"], title="needs ANE", depends_on=["ane"])]
 
-    [[models]]
-    name = "m"
-    quant = "q4"
-    bits_per_weight = 4.5
-    served_id = "m-q4"
 
-    [[runtimes]]
-    name = "sim"
-    adapter = "simulator"
-    [runtimes.options.profile]
-    prefill_tps = 20000.0
-    decode_tps = 100.0
+def e2e_campaign(name: str = "e2e", full: bool = True) -> str:
+    """B, C (B with speculation) and O (on a runtime whose start is refused): in full, a
+    speculation gate over cache-probe and decode, a cache gate, and the ANE gate with an
+    item behind it; otherwise the ANE part alone."""
+    gates = [gate("spec", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.10}, ["C"], ["B"]),
+             gate("cache", "threshold", {"metric": "reuse", "op": ">=", "value": 0.95, "scenarios": ["identical"]}, ["B"])]
+    queue = [item("probe", ["B", "C"], ["cache-probe", "decode"], title="cache-probe + decode B/C", contexts=[1024],
+                  modes=["canonical", "greedy"], gate="spec", repeats=3, overrides={"repeats": 3}),
+             item("cache", ["B"], ["cache-probe"], title="cache gate", gate="cache", depends_on=["probe"], repeats=3,
+                  overrides={"prompt_tokens": 256, "repeats": 3})]
+    return campaign_file(name, default_max_tokens=24, models=[model(served_id="m-q4")], runtimes=RUNTIMES, arms=ARMS,
+                         gates=(gates if full else []) + [ANE_GATE], queue=(queue if full else []) + ANE_ITEMS)
 
-    [[runtimes]]
-    name = "ane"
-    adapter = "simulator"
-    [runtimes.options.profile.faults]
-    refuse_start = "Private ANE procedure-bank compiler is unavailable"
 
-    [[arms]]
-    id = "B"
-    model = "m"
-    runtime = "sim"
-    context = 4096
-    recipe = { slots = 2, prefix_cache = "1G" }
-
-    [[arms]]
-    id = "C"
-    model = "m"
-    runtime = "sim"
-    context = 4096
-    recipe = { slots = 2, prefix_cache = "1G", speculative = true, draft_k = 4 }
-
-    [[arms]]
-    id = "O"
-    model = "m"
-    runtime = "ane"
-    context = 4096
-
-    [[gates]]
-    id = "spec"
-    predicate = "relative_improvement"
-    params = { metric = "decode_tps", probe = "decode", min_gain = 0.10 }
-    subjects = ["C"]
-    baseline = ["B"]
-
-    [[gates]]
-    id = "cache"
-    predicate = "threshold"
-    params = { metric = "reuse", op = ">=", value = 0.95, scenarios = ["identical"] }
-    subjects = ["B"]
-
-    [[gates]]
-    id = "ane"
-    predicate = "relative_improvement"
-    params = { metric = "decode_tps", min_gain = 0.0 }
-    subjects = ["O"]
-    baseline = ["B"]
-
-    [[queue]]
-    id = "probe"
-    title = "cache-probe + decode B/C"
-    arms = ["B", "C"]
-    probes = ["cache-probe", "decode"]
-    contexts = [1024]
-    modes = ["canonical", "greedy"]
-    gate = "spec"
-    repeats = 3
-    overrides = { repeats = 3 }
-
-    [[queue]]
-    id = "cache"
-    title = "cache gate"
-    arms = ["B"]
-    probes = ["cache-probe"]
-    gate = "cache"
-    depends_on = ["probe"]
-    repeats = 3
-    overrides = { prompt_tokens = 256, repeats = 3 }
-
-    [[queue]]
-    id = "ane"
-    title = "ANE"
-    arms = ["O"]
-    probes = ["decode"]
-    gate = "ane"
-
-    [[queue]]
-    id = "after-ane"
-    title = "needs ANE"
-    arms = ["B"]
-    probes = ["decode"]
-    depends_on = ["ane"]
-    """
-)
-
+CAMPAIGN = e2e_campaign()
 
 
 def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
@@ -179,8 +104,8 @@ def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
 
     index = write_site(store, "e2e", tmp_path / "site")
     html = index.read_text()
-    for gate in ("spec", "cache", "ane"):
-        assert f"gates/{gate}.html" in html
+    for gate_id in ("spec", "cache", "ane"):
+        assert f"gates/{gate_id}.html" in html
     for title in ("cache-probe + decode B/C", "cache gate", "ANE", "needs ANE"):
         assert title in html
 
@@ -200,30 +125,7 @@ def test_the_prefect_ui_holds_the_queue_and_the_campaign_log(tmp_path: Path, pre
     from flows.campaign_flow import campaign_flow
 
     path = tmp_path / "ui.toml"
-    path.write_text(CAMPAIGN.replace('name = "e2e"', 'name = "ui-view"').split("[[gates]]")[0] + textwrap.dedent(
-        """
-        [[gates]]
-        id = "ane"
-        predicate = "relative_improvement"
-        params = { metric = "decode_tps", min_gain = 0.0 }
-        subjects = ["O"]
-        baseline = ["B"]
-
-        [[queue]]
-        id = "ane"
-        title = "ANE"
-        arms = ["O"]
-        probes = ["decode"]
-        gate = "ane"
-
-        [[queue]]
-        id = "after-ane"
-        title = "needs ANE"
-        arms = ["B"]
-        probes = ["decode"]
-        depends_on = ["ane"]
-        """
-    ))
+    path.write_text(e2e_campaign("ui-view", full=False))
     store = Store(f"sqlite:///{tmp_path / 'ui.db'}")
     with temporary_settings(updates={PREFECT_LOGGING_TO_API_ENABLED: True}):
         campaign_flow(str(path), store.url, str(tmp_path / "work"))
