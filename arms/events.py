@@ -28,7 +28,7 @@ from arms.metrics import (
 )
 from arms.sse import event_data
 
-_EXTRA_KEYS = ("timings", "x_mlx_dspark", "x_metrics")
+_EXTRA_KEYS = ("timings", "x_mlx_dspark", "x_metrics", "x_sim")
 _RECORDED_KEYS = frozenset({"error", "usage", *_EXTRA_KEYS})  # top-level keys `parse_chunk` keeps
 
 try:  # a faster JSON decoder when present (prefect depends on it); same results

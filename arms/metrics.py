@@ -146,6 +146,27 @@ def ttft_s(record: RequestRecord) -> float | None:
     return None if t is None else (t - record.send_ns) / NS
 
 
+def ttft_parts(record: RequestRecord) -> dict[str, float] | None:
+    """A request's TTFT split at a server's own stamps, where the server gave them (the
+    simulator's `x_sim`, with `write_stamps`: when its handler got the request and when it
+    wrote the first token chunk, on the client's clock): the send side (headers written to
+    handler start), the server's own TTFT, the receive side (its write to the client's
+    stamp) and the client's TTFT minus the server's. None without stamps. Why: the
+    client's accuracy is then a measured number, not a claim (`benchmarks/ttft_truth.py`)."""
+    client = ttft_s(record)
+    stamps = (record.extra or {}).get("x_sim") or {}
+    received, written = stamps.get("received_ns"), stamps.get("first_write_ns")
+    if client is None or not received or not written:
+        return None
+    server = (written - received) / NS
+    return {
+        "send side": (received - record.send_ns) / NS,
+        "server TTFT": server,
+        "receive side": (record.send_ns + client * NS - written) / NS,
+        "client - server": client - server,
+    }
+
+
 def e2e_s(record: RequestRecord) -> float | None:
     if not record.ok or not record.end_ns:
         return None

@@ -154,6 +154,7 @@ def _parse_max_tokens(body: dict[str, Any]) -> int | None:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     """OpenAI chat completions, streamed as SSE or answered as one object."""
+    received_ns = time.perf_counter_ns()  # the handler's start: the headers were read
     state = request.app[STATE_KEY]
     engine = state.engine
     if state.loading():
@@ -211,7 +212,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         if body.get("stream"):
             options = body.get("stream_options") or {}
             include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
-            return await _stream(request, state, req, include_usage)
+            return await _stream(request, state, req, include_usage, received_ns)
         return await _complete(request, state, req)
     finally:
         if not req.done:
@@ -250,7 +251,7 @@ async def _hold_until_gone(request: web.Request) -> None:
 
 
 async def _stream(request: web.Request, state: SimState, req: SimRequest,
-                  include_usage: bool) -> web.StreamResponse:
+                  include_usage: bool, received_ns: int = 0) -> web.StreamResponse:
     faults = state.profile.faults
     state.streamed_requests += 1
     n = state.streamed_requests
@@ -261,7 +262,7 @@ async def _stream(request: web.Request, state: SimState, req: SimRequest,
                                        "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     await resp.prepare(request)
     try:
-        await _write_stream(request, state, req, resp, include_usage, malformed, stall_at)
+        await _write_stream(request, state, req, resp, include_usage, malformed, stall_at, received_ns)
     except ConnectionError:
         pass  # the client went away; the caller cancels the engine request
     return resp
@@ -269,8 +270,11 @@ async def _stream(request: web.Request, state: SimState, req: SimRequest,
 
 async def _write_stream(request: web.Request, state: SimState, req: SimRequest,
                         resp: web.StreamResponse, include_usage: bool, malformed: bool,
-                        stall_at: int | None) -> None:
-    """Write the SSE events of one request as the engine emits them, faults included."""
+                        stall_at: int | None, received_ns: int = 0) -> None:
+    """Write the SSE events of one request as the engine emits them, faults included.
+    With `write_stamps`, the last chunk says when the request was received and when the
+    first token chunk was handed to the transport (`time.perf_counter_ns`: CLOCK_MONOTONIC,
+    one clock for every process of the machine, so a client's stamps compare with it)."""
     style = state.profile.cached_tokens_style
     base = _base(state, req, "chat.completion.chunk")
 
@@ -283,6 +287,7 @@ async def _write_stream(request: web.Request, state: SimState, req: SimRequest,
     await send(chunk({"role": "assistant", "content": ""}, None))
     renderer = DeltaRenderer(req.plan)
     sent = 0
+    first_write_ns = 0
     if stall_at == 0:
         await _hold_until_gone(request)
         return
@@ -292,6 +297,7 @@ async def _write_stream(request: web.Request, state: SimState, req: SimRequest,
         tokens = emission.tokens if stall_at is None else emission.tokens[:stall_at - sent]
         if tokens:
             await send(chunk(renderer.delta(tokens), None))
+            first_write_ns = first_write_ns or time.perf_counter_ns()  # written: in the transport's hands
             sent += len(tokens)
             if malformed:
                 await resp.write(MALFORMED_EVENT)
@@ -301,6 +307,8 @@ async def _write_stream(request: web.Request, state: SimState, req: SimRequest,
             return
     final = chunk({}, req.finish_reason)
     final.update(final_extras(req, style))
+    if state.profile.write_stamps:
+        final["x_sim"] = {"received_ns": received_ns, "first_write_ns": first_write_ns, "clock": "CLOCK_MONOTONIC"}
     await send(final)
     if include_usage:
         tail = {**base, "choices": [], "usage": usage(req, style)}

@@ -127,6 +127,10 @@ class SimProfile(BaseModel):
     slot_memory_bytes: int = Field(940_000_000, ge=0, description="Resident state per slot.")
     base_memory_bytes: int = Field(2_000_000_000, ge=0, description="Weights and runtime overhead.")
     time_scale: float = Field(1.0, gt=0, description="Wall seconds = model seconds / time_scale.")
+    write_stamps: bool = Field(
+        False, description="Add x_sim to a stream's last chunk: when the handler got the request and when the "
+        "first token chunk was written, on the machine's monotonic clock (what a client's stamps are checked against).",
+    )
     seed: int = Field(0, description="Seeds sampled (non-greedy) text and draft acceptance.")
     default_max_tokens: int = Field(64, ge=1, description="Generation length when the request gives none.")
     reuse_ceiling_tokens: int | None = Field(

@@ -426,3 +426,44 @@ def test_a_run_where_the_client_fell_behind_or_its_stamps_fell_back_is_no_measur
     latency = evaluate(gate("load_latency", {"metric": "ttft_s", "percentile": 90, "scenario": "rate=2", "max_value": 1.0}, ["A"]),
                        rows({"schedule_lag_p99_s": (0.080, "")}))
     assert latency.verdict in (Verdict.INCONCLUSIVE, Verdict.PENDING)
+
+
+def test_the_simulators_own_stamps_bracket_the_clients_ttft() -> None:
+    """With `write_stamps`, a stream's last chunk says when the simulator got the request
+    and wrote its first token chunk, on the clock the client stamps with: the client's
+    send comes before the server's receipt, the server's own TTFT is inside the client's,
+    and the two differ by the loopback (here under 50 ms, a bound wide enough for a busy
+    machine; `benchmarks/ttft_truth.py` measures it: about 1 ms). Off by default."""
+    from aiohttp import web
+
+    from arms.probes.base import MemorySink, ProbeTarget
+    from arms.runtimes import catalog as runtimes
+    from arms.simulator.app import make_app
+    from arms.simulator.profile import SimProfile
+    from arms.metrics import RequestRecord, ttft_parts
+
+    def parts(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
+        splits = [ttft_parts(RequestRecord(**{k: v for k, v in r.items() if k in RequestRecord.__dataclass_fields__})) for r in rows]
+        return {name: [s[name] for s in splits if s] for name in ("send side", "server TTFT", "receive side", "client - server")}
+
+    async def go(stamps: bool) -> list[dict[str, Any]]:
+        runner = web.AppRunner(make_app(SimProfile(prefill_tps=20000.0, decode_tps=400.0, write_stamps=stamps)))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            target = ProbeTarget(base_url=f"http://127.0.0.1:{port}", model="m", adapter=runtimes.get("simulator"), simulated=True)
+            sink = MemorySink()
+            await load_probe.run(target, sink, load_probe.LoadParams(profile="constant", rate=10, duration_s=0.5, max_tokens=4))
+            return sink.requests
+        finally:
+            await runner.cleanup()
+
+    rows = asyncio.run(go(True))
+    found = parts(rows)
+    assert len(found["send side"]) == len(rows) == 5
+    assert all(0 <= v < 0.05 for v in found["send side"]) and all(v > 0 for v in found["server TTFT"])
+    assert all(abs(v) < 0.05 for v in found["receive side"])
+    assert all(0 <= d < 0.1 for d in found["client - server"])
+    assert not parts(asyncio.run(go(False)))["send side"]  # no stamps unless asked
