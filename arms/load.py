@@ -206,6 +206,7 @@ class RunResult:
     max_in_flight: int
     peak_in_flight: int = 0
     cap_waits: int = 0
+    cpu_s: float = 0.0  # the client process's CPU time over the run (all its threads)
 
     @property
     def span_s(self) -> float:
@@ -239,10 +240,14 @@ async def run(
     would delay the next scheduled send by tens of milliseconds.
     """
     gc.collect()  # before the clock starts: then the collector stays off for the whole run
+    cpu0 = time.process_time()
     with gc_paused:  # a collection between two requests would land on a scheduled send (tens of ms)
         if profile.open_loop:
-            return await _open_loop(profile, send, prepare, duration_s, requests, max_in_flight, stop)
-        return await _closed_loop(profile, send, prepare, duration_s, requests, stop)
+            result = await _open_loop(profile, send, prepare, duration_s, requests, max_in_flight, stop)
+        else:
+            result = await _closed_loop(profile, send, prepare, duration_s, requests, stop)
+    result.cpu_s = time.process_time() - cpu0
+    return result
 
 
 async def _open_loop(
@@ -398,6 +403,8 @@ def run_stats(result: RunResult, targets: Mapping[str, float]) -> list[Stat]:
     ]
     if offered:
         out.append(Stat("target_attainment", met / offered, "ratio", f"{met}/{offered}"))
+    if span > 0:
+        out.append(Stat("client_cpu_share", result.cpu_s / span, "ratio", f"{result.cpu_s:.3g} s of the client's CPU over {span:.3g} s"))
     fallen = sum(1 for r in ok if r.stamp_source != STAMP_DATA_RECEIVED or r.send_stamp_source == SEND_FALLBACK)
     out.append(Stat("stamp_fallbacks", fallen, "requests", f"of {len(ok)} succeeded: times taken at read time, not at byte arrival and header write"))
     if result.profile.open_loop:

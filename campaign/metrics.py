@@ -118,6 +118,7 @@ _ENTRIES = [
     _m("target_attainment", "ratio", "requests within the targets / requests", (LOAD,), LOAD_RUNS, True),
     _m("requests_met", "requests", "requests within the targets", (LOAD,), LOAD_RUNS, True),
     _m("in_flight_peak", "requests", "the most requests in flight at once", (LOAD,), LOAD_RUNS),
+    _m("client_cpu_share", "ratio", "the client process's CPU time over the run's span: near 1, one core was saturated", (LOAD,), LOAD_RUNS, False),
     _m("stamp_fallbacks", "requests", "succeeded requests whose times fell back from byte-arrival stamping to read time", (LOAD,), LOAD_RUNS, False),
     _m("in_flight_cap_waits", "count", "arrivals that waited for the in-flight cap", (LOAD,), "poisson=R, constant=R", False),
     _m("window_s", "s", "the window the load was offered in", (LOAD,), LOAD_RUNS),

@@ -26,8 +26,9 @@ straddles the threshold is inconclusive; every subject against every baseline ar
 A verdict needs a valid measurement: an open-loop run in which the client fell behind its
 own schedule (`schedule_lag_p99_s` over `max_schedule_lag_s`; a closed loop has no
 schedule, its lag is the client's overhead) or whose times fell back from
-byte-arrival stamping to read time (`stamp_fallbacks`) measured the client as much as the
-server. Any cell a gate reads with such a run, subject or baseline, makes the gate
+byte-arrival stamping to read time (`stamp_fallbacks`), or whose client process used
+more than `max_client_cpu_share` of a core (`client_cpu_share`, default 0.9: the loop that
+stamps every byte had no room), measured the client as much as the server. Any cell a gate reads with such a run, subject or baseline, makes the gate
 `inconclusive`, and the reason names the arm, the cell and the run. The default bound,
 10 ms, is `benchmarks/load_lag.py`'s: the lag this client keeps under on two cores up to
 hundreds of requests per second (its floor is the event loop's 1 ms timer).
@@ -54,6 +55,7 @@ from gates.result import GateResult, pending
 
 SWEEP = "sweep"
 DEFAULT_MAX_SCHEDULE_LAG_S = 0.010  # benchmarks/load_lag.py's bound (module doc)
+DEFAULT_MAX_CLIENT_CPU_SHARE = 0.9  # of one core: the event loop that stamps every byte had no room left
 QUANTILE_METHOD = "exact order-statistic interval of the quantile (binomial, distribution-free)"
 
 
@@ -66,6 +68,10 @@ class ClientValidity(Rigor):
     )
     allow_stamp_fallback: bool = Field(
         default=False, description="accept runs whose request times fell back to read time (less exact under load)",
+    )
+    max_client_cpu_share: float = Field(
+        default=DEFAULT_MAX_CLIENT_CPU_SHARE, gt=0,
+        description="a run whose client used more of a core than this (CPU time / span) may have stamped late: inconclusive",
     )
 
 
@@ -83,9 +89,11 @@ def client_faults(rows: pd.DataFrame, arm: str, p: ClientValidity, cell: Cell) -
     out = []
     for (block, step), run in part.groupby([compare.block_of(part), part["scenario"]], observed=True):
         value = lambda metric: float(run.loc[run["metric"] == metric, "value"].max()) if (run["metric"] == metric).any() else 0.0  # noqa: E731
-        lag, fallen = value("schedule_lag_p99_s"), value("stamp_fallbacks")
+        lag, fallen, cpu = value("schedule_lag_p99_s"), value("stamp_fallbacks"), value("client_cpu_share")
         if lag > p.max_schedule_lag_s and is_open_loop(str(step)):  # a closed loop's lag is its own overhead, no schedule
             out.append(f"{arm} {step} (block {block}): the client fell behind its schedule, lag p99 {lag * 1000:.0f} ms > {p.max_schedule_lag_s * 1000:g} ms")
+        if cpu > p.max_client_cpu_share:
+            out.append(f"{arm} {step} (block {block}): the client used {cpu:.0%} of a core (over {p.max_client_cpu_share:.0%}): its stamps may be late")
         if fallen and not p.allow_stamp_fallback:
             out.append(f"{arm} {step} (block {block}): {fallen:.0f} requests' times fell back to read time")
     return out

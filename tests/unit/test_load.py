@@ -421,6 +421,9 @@ def test_a_run_where_the_client_fell_behind_or_its_stamps_fell_back_is_no_measur
     assert "fell behind its schedule, lag p99 80 ms > 10 ms" in late.reason
     lenient = evaluate(gate("load_goodput", {**params, "max_schedule_lag_s": 0.1}, ["B"], ["A"]), rows({"schedule_lag_p99_s": (0.080, "")}))
     assert lenient.verdict == Verdict.PASS
+    busy = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"client_cpu_share": (0.97, "")}))
+    assert busy.verdict == Verdict.INCONCLUSIVE and "the client used 97% of a core (over 90%)" in busy.reason, busy.reason
+    assert evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"client_cpu_share": (0.3, "")})).verdict == Verdict.PASS
     fallen = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"stamp_fallbacks": (3, "")}))
     assert fallen.verdict == Verdict.INCONCLUSIVE and "3 requests' times fell back to read time" in fallen.reason
     latency = evaluate(gate("load_latency", {"metric": "ttft_s", "percentile": 90, "scenario": "rate=2", "max_value": 1.0}, ["A"]),
