@@ -112,6 +112,10 @@ def test_a_campaign_naming_hosts_without_a_prefect_server_fails_fast(tmp_path: P
     )
     assert run.returncode == 1, (run.stdout, run.stderr)
     lines = run.stderr.strip().splitlines()
+    # the design warning comes first (2 blocks, a paired t on 1 degree of freedom), then the error
+    warned = [line for line in lines if line.startswith("warning: ")]
+    assert len(warned) == 1 and "(id 'faster'): B meets A in 2 blocks" in warned[0], run.stderr
+    lines = [line for line in lines if line not in warned]
     assert len(lines) == 1 and lines[0].startswith("error: arms of 'noserver' run on hosts h1, h2"), run.stderr
     assert "campaign worker --host NAME" in lines[0] and "PREFECT_API_URL" in lines[0]
     assert time.monotonic() - started < 60  # no temporary server was started to find out
