@@ -85,8 +85,17 @@ def client_faults(rows: pd.DataFrame, arm: str, p: ClientValidity, cell: Cell) -
         mask &= rows["scenario"] == cell.scenario
     if cell.settings and "settings_hash" in rows:
         mask &= rows["settings_hash"].astype(str) == cell.settings
-    part = rows.loc[mask]
+    return run_faults(rows.loc[mask], arm, p)
+
+
+def run_faults(part: pd.DataFrame, arm: str, p: ClientValidity | None = None) -> list[str]:
+    """Each of `part`'s load runs (summary rows of one arm, by block and scenario) that did
+    not measure the server alone, and why (module doc); the report's coverage matrix marks
+    them with the same rule at the default bounds."""
+    p = p or ClientValidity()
     out = []
+    if part.empty:
+        return out
     for (block, step), run in part.groupby([compare.block_of(part), part["scenario"]], observed=True):
         value = lambda metric: float(run.loc[run["metric"] == metric, "value"].max()) if (run["metric"] == metric).any() else 0.0  # noqa: E731
         lag, fallen, cpu = value("schedule_lag_p99_s"), value("stamp_fallbacks"), value("client_cpu_share")

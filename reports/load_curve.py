@@ -21,6 +21,7 @@ from markupsafe import Markup
 from arms.probes.load import curve_rows, sweep_result
 from campaign.states import SUMMARY_TRIAL, ProbeName
 from campaign.units import num
+from gates.load_gates import run_faults
 from reports import charts
 
 LOAD = ProbeName.LOAD.value
@@ -112,7 +113,8 @@ def _one_run(r: dict[str, Any]) -> str:
 
 def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
     """Per arm, what the coverage matrix says about its load runs: a curve (two runs or
-    more) and the best maximum goodput its sweeps found."""
+    more), the best maximum goodput its sweeps found, and how many runs measured the client
+    rather than the server (`gates.load_gates.run_faults`)."""
     out: dict[str, str] = {}
     if rows.empty:
         return out
@@ -125,6 +127,10 @@ def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
         best = [cell["max_goodput_rps"] for cell in sweep_result(records).values() if "max_goodput_rps" in cell]
         if best:
             text += f" · max goodput {num(max(best))} req/s"
+        summary = part[(part["trial"] == SUMMARY_TRIAL) & (part["probe"] == "load")] if "probe" in part else part.iloc[0:0]
+        faults = run_faults(summary, str(arm))
+        if faults:
+            text += f" · {len(faults)} run{'s' if len(faults) != 1 else ''} measured the client (a gate reading them is inconclusive)"
         out[str(arm)] = text
     return out
 

@@ -426,6 +426,11 @@ def test_a_run_where_the_client_fell_behind_or_its_stamps_fell_back_is_no_measur
     assert evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"client_cpu_share": (0.3, "")})).verdict == Verdict.PASS
     fallen = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"stamp_fallbacks": (3, "")}))
     assert fallen.verdict == Verdict.INCONCLUSIVE and "3 requests' times fell back to read time" in fallen.reason
+    from reports import load_curve
+
+    marked = load_curve.coverage_text(rows({"schedule_lag_p99_s": (0.080, "")}).assign(context=0))
+    assert marked["A"].endswith("· 1 run measured the client (a gate reading them is inconclusive)"), marked
+    assert "measured the client" not in marked["B"]
     latency = evaluate(gate("load_latency", {"metric": "ttft_s", "percentile": 90, "scenario": "rate=2", "max_value": 1.0}, ["A"]),
                        rows({"schedule_lag_p99_s": (0.080, "")}))
     assert latency.verdict in (Verdict.INCONCLUSIVE, Verdict.PENDING)
