@@ -246,7 +246,6 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
     adjust over). Known before anything runs, from the file alone."""
     comparative = [g for g in spec.gates if g.baseline and not g.exploratory]
     family = len(comparative)
-    confidence = spec.campaign.confidence
     out = []
     for i, gate in enumerate(spec.gates):
         if gate not in comparative:
@@ -256,6 +255,7 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
             continue
         n, subject, base = found
         min_runs = int(gate.params.get("min_runs", DEFAULT_MIN_RUNS))
+        confidence = float(gate.params.get("confidence", spec.campaign.confidence))  # a gate may set its own
         bar = pass_bar(n, family, confidence)
         if n >= min_runs and bar <= WARN_BAR:
             continue
