@@ -118,6 +118,10 @@ runs x 3 requests". The README has a two-arm campaign with a comparative gate
 - Names are checked across tables: an arm's `model`/`quant` and `runtime`, a gate's
   arms, a queue item's arms, `gate`, `depends_on` and `confirms`, each gate's metric
   against the probes of the items that feed it. Ids within a table are unique.
+- What loads but cannot decide much is warned of, not refused: a comparative gate whose
+  items' `repeats` give too few blocks to pass over the campaign's family of gates (the
+  warning says how far past its threshold a gain must be, and which number of blocks
+  brings that down; see [gates.md](gates.md), "Enough blocks to pass").
 - A "name" below is letters, digits, `_`, `.` and `-`, starting with a letter or digit
   (it also names Prefect tags and limits).
 - A size is a number of bytes or a string such as `"8G"`, `"512M"`, `"48GB"` or
