@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,9 @@ import pytest
 from campaign.states import AttemptState, ItemState
 from campaign.store import Store
 from tests.paths import ROOT
-from tests.unit.test_blocks import HEAD, _arms, _seed_with_varying_order, _spec  # noqa: F401 - helpers and fixtures
+from tests.campaigns import arm
+from tests.campaigns import item as queue_item
+from tests.unit.test_blocks import _campaign, _seed_with_varying_order, _spec  # noqa: F401 - helpers and fixtures
 
 
 @pytest.mark.integration
@@ -23,11 +24,8 @@ def test_blocks_are_stored_on_attempts_and_carried_by_the_frame(tmp_path: Path, 
     from flows.campaign_flow import block_order, campaign_flow
 
     seed = _seed_with_varying_order("k", ["A", "B"], 3)
-    queue = (
-        '\n[[queue]]\nid = "k"\ntitle = "k"\narms = ["A", "B"]\nprobes = ["decode"]\ncontexts = [1024]\nrepeats = 3\n'
-        "overrides = { repeats = 2, warmup = 0 }\n"
-    )
-    path, _ = _spec(HEAD.format(name="blocks", seed=seed) + _arms("AB") + queue, tmp_path)
+    queue = [queue_item("k", ["A", "B"], ["decode"], contexts=[1024], repeats=3, overrides={"repeats": 2, "warmup": 0})]
+    path, _ = _spec(_campaign("blocks", seed, "AB", queue), tmp_path)
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
     result = campaign_flow(str(path), store.url, str(tmp_path / "w"))
     assert result["items"] == {"k": "done"}
@@ -81,14 +79,16 @@ def test_asking_for_more_blocks_runs_only_the_blocks_missing(tmp_path: Path, pre
     on the next `campaign run`; block 0's attempts are kept, not measured again."""
     from flows.campaign_flow import campaign_flow
 
-    queue = '\n[[queue]]\nid = "k"\ntitle = "k"\narms = ["A", "B"]\nprobes = ["decode"]\ncontexts = [1024]\nrepeats = {n}\noverrides = {{ repeats = 2, warmup = 0 }}\n'
-    path, _ = _spec(HEAD.format(name="more", seed=3) + _arms("AB") + queue.format(n=1), tmp_path)
+    def queue(n: int) -> list[dict]:
+        return [queue_item("k", ["A", "B"], ["decode"], contexts=[1024], repeats=n, overrides={"repeats": 2, "warmup": 0})]
+
+    path, _ = _spec(_campaign("more", 3, "AB", queue(1)), tmp_path)
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
     assert campaign_flow(str(path), store.url, str(tmp_path / "w"))["items"] == {"k": "done"}
     camp = store.campaign("more")
     first = {(a.arm_id, a.repeat): a.id for a in store.attempts(camp.id)}
     assert set(first) == {("A", 0), ("B", 0)}
-    path.write_text(path.read_text().replace("repeats = 1\n", "repeats = 3\n"))
+    path.write_text(_campaign("more", 3, "AB", queue(3)))
     assert campaign_flow(str(path), store.url, str(tmp_path / "w"))["items"] == {"k": "done"}
     attempts = store.attempts(camp.id)
     assert sorted((a.arm_id, a.repeat) for a in attempts) == [("A", 0), ("A", 1), ("A", 2), ("B", 0), ("B", 1), ("B", 2)]
@@ -106,17 +106,8 @@ def test_a_resumed_rerun_runs_with_its_stored_overrides(tmp_path: Path, prefect_
     from flows.campaign_flow import campaign_flow
     from flows.resolve import simulated_adapters
 
-    body = HEAD.format(name="resume-set", seed=0) + _arms("A") + textwrap.dedent(
-        """
-        [[queue]]
-        id = "d"
-        title = "decode"
-        arms = ["A"]
-        probes = ["decode"]
-        contexts = [1024]
-        overrides = { repeats = 2, warmup = 0 }
-        """
-    )
+    body = _campaign("resume-set", 0, "A", [queue_item("d", ["A"], ["decode"], title="decode", contexts=[1024],
+                                                     overrides={"repeats": 2, "warmup": 0})])
     path, spec = _spec(body, tmp_path)
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
     camp = queue.register(store, spec, str(path), simulated_adapters())
@@ -144,31 +135,11 @@ def test_an_arm_whose_every_request_failed_fails_the_item_and_the_run_exits_1(tm
     probe sends about 800: every request is refused with HTTP 400. Its attempt ends
     failed, its item failed with the count, the kind and the server's own words, the
     other item is done, and `campaign run` exits 1 naming the failed item."""
-    body = HEAD.format(name="all-failed", seed=0) + _arms("A") + textwrap.dedent(
-        """
-        [[arms]]
-        id = "T"
-        model = "m"
-        runtime = "sim"
-        context = 4096
-        simulate = { ctx_size = 512 }
-
-        [[queue]]
-        id = "tight"
-        title = "tight"
-        arms = ["T"]
-        probes = ["decode"]
-        contexts = [1024]
-        overrides = { repeats = 3, warmup = 0 }
-
-        [[queue]]
-        id = "fine"
-        title = "fine"
-        arms = ["A"]
-        probes = ["decode"]
-        contexts = [1024]
-        overrides = { repeats = 2, warmup = 0 }
-        """
+    body = _campaign(
+        "all-failed", 0, "A",
+        [queue_item("tight", ["T"], ["decode"], contexts=[1024], overrides={"repeats": 3, "warmup": 0}),
+         queue_item("fine", ["A"], ["decode"], contexts=[1024], overrides={"repeats": 2, "warmup": 0})],
+        more_arms=[arm("T", context=4096, simulate={"ctx_size": 512})],
     )
     path = tmp_path / "c.toml"
     path.write_text(body)
