@@ -128,6 +128,16 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
     # few, a lone pass Holm's adjustment over the family does not keep), never "needs 3": these gates need more blocks than seed 004 ran, or more trials
     for gate in ("gate-8", "gate-9", "gate-11", "mtp-gate"):
         for seed, reason in reasons[gate].items():
-            assert "needs 3" not in reason and "95% CI" in reason, (gate, seed, reason)
+            assert "95% CI" in reason, (gate, seed, reason)
+            # "needs 3" only where a block's run measured nothing of the metric (a stream
+            # starved of CPU arrives in one read: no decode rate can be taken from it), and
+            # the store shows that block without it
+            for arm_id, metric_runs in re.findall(r"(\w[\w-]*) has (\d+) runs?; needs 3", reason):
+                frame = stores[seed].measurements_frame(summarize(stores[seed], f"qwen38-{seed}").campaign_id)
+                mine = frame[(frame["arm_id"] == arm_id) & (frame["trial"] >= 0)]
+                metric = reason.split(":", 1)[0].split("; ")[-1].strip()
+                blocks = mine.groupby("item_key")["block_id"].nunique()
+                measured = mine[mine["metric"] == metric].groupby("item_key")["block_id"].nunique()
+                assert int(metric_runs) < BLOCKS and any(measured.get(k, 0) < n for k, n in blocks.items()), (gate, seed, reason)
             assert table[gate][seed] != Verdict.INCONCLUSIVE.value or any(
                 why in reason for why in ("straddles", "trials cannot tell", "overlap", "over the family")), (gate, seed, reason)
