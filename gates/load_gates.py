@@ -28,8 +28,8 @@ own schedule (`schedule_lag_p99_s` over `max_schedule_lag_s`; a closed loop has 
 schedule, its lag is the client's overhead) or whose times fell back from
 byte-arrival stamping to read time (`stamp_fallbacks`), or whose client process used
 more than `max_client_cpu_share` of a core (`client_cpu_share`, default 0.9: the loop that
-stamps every byte had no room), measured the client as much as the server. Any cell a gate reads with such a run, subject or baseline, makes the gate
-`inconclusive`, and the reason names the arm, the cell and the run. The default bound,
+stamps every byte had no room), measured the client as much as the server. Any cell a
+gate reads with such a run, subject or baseline, makes the gate `inconclusive`, and the reason names the arm, the cell and the run. The default bound,
 10 ms, is `benchmarks/load_lag.py`'s: the lag this client keeps under on two cores up to
 hundreds of requests per second (its floor is the event loop's 1 ms timer).
 
@@ -77,8 +77,8 @@ class ClientValidity(Rigor):
 
 def client_faults(rows: pd.DataFrame, arm: str, p: ClientValidity, cell: Cell) -> list[str]:
     """Why the arm's runs of one cell (every step's run for a sweep, whose answer rests on
-    all its steps) do not measure the server alone: each run over the lag bound, each with
-    fallen-back stamps. Empty when every run is valid."""
+    all its steps) do not measure the server alone, by `run_faults`. Empty when every run
+    is valid."""
     mask = ((rows["arm_id"] == arm) & (rows["probe"] == cell.probe) & (rows["trial"] == SUMMARY_TRIAL)
             & (rows["context"] == cell.context) & (rows["mode"] == cell.mode))
     if cell.scenario != SWEEP:
