@@ -10,6 +10,13 @@ Part 2 (`--e2e N`, default 20; 0 skips it) runs N whole campaigns of two identic
 end to end on the embedded simulator with its run-to-run variation on (run_sd 3%) (server starts, blocks in a randomised order, the
 store, the gate engine), each with its own campaign seed, and counts their verdicts.
 
+Part 3 (`--adaptive N`, default 200; 0 skips it) adds blocks until the verdict is settled,
+as an item with `max_blocks` does: a +10% relative_improvement gate, true effects of 0%,
++5%, +10% (the boundary: any verdict is false), +15% and +50%, side by side for the fixed
+designs (5 and 10 blocks), naive re-testing of the fixed design's t interval after every
+block from 3 to 10, and the confidence sequence the flow uses (3 to 10 and 3 to 20
+blocks), all on the same draws. Each row: pass and fail rates and the mean blocks run.
+
 Every rate is printed with its exact (Clopper-Pearson) 95% interval. The last line is
 
     false pass X.X% (N campaigns), false fail Y.Y%, power Z.Z% at +15% vs +10%
@@ -17,7 +24,8 @@ Every rate is printed with its exact (Clopper-Pearson) 95% interval. The last li
 where X and Y are the worst rates over every predicate and cell count (part 1), and N
 the campaigns they came from. The goal is X <= 5 and Y <= 5.
 
-    python benchmarks/verdict_calibration.py [--campaigns 400] [--e2e 20] [--blocks 5]
+    python benchmarks/verdict_calibration.py [--campaigns 400] [--e2e 20] [--blocks 5] [--adaptive 200]
+    python benchmarks/verdict_calibration.py --adaptive-only [--adaptive 200]
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gates.calibration import VariationModel, calibrate, gates_for, Design  # noqa: E402
+from gates.calibration import VariationModel, calibrate, gates_for, Design, run_adaptive  # noqa: E402
 
 
 def ci(k: int, n: int) -> str:
@@ -119,12 +127,41 @@ def e2e(n: int, blocks: int) -> tuple[int, int, int]:
     return done, passes, fails
 
 
+EFFECTS = (1.0, 1.05, 1.10, 1.15, 1.50)  # true A/B against a +10% gate; 1.10 is its boundary
+WAYS = (  # (label, least blocks, most blocks, sequential); least == most is a fixed design
+    ("fixed 5 blocks", 5, 5, False),
+    ("fixed 10 blocks", 10, 10, False),
+    ("naive re-test 3..10", 3, 10, False),
+    ("sequence 3..10", 3, 10, True),
+    ("sequence 3..20", 3, 20, True),
+)
+
+
+def adaptive(campaigns: int, model: VariationModel) -> list[tuple[str, float, object]]:
+    """Part 3: every way of `WAYS` at every effect of `EFFECTS`, on the same draws."""
+    gate, _ = gates_for(Design())["relative_improvement(+10%)"]
+    print(f"adding blocks until settled: a +10% gate, {campaigns} campaigns per row "
+          f"(truth A/B; at 1.1 every verdict is false; 'wrong' is a pass below 1.1 or a fail above it)")
+    print(f"{'way':22s} {'truth':>5s}  {'pass':>22s}  {'fail':>22s}  {'blocks':>6s}")
+    out = []
+    for label, least, most, sequential in WAYS:
+        for gain in EFFECTS:
+            design = Design(blocks=most, gains={"A": gain})
+            tally = run_adaptive(gate, design, model, campaigns, seed=int(gain * 1000), least=least, sequential=sequential)
+            out.append((label, gain, tally))
+            print(f"{label:22s} {gain:5.2f}  {ci(tally.passed, tally.campaigns)}  {ci(tally.failed, tally.campaigns)}  "
+                  f"{tally.mean_blocks:6.1f}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--campaigns", type=int, default=400)
     ap.add_argument("--e2e", type=int, default=20)
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--e2e-only", action="store_true", help="part 2 alone (part 1's line is not printed)")
+    ap.add_argument("--adaptive", type=int, default=200, help="campaigns per row of part 3 (0 skips it)")
+    ap.add_argument("--adaptive-only", action="store_true", help="part 3 alone")
     ap.add_argument("--run-sd", type=float, default=VariationModel.run_sd)
     ap.add_argument("--request-sd", type=float, default=VariationModel.request_sd)
     args = ap.parse_args()
@@ -134,6 +171,9 @@ def main() -> None:
         print(f"  {n} campaigns: pass {ci(p, n)}, fail {ci(f, n)}")
         return
     model = VariationModel(run_sd=args.run_sd, request_sd=args.request_sd)
+    if args.adaptive_only:
+        adaptive(args.adaptive, model)
+        return
     print(f"variation: run_sd {model.run_sd:.3f}, drift_sd {model.drift_sd:.3f}, request_sd {model.request_sd:.3f} (log scale); "
           f"{args.blocks} blocks x 30 requests; {args.campaigns} campaigns per row")
     print(f"{'predicate':32s} {'cells':>5s}  {'false pass':>22s}  {'false fail':>22s}")
@@ -157,6 +197,8 @@ def main() -> None:
         print(f"end to end on the simulator, identical arms, {args.blocks} blocks, any-gain gate:")
         n, p, f = e2e(args.e2e, args.blocks)
         print(f"  {n} campaigns: pass {ci(p, n)}, fail {ci(f, n)}")
+    if args.adaptive:
+        adaptive(args.adaptive, model)
     print(f"false pass {worst_pass:.1%} ({total} campaigns), false fail {worst_fail:.1%}, power {power.pass_rate:.1%} at +15% vs +10%")
 
 

@@ -16,7 +16,7 @@ from datetime import UTC
 
 from campaign.processes import kill_orphan, process_start, same_process_alive
 from campaign.schema import CampaignSpec, QueueItem, file_digest
-from campaign.states import TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
+from campaign.states import SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
 from campaign.store import (
     ArmRow,
     AttemptRow,
@@ -143,16 +143,17 @@ def register(store: Store, spec: CampaignSpec, source_path: str = "", simulated:
             rec.position, rec.title, rec.gate = position, item.title, item.gate
             rec.spec_json = item.model_dump_json()
             if rec.state == ItemState.DONE and rec.id is not None:
-                missing = _blocks_missing(s, campaign_id, item)
+                most = spec.blocks(item).most
+                missing = 0 if rec.reason.startswith(SETTLED) else _blocks_missing(s, campaign_id, item, most)
                 if missing:  # the file now asks for more blocks: the next run adds them, keeping the ones done
                     rec.state = ItemState.PENDING
-                    rec.reason = f"{item.repeats} blocks asked, {item.repeats - missing} done: the next run adds the rest"
+                    rec.reason = f"{most} blocks asked, {most - missing} done: the next run adds the rest"
             s.add(rec)
         s.commit()
     return row
 
 
-def _blocks_missing(s: Any, campaign_id: int, item: QueueItem) -> int:
+def _blocks_missing(s: Any, campaign_id: int, item: QueueItem, most: int) -> int:
     """How many of the item's blocks lack a finished attempt of some arm."""
     from sqlmodel import select
 
@@ -161,7 +162,7 @@ def _blocks_missing(s: Any, campaign_id: int, item: QueueItem) -> int:
         for a in s.exec(select(AttemptRow).where(AttemptRow.campaign_id == campaign_id, AttemptRow.item_key == item.key))
         if a.state == AttemptState.DONE
     }
-    return sum(1 for block in range(item.repeats) if any((arm, block) not in done for arm in item.arms))
+    return sum(1 for block in range(most) if any((arm, block) not in done for arm in item.arms))
 
 
 def recover(store: Store, campaign_id: int, release_lease: Callable[[str], bool] | None = None) -> list[str]:

@@ -71,6 +71,15 @@ class CampaignMeta(_Strict):
         default_factory=list,
         description="modules or .py files (relative to the campaign file) that register custom predicates",
     )
+    min_blocks: int = Field(
+        default=3, ge=2, le=50,
+        description="with max_blocks: the blocks an item runs before its gate is first looked at",
+    )
+    max_blocks: int | None = Field(
+        default=None, ge=2, le=50,
+        description="every item with a gate and no repeats above 1 adds blocks until that gate is settled, at most this many "
+        "(its verdicts then use confidence sequences); unset: each item runs its repeats",
+    )
 
 
 class Sampling(_Strict):
@@ -233,9 +242,31 @@ class QueueItem(_Strict):
         default=1, ge=1, le=50,
         description="blocks: in each, every arm gets its own server start, in an order randomised from campaign.seed",
     )
+    min_blocks: int | None = Field(
+        default=None, ge=2, le=50, description="with max_blocks: the blocks run before the gate is first looked at (default campaign.min_blocks)",
+    )
+    max_blocks: int | None = Field(
+        default=None, ge=2, le=50,
+        description="adaptive: after each block the item's gate is evaluated, and the item stops once it is pass or fail, "
+        "at most this many blocks (instead of repeats; its verdicts then use confidence sequences)",
+    )
     retries: int = Field(default=0, ge=0, le=5, description="re-runs of an arm whose measurement crashed (not of a blocked one)")
     confirms: str | None = Field(default=None, description="an earlier item this one re-runs with one variable changed")
     change: dict[str, Any] = Field(default_factory=dict, description="the one recipe variable changed, e.g. {session_cache_cap = '100G'}")
+
+    @model_validator(mode="after")
+    def _blocks(self) -> QueueItem:
+        if self.max_blocks is not None and self.repeats != 1:
+            raise ValueError(
+                f"repeats = {self.repeats} is a fixed number of blocks and max_blocks = {self.max_blocks} an adaptive budget: set one"
+            )
+        if self.max_blocks is not None and self.min_blocks is not None and self.min_blocks > self.max_blocks:
+            raise ValueError(f"min_blocks = {self.min_blocks} is more than max_blocks = {self.max_blocks}")
+        if self.max_blocks is not None and not self.gate:
+            raise ValueError("max_blocks needs a gate: the item stops adding blocks when its gate is settled")
+        if self.min_blocks is not None and self.max_blocks is None:
+            raise ValueError("min_blocks needs max_blocks (the budget of an item that adds blocks until its gate is settled)")
+        return self
 
     @model_validator(mode="after")
     def _one_variable(self) -> QueueItem:
@@ -282,6 +313,23 @@ class CampaignSpec(_Strict):
 
     def item(self, key: str) -> QueueItem:
         return next(q for q in self.queue if q.key == key)
+
+    def blocks(self, item: QueueItem) -> BlockBudget:
+        """How many blocks an item runs: its repeats (fixed), or, adaptive, from min to max
+        blocks (its own or the campaign's `max_blocks`; the campaign's applies to an item
+        that has a gate and no repeats above 1). The one place for that fact."""
+        budget = item.max_blocks
+        if budget is None and self.campaign.max_blocks is not None and item.gate and item.repeats == 1:
+            budget = self.campaign.max_blocks
+        if budget is None:
+            return BlockBudget(item.repeats, item.repeats, False)
+        least = item.min_blocks if item.min_blocks is not None else min(self.campaign.min_blocks, budget)
+        return BlockBudget(least, budget, True)
+
+    def adaptive_gates(self) -> set[str]:
+        """Gates fed by an item that adds blocks until they are settled. Their intervals are
+        confidence sequences (`gates.blockstats`), since that item looks after every block."""
+        return {q.gate for q in self.queue if q.gate and self.blocks(q).adaptive}
 
     def recipe_for(self, arm_id: str, item: QueueItem | None = None) -> Recipe:
         """The arm's recipe as this item runs it: `recipe.*` overrides of the item, then
@@ -495,6 +543,16 @@ def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known
 
 
 # -- what one gate pools ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BlockBudget:
+    """An item's blocks: `least` before its gate is first looked at and `most` in all;
+    `adaptive` means it stops as soon as its gate is settled (a fixed item runs `most`)."""
+
+    least: int
+    most: int
+    adaptive: bool
 
 
 def item_label(index: int, item: QueueItem) -> str:

@@ -199,6 +199,11 @@ SECTIONS: tuple[Section, ...] = (
         "`repeats` times over (blocks), and feeds its gate.",
         ("`repeats` here counts blocks (server starts per arm); `overrides.repeats` is a probe's "
          "own parameter (decode: timed requests per context and mode).",
+         "`max_blocks` instead of `repeats` adds blocks until the item's gate is settled: "
+         "`min_blocks` first, then one at a time, each followed by the gate's verdict, whose "
+         "intervals are then confidence sequences ([gates.md](gates.md), \"Adding blocks until "
+         "settled\"). A settled item stays done when the budget is raised later; one that spent "
+         "its budget goes on.",
          "A key in `overrides` that is not valid for the item's probes is refused with the valid "
          "ones listed (`campaign check` shows them).",
          "`confirms` and `change` go together: the item re-runs an earlier one, with its arms and "

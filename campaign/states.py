@@ -20,6 +20,13 @@ class ItemState(StrEnum):
     BLOCKED = "blocked"
 
 
+# How a done item that adds blocks until its gate is settled (`max_blocks`) ended: the
+# start of its reason. A settled item is finished whatever the file's budget says now;
+# one that spent its budget goes on when the budget is raised.
+SETTLED = "settled after"
+BUDGET_SPENT = "budget spent"
+
+
 class AttemptState(StrEnum):
     """One run of one arm of one queue item. `interrupted` is what a crash leaves
     behind (found `running` with no live owner); resume continues it."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from campaign.schema import CampaignSpec
-from campaign.states import AttemptState, Verdict
+from campaign.states import SETTLED, AttemptState, ItemState, Verdict
 from campaign.store import AttemptRow, Store, aware
 
 
@@ -224,12 +224,14 @@ class BlockHistory:
 
     done_blocks: frozenset[int]
     seconds: tuple[float, ...]
+    settled: bool = False  # its item added blocks until its gate was settled, and it was: nothing is left
 
 
 def block_history(store: Store, campaign_name: str) -> dict[tuple[str, str], BlockHistory]:
     row = store.campaign(campaign_name)
     if row is None or row.id is None:
         return {}
+    settled = {item.key for item in store.items(row.id) if item.state == ItemState.DONE and item.reason.startswith(SETTLED)}
     done: dict[tuple[str, str], set[int]] = {}
     seconds: dict[tuple[str, str], list[float]] = {}
     for attempt in store.attempts(row.id):
@@ -238,7 +240,7 @@ def block_history(store: Store, campaign_name: str) -> dict[tuple[str, str], Blo
         key = (attempt.item_key, attempt.arm_id)
         done.setdefault(key, set()).add(attempt.repeat)
         seconds.setdefault(key, []).append((aware(attempt.ended_at) - aware(attempt.started_at)).total_seconds())
-    return {key: BlockHistory(frozenset(done[key]), tuple(seconds[key])) for key in done}
+    return {key: BlockHistory(frozenset(done[key]), tuple(seconds[key]), key[0] in settled) for key in done}
 
 
 def ui_base(api_url: str) -> str:

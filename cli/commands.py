@@ -62,19 +62,24 @@ def plan_lines(spec: Any, history: dict[tuple[str, str], Any] | None = None) -> 
     server starts, and which gate it feeds; then the totals and, with the store's
     `history` (`campaign.summary.block_history`), how long what is left takes."""
     lines = []
-    starts = 0
+    starts = least_starts = 0
     for item in spec.queue:
-        n = len(item.arms) * item.repeats
+        budget = spec.blocks(item)
+        n = len(item.arms) * budget.most
         starts += n
+        least_starts += len(item.arms) * budget.least
         contexts = ", ".join(f"{c // 1024}K" if c % 1024 == 0 else str(c) for c in item.contexts) or "each arm's own"
         feeds = f"; feeds {item.gate}" if item.gate else ""
         after = f"; after {', '.join(item.depends_on)}" if item.depends_on else ""
-        lines.append(
-            f"{item.key}: {'/'.join(item.arms)} x {', '.join(str(p) for p in item.probes)} at {contexts}; "
-            f"{item.repeats} block{'s' if item.repeats != 1 else ''}, {n} server start{'s' if n != 1 else ''}{feeds}{after}"
-        )
+        if budget.adaptive:
+            blocks = (f"{budget.least} to {budget.most} blocks (until {item.gate} is settled), "
+                      f"{len(item.arms) * budget.least}-{n} server starts")
+        else:
+            blocks = f"{budget.most} block{'s' if budget.most != 1 else ''}, {n} server start{'s' if n != 1 else ''}"
+        lines.append(f"{item.key}: {'/'.join(item.arms)} x {', '.join(str(p) for p in item.probes)} at {contexts}; {blocks}{feeds}{after}")
+    span = f"{least_starts} to {starts}" if least_starts != starts else f"{starts}"
     lines.append(
-        f"{len(spec.queue)} queue items, {len(spec.arms)} arms, {len(spec.gates)} gates, {starts} server starts in all"
+        f"{len(spec.queue)} queue items, {len(spec.arms)} arms, {len(spec.gates)} gates, {span} server starts in all"
     )
     if history is not None:
         lines.append(time_estimate(spec, history))
@@ -93,7 +98,8 @@ def time_estimate(spec: Any, history: dict[tuple[str, str], Any]) -> str:
     for item in spec.queue:
         for arm in item.arms:
             past = history.get((item.key, arm))
-            missing = item.repeats - (len([r for r in past.done_blocks if r < item.repeats]) if past else 0)
+            most = spec.blocks(item).most  # an adaptive item may stop earlier: an upper bound
+            missing = 0 if past and past.settled else most - (len([r for r in past.done_blocks if r < most]) if past else 0)
             if missing <= 0:
                 continue
             left += missing

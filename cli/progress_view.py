@@ -45,6 +45,12 @@ class CampaignProgress:
                 state, reason = str(data["state"]), str(data.get("reason", ""))
                 reason = reason.removeprefix(state).lstrip(" :") if reason.startswith(state) else reason  # "interrupted interrupted by ..."
                 p.console.print(f"  item {escape(data['item'])}: [yellow]{escape(state)}[/yellow] {escape(reason)}".rstrip())
+            elif data.get("reason"):  # an item that added blocks until its gate was settled says how many
+                p.console.print(f"  item {escape(data['item'])}: done, {escape(str(data['reason']))}")
+        elif kind == "block-check":
+            from flows.progress import block_check_line
+
+            p.console.print(escape(f"  {block_check_line(data)}"), highlight=False, soft_wrap=True)
         elif kind == "arm-start":
             item = self.spec.item(data["item"])
             arm = self.spec.arm(data["arm"])

@@ -23,7 +23,7 @@ from campaign import queue
 from campaign.schema import CampaignFileError, CampaignSpec, QueueItem
 from arms.probes import registry as probes
 from flows.resolve import load_campaign, simulated_adapters
-from campaign.states import AttemptState, ItemState
+from campaign.states import BUDGET_SPENT, SETTLED, AttemptState, ItemState, Verdict
 from campaign.store import Store, VerdictRow
 from campaign.summary import PREFECT_API_EVENT
 from flows.prefect_api import configured_api_url
@@ -35,7 +35,9 @@ from flows import overrides as override_keys
 from flows.devices import ensure_limits, release_lease
 from flows.overrides import digest, probe_params
 from flows.progress import emit
-from gates.engine import evaluate_family, gate_rows
+from gates.engine import evaluate, evaluate_family, gate_rows
+from gates.family import planned_members
+from gates.compare import alpha_of
 
 
 def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list[VerdictRow]:
@@ -45,20 +47,24 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
     changed."""
     frame = store.measurements_frame(campaign_id)
     blocked = queue.blocked_arms(store, campaign_id)
-    item_states = {row.key: row.state for row in store.items(campaign_id)}
+    items = {row.key: row for row in store.items(campaign_id)}
     latest = store.latest_verdicts(campaign_id)
     frames = {}
     for gate in spec.gates:
         feeding = [q for q in spec.queue if q.gate == gate.id]
-        if feeding and not any(item_states.get(q.key) in (ItemState.DONE, ItemState.BLOCKED, ItemState.FAILED) for q in feeding):
+        if feeding and not any(items[q.key].state in (ItemState.DONE, ItemState.BLOCKED, ItemState.FAILED) for q in feeding if q.key in items):
             continue  # nothing measured for it yet: stays pending
         frames[gate.id] = gate_rows(gate, frame, [q.key for q in feeding])
-    results = evaluate_family(spec.gates, frames, blocked, spec.campaign.confidence)
+    results = evaluate_family(spec.gates, frames, blocked, spec.campaign.confidence, spec.adaptive_gates())
     out = []
     for gate in spec.gates:
         if gate.id not in results:
             continue
         result = results[gate.id]
+        spent = [items[q.key].reason for q in spec.queue if q.gate == gate.id and q.key in items
+                 and items[q.key].reason.startswith(BUDGET_SPENT)]
+        if spent and result.verdict == Verdict.INCONCLUSIVE:
+            result = result.model_copy(update={"reason": f"inconclusive at budget ({spent[0]}): {result.reason}"})
         evidence = json.dumps(result.evidence, default=str, sort_keys=True)
         previous = latest.get(gate.id)
         if previous and previous.verdict == result.verdict and previous.reason == result.reason and previous.evidence_json == evidence:
@@ -70,6 +76,36 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
         emit("verdict", gate=gate.id, verdict=str(result.verdict), reason=result.reason)
         out.append(row)
     return out
+
+
+def settled(store: Store, spec: CampaignSpec, campaign_id: int, item: QueueItem, last_block: int) -> tuple[bool, str]:
+    """Whether the gate an adaptive item feeds is decided by its blocks 0..`last_block`
+    (and whatever else the gate reads), and the verdict as one line.
+
+    Decided means pass or fail, and, for a gate of the campaign's comparative family, with
+    its deciding p-value within alpha / (the family's planned size): the least any Holm
+    adjustment at the end can leave it, so no later gate can undo what stopped the item.
+    Rows of this item's later blocks (an earlier, interrupted run may have left some) are
+    cut, so a resumed run stops exactly where an uninterrupted one would."""
+    gate = spec.gate(str(item.gate))
+    feeding = [q.key for q in spec.queue if q.gate == gate.id]
+    rows = gate_rows(gate, store.measurements_frame(campaign_id), feeding)
+    if not rows.empty:
+        rows = rows[(rows["item_key"] != item.key) | (rows["repeat"] <= last_block)]
+    result = evaluate(gate, rows, queue.blocked_arms(store, campaign_id), spec.campaign.confidence, sequential=True)
+    line = f"{result.verdict}: {result.reason}" if result.reason else str(result.verdict)
+    if result.verdict not in (Verdict.PASS, Verdict.FAIL):
+        return False, line
+    if "p_pass" not in result.evidence or gate.exploratory:
+        return True, line
+    if result.verdict == Verdict.FAIL and not result.evidence.get("statistical_fail", True):
+        return True, line  # a rule made it (every request failed): no p-value to adjust
+    members = max(1, len(planned_members(spec.gates)))
+    p = float(result.evidence["p_pass" if result.verdict == Verdict.PASS else "p_fail"])
+    level = alpha_of(float(gate.params.get("confidence", spec.campaign.confidence))) / members
+    if p <= level:
+        return True, line
+    return False, f"{line}; not yet within alpha/{members} = {level:.4f} (p {p:.4f}), which a family of {members} may need"
 
 
 def device_limit_name(device: str) -> str:
@@ -148,7 +184,7 @@ def block_plan(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any] | 
     settings = settings_hash(spec, resolved, merged)
     recipes = {arm_id: recipe_hash(spec, resolved, arm_id) for arm_id in item.arms}
     plan = []
-    for block in range(item.repeats):
+    for block in range(spec.blocks(item).most):
         for place, arm_id in enumerate(block_order(spec.campaign.seed, item.key, block, item.arms)):
             plan.append((block, arm_id, {
                 "block_order": place, "block_id": f"{item.key}/b{block}/{settings[:8]}",
@@ -204,19 +240,41 @@ def run_item(
                 break
         return outcome
 
-    lanes: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
-    for repeat, arm_id, block in block_plan(spec, item, overrides):
-        lanes.setdefault(spec.device_of(arm_id), []).append((repeat, arm_id, block))
-    if len(lanes) == 1:
-        outcomes = [one(r, a, b) for r, a, b in next(iter(lanes.values()))]
-    else:
+    def run(entries: list[tuple[int, str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        lanes: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
+        for repeat, arm_id, block in entries:
+            lanes.setdefault(spec.device_of(arm_id), []).append((repeat, arm_id, block))
+        if len(lanes) == 1:
+            return [one(r, a, b) for r, a, b in next(iter(lanes.values()))]
         with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="device") as pool:
             # each lane runs in a copy of this thread's context, which holds the campaign's
             # flow run: its arms stay subflows of the campaign run (in-process or dispatched)
             futures = [
                 pool.submit(contextvars.copy_context().run, lambda lane=lane: [one(r, a, b) for r, a, b in lane]) for lane in lanes.values()
             ]
-            outcomes = [o for f in futures for o in f.result()]
+            return [o for f in futures for o in f.result()]
+
+    plan = block_plan(spec, item, overrides)
+    budget = spec.blocks(item)
+    stop_note = ""
+    if not budget.adaptive:
+        outcomes = run(plan)
+    else:  # a block at a time; after each from the least on, the gate decides whether to go on
+        outcomes = []
+        for number in range(budget.most):
+            got = run([e for e in plan if e[0] == number])
+            outcomes += got
+            if interrupt.requested() or any(o["state"] != AttemptState.DONE for o in got):
+                break
+            if number + 1 < budget.least:
+                continue
+            done, line = settled(store, spec, campaign_id, item, number)
+            emit("block-check", item=item.key, gate=item.gate, blocks=number + 1, most=budget.most, settled=done, verdict=line)
+            if done:
+                stop_note = f"{SETTLED} {number + 1} of at most {budget.most} blocks ({item.gate} {line.split(':')[0]})"
+                break
+        else:
+            stop_note = f"{BUDGET_SPENT}: {budget.most} blocks, {item.gate} still open"
     if interrupt.requested() or any(o["state"] == AttemptState.INTERRUPTED for o in outcomes):
         store.set_item_state(campaign_id, item.key, ItemState.PENDING, "interrupted; `campaign resume` carries on")
         emit("item-done", item=item.key, state="interrupted", reason="interrupted by the user")
@@ -230,7 +288,7 @@ def run_item(
     elif failed:
         state, reason = ItemState.FAILED, f"{failed[0]['arm_id']}: {failed[0]['message']}"
     else:
-        state, reason = ItemState.DONE, ""
+        state, reason = ItemState.DONE, stop_note
     store.set_item_state(campaign_id, item.key, state, reason)
     emit("item-done", item=item.key, state=str(state), reason=reason)
     return state

@@ -67,7 +67,15 @@ _LINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "item-start": lambda d: f"item {d.get('item')} ({'/'.join(d.get('arms') or [])}) started",
     "item-done": lambda d: f"item {d.get('item')} {d.get('state')}" + (f": {d['reason']}" if d.get("reason") else ""),
     "verdict": lambda d: f"gate {d.get('gate')}: {d.get('verdict')} ({d.get('reason')})",
+    "block-check": lambda d: block_check_line(d),
 }
+
+
+def block_check_line(data: dict[str, Any]) -> str:
+    """After a block of an item that adds blocks until its gate is settled: what the gate
+    says and whether the item stops."""
+    then = "settled: no more blocks" if data.get("settled") else f"open: another block (at most {data.get('most')})"
+    return f"item {data.get('item')} after {data.get('blocks')} blocks: gate {data.get('gate')} {data.get('verdict')}; {then}"
 
 
 def describe(kind: str, data: dict[str, Any]) -> str | None:

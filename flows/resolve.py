@@ -18,6 +18,7 @@ run a shared arm with the same recipe needs no registry: `campaign.schema` check
 
 from __future__ import annotations
 
+import math
 import importlib
 import importlib.util
 import sys
@@ -45,9 +46,10 @@ from campaign.schema import (
     recipe_value_text,
 )
 from gates import catalog as gate_predicates
-from gates.blockstats import pass_bar
+from gates.blockstats import pass_bar, sequential_pass_bar
 from gates.compare import DEFAULT_MIN_RUNS
 from gates.engine import read_items
+from gates.family import planned_members
 
 
 def known_names() -> KnownNames:
@@ -229,11 +231,11 @@ def _paired_blocks(spec: CampaignSpec, gate: GateEntry) -> tuple[int, str, str] 
         for base in gate.baseline:
             if base == subject:
                 continue
-            together = [q.repeats for q in items if subject in q.arms and base in q.arms]
+            together = [spec.blocks(q).most for q in items if subject in q.arms and base in q.arms]
             if together:
                 n = max(together)
             else:
-                n = min(sum(q.repeats for q in items if arm in q.arms) for arm in (subject, base))
+                n = min(sum(spec.blocks(q).most for q in items if arm in q.arms) for arm in (subject, base))
             if worst is None or n < worst[0]:
                 worst = (n, subject, base)
     return worst
@@ -244,8 +246,9 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
     the bar of `gates.blockstats.pass_bar` for the gate's fewest paired blocks and the family
     (the campaign's non-exploratory gates that compare arms, an upper bound on what Holm will
     adjust over). Known before anything runs, from the file alone."""
-    comparative = [g for g in spec.gates if g.baseline and not g.exploratory]
+    comparative = planned_members(spec.gates)
     family = len(comparative)
+    adaptive = spec.adaptive_gates()
     out = []
     for i, gate in enumerate(spec.gates):
         if gate not in comparative:
@@ -256,19 +259,27 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
         n, subject, base = found
         min_runs = int(gate.params.get("min_runs", DEFAULT_MIN_RUNS))
         confidence = float(gate.params.get("confidence", spec.campaign.confidence))  # a gate may set its own
-        bar = pass_bar(n, family, confidence)
+        bar_of = sequential_pass_bar if gate.id in adaptive else pass_bar
+        bar = bar_of(n, family, confidence)
         if n >= min_runs and bar <= WARN_BAR:
             continue
-        better = next((k for k in range(max(n + 1, min_runs), 21) if pass_bar(k, family, confidence) <= SUGGESTED_BAR), None)
+        better = next((k for k in range(max(n + 1, min_runs), 51) if bar_of(k, family, confidence) <= SUGGESTED_BAR), None)
         holm = f"Holm over up to {family} comparative gates" if family > 1 else "its one-sided test"
         head = f"gates[{i}] (id {gate.id!r}): {subject} meets {base} in {n} block{'s' if n != 1 else ''}"
+        at_most = " at most" if gate.id in adaptive else ""
+        if gate.id in adaptive:
+            head = f"gates[{i}] (id {gate.id!r}): {subject} meets {base} in at most {n} block{'s' if n != 1 else ''} (max_blocks)"
         if n < min_runs:
             text = f"{head}, fewer than the {min_runs} server runs a gate decides on: it can only be inconclusive"
+        elif bar == math.inf:
+            text = (f"{head}; the confidence sequence an adaptive item reads cannot exclude any threshold with so few "
+                    f"blocks ({holm}): it can only be inconclusive")
         else:
             text = (f"{head}; to pass {holm}, its gain must clear the threshold by {bar:.1f} times the spread "
-                    "of the per-block log ratios between server runs")
+                    f"of the per-block log ratios between server runs{at_most and ' by the last block'}")
         if better:
-            text += (f"; with {better} blocks (the items' repeats) a pass needs {pass_bar(better, family, confidence):.1f} "
+            what = "max_blocks" if gate.id in adaptive else "the items' repeats"
+            text += (f"; with {better} blocks ({what}) a pass needs {bar_of(better, family, confidence):.1f} "
                      "spreads" + ("" if n >= min_runs else f" ({holm})"))
         out.append(text)
     return out

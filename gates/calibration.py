@@ -166,3 +166,42 @@ def calibrate(
         d = Design(blocks=blocks, cells=cells, requests_per_run=requests_per_run, gains={"A": gain})
         out[f"{gain:g}"] = run_many(gate, d, model, campaigns, seed)
     return out
+
+
+# -- adding blocks until the verdict is settled ------------------------------------------------
+
+
+@dataclass
+class StopTally(Tally):
+    """`Tally` of adaptive campaigns, with the blocks each ran."""
+
+    blocks: int = 0
+
+    @property
+    def mean_blocks(self) -> float:
+        return self.blocks / self.campaigns if self.campaigns else math.nan
+
+
+def run_adaptive(
+    gate: GateEntry, design: Design, model: VariationModel, campaigns: int, seed: int, least: int, sequential: bool,
+) -> StopTally:
+    """`campaigns` campaigns that add blocks one at a time from `least` to `design.blocks`,
+    evaluate `gate` after each and stop at the first pass or fail, as an item with
+    `max_blocks` does (`flows.campaign_flow.settled`). With `sequential` the gate reads
+    confidence sequences (what the flow does); without, the fixed-design t interval is
+    re-tested after every block (what looking at a fixed design and adding blocks until it
+    shows a verdict amounts to). Each campaign's blocks are drawn once, so both ways can be
+    compared on the same draws (the same `seed`)."""
+    rng = np.random.default_rng(seed)
+    tally = StopTally()
+    for _ in range(campaigns):
+        frame = block_frame(design, model, rng)
+        verdict, used = Verdict.INCONCLUSIVE, design.blocks
+        for last in range(least - 1, design.blocks):
+            verdict = evaluate(gate, frame[frame["repeat"] <= last], sequential=sequential).verdict
+            if verdict in (Verdict.PASS, Verdict.FAIL):
+                used = last + 1
+                break
+        tally.add(verdict)
+        tally.blocks += used
+    return tally

@@ -63,8 +63,16 @@ def alpha_of(confidence: float) -> float:
     return (1.0 - confidence) / 2
 
 
-def ci_label(confidence: float) -> str:
-    return f"{confidence:.0%} CI" if round(confidence * 100, 6).is_integer() else f"{confidence:.1%} CI"
+def ci_label(confidence: float, sequential: bool = False) -> str:
+    """'95% CI', or '95% CS' for a confidence sequence (an interval valid at every block count)."""
+    kind = "CS" if sequential else "CI"
+    return f"{confidence:.0%} {kind}" if round(confidence * 100, 6).is_integer() else f"{confidence:.1%} {kind}"
+
+
+def is_sequential(stat: Any) -> bool:
+    """Whether a cell stat's or a comparison's interval is a confidence sequence."""
+    est = getattr(stat, "estimate", None)
+    return bool(est is not None and est.sequential)
 
 
 class Selector(BaseModel):
@@ -92,6 +100,11 @@ class Rigor(BaseModel):
         default=DEFAULT_MAX_ERROR_RATE, ge=0, le=1, description="an arm failing more of its requests than this cannot pass"
     )
     confidence: float = Field(default=CONFIDENCE, gt=0.5, lt=1, description="the CI level (set campaign-wide by campaign.confidence)")
+    sequential: bool = Field(
+        default=False,
+        description="intervals are confidence sequences, valid however often they are looked at (set for a gate fed by an "
+        "item with max_blocks; set it yourself when you add blocks until a verdict shows)",
+    )
 
     @property
     def alpha(self) -> float:
@@ -99,7 +112,7 @@ class Rigor(BaseModel):
 
     def of(self) -> Rigor:
         """Just the rigor fields of a params model that extends this one."""
-        return Rigor(min_runs=self.min_runs, max_error_rate=self.max_error_rate, confidence=self.confidence)
+        return Rigor(min_runs=self.min_runs, max_error_rate=self.max_error_rate, confidence=self.confidence, sequential=self.sequential)
 
 
 # -- cells and runs ---------------------------------------------------------------------------
@@ -367,16 +380,17 @@ def _runs_by_cell(part: pd.DataFrame) -> dict[Cell, list[Run]]:
 
 def stat_from_runs(
     arm: str, cell: Cell, metric: str, sample_metric: str, basis: str, runs: list[Run], values: Sequence[float],
-    confidence: float, unit: str = "",
+    confidence: float, unit: str = "", sequential: bool = False,
 ) -> CellStat:
-    """A cell's stat from its runs: the geometric mean of the run values with its t CI."""
+    """A cell's stat from its runs: the geometric mean of the run values with its t CI
+    (a confidence sequence when `sequential`)."""
     vals = sorted(float(v) for v in values)
     rlo = rhi = math.nan
     rcov = 0.0
     if vals:
         rlo, rhi, rcov = median_interval(vals, confidence)
     if runs:
-        est = blockstats.one_arm([r.value for r in runs])
+        est = blockstats.one_arm([r.value for r in runs], sequential)
         lo, hi = est.interval(confidence)
         center = blockstats.back(est, est.center)
         low, high = blockstats.back(est, lo), blockstats.back(est, hi)
@@ -453,7 +467,8 @@ def arm_errors(rows: pd.DataFrame, arm: str) -> ArmErrors:
 
 
 def cell_stats(
-    rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = None, confidence: float = CONFIDENCE
+    rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = None, confidence: float = CONFIDENCE,
+    sequential: bool = False,
 ) -> dict[Cell, CellStat]:
     """The arm's numbers for the selector, one `CellStat` per cell (see the module doc)."""
     if rows.empty:
@@ -483,7 +498,9 @@ def cell_stats(
         else:
             part, sample_metric, basis, runs = summaries[cell], sel.metric, "summary rows (one per attempt)", summary_runs.get(cell, [])
         units = [u for u in _col(part, "unit", "") if u]
-        stat = stat_from_runs(arm, cell, sel.metric, sample_metric, basis, runs, part["value"], confidence, str(units[0]) if units else "")
+        stat = stat_from_runs(
+            arm, cell, sel.metric, sample_metric, basis, runs, part["value"], confidence, str(units[0]) if units else "", sequential,
+        )
         stat.arm_errors = errors
         _attach_errors(stat, counters)
         out[cell] = stat
@@ -554,7 +571,7 @@ def fmt_stat(stat: CellStat) -> str:
     lo, hi = num(stat.low), num(stat.high)
     if lo == hi == num(stat.median):
         return f"{num(stat.median)}, {stat.size()}"
-    return f"{num(stat.median)} [{lo}, {hi}] {ci_label(stat.confidence)}, {stat.size()}"
+    return f"{num(stat.median)} [{lo}, {hi}] {ci_label(stat.confidence, is_sequential(stat))}, {stat.size()}"
 
 
 def need_text(threshold: float, higher_is_better: bool) -> str:
@@ -614,9 +631,11 @@ class Comparison:
         if math.isnan(c):
             return f"{self.subject.arm} {fmt_stat(self.subject)}"
         how = f"paired over {self.pairs} blocks" if self.pairs else "unpaired"
+        seq = is_sequential(self)
         if math.isinf(lo) or math.isinf(hi) or math.isnan(lo) or math.isnan(hi):
-            return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)}, no CI: {self.subject.size()})"
-        return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)} [{pct(lo)}, {pct(hi)}] {ci_label(self.subject.confidence)}, {how}, {self.subject.size()})"
+            none = "no CS yet (too few blocks for a confidence sequence to exclude anything)" if seq else "no CI"
+            return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)}, {none}: {how}, {self.subject.size()})"
+        return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)} [{pct(lo)}, {pct(hi)}] {ci_label(self.subject.confidence, seq)}, {how}, {self.subject.size()})"
 
     def evidence(self) -> dict[str, Any]:
         c, lo, hi = self.change
@@ -672,11 +691,11 @@ def _estimate(cmp: Comparison, rigor: Rigor) -> None:
     bb = {r.block: r.value for r in b.runs}
     shared = sorted(set(sb) & set(bb))
     if len(shared) >= rigor.min_runs:
-        est = blockstats.paired([sb[k] for k in shared], [bb[k] for k in shared])
+        est = blockstats.paired([sb[k] for k in shared], [bb[k] for k in shared], rigor.sequential)
         cmp.pairs = len(shared)
         cmp.method = f"{est.method} ({len(shared)} blocks)"
     else:
-        est = blockstats.unpaired([r.value for r in s.runs], [r.value for r in b.runs])
+        est = blockstats.unpaired([r.value for r in s.runs], [r.value for r in b.runs], rigor.sequential)
         cmp.method = est.method if not shared else f"{est.method}; {len(shared)} shared blocks are too few to pair"
     cmp.estimate = est
     lo, hi = est.interval(rigor.confidence)
@@ -722,7 +741,7 @@ def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
         return Verdict.PASS, []
     if cmp.p_fail <= rigor.alpha:
         return Verdict.FAIL, []
-    return Verdict.INCONCLUSIVE, [f"{s.arm}'s CI straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}"]
+    return Verdict.INCONCLUSIVE, [f"{s.arm}'s {'CS' if is_sequential(cmp) else 'CI'} straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}"]
 
 
 def holm_fails(comparisons: Sequence[Comparison], rigor: Rigor) -> int:
@@ -898,7 +917,7 @@ def compare(
     rigor: Rigor,
 ) -> Outcome:
     """Every subject against every baseline on every cell they share (see the module doc)."""
-    stats = {arm: cell_stats(rows, sel, arm, confidence=rigor.confidence) for arm in dict.fromkeys([*subjects, *baselines])}
+    stats = {arm: cell_stats(rows, sel, arm, confidence=rigor.confidence, sequential=rigor.sequential) for arm in dict.fromkeys([*subjects, *baselines])}
     out = Outcome(metric=sel.metric, higher_is_better=higher_is_better, threshold=threshold, rigor=rigor, stats=stats)
     for arm in [*baselines, *subjects]:
         if not stats[arm]:
@@ -940,4 +959,4 @@ def judge_bound(stat: CellStat, holds: Any, rigor: Rigor) -> tuple[Verdict, str]
         return Verdict.PASS, ""
     if not lo_ok and not hi_ok:
         return Verdict.FAIL, ""
-    return Verdict.INCONCLUSIVE, f"{stat.arm}'s {ci_label(stat.confidence)} [{num(stat.low)}, {num(stat.high)}] straddles the bound"
+    return Verdict.INCONCLUSIVE, f"{stat.arm}'s {ci_label(stat.confidence, is_sequential(stat))} [{num(stat.low)}, {num(stat.high)}] straddles the bound"

@@ -41,14 +41,19 @@ def gate_rows(gate: GateEntry, frame: pd.DataFrame, feeding: Sequence[str]) -> p
     return frame[frame["item_key"].isin(items)]
 
 
-def params_for(gate: GateEntry, confidence: float = CONFIDENCE) -> dict:
+def params_for(gate: GateEntry, confidence: float = CONFIDENCE, sequential: bool = False) -> dict:
     """The gate's params with the campaign's confidence filled in where the predicate
     takes one and the gate does not set its own, and each metric's direction from the
-    catalogue where the gate does not set it (also inside all_of's checks)."""
+    catalogue where the gate does not set it (also inside all_of's checks). With
+    `sequential` (an item feeding the gate adds blocks until it is settled) every
+    interval is a confidence sequence, whatever the gate says: looking after each block
+    is what that item does."""
     params = catalog.with_directions(gate.predicate, dict(gate.params))
     model = catalog.params_model(gate.predicate)
     if "confidence" in model.model_fields and "confidence" not in params:
         params["confidence"] = confidence
+    if sequential and "sequential" in model.model_fields:
+        params["sequential"] = True
     if gate.predicate == "all_of" and isinstance(params.get("checks"), list):
         checks = []
         for check in params["checks"]:
@@ -60,13 +65,18 @@ def params_for(gate: GateEntry, confidence: float = CONFIDENCE) -> dict:
                     takes = False
                 if takes and "confidence" not in inner:
                     inner["confidence"] = confidence
+                if takes and sequential:
+                    inner["sequential"] = True
                 check = {**check, "params": inner}
             checks.append(check)
         params["checks"] = checks
     return params
 
 
-def evaluate(gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | None = None, confidence: float = CONFIDENCE) -> GateResult:
+def evaluate(
+    gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | None = None, confidence: float = CONFIDENCE,
+    sequential: bool = False,
+) -> GateResult:
     """Verdict for one gate from the measurement frame (any modes; greedy is dropped here).
 
     `blocked` maps arm id -> the external reason it could not be measured; a gate whose
@@ -86,14 +96,15 @@ def evaluate(gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | Non
     if not rows.empty:
         rows = rows[rows["arm_id"].isin(arms)].reset_index(drop=True)
     fn = catalog.get(gate.predicate)
-    params = catalog.params_model(gate.predicate).model_validate(params_for(gate, confidence))
+    params = catalog.params_model(gate.predicate).model_validate(params_for(gate, confidence, sequential))
     return fn(rows, gate, params)
 
 
 def evaluate_family(
     gates: Sequence[GateEntry], frames: Mapping[str, pd.DataFrame], blocked: dict[str, str] | None = None,
-    confidence: float = CONFIDENCE,
+    confidence: float = CONFIDENCE, sequential: Sequence[str] = (),
 ) -> dict[str, GateResult]:
-    """Every gate of `frames` (gate id -> the rows it reads), then Holm over the family."""
-    results = {g.id: evaluate(g, frames[g.id], blocked, confidence) for g in gates if g.id in frames}
+    """Every gate of `frames` (gate id -> the rows it reads), then Holm over the family;
+    the gates named in `sequential` with confidence sequences (`params_for`)."""
+    results = {g.id: evaluate(g, frames[g.id], blocked, confidence, g.id in sequential) for g in gates if g.id in frames}
     return family.adjust(results, gates, confidence)

@@ -23,6 +23,13 @@ from gates.compare import alpha_of
 from gates.result import GateResult
 
 
+def planned_members(gates: Sequence[GateEntry]) -> list[GateEntry]:
+    """The gates that can join the family: those comparing arms against a baseline and not
+    exploratory. An upper bound on its size before anything ran (Holm adjusts only over
+    the members measured so far)."""
+    return [g for g in gates if g.baseline and not g.exploratory]
+
+
 def _holm(ps: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
     if not ps:
         return []

@@ -70,9 +70,9 @@ def _no_common(metric: str, stats: dict[str, dict[Cell, CellStat]]) -> GateResul
 
 
 def _arm_stats(
-    rows: pd.DataFrame, sel: Selector, arms: list[str], confidence: float
+    rows: pd.DataFrame, sel: Selector, arms: list[str], confidence: float, sequential: bool = False,
 ) -> tuple[dict[str, dict[Cell, CellStat]], GateResult | None]:
-    stats = {arm: compare.cell_stats(rows, sel, arm, confidence=confidence) for arm in dict.fromkeys(arms)}
+    stats = {arm: compare.cell_stats(rows, sel, arm, confidence=confidence, sequential=sequential) for arm in dict.fromkeys(arms)}
     for arm, cells in stats.items():
         if not cells:
             return stats, pending(f"no canonical {sel.metric} for {arm} yet")
@@ -104,7 +104,7 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
         return pending("control needs control arms in baseline")
     rigor = p.of()
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
-    stats, missing = _arm_stats(rows, sel, [*gate.subjects, *gate.baseline], rigor.confidence)
+    stats, missing = _arm_stats(rows, sel, [*gate.subjects, *gate.baseline], rigor.confidence, rigor.sequential)
     if missing:
         return missing
     cells = _common_cells(stats)
@@ -219,7 +219,7 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
     guards: list[tuple[CellStat, Verdict, str]] = []
     for arm in gate.subjects:
         for scen in p.guard_scenarios or [None]:
-            stats = compare.cell_stats(rows, guard_sel, arm, scen, confidence=rigor.confidence)
+            stats = compare.cell_stats(rows, guard_sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential)
             if not stats:
                 return pending(f"no canonical {p.guard_metric}{' ' + scen if scen else ''} for {arm} yet")
             for stat in stats.values():
@@ -280,7 +280,7 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
     rigor = p.of()
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
     arms = [*gate.subjects, *gate.baseline]
-    stats, missing = _arm_stats(rows, sel, arms, rigor.confidence)
+    stats, missing = _arm_stats(rows, sel, arms, rigor.confidence, rigor.sequential)
     if missing:
         return missing
     candidate = gate.subjects[0]
@@ -324,7 +324,7 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
             if runner:
                 cmp = next(c for c in cell_cmps if c.baseline.arm == runner)
                 change, lo, hi = cmp.change
-                nxt = f"; next {runner} {compare.fmt_stat(stats[runner][cell])} ({candidate} {pct(change)} [{pct(lo)}, {pct(hi)}] {compare.ci_label(rigor.confidence)})"
+                nxt = f"; next {runner} {compare.fmt_stat(stats[runner][cell])} ({candidate} {pct(change)} [{pct(lo)}, {pct(hi)}] {compare.ci_label(rigor.confidence, rigor.sequential)})"
             parts.append(f"{prefix}{candidate} best {label_text}: {compare.fmt_stat(mine)}{nxt}")
         else:
             parts.append(f"{prefix}{candidate} {compare.fmt_stat(mine)} is not the best {label_text}: {order[0]} {compare.fmt_stat(stats[order[0]][cell])}")
@@ -457,7 +457,7 @@ def acceptance_rate(rows: pd.DataFrame, gate: GateEntry, p: AcceptanceParams) ->
             return pending(f"{arm} drafted no tokens (speculation off, or no counters)")
         stat = compare.stat_from_runs(arm, Cell(p.probe or "", "server counters", 0, "canonical"), "acceptance_rate",
                                       "accepted_tokens / draft_tokens", "summary rows (one per attempt)", runs,
-                                      [r.value for r in runs], rigor.confidence, "ratio")
+                                      [r.value for r in runs], rigor.confidence, "ratio", rigor.sequential)
         stat.arm_errors = compare.arm_errors(rows, arm)
         v, note = compare.judge_bound(stat, lambda x: x >= p.min_rate - compare.EPS, rigor)
         verdicts.append(v)
@@ -498,7 +498,7 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
     stats: dict[str, CellStat] = {}
     judged: dict[str, tuple[Verdict, str]] = {}
     for arm in [*gate.subjects, *gate.baseline]:
-        cells = compare.cell_stats(rows, sel, arm, confidence=rigor.confidence)
+        cells = compare.cell_stats(rows, sel, arm, confidence=rigor.confidence, sequential=rigor.sequential)
         if not cells:
             return pending(f"no canonical {p.metric} at {p.context} for {arm} yet")
         if len(cells) > 1:

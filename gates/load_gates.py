@@ -155,7 +155,7 @@ def _goodput_stat(rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: 
     part = _summary(rows, arm, p.probe, scenario, p.context)
     if part.empty:
         return out
-    counts = compare.cell_stats(rows, Selector(metric="requests_met", probe=p.probe, scenario=scenario, context=p.context), arm, confidence=p.confidence)
+    counts = compare.cell_stats(rows, Selector(metric="requests_met", probe=p.probe, scenario=scenario, context=p.context), arm, confidence=p.confidence, sequential=p.sequential)
     for (context, mode), cell_rows in part.groupby(["context", "mode"], observed=True):
         total = lambda frame, metric: float(frame.loc[frame["metric"] == metric, "value"].sum())  # noqa: E731
         met, offered, window = int(total(cell_rows, "requests_met")), int(total(cell_rows, "requests")), total(cell_rows, "window_s")
@@ -171,7 +171,7 @@ def _goodput_stat(rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: 
         runs = [replace(r, requests=int(total(cell_rows[compare.block_of(cell_rows) == r.block], "requests")))
                 for r in compare.runs_of(cell_rows[cell_rows["metric"].isin(["requests_met", "window_s"])], per_run)]
         stat = compare.stat_from_runs(arm, cell, label, "requests met every target / window", "samples", runs,
-                                      [r.value for r in runs], p.confidence, "req/s")
+                                      [r.value for r in runs], p.confidence, "req/s", p.sequential)
         stat.basis = f"{met} of {offered} requests over {num(window)} s"
         base = next((c for c in counts.values() if c.cell.loose() == cell.loose()), None)
         if base is not None:
@@ -196,14 +196,14 @@ def goodput_stats(rows: pd.DataFrame, arm: str, p: LoadGoodputParams) -> dict[Ce
         cell = Cell(p.probe, SWEEP, int(context), str(mode), str(settings))
         sources = sorted({str(s) for s in part["source"]})
         if len(sources) == 1 and sources[0]:
-            step = LoadGoodputParams(probe=p.probe, scenario=sources[0], context=int(context), min_rps=0, confidence=p.confidence)
+            step = LoadGoodputParams(probe=p.probe, scenario=sources[0], context=int(context), min_rps=0, confidence=p.confidence, sequential=p.sequential)
             found = next((st for c, st in _goodput_stat(rows, arm, step, sources[0], f"max_goodput_rps (at {sources[0]})").items()
                           if c.loose() == (p.probe, sources[0], int(context), str(mode)) and c.settings == str(settings)), None)
             if found is not None:
                 out[cell] = replace(found, cell=cell)
                 continue
         # the maxima came from different runs (each block's own rates): one per run
-        by_attempt = compare.cell_stats(rows, Selector(metric="max_goodput_rps", probe=p.probe, scenario=SWEEP, context=int(context)), arm, confidence=p.confidence)
+        by_attempt = compare.cell_stats(rows, Selector(metric="max_goodput_rps", probe=p.probe, scenario=SWEEP, context=int(context)), arm, confidence=p.confidence, sequential=p.sequential)
         if cell in by_attempt:
             out[cell] = by_attempt[cell]
     return out
@@ -327,7 +327,7 @@ def percentile_stats(rows: pd.DataFrame, arm: str, p: LoadLatencyParams) -> dict
     out: dict[Cell, CellStat] = {}
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
     mine = rows.loc[(rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (rows["trial"] >= 0)] if not rows.empty else rows
-    for cell, stat in compare.cell_stats(rows, sel, arm, confidence=p.confidence).items():
+    for cell, stat in compare.cell_stats(rows, sel, arm, confidence=p.confidence, sequential=p.sequential).items():
         if stat.basis != "samples" or not stat.runs:
             if stat.all_failed:
                 out[cell] = stat
@@ -337,7 +337,7 @@ def percentile_stats(rows: pd.DataFrame, arm: str, p: LoadLatencyParams) -> dict
             part = part.loc[part["settings_hash"].astype(str) == cell.settings]
         runs = compare.runs_of(part, lambda g: float(g["value"].astype(float).quantile(q)))  # linear, as arms.metrics.percentile
         low, high, coverage = quantile_interval(stat.values, q)
-        new = compare.stat_from_runs(arm, cell, f"{p.metric} p{p.percentile:g}", p.metric, "samples", runs, stat.values, p.confidence, stat.unit)
+        new = compare.stat_from_runs(arm, cell, f"{p.metric} p{p.percentile:g}", p.metric, "samples", runs, stat.values, p.confidence, stat.unit, p.sequential)
         new.request_low, new.request_high, new.request_coverage = low, high, coverage
         new.requests, new.failed, new.errors_by_kind, new.retried, new.arm_errors = stat.requests, stat.failed, stat.errors_by_kind, stat.retried, stat.arm_errors
         out[cell] = new

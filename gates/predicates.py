@@ -156,7 +156,7 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     judged: list[tuple[compare.CellStat, Verdict, str]] = []
     for arm in gate.subjects:
         for scen in scenarios:
-            stats = compare.cell_stats(rows, sel, arm, scen, confidence=rigor.confidence)
+            stats = compare.cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential)
             if not stats:
                 return pending(f"no canonical {p.metric}{' ' + scen if scen else ''} for {arm} yet")
             for stat in stats.values():
@@ -189,7 +189,7 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     partial: dict[str, dict[str, float]] = {}
     for arm in gate.subjects:
         for scen in p.partial_scenarios:
-            for stat in compare.cell_stats(rows, sel, arm, scen, confidence=rigor.confidence).values():
+            for stat in compare.cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential).values():
                 partial.setdefault(scen, {})[arm] = stat.median
     for scen, vals in partial.items():
         lo, hi = min(vals.values()), max(vals.values())
