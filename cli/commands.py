@@ -131,6 +131,10 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
         console.print(done, markup=False, highlight=False, soft_wrap=True)
         _exit_if_failed(store, spec.campaign.name)
         return
+    import time
+    from datetime import datetime, timezone
+
+    began, clock = datetime.now(timezone.utc), time.monotonic()
     with _runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run"):
         from cli.progress_view import CampaignProgress
         from flows.campaign_flow import campaign_flow
@@ -139,9 +143,11 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
             with CampaignProgress(console, spec), _quiet_heartbeat():
                 result = campaign_flow(str(file), store.public_url, workdir, recheck_blocked)
     _finish(result)
+    from campaign.summary import run_cost
     from cli.status_view import render_status
 
     render_status(console, store, result["campaign"])
+    console.print(run_cost(store, result["campaign"], began).line(time.monotonic() - clock), markup=False, highlight=False, soft_wrap=True)
     _exit_if_failed(store, result["campaign"])
 
 

@@ -33,6 +33,7 @@ class CampaignProgress:
         self._probe: dict[str, str] = {}  # arm -> "probe @ context"
         self._requests: dict[str, tuple[int, int]] = {}  # arm -> (requests, failed) in the current probe
         self._printed: dict[str, float] = {}
+        self._verdicts: dict[str, str] = {}  # gate -> the verdict last printed
 
     def _on(self, kind: str, data: dict[str, Any]) -> None:
         p = self.progress
@@ -72,6 +73,9 @@ class CampaignProgress:
         elif kind == "device-wait":
             p.console.print(f"  arm {escape(str(data['arm']))}: [yellow]{escape(str(data['message']))}[/yellow]", soft_wrap=True)
         elif kind == "verdict":
+            if self._verdicts.get(str(data["gate"])) == data["verdict"]:
+                return  # the same verdict with a new reason (the family grew): the status table shows it
+            self._verdicts[str(data["gate"])] = str(data["verdict"])
             p.console.print(f"  gate {escape(data['gate'])}: [bold]{escape(data['verdict'])}[/bold] {escape(data['reason'])}")
 
     def _request(self, data: dict[str, Any]) -> None:

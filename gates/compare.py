@@ -848,7 +848,8 @@ class Outcome:
         return {
             "metric": self.metric, "higher_is_better": self.higher_is_better, "threshold": self.threshold,
             "min_runs": self.rigor.min_runs, "max_error_rate": self.rigor.max_error_rate, "confidence": self.rigor.confidence,
-            "interval_method": INTERVAL_METHOD, "request_interval_method": MEDIAN_METHOD,
+            "interval_method": SEQUENTIAL_INTERVAL_METHOD if self.rigor.sequential else INTERVAL_METHOD,
+            "sequential": self.rigor.sequential, "request_interval_method": MEDIAN_METHOD,
             "cells": [s.evidence(roles.get(s.arm, "")) for s in self.used_cells()],
             "comparisons": [c.evidence() for c in self.comparisons],
             **(gate_p(self.comparisons) if self.comparisons else {}),  # no comparison: no claim of the family
@@ -860,6 +861,11 @@ class Outcome:
 INTERVAL_METHOD = (
     "t CI over server runs (blocks) of each run's median, on the log scale: paired over shared blocks, "
     "else Welch; fails Holm-adjusted over a gate's cells"
+)
+SEQUENTIAL_INTERVAL_METHOD = (
+    "confidence sequence over server runs (blocks) of each run's median, on the log scale (one-sided safe t: "
+    "valid at every block count, so an item may stop when it is settled): paired over shared blocks, else pooled "
+    "two-sample; fails Holm-adjusted over a gate's cells"
 )
 
 

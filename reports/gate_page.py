@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from campaign.summary import GateView
 from campaign.units import context_label, num
+from gates.compare import ci_label
 from reports import charts, load_curve
 from reports.data import ReportData, canonical_first
 
@@ -109,7 +110,7 @@ def build(data: ReportData, gate: GateView) -> GatePage:
         classes=sorted({a["klass"] for a in arms if a["klass"]}),
         params=params,
         load_chart=_load_chart(data, gate, arm_ids, role, params),
-        ci=f"{float(gate.evidence.get('confidence') or data.summary.spec.campaign.confidence):.0%} CI",
+        ci=ci_label(float(gate.evidence.get("confidence") or data.summary.spec.campaign.confidence), bool(gate.evidence.get("sequential"))),
         reruns=_reruns(data, gate.id),
     )
 
