@@ -55,3 +55,18 @@ def context_label(tokens: int) -> str:
     if tokens and tokens % 1024 == 0:
         return f"{tokens // 1024}K"
     return str(tokens)
+
+
+# Recipe fields that hold byte sizes (written "8G" in a file, stored as a count of bytes).
+SIZE_FIELDS = ("prefix_cache", "session_cache_cap")
+
+
+def size(value: int | None) -> str:
+    """A byte count as people write it, in binary units: 8.0 GiB, 512.0 MiB, 300 B; "" for
+    none. Every page shows sizes this way (the exact count is in the exports)."""
+    if not value:
+        return ""
+    for unit, step in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if value >= step:
+            return f"{value / step:.1f} {unit}"
+    return f"{value} B"

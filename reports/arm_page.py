@@ -10,6 +10,7 @@ from typing import Any
 
 from campaign.store import ArmRow, Store
 from campaign.summary import attempt_links
+from campaign.units import SIZE_FIELDS, size
 from reports import agent_load, latency, load_curve
 from reports.data import ReportData, canonical_first
 from reports.raw import Answer, RawFiles
@@ -35,15 +36,6 @@ class ArmPage:
     counter_notes: list[str] = field(default_factory=list)
 
 
-def _bytes(value: int | None) -> str:
-    if not value:
-        return ""
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if value >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value} B"
-
-
 def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage:
     aid = arm.arm_id
     titles = data.item_titles()
@@ -58,7 +50,7 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
             "host": a.host, "flow_run_url": link.url if link else None, "flow_run_id": a.flow_run_id,
             "number": a.number, "repeat": getattr(a, "repeat", 0), "item": titles.get(a.item_key, a.item_key), "state": a.state,
             "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model,
-            "fingerprint": a.fingerprint, "rss": _bytes(a.rss_bytes), "rss_bytes": a.rss_bytes,
+            "fingerprint": a.fingerprint, "rss": size(a.rss_bytes), "rss_bytes": a.rss_bytes,
             "cmdline": a.server_cmdline, "overrides": a.overrides_json,
         })
         if a.served_model or a.fingerprint:
@@ -123,9 +115,9 @@ def _recipe(recipe: dict[str, Any]) -> dict[str, Any]:
     """Byte sizes as people wrote them (8.0 GiB), in the one unit every page uses; the
     exact count is in the exports, not beside it in ten digits."""
     out = dict(recipe)
-    for key in ("prefix_cache", "session_cache_cap"):
+    for key in SIZE_FIELDS:
         if isinstance(out.get(key), int):
-            out[key] = _bytes(out[key])
+            out[key] = size(out[key])
     return out
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from campaign.summary import GateView
-from campaign.units import context_label, num
+from campaign.units import SIZE_FIELDS, context_label, num, size
 from gates.compare import ci_label
 from reports import charts, load_curve
 from reports.data import ReportData, canonical_first
@@ -224,7 +224,8 @@ def _recipes(data: ReportData, arm_ids: list[str]) -> list[dict[str, Any]]:
         values = [str(getattr(data.arm_by_id[a], f)) if a in data.arm_by_id else "" for a in arm_ids]
         out.append({"name": "class" if f == "klass" else f, "values": values, "differs": len(set(values)) > 1})
     for k in keys:
-        values = [_recipe_value(recipes.get(a, {}).get(k)) for a in arm_ids]
+        values = [size(v) if k in SIZE_FIELDS and isinstance(v, int) else _recipe_value(v)
+                  for v in (recipes.get(a, {}).get(k) for a in arm_ids)]
         out.append({"name": f"recipe.{k}", "values": values, "differs": len(set(values)) > 1})
     return out
 
