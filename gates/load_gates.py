@@ -241,8 +241,14 @@ def _judge(
     verdicts: list[Verdict] = []
     parts: list[str] = []
     notes: list[str] = []
+    flagged: dict[tuple[str, str, str, int], list[str]] = {}  # (arm, probe, scenario, context) -> why its runs are not valid
     if faults is not None:
-        found = [f for arm, cells in stats.items() for cell in cells for f in faults(arm, cell)]
+        for arm, cells in stats.items():
+            for cell in cells:
+                why = faults(arm, cell)
+                if why:
+                    flagged.setdefault((arm, cell.probe, cell.scenario, cell.context), []).extend(why)
+        found = [f for why in flagged.values() for f in why]
         if found:
             verdicts.append(Verdict.INCONCLUSIVE)
             shown = found[:3] + ([f"{len(found) - 3} more"] if len(found) > 3 else [])
@@ -296,7 +302,9 @@ def _judge(
     outcome = compare.Outcome(metric=metric, higher_is_better=higher_is_better, threshold=min_gain or 0.0, rigor=rigor, stats=stats, comparisons=comparisons)
     evidence = outcome.evidence()
     compared = [c for c in evidence["cells"] if not any(c["arm"] == b["arm"] and c["scenario"] == b["scenario"] and c["context"] == b["context"] for b in bounds)]
-    evidence.update({"cells": bounds + compared, "bound": bound, "what": what})  # every cell read, once
+    cells = [{**c, "faults": flagged[key]} if (key := (c["arm"], c["probe"], c["scenario"], c["context"])) in flagged else c
+             for c in bounds + compared]  # each cell says which of its runs did not measure the server alone
+    evidence.update({"cells": cells, "bound": bound, "what": what})  # every cell read, once
     return GateResult(verdict=compare.worst(verdicts), reason=reason, evidence=evidence)
 
 

@@ -140,6 +140,7 @@ def _cell_row(c: dict[str, Any]) -> dict[str, Any]:
         "mode": c.get("mode", ""), "n": c.get("n"), "median": c.get("median"), "low": c.get("low"), "high": c.get("high"),
         "coverage": "" if cov is None else f"{cov:.0%}", "errors": errors, "verdict": c.get("verdict", ""), "unit": c.get("unit", ""),
         "size": c.get("size") or c.get("n"), "runs": c.get("runs", c.get("n")), "fed_by": _fed_by(c),
+        "faults": "; ".join(c.get("faults") or []),
     }
 
 

@@ -419,6 +419,8 @@ def test_a_run_where_the_client_fell_behind_or_its_stamps_fell_back_is_no_measur
     late = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"schedule_lag_p99_s": (0.080, "40 sends")}))
     assert late.verdict == Verdict.INCONCLUSIVE and "not a valid measurement of the server: A rate=2" in late.reason, late.reason
     assert "fell behind its schedule, lag p99 80 ms > 10 ms" in late.reason
+    flagged = {c["arm"]: c.get("faults") for c in late.evidence["cells"]}  # the gate page marks the cell read
+    assert flagged["B"] is None and len(flagged["A"]) == 1 and "fell behind its schedule" in flagged["A"][0]
     lenient = evaluate(gate("load_goodput", {**params, "max_schedule_lag_s": 0.1}, ["B"], ["A"]), rows({"schedule_lag_p99_s": (0.080, "")}))
     assert lenient.verdict == Verdict.PASS
     busy = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"client_cpu_share": (0.97, "")}))

@@ -71,3 +71,14 @@ def test_decode_per_context_is_over_server_runs_with_each_arms_colour() -> None:
     assert "4K" in svg and "32K" in svg
     assert "B: 3 runs, 75% CI" in svg
     assert charts.color_of(1) in svg and charts.color_of(0) in svg
+
+
+def test_a_cell_whose_runs_measured_the_client_is_marked_on_the_gate_page() -> None:
+    """A load gate's evidence names, per cell, the runs that did not measure the server
+    alone; the gate page's table says so beside the cell (and nothing for a clean one)."""
+    from reports import gate_page
+
+    cell = {"arm": "A", "probe": "load", "scenario": "rate=2", "context": 0, "n": 3}
+    assert gate_page._cell_row(cell)["faults"] == ""
+    why = "A rate=2 run b2 (attempt 7): the client fell behind its schedule, lag p99 80 ms > 10 ms"
+    assert gate_page._cell_row({**cell, "faults": [why]})["faults"] == why
