@@ -169,9 +169,10 @@ def test_check_prints_the_plan_and_refuses_what_run_would(tmp_path: Path, exampl
 
     check(examples / "demo.toml", db=str(tmp_path / "none.db"))
     out = capsys.readouterr().out
-    assert "spec-decode: B/C x decode at 4K; 5 blocks, 10 server starts; feeds spec" in out
-    assert "time: no estimate yet for the 27 server starts left" in out
-    assert out.rstrip().endswith("examples/demo.toml: ok") and "27 server starts in all" in out
+    assert "spec-decode: B/C x decode at 4K; 3 to 8 blocks (until spec is settled), 6-16 server starts; feeds spec" in out
+    assert "smoke: A/B x cache-probe at each arm's own; 3 blocks, 6 server starts; feeds cache" in out
+    assert "time: no estimate yet for the 39 server starts left" in out  # an adaptive item counted at its budget
+    assert out.rstrip().endswith("examples/demo.toml: ok") and "19 to 39 server starts in all" in out
     assert not list(tmp_path.iterdir())  # and it created nothing
 
     bad = tmp_path / "bad.toml"
@@ -194,13 +195,16 @@ def test_the_time_estimate_comes_from_earlier_blocks_and_never_guesses(examples:
     from flows.resolve import load_campaign
 
     spec = load_campaign(examples / "demo.toml")
-    item = spec.item("spec-decode")  # B/C, 5 blocks
+    item = spec.item("spec-decode")  # B/C, 3 to 8 blocks: counted at its budget
+    most = spec.blocks(item).most
     history = {("spec-decode", "B"): BlockHistory(frozenset({0, 1}), (40.0, 60.0, 1000.0)),
-               ("spec-decode", "C"): BlockHistory(frozenset(range(item.repeats)), (10.0,))}
+               ("spec-decode", "C"): BlockHistory(frozenset(range(most)), (10.0,))}
     line = time_estimate(spec, history)
-    left = 27 - 2 - item.repeats
-    assert line == f"time: about 3 min for 3 of the {left} server starts left (median of the same blocks' earlier runs); {left - 3} never ran, not counted"
-    everything = {(q.key, arm): BlockHistory(frozenset(range(q.repeats)), (1.0,)) for q in spec.queue for arm in q.arms}
+    left = 39 - 2 - most
+    assert line == f"time: about 6 min for 6 of the {left} server starts left (median of the same blocks' earlier runs); {left - 6} never ran, not counted"
+    settled = {**history, ("spec-decode", "B"): BlockHistory(frozenset({0, 1, 2, 3}), (60.0,), settled=True)}
+    assert time_estimate(spec, settled).startswith(f"time: no estimate yet for the {left - 6} server starts left")  # a settled item: none left
+    everything = {(q.key, arm): BlockHistory(frozenset(range(spec.blocks(q).most)), (1.0,)) for q in spec.queue for arm in q.arms}
     assert time_estimate(spec, everything) == "time: nothing left to run (every block of every item is done)"
 
 
