@@ -204,8 +204,9 @@ def run_item(
     retries: int = 0,
 ) -> ItemState:
     """Run every block of an item (`block_plan`: each block runs every arm once, in its
-    own order); arms on different devices run side by side, each device's lane in the
-    plan's order.
+    own order), or, for an item with `max_blocks`, blocks until its gate is settled
+    (`_until_settled`); arms on different devices run side by side, each device's lane in
+    the plan's order.
 
     Without `fresh` (a run or a resume), an arm whose newest attempt for this item is done
     is not run again, so a resumed item repeats nothing that was committed.
@@ -256,25 +257,38 @@ def run_item(
 
     plan = block_plan(spec, item, overrides)
     budget = spec.blocks(item)
-    stop_note = ""
-    if not budget.adaptive:
-        outcomes = run(plan)
-    else:  # a block at a time; after each from the least on, the gate decides whether to go on
-        outcomes = []
-        for number in range(budget.most):
-            got = run([e for e in plan if e[0] == number])
-            outcomes += got
-            if interrupt.requested() or any(o["state"] != AttemptState.DONE for o in got):
-                break
-            if number + 1 < budget.least:
-                continue
-            done, line = settled(store, spec, campaign_id, item, number)
-            emit("block-check", item=item.key, gate=item.gate, blocks=number + 1, most=budget.most, settled=done, verdict=line)
-            if done:
-                stop_note = f"{SETTLED} {number + 1} of at most {budget.most} blocks ({item.gate} {line.split(':')[0]})"
-                break
-        else:
-            stop_note = f"{BUDGET_SPENT}: {budget.most} blocks, {item.gate} still open"
+    if budget.adaptive:
+        outcomes, note = _until_settled(run, plan, budget, store, spec, campaign_id, item)
+    else:
+        outcomes, note = run(plan), ""
+    return _end_item(store, campaign_id, item, outcomes, note)
+
+
+def _until_settled(
+    run: Any, plan: list[tuple[int, str, dict[str, Any]]], budget: Any, store: Store, spec: CampaignSpec, campaign_id: int,
+    item: QueueItem,
+) -> tuple[list[dict[str, Any]], str]:
+    """An adaptive item's blocks, one at a time (`run` runs a block's entries); from its
+    least on, after each block the gate decides whether to go on (`settled`). Returns the
+    outcomes and how it ended: settled after n blocks, or its budget spent."""
+    outcomes: list[dict[str, Any]] = []
+    for number in range(budget.most):
+        got = run([e for e in plan if e[0] == number])
+        outcomes += got
+        if interrupt.requested() or any(o["state"] != AttemptState.DONE for o in got):
+            return outcomes, ""
+        if number + 1 < budget.least:
+            continue
+        done, line = settled(store, spec, campaign_id, item, number)
+        emit("block-check", item=item.key, gate=item.gate, blocks=number + 1, most=budget.most, settled=done, verdict=line)
+        if done:
+            return outcomes, f"{SETTLED} {number + 1} of at most {budget.most} blocks ({item.gate} {line.split(':')[0]})"
+    return outcomes, f"{BUDGET_SPENT}: {budget.most} blocks, {item.gate} still open"
+
+
+def _end_item(store: Store, campaign_id: int, item: QueueItem, outcomes: list[dict[str, Any]], note: str) -> ItemState:
+    """The item's state from its arms' outcomes: interrupted (raised, after recording it
+    pending), blocked, failed, or done with `note`."""
     if interrupt.requested() or any(o["state"] == AttemptState.INTERRUPTED for o in outcomes):
         store.set_item_state(campaign_id, item.key, ItemState.PENDING, "interrupted; `campaign resume` carries on")
         emit("item-done", item=item.key, state="interrupted", reason="interrupted by the user")
@@ -288,7 +302,7 @@ def run_item(
     elif failed:
         state, reason = ItemState.FAILED, f"{failed[0]['arm_id']}: {failed[0]['message']}"
     else:
-        state, reason = ItemState.DONE, stop_note
+        state, reason = ItemState.DONE, note
     store.set_item_state(campaign_id, item.key, state, reason)
     emit("item-done", item=item.key, state=str(state), reason=reason)
     return state
