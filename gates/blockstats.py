@@ -267,6 +267,28 @@ def pass_bar(blocks: int, family: int, confidence: float) -> float:
     return float(st.t.ppf(1.0 - alpha, blocks - 1)) / math.sqrt(blocks)
 
 
+MOST_BLOCKS = 50  # the schema's largest repeats / max_blocks
+
+
+def blocks_to_decide(est: Estimate, bound: float, alpha: float, most: int = MOST_BLOCKS) -> int | None:
+    """How many blocks in all would decide "true vs `bound`" at one-sided `alpha`, if the
+    estimate and the spread between blocks stayed as they are: the least n past the
+    current one whose half-width (the sequence's, or the t interval's) falls under the
+    distance to the bound. None when it is more than `most`, when the spread is unknown,
+    or for two unpaired samples (their growth is not one count)."""
+    if est.df <= 0 or math.isnan(est.se) or est.se < FLAT or est.n_eff != est.n:
+        return None
+    gap = abs(est.center - bound)
+    if gap <= TIE:
+        return None
+    sd = est.se * math.sqrt(est.n)
+    for n in range(est.n + 1, most + 1):
+        t = sequential_t(n, n - 1, alpha) if est.sequential else float(st.t.ppf(1.0 - alpha, n - 1))
+        if t * sd / math.sqrt(n) < gap:
+            return n
+    return None
+
+
 def sequential_pass_bar(blocks: int, family: int, confidence: float) -> float:
     """`pass_bar` for a sequential gate at its budget of `blocks`: the confidence
     sequence's half-width there, in between-block spreads (infinite: it cannot decide)."""

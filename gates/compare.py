@@ -614,6 +614,7 @@ class Comparison:
     p_pass: float = 1.0
     p_fail: float = 1.0
     statistical: bool = True
+    bound: float = math.nan  # the threshold on the estimate's own scale (a log ratio, or a difference)
     estimate: Estimate | None = None
     verdict: Verdict = Verdict.INCONCLUSIVE
     notes: list[str] = field(default_factory=list)
@@ -707,6 +708,7 @@ def _estimate(cmp: Comparison, rigor: Rigor) -> None:
         scale = base_mean if base_mean else 1.0
         ratio, rlo, rhi = 1 + est.center / scale, 1 + lo / scale, 1 + hi / scale
         bound = (cmp.threshold if cmp.higher_is_better else -cmp.threshold) * scale
+    cmp.bound = bound
     if cmp.higher_is_better:
         cmp.gain, cmp.low, cmp.high = ratio - 1, rlo - 1, rhi - 1
         cmp.p_pass, cmp.p_fail = est.p_above(bound), est.p_below(bound)
@@ -741,7 +743,14 @@ def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
         return Verdict.PASS, []
     if cmp.p_fail <= rigor.alpha:
         return Verdict.FAIL, []
-    return Verdict.INCONCLUSIVE, [f"{s.arm}'s {'CS' if is_sequential(cmp) else 'CI'} straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}"]
+    notes = [f"{s.arm}'s {'CS' if is_sequential(cmp) else 'CI'} straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}"]
+    if cmp.estimate is not None and not math.isnan(cmp.bound):
+        need = blockstats.blocks_to_decide(cmp.estimate, cmp.bound, rigor.alpha)
+        if need is not None:
+            notes.append(f"at this gain and spread, about {need} blocks in all would decide it (alone, before Holm)")
+        elif cmp.estimate.n_eff == cmp.estimate.n and cmp.estimate.df > 0:
+            notes.append(f"at this gain and spread, more than {blockstats.MOST_BLOCKS} blocks would be needed")
+    return Verdict.INCONCLUSIVE, notes
 
 
 def holm_fails(comparisons: Sequence[Comparison], rigor: Rigor) -> int:

@@ -166,3 +166,19 @@ def test_the_plan_and_the_design_warning_speak_of_the_budget(tmp_path: Path) -> 
     few = _load(_file(tmp_path, [item("q", ["A", "B"], ["decode"], gate="g", max_blocks=4)]))
     (warning,) = power_warnings(few)
     assert "at most 4 blocks (max_blocks)" in warning and "max_blocks" in warning.split(";")[-1]
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+def test_the_blocks_a_gate_would_need_are_the_blocks_that_decide_at_this_gain_and_spread(sequential: bool) -> None:
+    """An open comparison says how many blocks would decide it if the gain and the spread
+    stayed: data with that gain and spread decide at that many blocks and not one fewer."""
+    gain, spread = BOUND + 0.03, 0.04
+
+    def est(n: int) -> blockstats.Estimate:
+        diffs = [gain + spread * z for z in _unit_spread(n)]
+        return blockstats.paired([math.exp(x) for x in diffs], [1.0] * n, sequential)
+
+    need = blockstats.blocks_to_decide(est(4), BOUND, ALPHA)
+    assert need is not None and 4 < need <= blockstats.MOST_BLOCKS
+    assert est(need).p_above(BOUND) <= ALPHA < est(need - 1).p_above(BOUND)
+    assert blockstats.blocks_to_decide(est(4), gain, ALPHA) is None  # on the bound: no number of blocks decides
