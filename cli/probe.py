@@ -25,21 +25,33 @@ from campaign.states import Mode, ProbeName
 
 
 def _reachable_model(url: str, model: str | None) -> str:
+    """The model to request: `model`, else the first /v1/models lists. A /v1/models that
+    answers something other than a JSON model list (mlx-lm answers an empty body when its
+    Hugging Face cache folder does not exist) lists nothing; only a server that cannot be
+    reached, or says it is unhealthy, is refused."""
     try:
         with httpx.Client(base_url=url, timeout=10.0) as http:
             response = http.get("/v1/models")
-            ids = []
+            ids: list[str] = []
             if response.status_code == 200:
-                ids = [m.get("id") for m in response.json().get("data", []) if isinstance(m, dict)]
+                ids = _model_ids(response)
             elif http.get("/health").status_code >= 500:
                 raise ConnectionError(f"{url} answers but is not healthy (HTTP {response.status_code})")
-    except (httpx.HTTPError, ValueError) as exc:
+    except httpx.HTTPError as exc:
         raise ConnectionError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from None
     if model:
         return model
     if not ids:
         raise UsageError(f"{url}/v1/models lists no model; pass --model")
     return ids[0]
+
+
+def _model_ids(response: httpx.Response) -> list[str]:
+    try:
+        data = response.json().get("data", [])
+    except (ValueError, AttributeError):
+        return []
+    return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")] if isinstance(data, list) else []
 
 
 @app.command()

@@ -61,3 +61,16 @@ def test_new_writes_a_file_that_passes_check(runtime: str, tmp_path: Path) -> No
     assert all(len(line) <= 100 for line in out.read_text().splitlines() if str(out) not in line), "a line a terminal would fold"
     again = runner.invoke(app, ["new", "--runtime", runtime, "--out", str(out)])
     assert again.exit_code != 0  # never overwritten without --force
+
+
+def test_probe_takes_a_model_list_that_is_not_json_as_no_list() -> None:
+    """mlx-lm's server answers /v1/models with an empty body when its Hugging Face cache
+    folder does not exist: `campaign probe --model M` must still run, and without
+    --model say to pass one, never "cannot reach"."""
+    import httpx
+
+    from cli.probe import _model_ids
+
+    assert _model_ids(httpx.Response(200, content=b"")) == []
+    assert _model_ids(httpx.Response(200, json={"data": "odd"})) == []
+    assert _model_ids(httpx.Response(200, json={"data": [{"id": "m1"}, {"object": "model"}, {"id": "m2"}]})) == ["m1", "m2"]
