@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextvars
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import Field as PydanticField
 
 from campaign import queue
-from campaign.schema import CampaignFileError, CampaignSpec, QueueItem
+from campaign.schema import BlockBudget, CampaignFileError, CampaignSpec, QueueItem
 from arms.probes import registry as probes
 from flows.resolve import load_campaign, simulated_adapters
 from campaign.states import BUDGET_SPENT, SETTLED, AttemptState, ItemState, Verdict
@@ -38,6 +38,9 @@ from flows.progress import emit
 from gates.engine import evaluate, evaluate_family, gate_rows
 from gates.family import planned_members
 from gates.compare import alpha_of
+
+
+Entry = tuple[int, str, dict[str, Any]]  # (block, arm, what its attempt stores of the block): one step of `block_plan`
 
 
 def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list[VerdictRow]:
@@ -265,8 +268,8 @@ def run_item(
 
 
 def _until_settled(
-    run: Any, plan: list[tuple[int, str, dict[str, Any]]], budget: Any, store: Store, spec: CampaignSpec, campaign_id: int,
-    item: QueueItem,
+    run: Callable[[list[Entry]], list[dict[str, Any]]], plan: list[Entry], budget: BlockBudget, store: Store, spec: CampaignSpec,
+    campaign_id: int, item: QueueItem,
 ) -> tuple[list[dict[str, Any]], str]:
     """An adaptive item's blocks, one at a time (`run` runs a block's entries); from its
     least on, after each block the gate decides whether to go on (`settled`). Returns the
