@@ -62,6 +62,7 @@ scale), hence the closed form here, held to its error rates by tests on generate
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -157,10 +158,12 @@ def one_sided_factor(t: float, n_eff: float, df: float, g: float = PRIOR_G) -> f
     return 2.0 * mixture_bf(t, n_eff, df, g) - (1.0 + n_eff * g) ** -0.5
 
 
+@functools.lru_cache(maxsize=4096)
 def sequential_t(n_eff: float, df: float, alpha: float, g: float = PRIOR_G) -> float:
     """The |t| at which `one_sided_factor` reaches 1/alpha: the confidence sequence's
     half-width in standard errors (each side at alpha). Infinite where even an unbounded
-    t cannot reach it (too few blocks yet: see the module doc)."""
+    t cannot reach it (too few blocks yet: see the module doc). Cached: a root found once
+    per (n, df, alpha), though every interval, stopping check and `blocks_to_decide` asks."""
     if df <= 0 or n_eff <= 0:
         return math.inf
     k = 1.0 + n_eff * g
