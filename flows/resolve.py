@@ -259,16 +259,15 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
         n, subject, base = found
         min_runs = int(gate.params.get("min_runs", DEFAULT_MIN_RUNS))
         confidence = float(gate.params.get("confidence", spec.campaign.confidence))  # a gate may set its own
-        bar_of = sequential_pass_bar if gate.id in adaptive else pass_bar
+        adaptive_gate = gate.id in adaptive
+        bar_of = sequential_pass_bar if adaptive_gate else pass_bar
         bar = bar_of(n, family, confidence)
         if n >= min_runs and bar <= WARN_BAR:
             continue
         better = next((k for k in range(max(n + 1, min_runs), 51) if bar_of(k, family, confidence) <= SUGGESTED_BAR), None)
         holm = f"Holm over up to {family} comparative gates" if family > 1 else "its one-sided test"
-        head = f"gates[{i}] (id {gate.id!r}): {subject} meets {base} in {n} block{'s' if n != 1 else ''}"
-        at_most = " at most" if gate.id in adaptive else ""
-        if gate.id in adaptive:
-            head = f"gates[{i}] (id {gate.id!r}): {subject} meets {base} in at most {n} block{'s' if n != 1 else ''} (max_blocks)"
+        blocks = f"{'at most ' if adaptive_gate else ''}{n} block{'s' if n != 1 else ''}{' (max_blocks)' if adaptive_gate else ''}"
+        head = f"gates[{i}] (id {gate.id!r}): {subject} meets {base} in {blocks}"
         if n < min_runs:
             text = f"{head}, fewer than the {min_runs} server runs a gate decides on: it can only be inconclusive"
         elif bar == math.inf:
@@ -276,9 +275,9 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
                     f"blocks ({holm}): it can only be inconclusive")
         else:
             text = (f"{head}; to pass {holm}, its gain must clear the threshold by {bar:.1f} times the spread "
-                    f"of the per-block log ratios between server runs{at_most and ' by the last block'}")
+                    f"of the per-block log ratios between server runs{' by the last block' if adaptive_gate else ''}")
         if better:
-            what = "max_blocks" if gate.id in adaptive else "the items' repeats"
+            what = "max_blocks" if adaptive_gate else "the items' repeats"
             text += (f"; with {better} blocks ({what}) a pass needs {bar_of(better, family, confidence):.1f} "
                      "spreads" + ("" if n >= min_runs else f" ({holm})"))
         out.append(text)
