@@ -124,8 +124,23 @@ def postgres_database(request: pytest.FixtureRequest) -> str:
 LANES = ("unit", "integration", "e2e")
 
 
+# Real runtimes (llama.cpp, MLX) are marked by what they need, and all of them `runtimes`,
+# so `-m runtimes` starts every real server there is.
+RUNTIME_MARKS = ("llamacpp", "mlx")
+
+# The suite runs on several pytest-xdist workers (the README's command: `-n 3 --dist
+# loadgroup`): most integration and e2e time is spent waiting on a simulated clock, at a
+# quarter of a core. A real runtime computes instead, on every core it finds, and two of
+# them side by side made each take ten times as long; so every test that starts one is in
+# one xdist group, and those run one after another on one worker.
+RUNTIME_GROUP = "real-runtimes"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         lane = Path(str(item.fspath)).parent.name
         if lane in ("integration", "e2e"):
             item.add_marker(getattr(pytest.mark, lane))
+        if any(item.get_closest_marker(mark) for mark in RUNTIME_MARKS):
+            item.add_marker(pytest.mark.runtimes)
+            item.add_marker(pytest.mark.xdist_group(RUNTIME_GROUP))

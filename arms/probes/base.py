@@ -364,11 +364,14 @@ async def identify(target: ProbeTarget) -> dict[str, Any]:
         try:
             response = await http.get("/v1/models", timeout=10.0)
             response.raise_for_status()
-            data = response.json().get("data", [])
-            out["served_models"] = [m.get("id", "") for m in data if isinstance(m, dict)]
-            out["models_meta"] = data
+            if response.content.strip():
+                data = response.json().get("data", [])
+                out["served_models"] = [m.get("id", "") for m in data if isinstance(m, dict)]
+                out["models_meta"] = data
+            else:  # mlx-lm, when its Hugging Face cache scan fails after the status line
+                out["models_note"] = "/v1/models answered 200 with an empty body: no served ids to check"
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            out["error"] = f"/v1/models: {exc}"
+            out["error"] = f"/v1/models: {type(exc).__name__}: {exc}"
         record = await chat(http, target, FINGERPRINT_PROMPT, Mode.GREEDY, 16)
         if record.ok:
             out["fingerprint"] = hashlib.sha256(record.text.encode()).hexdigest()[:16]

@@ -6,8 +6,14 @@ What it reports, and where:
 - no /metrics endpoint at all: no queue depth, no cache or draft counters
   (`metrics_path` is None, so probes do not ask).
 - speculation only with a draft model (`--draft-model`, `--num-draft-tokens`).
-- health: `/health`; identity: `/v1/models` (Hugging Face cache scan; the loaded model
-  is the `--model` given here).
+- health: `/health`; identity: `/v1/models` (the Hugging Face cache scan, then the
+  loaded folder's resolved path; where the cache folder does not exist the scan fails
+  after the status line and the body is empty).
+- model: a folder (config.json, safetensors, tokenizer); `options.gguf` writes it on
+  first use from a GGUF (`arms.runtimes.mlx_model`), so the arm serves the same weights a
+  llama.cpp arm serves.
+
+Run for real in the test suite on CPU (mlx-cpu on Linux): `tests/e2e/test_mlx_lm.py`.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from arms.runtimes.base import HOST_PORT, Const, LaunchFacts, Row, flag
+from arms.runtimes.mlx_model import GGUF_OPTION, prepared_folder
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
@@ -35,7 +42,7 @@ class MlxLmAdapter(OpenAICompatAdapter):
     description: ClassVar[str] = "mlx-lm HTTP server (mlx_lm.server)"
     default_argv: ClassVar[tuple[str, ...]] = ("mlx_lm.server",)
     flags: ClassVar[tuple[Row, ...]] = (
-        flag("--model", "model"),
+        flag("--model", prepared_folder),
         *HOST_PORT,
         flag("--decode-concurrency", "slots"),
         flag("--prompt-concurrency", "slots"),
@@ -47,3 +54,4 @@ class MlxLmAdapter(OpenAICompatAdapter):
     )
     metric_names: ClassVar[Mapping[str, str]] = {}
     metrics_path: ClassVar[str | None] = None
+    option_keys: ClassVar[Mapping[str, str]] = {"gguf": GGUF_OPTION}

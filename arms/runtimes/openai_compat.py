@@ -72,7 +72,7 @@ class OpenAICompatAdapter(RuntimeAdapter):
         try:
             with httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout) as http:
                 models = http.get("/v1/models")
-                if models.status_code == 200:
+                if models.status_code == 200 and models.content.strip():  # identify() notes an empty body
                     data = models.json().get("data") or []
                     out["served_models"] = [m.get("id", "") for m in data if isinstance(m, dict)]
                     first = next((m for m in data if isinstance(m, dict)), {})

@@ -274,7 +274,7 @@ def test_ctrl_c_of_campaign_run_stops_the_arm_on_its_worker_and_resume_continues
             live = atts and atts[0].state == AttemptState.RUNNING and atts[0].server_pgid
             return atts[0] if live and store.probe_runs(atts[0].id or 0) else None
 
-        first = _wait_for("the arm to measure on h1", measuring, timeout=60)
+        first = _wait_for("the arm to measure on h1", measuring, timeout=180)
         stopped_at = time.monotonic()
         os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in its terminal does
         out, err = run.communicate(timeout=30)

