@@ -131,9 +131,12 @@ RUNTIME_MARKS = ("llamacpp", "mlx")
 # The suite runs on several pytest-xdist workers (the README's command: `-n 3 --dist
 # loadgroup`): most integration and e2e time is spent waiting on a simulated clock, at a
 # quarter of a core. A real runtime computes instead, on every core it finds, and two of
-# them side by side made each take ten times as long; so every test that starts one is in
-# one xdist group, and those run one after another on one worker.
-RUNTIME_GROUP = "real-runtimes"
+# them side by side made each take ten times as long; an open-loop load schedule must
+# send on time, and beside two busy workers the sweep example's client fell 12-37 ms
+# behind (its runs then, rightly, measure nothing valid). So every test that starts a
+# real runtime or times a schedule (`cpu_bound`) is in one xdist group, and those run one
+# after another on one worker.
+CPU_GROUP = "cpu-bound"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -141,6 +144,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         lane = Path(str(item.fspath)).parent.name
         if lane in ("integration", "e2e"):
             item.add_marker(getattr(pytest.mark, lane))
-        if any(item.get_closest_marker(mark) for mark in RUNTIME_MARKS):
+        runtime = any(item.get_closest_marker(mark) for mark in RUNTIME_MARKS)
+        if runtime:
             item.add_marker(pytest.mark.runtimes)
-            item.add_marker(pytest.mark.xdist_group(RUNTIME_GROUP))
+        if runtime or item.get_closest_marker("cpu_bound"):
+            item.add_marker(pytest.mark.xdist_group(CPU_GROUP))

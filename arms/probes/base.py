@@ -64,7 +64,7 @@ class ProbeTarget:
 
     def sampling_for(self, mode: Mode) -> dict[str, Any]:
         if mode == Mode.GREEDY:
-            return {**GREEDY, **{k: self.sampling[k] for k in LENGTH_CONTROLS if self.sampling.get(k) is not None}}
+            return {**GREEDY, **self.adapter.sampling({k: self.sampling.get(k) for k in LENGTH_CONTROLS})}
         return self.adapter.sampling(self.sampling)
 
     def client(self, concurrency: int = 8) -> httpx.AsyncClient:

@@ -337,6 +337,13 @@ class RuntimeAdapter:
     request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = None
     # vendor names of sampling fields (request field -> the runtime's name)
     sampling_names: ClassVar[Mapping[str, str]] = {}
+    # the `model` every request names, when the runtime has a name of its own for what it
+    # loaded (mlx-lm: "default_model"; any other name it tries to load, and answers 404);
+    # None: the campaign's served id
+    request_model: ClassVar[str | None] = None
+    # request fields beyond OpenAI's that this runtime may refuse (transformers serve answers
+    # `ignore_eos` HTTP 422): never sent to it, so its replies end where the model ends them
+    refused_fields: ClassVar[frozenset[str]] = frozenset()
 
     # -- health and identity
     health_status: ClassVar[HealthStatus | None] = None  # None: 200 means ready
@@ -450,7 +457,7 @@ class RuntimeAdapter:
     def read_metrics(self, text: str) -> dict[str, float]:
         """Counters and gauges under their logical names (and `extra_metrics` under theirs)."""
         if self.metrics_format == "json":
-            return json_metrics(text, self.metric_names)
+            return json_metrics(text, {**self.metric_names, **self.extra_metrics})
         raw = prometheus.parse(text)
         names = {**self.metric_names, **self.extra_metrics}
         return {logical: raw[name] for logical, name in names.items() if name in raw}
@@ -513,8 +520,10 @@ class RuntimeAdapter:
         return bool(self.log_counter_names)
 
     def sampling(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Vendor sampling as request fields: None dropped, fields renamed by `sampling_names`."""
-        out = {k: v for k, v in params.items() if v is not None}
+        """Vendor sampling as request fields: None dropped, `refused_fields` dropped, fields
+        renamed by `sampling_names`."""
+        refused = self.refused_fields
+        out = {k: v for k, v in params.items() if v is not None and k not in refused}
         for field_name, vendor in self.sampling_names.items():
             if field_name in out:
                 out[vendor] = out.pop(field_name)

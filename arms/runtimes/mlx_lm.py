@@ -6,6 +6,8 @@ What it reports, and where:
 - no /metrics endpoint at all: no queue depth, no cache or draft counters
   (`metrics_path` is None, so probes do not ask).
 - speculation only with a draft model (`--draft-model`, `--num-draft-tokens`).
+- requests name the model `default_model` (mlx-lm's name for its `--model`): any other
+  name is taken as a Hugging Face repo to load, and answered 404 when there is none.
 - health: `/health`; identity: `/v1/models` (the Hugging Face cache scan, then the
   loaded folder's resolved path; where the cache folder does not exist the scan fails
   after the status line and the body is empty).
@@ -18,6 +20,7 @@ Run for real in the test suite on CPU (mlx-cpu on Linux): `tests/e2e/test_mlx_lm
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -40,7 +43,8 @@ def draft_model(facts: LaunchFacts) -> str:
 class MlxLmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mlx-lm"
     description: ClassVar[str] = "mlx-lm HTTP server (mlx_lm.server)"
-    default_argv: ClassVar[tuple[str, ...]] = ("mlx_lm.server",)
+    # the campaign's interpreter: a console script is on PATH only in an activated venv
+    default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "mlx_lm", "server")
     flags: ClassVar[tuple[Row, ...]] = (
         flag("--model", prepared_folder),
         *HOST_PORT,
@@ -52,6 +56,7 @@ class MlxLmAdapter(OpenAICompatAdapter):
         flag("--draft-model", draft_model, when="speculative"),
         flag("--num-draft-tokens", "draft_k", when="speculative"),
     )
+    request_model: ClassVar[str | None] = "default_model"  # its name for --model; others it loads
     metric_names: ClassVar[Mapping[str, str]] = {}
     metrics_path: ClassVar[str | None] = None
     option_keys: ClassVar[Mapping[str, str]] = {"gguf": GGUF_OPTION}

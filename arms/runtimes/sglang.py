@@ -87,5 +87,8 @@ class SglangAdapter(OpenAICompatAdapter):
     blocked_patterns: ClassVar[tuple[str, ...]] = (
         r"No CUDA GPUs are available",
         r"No module named 'sgl_kernel'",
+        # PyPI's sglang on a machine without NVIDIA's driver: its kernel package loads libcuda
+        r"No accelerator .* is available",
+        r"libcuda\.so",
         *OpenAICompatAdapter.blocked_patterns,
     )

