@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, fixed, flag, whole, workdir_path
+from arms.runtimes.mlx_model import GGUF_OPTION, prepared_folder
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
@@ -48,12 +49,15 @@ def mode_flags(facts: LaunchFacts) -> list[Flag]:
 class MlxDsparkAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mlx-dspark"
     description: ClassVar[str] = "mlx-dspark server (speculative decoding with a DSpark drafter)"
-    option_keys: ClassVar[Mapping[str, str]] = {"prefix_cache_slots": "prefix-cache entries kept (default: twice the slots, at least 2)"}
+    option_keys: ClassVar[Mapping[str, str]] = {
+        "prefix_cache_slots": "prefix-cache entries kept (default: twice the slots, at least 2)",
+        "gguf": GGUF_OPTION,
+    }
     cached_tokens_field: str = "x_mlx_dspark.cached_tokens"
     # the campaign's interpreter: a console script is on PATH only in an activated venv
     default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "mlx_dspark", "serve")
     flags: ClassVar[tuple[Row, ...]] = (
-        flag("--model", "model"),
+        flag("--model", prepared_folder),
         *HOST_PORT,
         flag("--context-window", "context"),
         flag("--max-batch", "slots"),
