@@ -38,4 +38,9 @@ def test_sweep_example_verdicts_and_report(tmp_path: Path, examples: Path, prefe
     gate_page = (index.parent / "gates" / "goodput.html").read_text()
     chart = gate_page.split('id="gate-load-chart">', 1)[1].split("</div>", 1)[0]
     assert "<svg" in chart and "B (subject)" in chart and not charts.external_references(chart)
-    assert result["verdicts"] == {"goodput": "pass", "ttft-b": "pass", "ttft-a": "fail"}
+    # a busy machine may make the client fall behind its open-loop schedule; the run is
+    # then, rightly, no valid measurement and the gate stays open saying so, never flips
+    reasons = {g: v.reason for g, v in store.latest_verdicts(1).items()}
+    for gate_id, expected in {"goodput": "pass", "ttft-b": "pass", "ttft-a": "fail"}.items():
+        got = result["verdicts"][gate_id]
+        assert got == expected or (got == "inconclusive" and "fell behind its schedule" in reasons[gate_id]), (gate_id, got, reasons[gate_id])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pandas as pd
@@ -17,6 +19,7 @@ from arms.probes.base import MemorySink, ProbeTarget
 from arms.probes.failures import NOT_RUN, READ_TIMEOUT, error_kind
 from arms.probes.prompts import VIA_MESSAGES, WORD_ESTIMATE, sizing_tolerance
 from arms.runtimes import catalog as registry
+from arms.runtimes.openai_compat import OpenAICompatAdapter
 from arms.simulator.app import make_app
 from arms.simulator.profile import SimProfile
 from arms.simulator.reply import ReplyContext, ReplyPlan
@@ -229,9 +232,20 @@ def test_stall_ends_at_a_timeout_and_crash_is_an_error(tmp_path: Path) -> None:
 
 
 def test_decode_takes_draft_counts_per_response_when_the_runtime_has_no_counters(tmp_path: Path) -> None:
-    """mlx-dspark reports drafting in each response; the simulator speaks that shape."""
+    """A runtime that reports drafting only in each response (no /metrics): the probe sums
+    the per-response counts. The simulator's dspark style carries drafted/accepted in its
+    `x_mlx_dspark` block (mlx-dspark 0.20.3 itself sends only accept_len), read here by an
+    adapter that names those fields."""
+
+    @dataclass(frozen=True)
+    class PerResponse(OpenAICompatAdapter):
+        metrics_path: ClassVar[str | None] = None
+        request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = (
+            "x_mlx_dspark", {"draft_tokens": "drafted", "accepted_tokens": "accepted"},
+        )
+
     with simulator(tmp_path, slots=1, draft_k=4, acceptance=0.8, cached_tokens_style="dspark", **FAST) as url:
-        t = ProbeTarget(base_url=url, model="sim-model", adapter=registry.get("mlx-dspark"), sampling={"temperature": 1.0})
+        t = ProbeTarget(base_url=url, model="sim-model", adapter=PerResponse(), sampling={"temperature": 1.0})
         sink = MemorySink()
         asyncio.run(decode.run(t, sink, decode.DecodeParams(contexts=[512], max_tokens=40, repeats=2)))
     drafted = [m for m in sink.measurements if m["metric"] == "draft_tokens"]
