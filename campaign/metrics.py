@@ -80,6 +80,7 @@ _ENTRIES = [
     _m("generation_tokens", "tokens", "tokens generated, the server's counter", COUNTING, "per probe run"),
     _m("draft_tokens", "tokens", "speculative tokens drafted, the server's counter", COUNTING, "per probe run"),
     _m("accepted_tokens", "tokens", "drafted tokens the target model accepted, the server's counter", COUNTING, "per probe run"),
+    _m("target_forwards", "count", "forward passes of the target model over a decode run's timed responses, the server's per-response count (mlx-dspark): one a token without speculation, fewer when drafts are accepted", (DECODE,), "decode"),
     _m("prompt_tokens", "tokens", "prompt tokens of a request, as the server counted them", (CACHE_PROBE, DECODE, AGENT_LOAD, CACHE_CEILING, LOAD), "every request"),
     _m("prompt_tokens_target", "tokens", "the prompt size the probe aimed at", (DECODE, CACHE_CEILING), "decode; len<tokens>"),
     _m("system_tokens_target", "tokens", "agent-load's shared system prompt size, aimed at", (AGENT_LOAD,), "baseline, load"),

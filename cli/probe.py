@@ -24,8 +24,10 @@ from cli.app import UsageError, app, console
 from campaign.states import Mode, ProbeName
 
 
-def _reachable_model(url: str, model: str | None) -> str:
-    """The model to request: `model`, else the first /v1/models lists. A /v1/models that
+def _reachable_model(url: str, model: str | None, adapter_model: str | None = None) -> str:
+    """The model to request: `model`, else the name the runtime's adapter always requests
+    (`request_model`: mlx-lm serves the model it loaded only as "default_model", and
+    loads any other name it is asked for from the Hub), else the first /v1/models lists. A /v1/models that
     answers something other than a JSON model list (mlx-lm answers an empty body when its
     Hugging Face cache folder does not exist) lists nothing; only a server that cannot be
     reached, or says it is unhealthy, is refused."""
@@ -39,8 +41,8 @@ def _reachable_model(url: str, model: str | None) -> str:
                 raise ConnectionError(f"{url} answers but is not healthy (HTTP {response.status_code})")
     except httpx.HTTPError as exc:
         raise ConnectionError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from None
-    if model:
-        return model
+    if model or adapter_model:
+        return str(model or adapter_model)
     if not ids:
         raise UsageError(f"{url}/v1/models lists no model; pass --model")
     return ids[0]
@@ -132,7 +134,7 @@ def probe(
         where = f"{_flag(str(first['loc'][0]))}: " if first["loc"] else ""  # a rule between fields names its fields itself
         raise UsageError(where + str(first["msg"]).removeprefix("Value error, ")) from None
     try:
-        served = _reachable_model(url.rstrip("/"), model)
+        served = _reachable_model(url.rstrip("/"), model, adapter.request_model)
     except ConnectionError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from campaign.store import Store
-from campaign.summary import attempt_links, summarize, ui_base
+from campaign.summary import Summary, attempt_links, summarize, ui_base
 from flows.prefect_api import configured_api_url
 
 STATE_STYLE = {
@@ -24,6 +24,19 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
     console.print(f"[bold]{s.title}[/bold]  campaign [cyan]{s.name}[/cyan]{sim}")
 
     width = console.width
+    if s.gates:
+        _render_gates(console, s, width)
+    else:  # an empty table would squeeze its headers into a column each ("reas / on")
+        console.print("Gate verdicts: none (the campaign file has no gates; its numbers are in the report)")
+    _render_queue(console, s, width)
+    for flag in s.flags:
+        console.print(f"[yellow]identity[/yellow] arm {flag.arm_id}: {flag.message}")
+    ui = prefect_ui_address()
+    if ui:
+        render_flow_runs(console, store, s.campaign_id, ui)
+
+
+def _render_gates(console: Console, s: Summary, width: int) -> None:
     arms_of = {g.id: "/".join(g.subjects) + (f" vs {'/'.join(g.baseline)}" if g.baseline else "") for g in s.gates}
     fixed = [_longest(["gate", *(g.id for g in s.gates)]), _longest(["verdict", *(str(g.verdict) for g in s.gates)]),
              min(_arms_max(width), _longest(["arms", *arms_of.values()]))]
@@ -41,6 +54,8 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
         gates.add_row(*cells)
     console.print(gates)
 
+
+def _render_queue(console: Console, s: Summary, width: int) -> None:
     notes = ["; ".join(x for x in (item.overrides, item.reason, item.isolation) if x) for item in s.items]
     columns = {"#": [str(len(s.items))], "arms": ["/".join(i.arms) for i in s.items], "gate": [i.gate or "" for i in s.items],
                "state": [str(i.state) for i in s.items], "attempts": [str(i.attempts) for i in s.items]}
@@ -59,11 +74,6 @@ def render_status(console: Console, store: Store, name: str | None = None) -> No
             f"[{STATE_STYLE.get(item.state, '')}]{item.state}[/]", str(item.attempts), escape(note),
         )
     console.print(queue)
-    for flag in s.flags:
-        console.print(f"[yellow]identity[/yellow] arm {flag.arm_id}: {flag.message}")
-    ui = prefect_ui_address()
-    if ui:
-        render_flow_runs(console, store, s.campaign_id, ui)
 
 
 def prefect_ui_address() -> str | None:

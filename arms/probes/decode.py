@@ -85,7 +85,7 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                 deltas = await record_counter_deltas(http, target, sink, before, mode=mode, scenario="decode", context=context)
                 for name, value in per_request.items():  # runtimes that report drafting per response only
                     if name not in deltas:
-                        sink.measurement(metric=name, value=value, unit="tokens", mode=mode, scenario="decode", context=context, source="per-request sum")
+                        sink.measurement(metric=name, value=value, unit=target.adapter.counter_unit(name), mode=mode, scenario="decode", context=context, source="per-request sum")
                 stats = distribution(rates)
                 if stats:
                     sink.measurement(metric="decode_tps_median", value=stats["median"], unit="tok/s", mode=mode, scenario="decode", context=context, trial=-1)

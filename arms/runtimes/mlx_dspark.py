@@ -3,9 +3,10 @@
 What it reports, and where:
 - every response carries an `x_mlx_dspark` block: `cached_tokens` (what the prefix cache
   served; the authoritative field here), `prompt_tokens`, `mode`, `cap`, `accept_len`,
-  `target_forwards` and timings. It has no drafted/accepted token counts, so no
-  per-request draft counters are read. `usage.prompt_tokens_details.cached_tokens` is
-  filled too.
+  `target_forwards` and timings. It has no drafted/accepted token counts, so those are
+  never read; `target_forwards` is (summed over a decode run's timed responses, beside
+  the tokens they generated: one forward a token in baseline mode, fewer when drafts
+  were accepted). `usage.prompt_tokens_details.cached_tokens` is filled too.
 - `/metrics` is JSON (shape of mlx-dspark 0.20.3, read from its server and recorded in
   tests/fixtures/runtimes/mlx_dspark_metrics.json): cumulative `prompt_tokens` and
   `completion_tokens` at the top; the prefix cache under `prefix_cache` (`hits`,
@@ -87,6 +88,8 @@ class MlxDsparkAdapter(OpenAICompatAdapter):
         "spec_accept_length": "rounds.mean_accept_len",
         "cache_partial_hits": "prefix_cache.partial_hits",
     }
+    # per response: the target model's forward passes, the one speculation count it gives
+    request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = ("x_mlx_dspark", {"target_forwards": "target_forwards"})
     health_status: ClassVar[HealthStatus | None] = HealthStatus(ready=("ok",))
     # `/health` names the target, the drafter and the serving policy in force
     identity_path: ClassVar[str | None] = "/health"

@@ -59,10 +59,16 @@ def final_extras(req: SimRequest, style: str) -> dict[str, Any]:
     if style == "llamacpp":
         return {"timings": timings(req)}
     if style == "dspark":
-        # the per-response block as the mlx-dspark adapter reads it (tests/fixtures/runtimes)
-        return {"x_mlx_dspark": {"cached_tokens": req.cached_tokens,
-                                 "drafted": req.draft_tokens,
-                                 "accepted": req.accepted_tokens}}
+        # mlx-dspark 0.20.3's per-response block (tests/fixtures/runtimes), in the fields a
+        # real server sends: no drafted/accepted counts, one forward per token it did not
+        # accept from a draft
+        forwards = max(1, req.completion_tokens - req.accepted_tokens)
+        return {"x_mlx_dspark": {"mode": "dspark" if req.draft_tokens else "baseline",
+                                 "accept_len": round(req.completion_tokens / forwards, 3),
+                                 "target_forwards": forwards,
+                                 "prompt_tokens": req.prompt_tokens,
+                                 "cached_tokens": req.cached_tokens,
+                                 "completion_tokens": req.completion_tokens}}
     return {}
 
 

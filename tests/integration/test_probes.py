@@ -19,6 +19,7 @@ from arms.probes.base import MemorySink, ProbeTarget
 from arms.probes.failures import NOT_RUN, READ_TIMEOUT, error_kind
 from arms.probes.prompts import VIA_MESSAGES, WORD_ESTIMATE, sizing_tolerance
 from arms.runtimes import catalog as registry
+from arms.runtimes.mlx_dspark import MlxDsparkAdapter
 from arms.runtimes.openai_compat import OpenAICompatAdapter
 from arms.simulator.app import make_app
 from arms.simulator.profile import SimProfile
@@ -231,27 +232,25 @@ def test_stall_ends_at_a_timeout_and_crash_is_an_error(tmp_path: Path) -> None:
     assert second.error is not None and second.retries == 1  # refused before any byte: retried once
 
 
-def test_decode_takes_draft_counts_per_response_when_the_runtime_has_no_counters(tmp_path: Path) -> None:
-    """A runtime that reports drafting only in each response (no /metrics): the probe sums
-    the per-response counts. The simulator's dspark style carries drafted/accepted in its
-    `x_mlx_dspark` block (mlx-dspark 0.20.3 itself sends only accept_len), read here by an
-    adapter that names those fields."""
+def test_decode_sums_per_response_counts_when_the_runtime_has_no_counters(tmp_path: Path) -> None:
+    """A runtime that reports speculation only in each response: the probe sums the
+    per-response counts. The simulator's dspark style sends mlx-dspark 0.20.3's block
+    (`target_forwards`, no drafted/accepted counts), read by the mlx-dspark adapter with
+    its /metrics page taken away: with drafts accepted (acceptance 0.8, 4 a round), the
+    target ran fewer forwards than it generated tokens, and more than a fifth of them."""
 
     @dataclass(frozen=True)
-    class PerResponse(OpenAICompatAdapter):
+    class PerResponse(MlxDsparkAdapter):
         metrics_path: ClassVar[str | None] = None
-        request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = (
-            "x_mlx_dspark", {"draft_tokens": "drafted", "accepted_tokens": "accepted"},
-        )
 
     with simulator(tmp_path, slots=1, draft_k=4, acceptance=0.8, cached_tokens_style="dspark", **FAST) as url:
         t = ProbeTarget(base_url=url, model="sim-model", adapter=PerResponse(), sampling={"temperature": 1.0})
         sink = MemorySink()
         asyncio.run(decode.run(t, sink, decode.DecodeParams(contexts=[512], max_tokens=40, repeats=2)))
-    drafted = [m for m in sink.measurements if m["metric"] == "draft_tokens"]
-    accepted = sink.values("accepted_tokens")
-    assert drafted and drafted[0]["source"] == "per-request sum"
-    assert 0.5 < accepted[0] / drafted[0]["value"] < 1.0
+    (forwards,) = [m for m in sink.measurements if m["metric"] == "target_forwards"]
+    assert forwards["source"] == "per-request sum" and forwards["unit"] == "count"
+    assert 2 * 40 / 5 <= forwards["value"] < 2 * 40
+    assert not sink.values("draft_tokens") and not sink.values("accepted_tokens")  # never invented
 
 
 def test_decode_warmup_is_stored_but_never_read_by_medians_or_gates(tmp_path: Path) -> None:

@@ -249,8 +249,8 @@ def test_cached_tokens_style(start_sim: Callable[..., Sim], style: str) -> None:
         assert "prompt_tokens_details" not in usage
     else:
         assert body["x_mlx_dspark"]["cached_tokens"] == expected
-        assert final["x_mlx_dspark"] == {"cached_tokens": expected, "drafted": 0,
-                                         "accepted": 0}
+        assert final["x_mlx_dspark"] == {"mode": "baseline", "accept_len": 1.0, "target_forwards": 4,
+                                         "prompt_tokens": n_prompt, "cached_tokens": expected, "completion_tokens": 4}
         assert "prompt_tokens_details" not in usage
 
 

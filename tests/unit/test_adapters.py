@@ -183,7 +183,8 @@ def test_dspark_block_wins_over_usage_when_they_differ() -> None:
     [
         ("llamacpp", "llamacpp_chat_stream.txt", {}),
         ("mtplx", "mtplx_chat_stream.txt", {"draft_tokens": 3.0, "accepted_tokens": 2.0}),
-        ("mlx-dspark", "mlx_dspark_chat_stream.txt", {}),  # x_mlx_dspark has accept_len, no counts
+        # no drafted/accepted counts: the target's forward passes (6 for 6 tokens in baseline mode)
+        ("mlx-dspark", "mlx_dspark_chat_stream.txt", {"target_forwards": 6.0}),
         ("vllm", "vllm_chat_stream.txt", {}),
     ],
 )

@@ -74,3 +74,23 @@ def test_probe_takes_a_model_list_that_is_not_json_as_no_list() -> None:
     assert _model_ids(httpx.Response(200, content=b"")) == []
     assert _model_ids(httpx.Response(200, json={"data": "odd"})) == []
     assert _model_ids(httpx.Response(200, json={"data": [{"id": "m1"}, {"object": "model"}, {"id": "m2"}]})) == ["m1", "m2"]
+
+
+def test_probe_requests_the_name_the_runtime_serves_its_model_under(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mlx-lm serves the model it loaded as "default_model" and tries to fetch any other
+    name from the Hub: with `--runtime mlx-lm` and no --model, `campaign probe` asks for
+    that name, not for the first id /v1/models lists (a cached Hub model). --model still
+    wins, and a runtime with no such name takes the listed id."""
+    import httpx
+
+    import cli.probe as probe_cli
+    from arms.runtimes import catalog as runtimes
+
+    listed = httpx.MockTransport(lambda request: httpx.Response(200, json={"data": [{"id": "some/cached-hub-model"}]}))
+    real_client = httpx.Client
+    monkeypatch.setattr(probe_cli.httpx, "Client", lambda **kw: real_client(transport=listed, **kw))
+    mlx_lm = runtimes.get("mlx-lm").request_model
+    assert mlx_lm == "default_model"
+    assert probe_cli._reachable_model("http://mlx", None, mlx_lm) == "default_model"
+    assert probe_cli._reachable_model("http://mlx", "mine", mlx_lm) == "mine"
+    assert probe_cli._reachable_model("http://other", None, runtimes.get("llamacpp").request_model) == "some/cached-hub-model"
