@@ -80,6 +80,11 @@ class CampaignMeta(_Strict):
         description="every item with a gate and no repeats above 1 adds blocks until that gate is settled, at most this many "
         "(its verdicts then use confidence sequences); unset: each item runs its repeats",
     )
+    keep_servers: bool = Field(
+        default=True,
+        description="consecutive items on the same arms, recipes and blocks, feeding different gates, run on one server "
+        "start per arm and block (its prefix cache emptied before a probe that needs it cold); false: a server per item",
+    )
 
 
 class Sampling(_Strict):

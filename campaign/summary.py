@@ -268,7 +268,8 @@ class RunCost:
 
 
 def run_cost(store: Store, campaign_name: str, since: Any) -> RunCost:
-    """`RunCost` of the attempts started at or after `since` (a UTC datetime)."""
+    """`RunCost` of the attempts started at or after `since` (a UTC datetime); attempts that
+    ran on a server kept from an earlier one (the same `server_log`) are no start of their own."""
     row = store.campaign(campaign_name)
     if row is None or row.id is None:
         return RunCost(0, {}, 0.0)
@@ -276,12 +277,15 @@ def run_cost(store: Store, campaign_name: str, since: Any) -> RunCost:
     started = 0
     probing = spent = 0.0
     blocks: dict[str, set[int]] = {}
+    servers: set[str] = set()  # a kept server's chained attempts record its log: one start
     for attempt in store.attempts(row.id):
         if attempt.state == AttemptState.DONE:
             blocks.setdefault(attempt.item_key, set()).add(attempt.repeat)
         if aware(attempt.started_at) < since or attempt.id is None:
             continue
-        started += 1
+        if not attempt.server_log or attempt.server_log not in servers:
+            started += 1
+        servers.add(attempt.server_log)
         if attempt.ended_at is not None:
             spent += (aware(attempt.ended_at) - aware(attempt.started_at)).total_seconds()
         for run in store.probe_runs(attempt.id):

@@ -61,19 +61,24 @@ def plan_lines(spec: Any, history: dict[tuple[str, str], Any] | None = None) -> 
     """What a run of `spec` would do, item by item: arms, probes, contexts, blocks and
     server starts, and which gate it feeds; then the totals and, with the store's
     `history` (`campaign.summary.block_history`), how long what is left takes."""
+    from flows.campaign_flow import planned_groups
+
+    kept = {q.key: group[0].key for group in planned_groups(spec) for q in group[1:]}  # item -> the one whose servers it uses
     lines = []
     starts = least_starts = 0
     for item in spec.queue:
         budget = spec.blocks(item)
-        n = len(item.arms) * budget.most
+        n = 0 if item.key in kept else len(item.arms) * budget.most
         starts += n
-        least_starts += len(item.arms) * budget.least
+        least_starts += 0 if item.key in kept else len(item.arms) * budget.least
         contexts = ", ".join(f"{c // 1024}K" if c % 1024 == 0 else str(c) for c in item.contexts) or "each arm's own"
         feeds = f"; feeds {item.gate}" if item.gate else ""
         after = f"; after {', '.join(item.depends_on)}" if item.depends_on else ""
         if budget.adaptive:
             blocks = (f"{budget.least} to {budget.most} blocks (until {item.gate} is settled), "
                       f"{len(item.arms) * budget.least}-{n} server starts")
+        elif item.key in kept:
+            blocks = f"{budget.most} block{'s' if budget.most != 1 else ''}, on {kept[item.key]}'s servers (kept: no start of its own)"
         else:
             blocks = f"{budget.most} block{'s' if budget.most != 1 else ''}, {n} server start{'s' if n != 1 else ''}"
         lines.append(f"{item.key}: {'/'.join(item.arms)} x {', '.join(str(p) for p in item.probes)} at {contexts}; {blocks}{feeds}{after}")

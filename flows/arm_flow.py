@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -146,12 +146,19 @@ def arm_flow(
     device_limit: str | None = None,
     fresh: bool = True,
     block: dict[str, Any] | None = None,
+    then: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """`store_url` carries no password (`Store.public_url`): the credentials come from
     this process's $CAMPAIGN_DB, never from a flow parameter Prefect would keep.
     Without `fresh`, an arm whose newest attempt is done is not run again. `block` is
     what a new attempt stores of its block (`campaign.store.BLOCK_FIELDS`, made by
     `flows.campaign_flow.block_plan`).
+
+    `then` chains attempts of later queue items onto this one's server (`Link`s as dicts:
+    `item_key`, `repeat`, `block`, `overrides`; `flows.campaign_flow.server_groups` says
+    when that is sound): each is an attempt of its own, run on the same server after this
+    one is done, its cache emptied first where a probe of it needs a cold one. Their
+    outcomes come back under "then"; one not run says why in state `pending`.
 
     A resumed attempt runs with the overrides stored on it, not with `overrides`: it
     continues what it started (a rerun's `--set` values included), so its probe runs
@@ -161,24 +168,54 @@ def arm_flow(
     item = spec.item(item_key)
     from prefect.runtime import flow_run
 
+    links = [Link(**link) for link in then or []]
     attempt = Attempt.claim(
         store, campaign_id, item_key, arm_id, overrides, repeat, fresh, block, flow_run_id=str(flow_run.id or ""),
     )
     if attempt.how == "done":
-        return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=attempt.row.id)
+        return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=attempt.row.id,
+                          then=[_not_run(arm_id, link, "its first attempt was done before") for link in links])
     if attempt.how == "resumed":
         overrides = stored_overrides(attempt.row)
         item = item.model_copy(update={"overrides": overrides})  # its recipe.* keys reach the launch
     with interrupt.stop_on_sigterm() as stop, AttemptHeartbeat(store, attempt.id):  # a worker's cancelled run stops as on Ctrl-C
-        result = _hold_and_run(spec, store, campaign_name, item, attempt, overrides, workdir, repeat, device_limit)
+        result = _hold_and_run(spec, store, campaign_name, item, attempt, overrides, workdir, repeat, device_limit, links, fresh)
     return stop.end_state(result) or run_state(result)  # type: ignore[return-value]
 
 
-def arm_result(arm_id: str, state: AttemptState | str, repeat: int, message: str = "", attempt_id: int | None = None) -> dict[str, Any]:
+# the state of a chained attempt the arm flow left for the campaign flow to run alone
+NOT_RUN_ON_KEPT = "not-run"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A later queue item's attempt chained onto an arm's server (`arm_flow(then=...)`)."""
+
+    item_key: str
+    repeat: int
+    block: dict[str, Any]
+    overrides: dict[str, Any]
+
+
+def _not_run(arm_id: str, link: Link, why: str) -> dict[str, Any]:
+    """A chained attempt this flow did not run: the campaign flow runs it on its own."""
+    return arm_result(arm_id, NOT_RUN_ON_KEPT, link.repeat, f"not run on the kept server: {why}", item_key=link.item_key)
+
+
+def arm_result(
+    arm_id: str, state: AttemptState | str, repeat: int, message: str = "", attempt_id: int | None = None,
+    item_key: str = "", then: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """An arm's outcome as the campaign flow reads it, the one place its shape is written:
     what an arm flow returns, and what the dispatcher and the queue walk say for an arm
-    they end themselves (already done, not started, no worker, stopped on its host)."""
-    return {"arm_id": arm_id, "state": str(state), "message": message, "attempt_id": attempt_id, "repeat": repeat}
+    they end themselves (already done, not started, no worker, stopped on its host).
+    `then`: the outcomes of the attempts chained onto its server, each with its item."""
+    out = {"arm_id": arm_id, "state": str(state), "message": message, "attempt_id": attempt_id, "repeat": repeat}
+    if item_key:
+        out["item_key"] = item_key
+    if then:
+        out["then"] = then
+    return out
 
 
 def run_state(result: dict[str, Any]) -> Any:
@@ -190,6 +227,8 @@ def run_state(result: dict[str, Any]) -> Any:
     from prefect.client.schemas.objects import StateType
     from prefect.states import Failed, State
 
+    if any(o["state"] == AttemptState.FAILED for o in result.get("then", [])) and result["state"] == AttemptState.DONE:
+        return result  # its own attempt completed; the chained one's failure is in the data
     if result["state"] == AttemptState.FAILED:
         return Failed(message=result["message"] or "arm failed", data=result)
     if result["state"] == AttemptState.BLOCKED:
@@ -214,11 +253,16 @@ def stored_overrides(attempt: AttemptRow) -> dict[str, Any]:
 def _hold_and_run(
     spec: CampaignSpec, store: Store, campaign_name: str, item: QueueItem, attempt: Attempt,
     overrides: dict[str, Any], workdir: str, repeat: int, device_limit: str | None,
+    links: list[Link] | None = None, fresh: bool = True,
 ) -> dict[str, Any]:
     item_key, arm_id = item.key, attempt.arm_id
+    chained: list[dict[str, Any]] = []
 
     def record_lease(lease_id: str) -> None:
         store.update(AttemptRow, attempt.id, device_lease=lease_id)
+
+    def run() -> ArmOutcome:
+        return _run_arm(spec, store, item, attempt, overrides, Path(workdir), links or [], fresh, chained)
 
     try:
         if device_limit:
@@ -227,12 +271,14 @@ def _hold_and_run(
                 attempt=attempt.id, what=f"{campaign_name}: {item_key}/{arm_id}", on_wait=attempt.waiting_for_device,
             )
             with lock:
-                outcome = _run_arm(spec, store, item, attempt, overrides, Path(workdir))
+                outcome = run()
         else:
-            outcome = _run_arm(spec, store, item, attempt, overrides, Path(workdir))
+            outcome = run()
     except interrupt.CampaignInterrupted:  # stopped while waiting for the device
         outcome = attempt.interrupted()
-    return arm_result(outcome.arm_id, outcome.state, repeat, outcome.message, outcome.attempt_id)
+    ran = {o["item_key"] for o in chained}
+    chained += [_not_run(arm_id, link, f"{item_key}/{arm_id} ended {outcome.state}") for link in links or [] if link.item_key not in ran]
+    return arm_result(outcome.arm_id, outcome.state, repeat, outcome.message, outcome.attempt_id, then=chained)
 
 
 def _run_arm(
@@ -242,10 +288,15 @@ def _run_arm(
     attempt: Attempt,
     overrides: dict[str, Any],
     workdir: Path,
+    links: list[Link] | None = None,
+    fresh: bool = True,
+    chained: list[dict[str, Any]] | None = None,
 ) -> ArmOutcome:
     """Start the server, check its identity, run the probes not finished before; every
-    end of the attempt is one transition of `attempt` (`flows.attempt`)."""
-    arm_id, campaign_id, row = attempt.arm_id, attempt.campaign_id, attempt.row
+    end of the attempt is one transition of `attempt` (`flows.attempt`). Then, while the
+    server lives and each attempt before ended done, the chained attempts (`links`) on
+    the same server, their outcomes appended to `chained`."""
+    arm_id, row = attempt.arm_id, attempt.row
     arm = spec.arm(arm_id)
     adapter: RuntimeAdapter = runtimes.get(spec.runtime(arm.runtime).adapter)
     port = free_port()
@@ -254,12 +305,14 @@ def _run_arm(
     ctx = _launch_context(spec, item, arm_id, port, overrides, workdir, tools, start_seed)
     base_url = adapter.base_url(ctx)
     log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-r{row.repeat}-attempt{row.id}.log"
-    done_before = {(r.probe, r.context) for r in store.probe_runs(attempt.id) if r.state == ProbeRunState.DONE}
     attempt.started()
+
+    server_facts: dict[str, Any] = {}  # what the attempt row records of its server, for chained attempts too
 
     def on_started(pgid: int, cmdline: str) -> None:
         interrupt.track_server(pgid)  # a Ctrl-C stops it at once
-        store.update(AttemptRow, attempt.id, server_pgid=pgid, server_cmdline=cmdline, server_log=str(log_path))
+        server_facts.update(server_pgid=pgid, server_cmdline=cmdline, server_log=str(log_path))
+        store.update(AttemptRow, attempt.id, **server_facts)
 
     server = None
     try:
@@ -301,47 +354,127 @@ def _run_arm(
         identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
         flags = _identity_flags(spec, arm_id, identity)
         identity["flags"] = flags
-        served = identity.get("served_models") or []
-        store.update(
-            AttemptRow,
-            attempt.id,
-            served_model=", ".join(served),
-            fingerprint=identity.get("fingerprint", ""),
-            identity_json=json.dumps(identity, default=str),
-        )
-        for flag in flags:
-            store.log_event(campaign_id, "identity-mismatch", flag, item.key, arm_id)
-
-        contexts = item.contexts or [arm.context]
-        for probe in item.probes:
-            pspec = probes.get(probe)
-            for context in contexts if pspec.per_context else [0]:
-                if (str(probe), context) in done_before:
-                    continue  # finished before a crash: never measured twice
-                interrupt.check()
-                params = probe_params(spec, item, probe, context, overrides, arm.context, block=row.repeat)
-                run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
-                    store.public_url, campaign_id, attempt.id, row.repeat, item.key, arm_id, str(probe), context,
-                    base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
-                    adapter.cached_tokens_field, target.log_path, probe_settings_hash(probe, params, overrides),
-                )
-        interrupt.check()
-        failure = all_failed_reason(store.request_outcome(attempt.id))
-        if failure:  # measured nothing: the item's numbers would be empty, not slow
-            return attempt.failed(failure, identity)
-        return attempt.done(rss_of_group(server.pgid) if server and server.pgid else None, identity)
+        served = Served(server, adapter, target, identity, attempt.campaign_id, attempt.id, server_facts, arm.recipe.slots)
+        outcome = _probe_attempt(spec, store, item, attempt, overrides, served)
     except Exception as exc:
-        if isinstance(exc, interrupt.CampaignInterrupted) or interrupt.requested():
-            return attempt.interrupted()
-        tail = ""
-        if server is not None and server.proc is not None and server.proc.poll() is not None:
-            tail = f" (server exited with code {server.proc.returncode})"
-        return attempt.failed(f"{type(exc).__name__}: {exc}{tail}")
+        return _ended_by(exc, attempt, server)
+    try:
+        for link in links or []:
+            if outcome.state != AttemptState.DONE or (server is not None and server.proc is not None and server.proc.poll() is not None):
+                break  # the rest run on servers of their own (the campaign flow sees them not run)
+            outcome_of_link = _run_link(spec, store, link, arm_id, fresh, served)
+            if outcome_of_link is None:
+                continue
+            chained_outcome, linked_attempt = outcome_of_link
+            if chained is not None:
+                chained.append(arm_result(arm_id, chained_outcome.state, link.repeat, chained_outcome.message,
+                                          chained_outcome.attempt_id, item_key=link.item_key))
+            if chained_outcome.state != AttemptState.DONE:
+                break
+        return outcome
     finally:
         if server is not None:
             server.stop()
             if server.pgid:
                 interrupt.untrack_server(server.pgid)
+
+
+@dataclass(frozen=True)
+class Served:
+    """The running server an arm's attempts share: the first attempt started it."""
+
+    server: ServerProcess | None
+    adapter: RuntimeAdapter
+    target: ProbeTarget
+    identity: dict[str, Any]
+    campaign_id: int
+    started_by: int  # the attempt that started it
+    server_facts: dict[str, Any]  # its process group, command line and log, as that attempt recorded them
+    slots: int
+
+
+def _probe_attempt(
+    spec: CampaignSpec, store: Store, item: QueueItem, attempt: Attempt, overrides: dict[str, Any], served: Served,
+) -> ArmOutcome:
+    """Record the server's identity on the attempt, run its item's probes not finished
+    before, and end it (done, or failed when every request failed)."""
+    arm_id, campaign_id, row = attempt.arm_id, attempt.campaign_id, attempt.row
+    arm = spec.arm(arm_id)
+    identity, adapter, target = served.identity, served.adapter, served.target
+    store.update(
+        AttemptRow,
+        attempt.id,
+        served_model=", ".join(identity.get("served_models") or []),
+        fingerprint=identity.get("fingerprint", ""),
+        identity_json=json.dumps(identity, default=str),
+    )
+    for flag in identity.get("flags", []):
+        store.log_event(campaign_id, "identity-mismatch", flag, item.key, arm_id)
+    done_before = {(r.probe, r.context) for r in store.probe_runs(attempt.id) if r.state == ProbeRunState.DONE}
+    contexts = item.contexts or [arm.context]
+    for probe in item.probes:
+        pspec = probes.get(probe)
+        for context in contexts if pspec.per_context else [0]:
+            if (str(probe), context) in done_before:
+                continue  # finished before a crash: never measured twice
+            interrupt.check()
+            params = probe_params(spec, item, probe, context, overrides, arm.context, block=row.repeat)
+            run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
+                store.public_url, campaign_id, attempt.id, row.repeat, item.key, arm_id, str(probe), context,
+                target.base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
+                adapter.cached_tokens_field, target.log_path, probe_settings_hash(probe, params, overrides),
+            )
+    interrupt.check()
+    failure = all_failed_reason(store.request_outcome(attempt.id))
+    if failure:  # measured nothing: the item's numbers would be empty, not slow
+        return attempt.failed(failure, identity)
+    server = served.server
+    return attempt.done(rss_of_group(server.pgid) if server and server.pgid else None, identity)
+
+
+def _run_link(
+    spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: bool, served: Served,
+) -> tuple[ArmOutcome, Attempt] | None:
+    """One chained attempt on the kept server: claimed as any attempt is (None when it
+    was done before), its server recorded as the one `served.started_by` started (an
+    event says so), the cache emptied first where one of its probes needs it cold."""
+    from prefect.runtime import flow_run
+
+    item = spec.item(link.item_key)
+    attempt = Attempt.claim(store, served.campaign_id, link.item_key, arm_id, link.overrides, link.repeat, fresh,
+                            link.block, flow_run_id=str(flow_run.id or ""))
+    if attempt.how == "done":
+        return ArmOutcome(arm_id, AttemptState.DONE, "", attempt.row.id), attempt
+    overrides = stored_overrides(attempt.row) if attempt.how == "resumed" else link.overrides
+    item = item.model_copy(update={"overrides": overrides})
+    attempt.started()
+    with AttemptHeartbeat(store, attempt.id):
+        try:
+            if served.server_facts:
+                store.update(AttemptRow, attempt.id, **served.server_facts)
+            store.log_event(attempt.campaign_id, SERVER_KEPT,
+                            f"on the server attempt {served.started_by} started (same arm, recipe and block)", item.key, arm_id)
+            if any(probes.get(p).cold_cache for p in item.probes):
+                did = served.adapter.flush_cache(served.target.base_url, served.slots)
+                store.log_event(attempt.campaign_id, CACHE_FLUSHED, f"{did}, before its probes", item.key, arm_id)
+            return _probe_attempt(spec, store, item, attempt, overrides, served), attempt
+        except Exception as exc:
+            return _ended_by(exc, attempt, served.server), attempt
+
+
+# events of a chained attempt: the server it ran on was kept, and its cache emptied
+SERVER_KEPT, CACHE_FLUSHED = "server-kept", "cache-flushed"
+
+
+def _ended_by(exc: Exception, attempt: Attempt, server: ServerProcess | None) -> ArmOutcome:
+    """The attempt's end for an exception raised while it ran: interrupted on a stop,
+    else failed, saying whether the server had exited."""
+    if isinstance(exc, interrupt.CampaignInterrupted) or interrupt.requested():
+        return attempt.interrupted()
+    tail = ""
+    if server is not None and server.proc is not None and server.proc.poll() is not None:
+        tail = f" (server exited with code {server.proc.returncode})"
+    return attempt.failed(f"{type(exc).__name__}: {exc}{tail}")
 
 
 def all_failed_reason(outcome: RequestOutcome) -> str | None:

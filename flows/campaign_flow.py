@@ -23,12 +23,13 @@ from campaign import queue
 from campaign.schema import BlockBudget, CampaignFileError, CampaignSpec, QueueItem
 from arms.probes import registry as probes
 from flows.resolve import load_campaign, simulated_adapters
-from campaign.states import BUDGET_SPENT, SETTLED, AttemptState, ItemState, Verdict
+from campaign.states import BUDGET_SPENT, SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeName, Verdict
 from campaign.store import Store, VerdictRow
 from campaign.summary import PREFECT_API_EVENT
 from flows.prefect_api import configured_api_url
 from flows import placement
-from flows.arm_flow import arm_flow, arm_result, outcome_of
+from arms.runtimes import catalog as runtime_adapters
+from flows.arm_flow import NOT_RUN_ON_KEPT, arm_flow, arm_result, outcome_of
 from flows.artifacts import artifact_key, publish
 from flows import interrupt
 from flows import overrides as override_keys
@@ -220,43 +221,11 @@ def run_item(
     spec_json = spec.model_dump_json(by_alias=True)
 
     def one(repeat: int, arm_id: str, block: dict[str, Any]) -> dict[str, Any]:
-        if not fresh:
-            done = queue.finished_attempt(store, campaign_id, item.key, arm_id, repeat)
-            if done is not None:
-                return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=done.id)
-        outcome: dict[str, Any] = {}
-        for _ in range(max(retries, item.retries) + 1):
-            if interrupt.requested():  # stopped: the next arms of the lane do not start
-                return arm_result(arm_id, AttemptState.INTERRUPTED, repeat, "not started")
-            parameters = dict(
-                campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
-                store_url=store.public_url, campaign_id=campaign_id, overrides=merged, workdir=workdir, repeat=repeat,
-                device_limit=device_limit_name(spec.device_of(arm_id)), fresh=fresh, block=block,
-            )
-            arm_tags = placement.arm_tags(spec, item.key, arm_id, spec.device_of(arm_id))
-            host = spec.host_of(arm_id)
-            if host:  # its host's worker runs it; the store says how it went
-                outcome = placement.run_on_host(store, host, parameters, arm_tags)
-            else:
-                with tags(*arm_tags):
-                    outcome = outcome_of(arm_flow(**parameters, return_state=True))
-            if outcome["state"] != AttemptState.FAILED:
-                break
-        return outcome
+        return _run_attempt(store, spec, spec_json, campaign_id, item, merged, workdir, fresh, max(retries, item.retries),
+                            repeat, arm_id, block)
 
     def run(entries: list[tuple[int, str, dict[str, Any]]]) -> list[dict[str, Any]]:
-        lanes: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
-        for repeat, arm_id, block in entries:
-            lanes.setdefault(spec.device_of(arm_id), []).append((repeat, arm_id, block))
-        if len(lanes) == 1:
-            return [one(r, a, b) for r, a, b in next(iter(lanes.values()))]
-        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="device") as pool:
-            # each lane runs in a copy of this thread's context, which holds the campaign's
-            # flow run: its arms stay subflows of the campaign run (in-process or dispatched)
-            futures = [
-                pool.submit(contextvars.copy_context().run, lambda lane=lane: [one(r, a, b) for r, a, b in lane]) for lane in lanes.values()
-            ]
-            return [o for f in futures for o in f.result()]
+        return _in_lanes(spec, entries, lambda e: one(*e))
 
     plan = block_plan(spec, item, overrides)
     budget = spec.blocks(item)
@@ -265,6 +234,172 @@ def run_item(
     else:
         outcomes, note = run(plan), ""
     return _end_item(store, campaign_id, item, outcomes, note)
+
+
+def _run_attempt(
+    store: Store, spec: CampaignSpec, spec_json: str, campaign_id: int, item: QueueItem, overrides: dict[str, Any],
+    workdir: str, fresh: bool, retries: int, repeat: int, arm_id: str, block: dict[str, Any],
+    links: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One arm's attempt of one block of `item` (with `links`: then the chained items' on
+    its server), in-process or on its host's worker; retried while it fails. Without
+    `fresh`, an arm whose newest attempt for this block is done is not run again."""
+    if not fresh:
+        done = queue.finished_attempt(store, campaign_id, item.key, arm_id, repeat)
+        if done is not None:
+            return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=done.id)
+    outcome: dict[str, Any] = {}
+    for _ in range(retries + 1):
+        if interrupt.requested():  # stopped: the next arms of the lane do not start
+            return arm_result(arm_id, AttemptState.INTERRUPTED, repeat, "not started")
+        parameters = dict(
+            campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
+            store_url=store.public_url, campaign_id=campaign_id, overrides=overrides, workdir=workdir, repeat=repeat,
+            device_limit=device_limit_name(spec.device_of(arm_id)), fresh=fresh, block=block,
+        )
+        if links:
+            parameters["then"] = links
+        arm_tags = placement.arm_tags(spec, item.key, arm_id, spec.device_of(arm_id))
+        host = spec.host_of(arm_id)
+        if host:  # its host's worker runs it; the store says how it went
+            outcome = placement.run_on_host(store, host, parameters, arm_tags)
+        else:
+            with tags(*arm_tags):
+                outcome = outcome_of(arm_flow(**parameters, return_state=True))
+        if outcome["state"] != AttemptState.FAILED:
+            break
+    return outcome
+
+
+def _in_lanes(spec: CampaignSpec, entries: list[Any], run_one: Callable[[Any], Any]) -> list[Any]:
+    """Run `entries` (each starting with its block and arm) in the plan's order on each
+    device, the devices side by side."""
+    lanes: dict[str, list[Any]] = {}
+    for entry in entries:
+        lanes.setdefault(spec.device_of(entry[1]), []).append(entry)
+    if len(lanes) == 1:
+        return [run_one(e) for e in next(iter(lanes.values()))]
+    with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="device") as pool:
+        # each lane runs in a copy of this thread's context, which holds the campaign's
+        # flow run: its arms stay subflows of the campaign run (in-process or dispatched)
+        futures = [
+            pool.submit(contextvars.copy_context().run, lambda lane=lane: [run_one(e) for e in lane]) for lane in lanes.values()
+        ]
+        return [o for f in futures for o in f.result()]
+
+
+def server_group(store: Store, spec: CampaignSpec, campaign_id: int, first: QueueItem) -> list[QueueItem]:
+    """`first`, then the queue items right after it (finished ones skipped) that can run
+    on its arms' servers: one server start per arm and block serves them all.
+
+    Sound only where nothing a verdict reads can tell: the same arms with the same
+    recipes (`recipe_hash`) and launch (tool flags), the same fixed number of blocks, every
+    arm local, no retries, ready now (so none depends on another of the group), and no two
+    feeding one gate (a gate's runs must be separate server runs, and with a kept server
+    two items' block k would be one). Each arm of a block serves every item in the same
+    state (the items before, on the same server), so the items' comparisons stay fair. A
+    probe that needs a cold cache runs on a kept server only where the runtime can empty
+    it (`RuntimeAdapter.cache_flush`). `campaign.keep_servers = false` turns it off."""
+    states = {row.key: row.state for row in store.items(campaign_id)}
+    keys = [q.key for q in spec.queue]
+    after = [q for q in spec.queue[keys.index(first.key) + 1:] if states.get(q.key) not in TERMINAL_ITEM_STATES]
+    return _group(spec, first, after, lambda q: queue.readiness(spec, states, q).ready)
+
+
+def planned_groups(spec: CampaignSpec) -> list[list[QueueItem]]:
+    """The `server_group`s a first run of `spec` forms, in queue order, for `campaign
+    check`'s plan (each item's dependencies taken as done once the queue has passed
+    them, as the run does)."""
+    groups: list[list[QueueItem]] = []
+    passed: set[str] = set()
+    left = list(spec.queue)
+    while left:
+        group = _group(spec, left[0], left[1:], lambda q: set(q.depends_on) <= passed)
+        groups.append(group)
+        passed |= {q.key for q in group}
+        left = [q for q in left if q.key not in passed]
+    return groups
+
+
+def _group(spec: CampaignSpec, first: QueueItem, after: list[QueueItem], ready: Callable[[QueueItem], bool]) -> list[QueueItem]:
+    group = [first]
+    if not spec.campaign.keep_servers or not _may_lead(spec, first):
+        return group
+    for nxt in after:
+        if not ready(nxt) or not _joins(spec, group, nxt):
+            break
+        group.append(nxt)
+    return group
+
+
+def _may_lead(spec: CampaignSpec, item: QueueItem) -> bool:
+    budget = spec.blocks(item)
+    return not budget.adaptive and item.retries == 0 and all(not spec.host_of(a) for a in item.arms)
+
+
+def _joins(spec: CampaignSpec, group: list[QueueItem], item: QueueItem) -> bool:
+    first = group[0]
+    if not _may_lead(spec, item) or set(item.arms) != set(first.arms):
+        return False
+    if spec.blocks(item).most != spec.blocks(first).most:
+        return False
+    if item.gate and item.gate in {q.gate for q in group}:
+        return False
+    if (ProbeName.TOOL_LOOP in item.probes) != (ProbeName.TOOL_LOOP in first.probes):
+        return False
+    if any(recipe_hash(spec, item, a) != recipe_hash(spec, first, a) for a in item.arms):
+        return False
+    cold = any(probes.get(p).cold_cache for p in item.probes)
+    return not cold or all(runtime_adapters.get(spec.runtime(spec.arm(a).runtime).adapter).cache_flush for a in item.arms)
+
+
+def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[QueueItem], workdir: str) -> None:
+    """Run a `server_group`: block by block, each arm in the first item's order for that
+    block, its server started once for the first item's attempt and kept for the
+    others' (`arm_flow(then=...)`, each an attempt of its own with its own block fields,
+    its place in the block the one it really ran at). A chained attempt the arm flow did
+    not run (its server's first attempt did not end done) runs on a server of its own."""
+    if len(group) == 1:
+        run_item(store, spec, campaign_id, group[0], workdir)
+        return
+    spec_json = spec.model_dump_json(by_alias=True)
+    for item in group:
+        store.set_item_state(campaign_id, item.key, ItemState.RUNNING)
+        emit("item-start", item=item.key, title=item.title, arms=list(item.arms))
+    plans = {q.key: {(b, a): block for b, a, block in block_plan(spec, q)} for q in group}
+    outcomes: dict[str, list[dict[str, Any]]] = {q.key: [] for q in group}
+
+    def one(entry: tuple[int, str, dict[str, Any]]) -> None:
+        repeat, arm_id, block = entry
+        chain = [(q, {**plans[q.key][(repeat, arm_id)], "block_order": block["block_order"]}) for q in group]
+        left = [(q, b) for q, b in chain if queue.finished_attempt(store, campaign_id, q.key, arm_id, repeat) is None]
+        for q, _ in chain:
+            if all(q is not other for other, _ in left):
+                outcomes[q.key].append(arm_result(arm_id, AttemptState.DONE, repeat))
+        if not left:
+            return
+        (lead, lead_block), rest = left[0], left[1:]
+        links = [{"item_key": q.key, "repeat": repeat, "block": b, "overrides": dict(q.overrides)} for q, b in rest]
+        got = _run_attempt(store, spec, spec_json, campaign_id, lead, dict(lead.overrides), workdir, False, 0, repeat, arm_id,
+                           lead_block, links)
+        outcomes[lead.key].append(got)
+        for chained in got.get("then", []):
+            key = chained["item_key"]
+            if chained["state"] == NOT_RUN_ON_KEPT:  # on a server of its own
+                q = spec.item(key)
+                chained = _run_attempt(store, spec, spec_json, campaign_id, q, dict(q.overrides), workdir, False, 0, repeat,
+                                       arm_id, plans[key][(repeat, arm_id)])
+            outcomes[key].append(chained)
+
+    _in_lanes(spec, block_plan(spec, group[0]), one)
+    stopped: interrupt.CampaignInterrupted | None = None
+    for item in group:
+        try:
+            _end_item(store, campaign_id, item, outcomes[item.key], "")
+        except interrupt.CampaignInterrupted as exc:
+            stopped = stopped or exc
+    if stopped is not None:
+        raise stopped
 
 
 def _until_settled(
@@ -371,7 +506,7 @@ def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: st
         if item is None:
             break
         try:
-            run_item(store, spec, campaign_id, item, workdir)
+            run_group(store, spec, campaign_id, server_group(store, spec, campaign_id, item), workdir)
         except interrupt.CampaignInterrupted as exc:  # returned, not raised: a stop is no flow failure
             publish(store, spec.campaign.name)
             return {"campaign": spec.campaign.name, "interrupted": str(exc)}

@@ -33,6 +33,10 @@ class ProbeSpec:
     # arm flow sets them per block (`flows.overrides.probe_params`), so blocks draw afresh
     # and the arms of one block share a draw
     draw_fields: frozenset[str] = frozenset()
+    # what it measures depends on what the server's prefix cache holds (reuse, cold and
+    # warm TTFT, eviction): on a server kept from an earlier item it runs only after the
+    # cache was emptied through the runtime's own endpoint (`RuntimeAdapter.cache_flush`)
+    cold_cache: bool = False
 
     @property
     def unsettled(self) -> frozenset[str]:
@@ -59,12 +63,12 @@ def register(spec: ProbeSpec) -> ProbeSpec:
 
 
 for _spec in (
-    ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True, frozenset({"trials"})),
+    ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True, frozenset({"trials"}), cold_cache=True),
     ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True, frozenset({"trials"})),
     ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False, frozenset({"trials"})),
-    ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False),
-    ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False),
-    ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False, draw_fields=frozenset({"seed"})),
+    ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False, cold_cache=True),
+    ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False, cold_cache=True),
+    ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False, draw_fields=frozenset({"seed"}), cold_cache=True),
 ):
     register(_spec)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import httpx
 from pydantic import BaseModel, Field
 
 from arms.runtimes import prometheus
@@ -345,6 +346,11 @@ class RuntimeAdapter:
     # `ignore_eos` HTTP 422): never sent to it, so its replies end where the model ends them
     refused_fields: ClassVar[frozenset[str]] = frozenset()
 
+    # the endpoint that empties the server's prefix cache (POSTed once; "{slot}" in it: once
+    # per slot), so a server kept from one queue item to the next can serve a probe that
+    # needs a cold cache; None: no such endpoint, and such a probe gets a server of its own
+    cache_flush: ClassVar[str | None] = None
+
     # -- health and identity
     health_status: ClassVar[HealthStatus | None] = None  # None: 200 means ready
     identity_path: ClassVar[str | None] = None  # where the server says what it serves (beyond /v1/models)
@@ -497,6 +503,23 @@ class RuntimeAdapter:
         if not isinstance(doc, Mapping):
             return {}
         return {k: doc[k] for k in self.identity_keys if k in doc}
+
+    def flush_cache(self, base_url: str, slots: int, timeout: float = 30.0) -> str:
+        """Empty the server's prefix cache through `cache_flush`; what was asked and what
+        the server answered, for the record ('POST /flush_cache: {"status": "ok", ...}').
+        Raises when there is no endpoint or it refused."""
+        if self.cache_flush is None:
+            raise ValueError(f"the {self.name} adapter has no cache flush endpoint")
+        paths = [self.cache_flush.format(slot=i) for i in range(slots)] if "{slot}" in self.cache_flush else [self.cache_flush]
+        answers = []
+        with httpx.Client(base_url=base_url, timeout=timeout) as http:
+            for path in paths:
+                response = http.post(path)
+                if response.status_code >= 300:
+                    raise RuntimeError(f"POST {path} answered HTTP {response.status_code}: {response.text[:200]}")
+                answers.append(" ".join(response.text.split())[:200])
+        asked = f"POST {self.cache_flush}" + (f" for slots 0..{slots - 1}" if len(paths) > 1 else "")
+        return f"{asked}: {'; '.join(a for a in answers if a) or 'no body'}"
 
     def request_counters(self, payload: Mapping[str, Any]) -> dict[str, float]:
         """Counters carried by one response (draft/accepted tokens) under logical names.

@@ -51,6 +51,7 @@ HICACHE = ("prefix_cache", "options.hierarchical_cache")
 @dataclass(frozen=True)
 class SglangAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "sglang"
+    cache_flush: ClassVar[str | None] = "/flush_cache"  # documented; SGLang cannot run here
     description: ClassVar[str] = "SGLang server (RadixAttention prefix cache)"
     option_keys: ClassVar[Mapping[str, str]] = {
         "spec_algorithm": "speculative algorithm (default EAGLE with a draft model, else NGRAM)",

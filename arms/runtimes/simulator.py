@@ -88,6 +88,7 @@ class SimulatorAdapter(RuntimeAdapter):
     uses_runtime_argv: ClassVar[bool] = False
     appends_extra_args: ClassVar[bool] = False
     flags: ClassVar[tuple[Row, ...]] = (*HOST_PORT, flag("--profile-json", profile_json))
+    cache_flush: ClassVar[str | None] = "/flush_cache"
     metric_names: ClassVar[Mapping[str, str]] = {
         "cache_lookups": "sim_cache_lookups_total",
         "cache_hits": "sim_cache_hits_total",

@@ -1,7 +1,7 @@
 """The HTTP front end: an OpenAI-compatible aiohttp application over the engine.
 
 Routes: GET /health, GET /v1/models, POST /v1/chat/completions (streaming and not),
-GET /metrics (Prometheus), GET /slots, POST /tokenize. Fault knobs that concern the wire
+GET /metrics (Prometheus), GET /slots, POST /tokenize, POST /flush_cache. Fault knobs that concern the wire
 (HTTP 503, malformed SSE, stalls, crashing after N requests) are applied here; the
 engine stays a clean model of serving.
 """
@@ -86,7 +86,13 @@ def make_app(profile: SimProfile, *, reply_policy: ReplyPolicy | None = None,
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/slots", slots)
     app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/flush_cache", flush_cache)
     return app
+
+
+async def flush_cache(request: web.Request) -> web.Response:
+    """Empty the prefix cache and idle slots (SGLang's endpoint of the same name)."""
+    return web.json_response({"status": "ok", "dropped": request.app[STATE_KEY].engine.flush_cache()})
 
 
 def _bad_request(message: str, *, param: str | None = None, code: Any = None) -> web.Response:

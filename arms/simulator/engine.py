@@ -280,6 +280,18 @@ class Engine:
         self._admit_waiting(now)
         self._wake.set()
 
+    def flush_cache(self) -> dict[str, int]:
+        """Forget every cached prefix: the prefix cache and what idle slots still hold (a
+        busy slot keeps its request's tokens). What SGLang's /flush_cache does; a server
+        kept for another queue item is emptied this way before a probe that needs a cold
+        cache. Returns what was dropped."""
+        dropped = {"cache_entries": len(self.cache), "slot_tokens": sum(len(s.tokens) for s in self.slots if s.request is None)}
+        self.cache = PrefixCache(self.profile.prefix_cache_tokens, self.profile.session_cap_tokens)
+        for slot in self.slots:
+            if slot.request is None:
+                slot.tokens = []
+        return dropped
+
     def record_error(self) -> None:
         """Count an error answer the front end gave (errors_total)."""
         self.counters.errors_total += 1
