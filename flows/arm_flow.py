@@ -155,10 +155,10 @@ def arm_flow(
     `flows.campaign_flow.block_plan`).
 
     `then` chains attempts of later queue items onto this one's server (`Link`s as dicts:
-    `item_key`, `repeat`, `block`, `overrides`; `flows.campaign_flow.server_groups` says
+    `item_key`, `repeat`, `block`, `overrides`; `flows.campaign_flow.server_group` says
     when that is sound): each is an attempt of its own, run on the same server after this
     one is done, its cache emptied first where a probe of it needs a cold one. Their
-    outcomes come back under "then"; one not run says why in state `pending`.
+    outcomes come back under "then"; one not run says why, in state `NOT_RUN_ON_KEPT`.
 
     A resumed attempt runs with the overrides stored on it, not with `overrides`: it
     continues what it started (a rerun's `--set` values included), so its probe runs
@@ -316,56 +316,53 @@ def _run_arm(
 
     server = None
     try:
-        launch = adapter.launch(ctx)  # may refuse a recipe the runtime cannot serve
-        if launch is not None and launch.cached_tokens_field:
-            adapter = replace(adapter, cached_tokens_field=launch.cached_tokens_field)
-        if launch is not None:
-            server = ServerProcess(
-                argv=launch.argv,
-                base_url=base_url,
-                log_path=log_path,
-                env=launch.env,
-                health_path=launch.health_path,
-                startup_timeout_s=launch.startup_timeout_s,
-                on_started=on_started,
-                ready=adapter.is_ready,
-            )
-            try:
-                server.__enter__()
-            except ServerStartError as exc:
-                if interrupt.requested():
-                    return attempt.interrupted()
-                verdict = adapter.classify_start_failure(exc.exit_code, exc.log_tail)
-                if verdict.blocked:
-                    return attempt.blocked(verdict.message)
-                return attempt.failed(f"{exc}: {verdict.message}")
+        try:
+            launch = adapter.launch(ctx)  # may refuse a recipe the runtime cannot serve
+            if launch is not None and launch.cached_tokens_field:
+                adapter = replace(adapter, cached_tokens_field=launch.cached_tokens_field)
+            if launch is not None:
+                server = ServerProcess(
+                    argv=launch.argv,
+                    base_url=base_url,
+                    log_path=log_path,
+                    env=launch.env,
+                    health_path=launch.health_path,
+                    startup_timeout_s=launch.startup_timeout_s,
+                    on_started=on_started,
+                    ready=adapter.is_ready,
+                )
+                try:
+                    server.__enter__()
+                except ServerStartError as exc:
+                    if interrupt.requested():
+                        return attempt.interrupted()
+                    verdict = adapter.classify_start_failure(exc.exit_code, exc.log_tail)
+                    if verdict.blocked:
+                        return attempt.blocked(verdict.message)
+                    return attempt.failed(f"{exc}: {verdict.message}")
 
-        model = spec.model_for(arm)
-        target = ProbeTarget(
-            base_url=base_url,
-            model=adapter.request_model or model.served_id or f"{model.name}-{model.quant}",
-            adapter=adapter,
-            sampling=model.sampling.model_dump(exclude_none=True),
-            simulated=adapter.simulated,
-            # only a log that records the adapter's log counters is read (llama.cpp: -lv 4)
-            log_path=str(log_path) if launch is not None and adapter.log_counters_enabled(launch.argv) else None,
-        )
-        identity = interrupt.run_cancellable(identify(target))
-        identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
-        flags = _identity_flags(spec, arm_id, identity)
-        identity["flags"] = flags
-        served = Served(server, adapter, target, identity, attempt.campaign_id, attempt.id, server_facts, arm.recipe.slots)
-        outcome = _probe_attempt(spec, store, item, attempt, overrides, served)
-    except Exception as exc:
-        return _ended_by(exc, attempt, server)
-    try:
+            model = spec.model_for(arm)
+            target = ProbeTarget(
+                base_url=base_url,
+                model=adapter.request_model or model.served_id or f"{model.name}-{model.quant}",
+                adapter=adapter,
+                sampling=model.sampling.model_dump(exclude_none=True),
+                simulated=adapter.simulated,
+                # only a log that records the adapter's log counters is read (llama.cpp: -lv 4)
+                log_path=str(log_path) if launch is not None and adapter.log_counters_enabled(launch.argv) else None,
+            )
+            identity = interrupt.run_cancellable(identify(target))
+            identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
+            flags = _identity_flags(spec, arm_id, identity)
+            identity["flags"] = flags
+            served = Served(server, adapter, target, identity, attempt.campaign_id, attempt.id, server_facts, arm.recipe.slots)
+            outcome = _probe_attempt(spec, store, item, attempt, overrides, served)
+        except Exception as exc:
+            return _ended_by(exc, attempt, server)  # read before the server is stopped
         for link in links or []:
             if outcome.state != AttemptState.DONE or (server is not None and server.proc is not None and server.proc.poll() is not None):
                 break  # the rest run on servers of their own (the campaign flow sees them not run)
-            outcome_of_link = _run_link(spec, store, link, arm_id, fresh, served)
-            if outcome_of_link is None:
-                continue
-            chained_outcome, linked_attempt = outcome_of_link
+            chained_outcome = _run_link(spec, store, link, arm_id, fresh, served)
             if chained is not None:
                 chained.append(arm_result(arm_id, chained_outcome.state, link.repeat, chained_outcome.message,
                                           chained_outcome.attempt_id, item_key=link.item_key))
@@ -373,10 +370,16 @@ def _run_arm(
                 break
         return outcome
     finally:
-        if server is not None:
-            server.stop()
-            if server.pgid:
-                interrupt.untrack_server(server.pgid)
+        _stop(server)
+
+
+def _stop(server: ServerProcess | None) -> None:
+    """Stop the attempt's server (every exit path: done, failed, interrupted) and forget
+    it for Ctrl-C."""
+    if server is not None:
+        server.stop()
+        if server.pgid:
+            interrupt.untrack_server(server.pgid)
 
 
 @dataclass(frozen=True)
@@ -432,19 +435,18 @@ def _probe_attempt(
     return attempt.done(rss_of_group(server.pgid) if server and server.pgid else None, identity)
 
 
-def _run_link(
-    spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: bool, served: Served,
-) -> tuple[ArmOutcome, Attempt] | None:
-    """One chained attempt on the kept server: claimed as any attempt is (None when it
-    was done before), its server recorded as the one `served.started_by` started (an
-    event says so), the cache emptied first where one of its probes needs it cold."""
+def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: bool, served: Served) -> ArmOutcome:
+    """One chained attempt on the kept server: claimed as any attempt is (done at once
+    when it was done before), its server recorded as the one `served.started_by`
+    started (an event says so), the cache emptied first where one of its probes needs
+    it cold."""
     from prefect.runtime import flow_run
 
     item = spec.item(link.item_key)
     attempt = Attempt.claim(store, served.campaign_id, link.item_key, arm_id, link.overrides, link.repeat, fresh,
                             link.block, flow_run_id=str(flow_run.id or ""))
     if attempt.how == "done":
-        return ArmOutcome(arm_id, AttemptState.DONE, "", attempt.row.id), attempt
+        return ArmOutcome(arm_id, AttemptState.DONE, "", attempt.row.id)
     overrides = stored_overrides(attempt.row) if attempt.how == "resumed" else link.overrides
     item = item.model_copy(update={"overrides": overrides})
     attempt.started()
@@ -457,9 +459,9 @@ def _run_link(
             if any(probes.get(p).cold_cache for p in item.probes):
                 did = served.adapter.flush_cache(served.target.base_url, served.slots)
                 store.log_event(attempt.campaign_id, CACHE_FLUSHED, f"{did}, before its probes", item.key, arm_id)
-            return _probe_attempt(spec, store, item, attempt, overrides, served), attempt
+            return _probe_attempt(spec, store, item, attempt, overrides, served)
         except Exception as exc:
-            return _ended_by(exc, attempt, served.server), attempt
+            return _ended_by(exc, attempt, served.server)
 
 
 # events of a chained attempt: the server it ran on was kept, and its cache emptied

@@ -43,10 +43,13 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
     identity = None
     # where each attempt ran and its flow run's page (none for a temporary server's runs)
     links = {link.attempt_id: link for link in attempt_links(store, arm.campaign_id, ui_url=os.environ.get("PREFECT_UI_URL"))}
+    started_by: dict[str, Any] = {}  # a server's log -> the attempt that started it (kept servers: docs/guide.md)
     for a in data.attempts_of([aid]):
         ident = json.loads(a.identity_json or "{}")
         link = links.get(a.id or 0)
+        starter = started_by.setdefault(a.server_log, a) if a.server_log else a
         attempts.append({
+            "kept_from": None if starter is a else f"{titles.get(starter.item_key, starter.item_key)}, block {starter.repeat}",
             "host": a.host, "flow_run_url": link.url if link else None, "flow_run_id": a.flow_run_id,
             "number": a.number, "repeat": getattr(a, "repeat", 0), "item": titles.get(a.item_key, a.item_key), "state": a.state,
             "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model,

@@ -20,13 +20,13 @@ BLOCKS = 3
 
 def _file(keep: bool = True) -> str:
     return campaign_file(
-        "kept", default_max_tokens=8, keep_servers=keep, runtimes=[sim(profile={"time_scale": 20.0})],
+        "kept", default_max_tokens=16, keep_servers=keep, runtimes=[sim(profile={"time_scale": 5.0})],
         arms=[arm("A", context=4096, recipe={"slots": 1, "prefix_cache": "1G"}),
               arm("B", context=4096, recipe={"slots": 2, "prefix_cache": "1G"})],
         gates=[gate("speed", "threshold", {"metric": "decode_tps", "probe": "decode", "op": ">=", "value": 50}, ["A", "B"]),
                gate("reuse", "threshold", {"metric": "reuse", "probe": "cache-probe", "op": ">=", "value": 0.9, "scenario": "identical"},
                     ["A", "B"])],
-        queue=[item("decode", ["A", "B"], ["decode"], contexts=[1024], gate="speed", repeats=BLOCKS, overrides={"repeats": 2, "warmup": 0}),
+        queue=[item("decode", ["A", "B"], ["decode"], contexts=[1024], gate="speed", repeats=BLOCKS, overrides={"repeats": 3, "warmup": 0}),
                item("cache", ["A", "B"], ["cache-probe"], gate="reuse", repeats=BLOCKS,
                     overrides={"prompt_tokens": 256, "scenarios": ["identical"]})],
     )
@@ -72,6 +72,13 @@ def test_consecutive_items_run_on_one_start_per_arm_and_block(tmp_path: Path, pr
     frame = store.measurements_frame(camp.id)
     reuse = frame[(frame["item_key"] == "cache") & (frame["metric"] == "reuse") & (frame["scenario"] == "identical")]
     assert len(reuse) == 2 * BLOCKS and reuse["value"].min() >= 0.9
+
+    # the arm page says which attempts ran on a kept server, and whose
+    from reports.site import write_site
+
+    index = write_site(store, "kept", tmp_path / "site")
+    page = (index.parent / "arms" / "b.html").read_text()
+    assert page.count("kept server of decode, block") == BLOCKS
 
     # a chained attempt left unfinished (its probe run undone) is run again, alone, on a
     # server of its own; nothing else runs
