@@ -267,6 +267,15 @@ class RunCost:
         return f"cost: {self.server_starts} server start{'s' if self.server_starts != 1 else ''}; blocks per item: {blocks}; {wall}{share}"
 
 
+def server_starters(attempts: list[AttemptRow]) -> dict[int, AttemptRow]:
+    """Each attempt's id -> the attempt that started the server it ran on: itself, or (a
+    kept server, docs/guide.md) the earliest attempt with the same `server_log`, which
+    the attempts chained onto a server copy from the one that started it. `attempts`
+    oldest first."""
+    first: dict[str, AttemptRow] = {}
+    return {a.id or 0: first.setdefault(a.server_log, a) if a.server_log else a for a in attempts}
+
+
 def run_cost(store: Store, campaign_name: str, since: Any) -> RunCost:
     """`RunCost` of the attempts started at or after `since` (a UTC datetime); attempts that
     ran on a server kept from an earlier one (the same `server_log`) are no start of their own."""
@@ -277,15 +286,15 @@ def run_cost(store: Store, campaign_name: str, since: Any) -> RunCost:
     started = 0
     probing = spent = 0.0
     blocks: dict[str, set[int]] = {}
-    servers: set[str] = set()  # a kept server's chained attempts record its log: one start
-    for attempt in store.attempts(row.id):
+    attempts = store.attempts(row.id)
+    starter = server_starters(attempts)
+    for attempt in attempts:
         if attempt.state == AttemptState.DONE:
             blocks.setdefault(attempt.item_key, set()).add(attempt.repeat)
         if aware(attempt.started_at) < since or attempt.id is None:
             continue
-        if not attempt.server_log or attempt.server_log not in servers:
+        if starter[attempt.id] is attempt:  # a kept server's chained attempts are no start
             started += 1
-        servers.add(attempt.server_log)
         if attempt.ended_at is not None:
             spent += (aware(attempt.ended_at) - aware(attempt.started_at)).total_seconds()
         for run in store.probe_runs(attempt.id):

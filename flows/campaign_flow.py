@@ -215,8 +215,7 @@ def run_item(
     Without `fresh` (a run or a resume), an arm whose newest attempt for this item is done
     is not run again, so a resumed item repeats nothing that was committed.
     """
-    store.set_item_state(campaign_id, item.key, ItemState.RUNNING)
-    emit("item-start", item=item.key, title=item.title, arms=list(item.arms))
+    _start_item(store, campaign_id, item)
     merged = {**item.overrides, **(overrides or {})}
     spec_json = spec.model_dump_json(by_alias=True)
 
@@ -364,17 +363,18 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
         return
     spec_json = spec.model_dump_json(by_alias=True)
     for item in group:
-        store.set_item_state(campaign_id, item.key, ItemState.RUNNING)
-        emit("item-start", item=item.key, title=item.title, arms=list(item.arms))
+        _start_item(store, campaign_id, item)
     plans = {q.key: {(b, a): block for b, a, block in block_plan(spec, q)} for q in group}
     outcomes: dict[str, list[dict[str, Any]]] = {q.key: [] for q in group}
 
     def one(entry: tuple[int, str, dict[str, Any]]) -> None:
         repeat, arm_id, block = entry
         chain = [(q, {**plans[q.key][(repeat, arm_id)], "block_order": block["block_order"]}) for q in group]
-        left = [(q, b) for q, b in chain if queue.finished_attempt(store, campaign_id, q.key, arm_id, repeat) is None]
-        for q, _ in chain:
-            if all(q is not other for other, _ in left):
+        left = []
+        for q, b in chain:
+            if queue.finished_attempt(store, campaign_id, q.key, arm_id, repeat) is None:
+                left.append((q, b))
+            else:
                 outcomes[q.key].append(arm_result(arm_id, AttemptState.DONE, repeat))
         if not left:
             return
@@ -400,6 +400,11 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
             stopped = stopped or exc
     if stopped is not None:
         raise stopped
+
+
+def _start_item(store: Store, campaign_id: int, item: QueueItem) -> None:
+    store.set_item_state(campaign_id, item.key, ItemState.RUNNING)
+    emit("item-start", item=item.key, title=item.title, arms=list(item.arms))
 
 
 def _until_settled(

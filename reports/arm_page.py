@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from campaign.store import ArmRow, Store
-from campaign.summary import attempt_links
+from campaign.summary import attempt_links, server_starters
 from campaign.units import SIZE_FIELDS, size
 from reports import agent_load, latency, load_curve
 from reports.data import ReportData, canonical_first
@@ -43,11 +43,12 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
     identity = None
     # where each attempt ran and its flow run's page (none for a temporary server's runs)
     links = {link.attempt_id: link for link in attempt_links(store, arm.campaign_id, ui_url=os.environ.get("PREFECT_UI_URL"))}
-    started_by: dict[str, Any] = {}  # a server's log -> the attempt that started it (kept servers: docs/guide.md)
-    for a in data.attempts_of([aid]):
+    mine = data.attempts_of([aid])
+    started_by = server_starters(mine)
+    for a in mine:
         ident = json.loads(a.identity_json or "{}")
         link = links.get(a.id or 0)
-        starter = started_by.setdefault(a.server_log, a) if a.server_log else a
+        starter = started_by[a.id or 0]
         attempts.append({
             "kept_from": None if starter is a else f"{titles.get(starter.item_key, starter.item_key)}, block {starter.repeat}",
             "host": a.host, "flow_run_url": link.url if link else None, "flow_run_id": a.flow_run_id,
