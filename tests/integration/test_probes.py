@@ -93,7 +93,9 @@ def test_agent_load_slots_vs_cache(tmp_path: Path) -> None:
             results[slots] = sink
     two, four = results[2], results[4]
     assert two.values("ttft_growth_ratio")[0] > 1.5  # history re-prefilled, growing each turn
-    assert four.values("ttft_growth_ratio")[0] < 1.3  # each turn prefills only its tail
+    # each turn prefills only its tail: about 1.0 (up to 1.35 seen, as the three
+    # conversations' steps happen to line up), against about 3 when history is re-prefilled
+    assert four.values("ttft_growth_ratio")[0] < 1.6 < two.values("ttft_growth_ratio")[0]
     assert four.values("ttft_later_median_s")[0] < two.values("ttft_later_median_s")[0] / 2
     assert four.values("cache_hits", scenario="load") == [0]
     assert four.values("cache_lookups", scenario="load")[0] == 15
