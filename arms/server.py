@@ -37,9 +37,11 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def tail(path: Path, lines: int = 30) -> str:
+def tail(path: Path, lines: int = 250) -> str:
+    """The log's last lines, enough to hold the root of a multi-process runtime's failure:
+    vLLM's worker raises about 150 lines above its API server's last words."""
     try:
-        data = path.read_bytes()[-16384:]
+        data = path.read_bytes()[-65536:]
     except OSError:
         return ""
     return "\n".join(data.decode("utf-8", errors="replace").splitlines()[-lines:])

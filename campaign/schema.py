@@ -126,6 +126,12 @@ class ModelEntry(_Strict):
     def key(self) -> str:
         return f"{self.name}/{self.quant}"
 
+    @property
+    def request_id(self) -> str:
+        """The model id requests name: `served_id`, else name-quant (what a runtime that
+        takes a served name is launched with, so the two agree)."""
+        return self.served_id or f"{self.name}-{self.quant}"
+
 
 class RuntimeEntry(_Strict):
     name: str = Field(pattern=_ID, description="the runtime's name; an arm names it in `runtime`")

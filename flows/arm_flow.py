@@ -344,7 +344,7 @@ def _run_arm(
             model = spec.model_for(arm)
             target = ProbeTarget(
                 base_url=base_url,
-                model=adapter.request_model or model.served_id or f"{model.name}-{model.quant}",
+                model=adapter.request_model or model.request_id,
                 adapter=adapter,
                 sampling=model.sampling.model_dump(exclude_none=True),
                 simulated=adapter.simulated,

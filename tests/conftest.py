@@ -124,9 +124,9 @@ def postgres_database(request: pytest.FixtureRequest) -> str:
 LANES = ("unit", "integration", "e2e")
 
 
-# Real runtimes (llama.cpp, MLX) are marked by what they need, and all of them `runtimes`,
-# so `-m runtimes` starts every real server there is.
-RUNTIME_MARKS = ("llamacpp", "mlx")
+# Real runtimes (llama.cpp, MLX, vLLM) are marked by what they need, and all of them
+# `runtimes`, so `-m runtimes` starts every real server there is.
+RUNTIME_MARKS = ("llamacpp", "mlx", "vllm")
 
 # The suite runs on several pytest-xdist workers (the README's command: `-n 3 --dist
 # loadgroup`): most integration and e2e time is spent waiting on a simulated clock, at a

@@ -13,19 +13,18 @@ interleaved rotary embedding, so the folder says `rope_traditional` instead of u
 that order. The tokenizer is rebuilt from the GGUF's byte-level BPE vocabulary and merges
 with the `tokenizers` package; the chat template comes from the GGUF's metadata.
 
-Written once into a temporary folder beside the target and renamed into place, so an
-interrupted conversion never leaves a folder that looks ready. Needs the `mlx` extra.
+Written once (`model_folder.ensure_folder`: an interrupted conversion never leaves a
+folder that looks ready). Needs the `mlx` extra.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from arms.runtimes.base import LaunchError, LaunchFacts
+from arms.runtimes.model_folder import ensure_folder
 from arms.runtimes.openai_compat import gguf_file
 
 GGUF_OPTION = "a GGUF converted into the MLX folder at the model path on first use (a path, or package/file)"
@@ -50,23 +49,10 @@ _CONTROL_TOKEN = 3  # tokenizer.ggml.token_type of special tokens
 
 def ensure_mlx_folder(folder: str, source: str) -> None:
     """Write the MLX folder `folder` from the GGUF `source` unless it holds a config.json."""
-    target = Path(folder)
-    if (target / "config.json").is_file():
+    if (Path(folder) / "config.json").is_file():
         return
     gguf = gguf_file(source)
-    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        convert(gguf, partial)
-        if target.exists():  # a folder without config.json: an earlier, broken copy
-            shutil.rmtree(target)
-        os.replace(partial, target)
-    except LaunchError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the conversion's own words, whatever they are
-        raise LaunchError(f"MLX folder {folder!r} from GGUF {str(gguf)!r}: {type(exc).__name__}: {exc}") from exc
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+    ensure_folder(folder, str(gguf), lambda out: convert(gguf, out), "MLX")
 
 
 def prepared_folder(facts: LaunchFacts) -> str:

@@ -62,7 +62,7 @@ class SglangAdapter(OpenAICompatAdapter):
     flags: ClassVar[tuple[Row, ...]] = (
         flag(("--model-path", "--model"), "model"),
         *HOST_PORT,
-        flag("--served-model-name", "served_id", when="served_id"),
+        flag("--served-model-name", lambda facts: facts.ctx.model.request_id),  # else it serves under the path
         flag("--context-length", "context"),
         flag("--max-running-requests", "slots"),
         flag("--chunked-prefill-size", "prefill_chunk"),

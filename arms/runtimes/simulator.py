@@ -26,7 +26,7 @@ def profile_for(ctx: LaunchContext) -> dict[str, Any]:
     recipe = ctx.arm.recipe
     profile: dict[str, Any] = dict(ctx.runtime.options.get("profile", {}))
     profile.update(
-        model=ctx.model.served_id or f"{ctx.model.name}-{ctx.model.quant}",
+        model=ctx.model.request_id,
         slots=recipe.slots,
         ctx_size=ctx.arm.context,
         prefill_chunk=recipe.prefill_chunk,

