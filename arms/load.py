@@ -7,7 +7,8 @@ Two families of profile:
   request when its previous one ended. The server sets the pace, so an overloaded server
   slows the load down and hides its own queue (coordinated omission). They measure what n
   users see; the sweep uses them for its two ends.
-- **open loop** (`constant(rate)`, `poisson(rate, seed)`): every send time is fixed before
+- **open loop** (`constant(rate)`, `poisson(rate, seed)`, `trace(times, name)`: a recorded
+  trace's send times, `campaign.traces`): every send time is fixed before
   the run, and requests go out on it whether or not earlier ones finished. A server that
   cannot keep up shows a queue and growing latency, as it would under real traffic.
   Constant: every 1/rate s. Poisson: a Poisson process *given its count*: n = rate x
@@ -67,7 +68,7 @@ from enum import StrEnum
 from typing import Any
 
 from arms.client import gc_paused
-from campaign.states import CONSTANT_SCENARIO_PREFIX, POISSON_SCENARIO_PREFIX, is_open_loop  # noqa: F401 - re-exported for the probe
+from campaign.states import CONSTANT_SCENARIO_PREFIX, POISSON_SCENARIO_PREFIX, TRACE_SCENARIO_PREFIX, is_open_loop  # noqa: F401 - re-exported for the probe
 from arms.metrics import (
     NS,
     SEND_FALLBACK,
@@ -90,11 +91,12 @@ class Kind(StrEnum):
     CONCURRENT = "concurrent"
     CONSTANT = "constant"
     POISSON = "poisson"
+    TRACE = "trace"
     SWEEP = "sweep"
 
 
-OPEN_LOOP = frozenset({Kind.CONSTANT, Kind.POISSON})
-SCENARIO_PREFIX = {Kind.CONSTANT: CONSTANT_SCENARIO_PREFIX, Kind.POISSON: POISSON_SCENARIO_PREFIX}
+OPEN_LOOP = frozenset({Kind.CONSTANT, Kind.POISSON, Kind.TRACE})
+SCENARIO_PREFIX = {Kind.CONSTANT: CONSTANT_SCENARIO_PREFIX, Kind.POISSON: POISSON_SCENARIO_PREFIX, Kind.TRACE: TRACE_SCENARIO_PREFIX}
 """Open-loop runs are stored under `<prefix><rate>`; every other scenario is closed loop."""
 
 
@@ -116,6 +118,8 @@ class Profile:
     concurrency: int = 1
     rate: float = 0.0
     seed: int = 0
+    times: tuple[float, ...] = ()  # trace: the send times, seconds from the start
+    label: str = ""  # trace: the trace's name, in the scenario
 
     @property
     def open_loop(self) -> bool:
@@ -129,6 +133,8 @@ class Profile:
             return "synchronous"
         if self.kind == Kind.CONCURRENT:
             return f"concurrency={self.concurrency}"
+        if self.kind == Kind.TRACE:
+            return SCENARIO_PREFIX[self.kind] + self.label
         return SCENARIO_PREFIX[self.kind] + rate_text(self.rate)
 
     def offsets(self, duration_s: float | None, requests: int | None) -> tuple[list[float], float]:
@@ -141,6 +147,8 @@ class Profile:
         Poisson ones at n uniform draws over the window, sorted (see the module doc)."""
         if not self.open_loop:
             raise ValueError(f"{self.kind} is a closed-loop profile: it has no schedule")
+        if self.kind == Kind.TRACE:
+            return _trace_offsets(self.times, duration_s, requests)
         if duration_s is None and requests is None:
             raise ValueError("an open-loop run needs a duration or a request count")
         counts = []
@@ -155,6 +163,18 @@ class Profile:
             return [i / self.rate for i in range(n)], window
         rng = random.Random(self.seed)
         return sorted(rng.uniform(0.0, window) for _ in range(n)), window
+
+
+def _trace_offsets(times: tuple[float, ...], duration_s: float | None, requests: int | None) -> tuple[list[float], float]:
+    """A trace's send times, those before `duration_s` and within the first `requests`;
+    the window is the span they cover plus one mean gap, so that n / window is the
+    trace's mean rate over them (evenly spaced sends at 1/r give n / r, as `constant`)."""
+    kept = [t for t in times if duration_s is None or t < duration_s][: requests if requests is not None else None]
+    if not kept:
+        return [], duration_s or 1.0
+    n = len(kept)
+    window = kept[-1] * n / (n - 1) if n > 1 and kept[-1] > 0 else (duration_s or 1.0)
+    return kept, window
 
 
 def step_seed(seed: int, scenario: str) -> int:
@@ -174,6 +194,17 @@ def concurrent(n: int) -> Profile:
     if n < 1:
         raise ValueError(f"concurrency must be >= 1, found {n}")
     return Profile(Kind.CONCURRENT, concurrency=n)
+
+
+def trace(times: list[float] | tuple[float, ...], label: str) -> Profile:
+    """Sends at recorded times (seconds from the start, in order), whatever the server does
+    (open loop): a trace replay. `rate` is its mean over the whole trace."""
+    if not times:
+        raise ValueError("a trace replay needs at least one send time")
+    if list(times) != sorted(times) or times[0] < 0:
+        raise ValueError("a trace's send times must be >= 0 and in order")
+    _, window = _trace_offsets(tuple(times), None, None)
+    return Profile(Kind.TRACE, rate=len(times) / window, times=tuple(times), label=label)
 
 
 def constant(rate: float) -> Profile:

@@ -85,8 +85,9 @@ WARMUP_TRIAL = -2
 # writes them and the load gates read them.
 CONSTANT_SCENARIO_PREFIX = "rate="
 POISSON_SCENARIO_PREFIX = "poisson="
+TRACE_SCENARIO_PREFIX = "trace="
 
 
 def is_open_loop(scenario: str) -> bool:
     """Whether a load run's scenario is an open-loop one (it had a schedule to keep)."""
-    return scenario.startswith((CONSTANT_SCENARIO_PREFIX, POISSON_SCENARIO_PREFIX))
+    return scenario.startswith((CONSTANT_SCENARIO_PREFIX, POISSON_SCENARIO_PREFIX, TRACE_SCENARIO_PREFIX))

@@ -8,6 +8,7 @@ unreachable server exits 1; nothing a user can cause prints a traceback.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -505,5 +506,14 @@ def examples(
     if target.exists() and not force:
         raise UsageError(f"{target} exists; pass --force to overwrite it")
     out.mkdir(parents=True, exist_ok=True)
-    target.write_text(found[key].read_text(encoding="utf-8"), encoding="utf-8")
+    text = found[key].read_text(encoding="utf-8")
+    target.write_text(text, encoding="utf-8")
+    # the files it names beside itself (a replayed trace) come with it
+    folder = found[key].parent if hasattr(found[key], "parent") else None
+    for name in sorted(set(re.findall(r'^trace\s*=\s*"(traces/[\w.-]+)"', text, re.MULTILINE))):
+        source = folder / name if folder is not None else None
+        if source is not None and source.is_file():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            (out / name).write_bytes(source.read_bytes())
+            console.print(f"written: {out / name}", highlight=False)
     console.print(f"written: {target}\nrun it: campaign run {target}", highlight=False)

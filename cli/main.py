@@ -13,8 +13,10 @@ from campaign.schema import CampaignFileError
 from cli import commands, new, probe, reports  # noqa: F401  (each adds its commands to the app)
 from cli.app import CannotRun, UsageError, app, err
 from cli.db import db_app
+from cli.trace import trace_app
 
 app.add_typer(db_app, name="db")
+app.add_typer(trace_app, name="trace")
 
 
 def main() -> None:

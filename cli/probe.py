@@ -82,7 +82,7 @@ def probe(
         float | None,
         typer.Option("--read-timeout", metavar="SECONDS", help="a request with no byte for this long has stalled; after 2 stalls in a row the probe stops sending (default 120; agent-load: its turn timeout)"),
     ] = None,
-    load_profile: Annotated[str | None, typer.Option("--profile", help="load: synchronous | concurrent | constant | poisson | sweep (default)", rich_help_panel="load")] = None,
+    load_profile: Annotated[str | None, typer.Option("--profile", help="load: synchronous | concurrent | constant | poisson | trace | sweep (default)", rich_help_panel="load")] = None,
     rate: Annotated[float | None, typer.Option(help="load: requests per second (constant, poisson)", rich_help_panel="load")] = None,
     concurrency: Annotated[int | None, typer.Option(help="load: clients (concurrent)", rich_help_panel="load")] = None,
     duration: Annotated[float | None, typer.Option(metavar="SECONDS", help="load: seconds per run, each step of a sweep (default 20)", rich_help_panel="load")] = None,
@@ -92,6 +92,9 @@ def probe(
     rates: Annotated[int | None, typer.Option(help="load sweep: rates between synchronous and maximum throughput (default 4)", rich_help_panel="load")] = None,
     max_concurrency: Annotated[int | None, typer.Option(help="load sweep: clients of the maximum-throughput run (default 32)", rich_help_panel="load")] = None,
     seed: Annotated[int | None, typer.Option(help="load: seeds Poisson arrivals", rich_help_panel="load")] = None,
+    trace: Annotated[Path | None, typer.Option(metavar="FILE", help="load --profile trace: a Mooncake-style JSONL trace to replay", rich_help_panel="load")] = None,
+    block_tokens: Annotated[int | None, typer.Option(help="load trace: tokens per hash id block (default 512)", rich_help_panel="load")] = None,
+    time_scale: Annotated[float | None, typer.Option(help="load trace: recorded gaps multiplied by this (0.5: twice as fast)", rich_help_panel="load")] = None,
 ) -> None:
     """Run one probe against a live server and print a readable summary."""
     from arms.probes import registry as probes
@@ -114,6 +117,7 @@ def probe(
         "profile": load_profile, "rate": rate, "concurrency": concurrency, "duration_s": duration, "requests": requests,
         "targets": _targets(target) if target else None, "workload": workload, "rates": rates,
         "max_concurrency": max_concurrency, "seed": seed,
+        "trace": str(trace) if trace is not None else None, "block_tokens": block_tokens, "time_scale": time_scale,
     }
     if read_timeout is not None and not read_timeout > 0:
         raise UsageError(f"--read-timeout: found {read_timeout:g}, expected seconds > 0")
@@ -306,6 +310,13 @@ def _print_load(sink: Any) -> None:
         for r in rows:
             if r["mode"] == mode_ and r.get("in_flight_cap_waits"):
                 console.print(f"  [yellow]{r['scenario']}: {r['in_flight_cap_waits']:.0f} send(s) waited for the in-flight cap; their lag includes the wait[/yellow]")
+    reuse = {(m["mode"], m["scenario"], m["metric"]): float(m["value"]) for m in sink.measurements
+             if m["metric"] in ("trace_reuse", "trace_implied_reuse")}
+    for (mode_, scenario, metric), value in reuse.items():
+        if metric == "trace_reuse":
+            implied = reuse.get((mode_, scenario, "trace_implied_reuse"))
+            console.print(f"{scenario} ({mode_}): prefix reuse {value:.0%} as the server reported it; "
+                          f"the trace implies {implied:.0%} (an unbounded cache)" if implied is not None else "", highlight=False)
     for (mode_, _ctx), cell in sweep_result(sink.measurements).items():
         console.print(
             f"[bold]sweep ({mode_})[/bold]: max goodput {cell.get('max_goodput_rps', 0):.3g} req/s "

@@ -81,11 +81,28 @@ def load_campaign(path: str | Path) -> CampaignSpec:
     if plugin_problems:
         raise CampaignFileError(path, plugin_problems)
     spec = read_campaign(path, known_names())
+    anchor_paths(spec, path.parent)
     problems = (options_problems(spec) + simulate_problems(spec) + metric_problems(spec) + ablation_problems(spec)
                 + probe_pooling_problems(spec))
     if problems:
         raise CampaignFileError(path, problems)
     return spec
+
+
+# overrides that name a file a probe reads (the load probe's trace)
+FILE_OVERRIDES = ("trace",)
+
+
+def anchor_paths(spec: CampaignSpec, folder: Path) -> None:
+    """A relative file a queue item's overrides name is the campaign file's neighbour,
+    as its plugins are: `trace = "traces/agents.jsonl"` beside the file, wherever the
+    command runs. A path that is not there is left as written (the probe's check then
+    names it)."""
+    for item in spec.queue:
+        for key in FILE_OVERRIDES:
+            value = item.overrides.get(key)
+            if isinstance(value, str) and value and not Path(value).is_absolute() and (folder / value).is_file():
+                item.overrides[key] = str((folder / value).resolve())
 
 
 def options_problems(spec: CampaignSpec) -> list[str]:

@@ -37,9 +37,11 @@ so every rate asks for the same work.
 
 from __future__ import annotations
 
+import os
 import statistics
 import uuid
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -47,12 +49,15 @@ from pydantic import BaseModel, Field, PositiveFloat, model_validator
 
 from arms import load
 from arms.load import Kind, Point, Profile, RunResult
-from arms.metrics import RequestRecord, e2e_s, itl_s, schedule_lag_s, tpot_s, ttft_s
+from arms.metrics import RequestRecord, e2e_s, extract_cached_tokens, itl_s, record_payload, schedule_lag_s, tpot_s, ttft_s
+from arms.metrics import prompt_tokens as usage_prompt_tokens
 from arms.probes.agent_load import conversation_tokens
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
 from arms.probes.prompts import words
+from campaign import traces
 from campaign.states import SUMMARY_TRIAL, Mode
+from campaign.traces import DEFAULT_BLOCK_TOKENS, TraceRequest
 
 TargetName = Literal["ttft_s", "tpot_s", "e2e_s"]
 AGENT_FIELDS = ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens")
@@ -61,7 +66,7 @@ DEFAULT_DURATION_S = 20.0
 
 
 class LoadParams(BaseModel):
-    profile: Kind = Field(default=Kind.SWEEP, description="synchronous | concurrent | constant | poisson | sweep")
+    profile: Kind = Field(default=Kind.SWEEP, description="synchronous | concurrent | constant | poisson | trace | sweep")
     rate: float | None = Field(default=None, gt=0, description="constant, poisson: requests per second")
     concurrency: int | None = Field(default=None, ge=1, le=4096, description="concurrent: clients")
     seed: int = Field(default=0, description="poisson, sweep: seeds the arrivals (each step of a sweep its own, derived from it), so a run can be repeated")
@@ -72,7 +77,10 @@ class LoadParams(BaseModel):
     rates: int = Field(default=4, ge=1, le=50, description="sweep: rates run between synchronous and maximum throughput")
     max_concurrency: int = Field(default=32, ge=2, le=4096, description="sweep: clients of the maximum-throughput run")
     arrivals: Literal["constant", "poisson"] | None = Field(default=None, description="sweep: arrivals of its rate runs, default poisson (bursts as real traffic has, so a queue grows before the maximum rate); the constant and poisson profiles say their own, closed loops have none")
-    workload: Literal["synthetic", "agent"] | None = Field(default=None, description="default: agent when any agent-shape field is set")
+    workload: Literal["synthetic", "agent", "trace"] | None = Field(default=None, description="default: trace with the trace profile, agent when any agent-shape field is set")
+    trace: str | None = Field(default=None, description="trace: a Mooncake-style JSONL file (timestamp ms, input_length, output_length, hash_ids), replayed at its recorded times")
+    block_tokens: int = Field(default=DEFAULT_BLOCK_TOKENS, ge=1, description="trace: tokens per hash id block (Mooncake's traces: 512)")
+    time_scale: float = Field(default=1.0, gt=0, description="trace: the recorded gaps multiplied by this (0.5 replays twice as fast)")
     prompt_tokens: int = Field(default=256, ge=1, description="synthetic: prompt size (words, about one token each)")
     max_tokens: int = Field(default=64, ge=2, description="output tokens per request")
     ignore_eos: bool = Field(default=True, description="hold every reply to max_tokens")
@@ -88,6 +96,19 @@ class LoadParams(BaseModel):
     @model_validator(mode="after")
     def _coherent(self) -> LoadParams:
         p = self.profile
+        if (p == Kind.TRACE) != (self.trace is not None):
+            raise ValueError("profile trace replays a trace file (trace = 'traces/agents.jsonl', --trace FILE)"
+                             if p == Kind.TRACE else f"trace applies to the trace profile, not to {p}")
+        if p == Kind.TRACE:
+            defaults = type(self).model_fields
+            set_here = [f for f in (*AGENT_FIELDS, "prompt_tokens", "max_tokens") if getattr(self, f) != defaults[f].default]
+            if set_here or self.workload not in (None, "trace"):
+                raise ValueError(f"{', '.join(set_here) or 'workload'}: not for a trace replay, which sets its own prompts and output lengths")
+            self.workload = "trace"
+            recorded(self.trace, self.block_tokens)  # refused here, naming the line, before anything runs
+            return self
+        if self.workload == "trace":
+            raise ValueError("workload trace comes with profile trace")
         if p in load.OPEN_LOOP and self.rate is None:
             raise ValueError(f"profile {p} needs a rate in requests per second (rate = 2, --rate 2)")
         if self.rate is not None and p not in load.OPEN_LOOP:
@@ -115,8 +136,15 @@ class LoadParams(BaseModel):
             raise ValueError("prompt_tokens sizes the synthetic workload; the agent one is sized by system_tokens, task_tokens and turn_tokens")
         return self
 
+    def replayed(self) -> list[TraceRequest]:
+        """The trace's requests this run sends (trace profile): cut by `requests` and `duration_s`."""
+        return traces.cut(recorded(self.trace or "", self.block_tokens), count=self.requests, duration_s=self.duration_s, time_scale=self.time_scale)[1]
+
     def profile_of(self) -> Profile:
         """The single run's profile (not for a sweep, which is several)."""
+        if self.profile == Kind.TRACE:
+            times, _ = traces.cut(recorded(self.trace or "", self.block_tokens), count=self.requests, duration_s=self.duration_s, time_scale=self.time_scale)
+            return load.trace(times, Path(self.trace or "").stem)
         if self.profile == Kind.SYNCHRONOUS:
             return load.synchronous()
         if self.profile == Kind.CONCURRENT:
@@ -130,9 +158,26 @@ class LoadParams(BaseModel):
     def request_tokens(self) -> int:
         """The most tokens one request holds by the stated sizes: a synthetic prompt and
         its reply, or an agent conversation's last turn as agent-load counts it."""
+        if self.workload == "trace":
+            return max(r.input_length + r.output_length for r in self.replayed())
         if self.workload != "agent":
             return self.prompt_tokens + self.max_tokens
         return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens)
+
+
+@lru_cache(maxsize=8)
+def _read(path: str, block_tokens: int, stamp: tuple[int, int]) -> tuple[TraceRequest, ...]:
+    return tuple(traces.read_trace(path, block_tokens))
+
+
+def recorded(path: str, block_tokens: int) -> tuple[TraceRequest, ...]:
+    """A trace file's requests, read once while the file is unchanged; a bad file raises
+    ValueError (a TraceError naming the line), which the params' check reports."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise traces.TraceError(f"{path}: cannot read the trace ({exc.strerror or exc})") from exc
+    return _read(path, block_tokens, (info.st_mtime_ns, info.st_size))
 
 
 # -- workloads ------------------------------------------------------------------------------------
@@ -146,9 +191,29 @@ class Workload:
         self.salt = salt
         self.system = words(params.system_tokens, f"{shared}/system") if params.workload == "agent" else ""
         self._piece = lru_cache(maxsize=4096)(words)
+        self._block = lru_cache(maxsize=65536)(lambda block: words(params.block_tokens, f"{salt}/h{block}").split(" "))
+        self.trace = params.replayed() if params.workload == "trace" else []
+        self.implied = traces.implied_cached_tokens(self.trace, params.block_tokens) if self.trace else []
+
+    def _trace_prompt(self, request: TraceRequest, i: int) -> str:
+        """Equal hash ids as equal text (a block's words, seeded by its id and this run):
+        a block the trace shares is a shared prefix on the server; the last block is as
+        long as the request's input_length leaves it. Words are about a token each."""
+        if not request.hash_ids:
+            return words(request.input_length, f"{self.salt}/r{i}")
+        size = self.p.block_tokens
+        pieces = []
+        for j, block in enumerate(request.hash_ids):
+            pieces.append(" ".join(self._block(block)[: min(size, request.input_length - j * size)]))
+        return " ".join(pieces)
 
     def prepare(self, i: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         p = self.p
+        if p.workload == "trace":
+            request = self.trace[i]
+            label = {"index": i, "max_tokens": request.output_length, "input_length": request.input_length,
+                     "implied_cached_tokens": self.implied[i]}
+            return [{"role": "user", "content": self._trace_prompt(request, i)}], label
         if p.workload != "agent":
             return [{"role": "user", "content": words(p.prompt_tokens, f"{self.salt}/{i}")}], {"index": i}
         generation, k = divmod(i, p.conversations * p.turns)
@@ -187,6 +252,34 @@ def _per_request(sink: Sink, record: RequestRecord, *, mode: Mode, scenario: str
     put("itl_max_s", max(gaps) if gaps else None)
 
 
+def _trace_reuse(sink: Sink, target: ProbeTarget, records: list[RequestRecord], *, mode: Mode, scenario: str, context: int) -> None:
+    """A replay's reuse, the server's beside the trace's: per request the cached tokens the
+    server reported and those the trace implies (an unbounded prefix cache); per run
+    `trace_reuse` and `trace_implied_reuse`, each cached / prompt tokens over the run's
+    succeeded requests. A cache that evicts, or never matches, shows as the difference."""
+    reported = implied = prompts = 0
+    sources = set()
+    for trial, record in enumerate(records):
+        if not record.ok:
+            continue
+        label = record.label or {}
+        payload = record_payload(record)
+        cached, field = extract_cached_tokens(payload, prefer=target.adapter.cached_tokens_field)
+        prompt = usage_prompt_tokens(payload)
+        implied_here = int(label.get("implied_cached_tokens", 0))
+        sink.measurement(metric="implied_cached_tokens", value=implied_here, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial,
+                         source=f"trace hash_ids, of input_length {label.get('input_length')}")
+        if cached is None or prompt is None:
+            continue
+        sink.measurement(metric="cached_tokens", value=cached, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source=field)
+        reported, implied, prompts = reported + cached, implied + implied_here, prompts + prompt
+        sources.add(field)
+    if prompts:
+        put = {"mode": mode, "scenario": scenario, "context": context, "trial": SUMMARY_TRIAL}
+        sink.measurement(metric="trace_reuse", value=reported / prompts, unit="ratio", source=", ".join(sorted(sources)), **put)
+        sink.measurement(metric="trace_implied_reuse", value=implied / prompts, unit="ratio", source="trace hash_ids over the server's prompt_tokens", **put)
+
+
 async def run_profile(
     http: httpx.AsyncClient,
     target: ProbeTarget,
@@ -198,11 +291,12 @@ async def run_profile(
 ) -> tuple[RunResult, dict[str, float]]:
     """One run of one profile, every row of it written; returns it and its per-run numbers."""
     scenario, ctx = profile.scenario, params.context
-    extra = {"ignore_eos": True, "min_tokens": params.max_tokens} if params.ignore_eos else None
 
     async def send(i: int, item: tuple[list[dict[str, Any]], dict[str, Any]]) -> RequestRecord:
         messages, label = item
-        record = await chat(http, target, messages, mode, params.max_tokens, extra=extra)
+        tokens = int(label.get("max_tokens", params.max_tokens))  # a trace's own output length
+        extra = {"ignore_eos": True, "min_tokens": tokens} if params.ignore_eos else None
+        record = await chat(http, target, messages, mode, tokens, extra=extra)
         record.label = label
         return record
 
@@ -215,6 +309,8 @@ async def run_profile(
     for trial, record in enumerate(result.records):
         sink.request(record, scenario=scenario, mode=mode, trial=trial)
         _per_request(sink, record, mode=mode, scenario=scenario, context=ctx, trial=trial)
+    if params.workload == "trace":
+        _trace_reuse(sink, target, result.records, mode=mode, scenario=scenario, context=ctx)
     numbers: dict[str, float] = {}
     for stat in load.run_stats(result, params.targets):
         sink.measurement(metric=stat.metric, value=stat.value, unit=stat.unit, mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL, source=stat.source)

@@ -482,3 +482,17 @@ def test_the_simulators_own_stamps_bracket_the_clients_ttft() -> None:
     assert all(abs(v) < 0.05 for v in found["receive side"])
     assert all(0 <= d < 0.1 for d in found["client - server"])
     assert not parts(asyncio.run(go(False)))["send side"]  # no stamps unless asked
+
+
+def test_a_trace_profile_sends_at_its_times_and_its_window_gives_its_mean_rate() -> None:
+    """Evenly spaced sends at 1/r have window n / r (as a constant rate's); a cut by
+    duration or count keeps the sends before it; the scenario names the trace."""
+    even = load.trace([0.0, 0.5, 1.0, 1.5], "agents")
+    assert even.scenario == "trace=agents" and load.is_open_loop(even.scenario)
+    assert even.offsets(None, None) == ([0.0, 0.5, 1.0, 1.5], 2.0) and even.rate == pytest.approx(2.0)
+    assert even.offsets(1.0, None) == ([0.0, 0.5], 1.0)
+    assert even.offsets(None, 3)[0] == [0.0, 0.5, 1.0]
+    with pytest.raises(ValueError, match="in order"):
+        load.trace([1.0, 0.5], "bad")
+    with pytest.raises(ValueError, match="at least one"):
+        load.trace([], "empty")
