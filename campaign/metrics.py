@@ -135,6 +135,8 @@ _ENTRIES = [
     _m("max_throughput_rps", "req/s", "a sweep's most requests completed per second", (LOAD,), "sweep", True),
     _m("synchronous_rps", "req/s", "the sweep's one-at-a-time rate, its rates' base", (LOAD,), "sweep", True),
     _m("sweep_runs", "count", "runs a sweep made", (LOAD,), "sweep"),
+    _m("sweep_rates_skipped", "count", "planned rates a sweep did not run: it stopped at the first rate that did not hold (its source says why)", (LOAD,), "sweep"),
+    _m("sweep_time_saved_s", "s", "the device time those rates would have taken", (LOAD,), "sweep"),
     _m("sweep_fraction", "ratio", "targets a sweep's run had to meet to count", (LOAD,), "sweep"),
 ]
 

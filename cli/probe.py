@@ -322,3 +322,7 @@ def _print_load(sink: Any) -> None:
             f"[bold]sweep ({mode_})[/bold]: max goodput {cell.get('max_goodput_rps', 0):.3g} req/s "
             f"({cell.get('max_goodput_offered_rps_source', '')}); {cell.get('sweep_fraction_source', '')}"
         )
+        if cell.get("sweep_rates_skipped"):
+            saved = cell.get("sweep_time_saved_s")
+            console.print(f"  {cell.get('sweep_rates_skipped_source', '')}" + (f" ({saved:.0f} s of device time saved)" if saved else ""),
+                          highlight=False)

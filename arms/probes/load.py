@@ -76,6 +76,7 @@ class LoadParams(BaseModel):
     fraction: float = Field(default=0.9, gt=0, le=1, description="sweep: a rate holds when this share of its requests met every target")
     rates: int = Field(default=4, ge=1, le=50, description="sweep: rates run between synchronous and maximum throughput")
     max_concurrency: int = Field(default=32, ge=2, le=4096, description="sweep: clients of the maximum-throughput run")
+    stop_at_saturation: bool = Field(default=True, description="sweep: no higher rate after the first that did not hold (the knee is decided there); false runs every rate, for the whole curve")
     arrivals: Literal["constant", "poisson"] | None = Field(default=None, description="sweep: arrivals of its rate runs, default poisson (bursts as real traffic has, so a queue grows before the maximum rate); the constant and poisson profiles say their own, closed loops have none")
     workload: Literal["synthetic", "agent", "trace"] | None = Field(default=None, description="default: trace with the trace profile, agent when any agent-shape field is set")
     trace: str | None = Field(default=None, description="trace: a Mooncake-style JSONL file (timestamp ms, input_length, output_length, hash_ids), replayed at its recorded times")
@@ -324,6 +325,7 @@ async def run_profile(
     if sampler.series:
         mean = sum(v for _, v in sampler.series) / len(sampler.series)
         sink.measurement(metric="queue_depth_mean", value=mean, unit="requests", mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL, source=f"{len(sampler.series)} samples")
+        numbers["queue_growth"] = queue_growth([v for _, v in sampler.series])
     await record_counter_deltas(http, target, sink, before, mode=mode, scenario=scenario, context=ctx)
     return result, numbers
 
@@ -345,10 +347,27 @@ async def run(target: ProbeTarget, sink: Sink, params: LoadParams) -> None:
             await sweep(http, target, sink, params, mode, workload)
 
 
+def queue_growth(depths: list[float]) -> float:
+    """How much the queue grew over a run: the mean depth of its last third of samples
+    minus that of its first third (0 with fewer than 3 samples). A server that cannot
+    carry a rate shows a queue growing without bound; one that can, a flat one."""
+    if len(depths) < 3:
+        return 0.0
+    third = len(depths) // 3
+    return statistics.fmean(depths[-third:]) - statistics.fmean(depths[:third])
+
+
 async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params: LoadParams, mode: Mode, workload: Any) -> None:
     """Synchronous, then maximum throughput, then `rates` rates between the two (GuideLLM's
-    sweep); then the knee: the highest rate whose goodput holds (`arms.load.knee`)."""
+    sweep); then the knee: the highest rate whose goodput holds (`arms.load.knee`).
+
+    The knee walks up from the lowest rate and stops at the first that does not hold, so no
+    higher rate can change it: with `stop_at_saturation` the sweep stops there, records
+    why (the share that met the targets, how the queue and the schedule lag went) and the
+    rates and device time it did not spend."""
     points: list[Point] = []
+    stopped = ""
+    skipped = 0
 
     async def step(profile: Profile) -> dict[str, float]:
         _, numbers = await run_profile(http, target, sink, params, profile, mode, workload(profile))
@@ -359,11 +378,20 @@ async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params
     first = await step(load.synchronous())
     top = await step(load.concurrent(params.max_concurrency))
     sync_rps, max_rps = first.get("request_throughput_rps", 0.0), top.get("request_throughput_rps", 0.0)
-    for rate in load.sweep_rates(sync_rps, max_rps, params.rates):
+    planned = load.sweep_rates(sync_rps, max_rps, params.rates)
+    for i, rate in enumerate(planned):
         if target.stalls.tripped:
             break  # the stall guard stopped the probe: the rates not run are not measured
         constant = load.constant(rate)
-        await step(load.poisson(rate, load.step_seed(params.seed, constant.scenario)) if params.arrivals == "poisson" else constant)
+        profile = load.poisson(rate, load.step_seed(params.seed, constant.scenario)) if params.arrivals == "poisson" else constant
+        numbers = await step(profile)
+        attainment = numbers.get("target_attainment", 1.0)
+        if params.stop_at_saturation and attainment + 1e-9 < params.fraction and i + 1 < len(planned):
+            skipped = len(planned) - i - 1
+            stopped = (f"saturated at {profile.scenario}: {attainment:.0%} of its requests met the targets (< {params.fraction:.0%}); "
+                       f"queue grew {numbers.get('queue_growth', 0.0):+.1f} over the run, schedule lag p99 "
+                       f"{numbers.get('schedule_lag_p99_s', 0.0) * 1000:.0f} ms; {skipped} higher rate(s) not run")
+            break
     found = load.knee(points, params.fraction)
     ctx = params.context
 
@@ -376,6 +404,9 @@ async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params
     put("max_throughput_rps", max_rps, "req/s", load.concurrent(params.max_concurrency).scenario)
     put("sweep_fraction", params.fraction, "ratio", load.targets_text(params.targets))
     put("sweep_runs", len(points), "count", "synchronous, maximum throughput, then the rates")
+    put("sweep_rates_skipped", skipped, "count", stopped or "every planned rate ran")
+    if skipped and params.duration_s:
+        put("sweep_time_saved_s", skipped * params.duration_s, "s", f"{skipped} run(s) of {params.duration_s:g} s not spent")
 
 
 # -- the curve, for the command line, JSON and the report --------------------------------------

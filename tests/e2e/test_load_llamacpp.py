@@ -30,7 +30,8 @@ def test_sweep_bends_where_the_queue_grows(llama_servers: LlamaServers) -> None:
         asyncio.run(load_probe.run(server.target(), calibration, load_probe.LoadParams(profile="synchronous", requests=4, **shape)))
         targets = {"ttft_s": 5 * calibration.values("ttft_p50_s")[0], "tpot_s": 5 * calibration.values("tpot_p50_s")[0]}
         sink = MemorySink()
-        params = load_probe.LoadParams(profile="sweep", duration_s=6.0, rates=3, max_concurrency=8, targets=targets, **shape)
+        params = load_probe.LoadParams(profile="sweep", duration_s=6.0, rates=3, max_concurrency=8, targets=targets,
+                                       stop_at_saturation=False, **shape)  # the whole curve: where it bends
         asyncio.run(load_probe.run(server.target(), sink, params))
     print("targets", targets)
     curve = load_probe.curve_rows(sink.measurements)

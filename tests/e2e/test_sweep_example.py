@@ -32,7 +32,8 @@ def test_sweep_example_verdicts_and_report(tmp_path: Path, examples: Path, prefe
               for arm, part in frame.groupby("arm_id")}
     index = write_site(store, "sweep", tmp_path / "site")
     shown = re.findall(r"curve, (\d+) runs", index.read_text())
-    assert sorted(set(int(n) for n in shown)) == sorted(set(points.values())) and min(points.values()) >= 6, (shown, points)
+    # (a sweep stops at its first rate that does not hold: at least one Poisson rate a block)
+    assert sorted(set(int(n) for n in shown)) == sorted(set(points.values())) and min(points.values()) >= 5, (shown, points)
     arm = (index.parent / "arms" / "b.html").read_text()
     assert "Latency against offered rate" in arm and "max goodput" in arm
     gate_page = (index.parent / "gates" / "goodput.html").read_text()

@@ -34,7 +34,7 @@ def test_a_sweep_of_two_servers_stores_its_curve_its_schedule_and_what_the_repor
     from tests.simproc import simulator
 
     params = load_probe.LoadParams(profile="sweep", duration_s=2.5, rates=3, max_concurrency=8,
-                                   targets={"ttft_s": 1.0, "tpot_s": 0.1}, **AGENT)
+                                   targets={"ttft_s": 1.0, "tpot_s": 0.1}, stop_at_saturation=False, **AGENT)  # the whole curve
     sinks = {"A": MemorySink(), "B": MemorySink()}
     for arm in "AB":
         with simulator(tmp_path, slots=2 if arm == "A" else 4, **SIM) as url:
@@ -84,3 +84,30 @@ def test_open_loop_on_the_simulator_shows_the_queue_a_closed_loop_hides(tmp_path
     # as the drain: the last of the 24 requests came back long after the 3 s window
     assert over.values("request_throughput_rps")[0] <= over.values("offered_rps")[0]
     assert over.values("drain_s")[0] > 1.0 and single.values("drain_s")[0] == 0.0
+
+
+@pytest.mark.integration
+def test_a_sweep_stops_at_the_first_rate_that_does_not_hold_and_says_why(tmp_path: Path) -> None:
+    """One slot cannot carry any rate above its synchronous one within a tight TTFT target:
+    the first open-loop rate breaks, the sweep runs no higher one (the knee is decided
+    there) and records why and what it saved; with the stop off, every rate runs."""
+    from tests.simproc import simulator
+
+    synthetic = {"prompt_tokens": 100, "max_tokens": 16, "duration_s": 2.5, "rates": 4, "max_concurrency": 4,
+                 "targets": {"ttft_s": 0.15}}
+    sinks = {}
+    with simulator(tmp_path, slots=1, prefill_tps=4000.0, decode_tps=80.0) as url:
+        for stop in (True, False):
+            sinks[stop] = MemorySink()
+            asyncio.run(load_probe.run(sim_target(url), sinks[stop], load_probe.LoadParams(profile="sweep", stop_at_saturation=stop, **synthetic)))
+    stopped, whole = sinks[True], sinks[False]
+    curve = load_probe.curve_rows(stopped.measurements)
+    rates = [r for r in curve if r["open_loop"]]
+    assert rates and rates[-1]["target_attainment"] < 0.9 and all(r["target_attainment"] >= 0.9 for r in rates[:-1])
+    skipped = stopped.values("sweep_rates_skipped", scenario="sweep")[0]
+    assert len(rates) + skipped == 4 and skipped >= 1
+    why = next(m["source"] for m in stopped.measurements if m["metric"] == "sweep_rates_skipped")
+    assert why.startswith(f"saturated at {rates[-1]['scenario']}:") and "queue grew" in why, why
+    assert stopped.values("sweep_time_saved_s", scenario="sweep")[0] == pytest.approx(skipped * 2.5)
+    assert whole.values("sweep_rates_skipped", scenario="sweep") == [0]
+    assert len([r for r in load_probe.curve_rows(whole.measurements) if r["open_loop"]]) == 4
