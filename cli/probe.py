@@ -88,13 +88,14 @@ def probe(
     duration: Annotated[float | None, typer.Option(metavar="SECONDS", help="load: seconds per run, each step of a sweep (default 20)", rich_help_panel="load")] = None,
     requests: Annotated[int | None, typer.Option(help="load: requests per run (with --duration: whichever ends first)", rich_help_panel="load")] = None,
     target: Annotated[list[str] | None, typer.Option("--target", metavar="NAME=SECONDS", help="load: a latency target every good request meets: ttft_s, tpot_s or e2e_s (repeatable)", rich_help_panel="load")] = None,
-    workload: Annotated[str | None, typer.Option(help="load: synthetic (--prompt-tokens) or agent (the agent-load flags; the default when one is given)", rich_help_panel="load")] = None,
+    workload: Annotated[str | None, typer.Option(help="load: synthetic (--prompt-tokens), agent (the agent-load flags; the default when one is given) or dataset (--dataset)", rich_help_panel="load")] = None,
     rates: Annotated[int | None, typer.Option(help="load sweep: rates between synchronous and maximum throughput (default 4)", rich_help_panel="load")] = None,
     max_concurrency: Annotated[int | None, typer.Option(help="load sweep: clients of the maximum-throughput run (default 32)", rich_help_panel="load")] = None,
     seed: Annotated[int | None, typer.Option(help="load: seeds Poisson arrivals", rich_help_panel="load")] = None,
     trace: Annotated[Path | None, typer.Option(metavar="FILE", help="load --profile trace: a Mooncake-style JSONL trace to replay", rich_help_panel="load")] = None,
     block_tokens: Annotated[int | None, typer.Option(help="load trace: tokens per hash id block (default 512)", rich_help_panel="load")] = None,
     time_scale: Annotated[float | None, typer.Option(help="load trace: recorded gaps multiplied by this (0.5: twice as fast)", rich_help_panel="load")] = None,
+    dataset: Annotated[Path | None, typer.Option(metavar="FILE", help="load: a ShareGPT-style JSON/JSONL file as the prompts (each reply's length as output, capped by --max-tokens)", rich_help_panel="load")] = None,
 ) -> None:
     """Run one probe against a live server and print a readable summary."""
     from arms.probes import registry as probes
@@ -118,6 +119,7 @@ def probe(
         "targets": _targets(target) if target else None, "workload": workload, "rates": rates,
         "max_concurrency": max_concurrency, "seed": seed,
         "trace": str(trace) if trace is not None else None, "block_tokens": block_tokens, "time_scale": time_scale,
+        "dataset": str(dataset) if dataset is not None else None,
     }
     if read_timeout is not None and not read_timeout > 0:
         raise UsageError(f"--read-timeout: found {read_timeout:g}, expected seconds > 0")

@@ -89,8 +89,8 @@ def load_campaign(path: str | Path) -> CampaignSpec:
     return spec
 
 
-# overrides that name a file a probe reads (the load probe's trace)
-FILE_OVERRIDES = ("trace",)
+# overrides that name a file a probe reads (the load probe's trace and dataset)
+FILE_OVERRIDES = ("trace", "dataset")
 
 
 def anchor_paths(spec: CampaignSpec, folder: Path) -> None:

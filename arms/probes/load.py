@@ -55,7 +55,8 @@ from arms.probes.agent_load import conversation_tokens
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
 from arms.probes.prompts import words
-from campaign import traces
+from campaign import datasets, traces
+from campaign.datasets import Dataset, DatasetPrompt
 from campaign.states import SUMMARY_TRIAL, Mode
 from campaign.traces import DEFAULT_BLOCK_TOKENS, TraceRequest
 
@@ -78,7 +79,8 @@ class LoadParams(BaseModel):
     max_concurrency: int = Field(default=32, ge=2, le=4096, description="sweep: clients of the maximum-throughput run")
     stop_at_saturation: bool = Field(default=True, description="sweep: no higher rate after the first that did not hold (the knee is decided there); false runs every rate, for the whole curve")
     arrivals: Literal["constant", "poisson"] | None = Field(default=None, description="sweep: arrivals of its rate runs, default poisson (bursts as real traffic has, so a queue grows before the maximum rate); the constant and poisson profiles say their own, closed loops have none")
-    workload: Literal["synthetic", "agent", "trace"] | None = Field(default=None, description="default: trace with the trace profile, agent when any agent-shape field is set")
+    workload: Literal["synthetic", "agent", "trace", "dataset"] | None = Field(default=None, description="default: trace with the trace profile, dataset with a dataset, agent when any agent-shape field is set")
+    dataset: str | None = Field(default=None, description="dataset: a ShareGPT-style JSON or JSONL file; its prompts in turn, each its reply's length in words as output, capped by max_tokens")
     trace: str | None = Field(default=None, description="trace: a Mooncake-style JSONL file (timestamp ms, input_length, output_length, hash_ids), replayed at its recorded times")
     block_tokens: int = Field(default=DEFAULT_BLOCK_TOKENS, ge=1, description="trace: tokens per hash id block (Mooncake's traces: 512)")
     time_scale: float = Field(default=1.0, gt=0, description="trace: the recorded gaps multiplied by this (0.5 replays twice as fast)")
@@ -110,6 +112,16 @@ class LoadParams(BaseModel):
             return self
         if self.workload == "trace":
             raise ValueError("workload trace comes with profile trace")
+        if self.workload == "dataset" and self.dataset is None:
+            raise ValueError("workload dataset reads a dataset file (dataset = 'sharegpt.json', --dataset FILE)")
+        if self.dataset is not None and self.workload not in (None, "dataset"):
+            raise ValueError(f"dataset applies to the dataset workload, not to {self.workload}")
+        if self.dataset is not None:
+            set_here = [f for f in (*AGENT_FIELDS, "prompt_tokens") if getattr(self, f) != type(self).model_fields[f].default]
+            if set_here:
+                raise ValueError(f"{', '.join(set_here)}: not for a dataset, whose records are the prompts")
+            self.workload = "dataset"
+            read_prompts(self.dataset)  # refused here, naming the record, before anything runs
         if p in load.OPEN_LOOP and self.rate is None:
             raise ValueError(f"profile {p} needs a rate in requests per second (rate = 2, --rate 2)")
         if self.rate is not None and p not in load.OPEN_LOOP:
@@ -137,6 +149,10 @@ class LoadParams(BaseModel):
             raise ValueError("prompt_tokens sizes the synthetic workload; the agent one is sized by system_tokens, task_tokens and turn_tokens")
         return self
 
+    def reply_tokens(self, prompt: DatasetPrompt) -> int:
+        """A dataset record's output length: its reply's (in words), capped by max_tokens."""
+        return max(2, min(prompt.output_words, self.max_tokens))
+
     def replayed(self) -> list[TraceRequest]:
         """The trace's requests this run sends (trace profile): cut by `requests` and `duration_s`."""
         return traces.cut(recorded(self.trace or "", self.block_tokens), count=self.requests, duration_s=self.duration_s, time_scale=self.time_scale)[1]
@@ -161,6 +177,9 @@ class LoadParams(BaseModel):
         its reply, or an agent conversation's last turn as agent-load counts it."""
         if self.workload == "trace":
             return max(r.input_length + r.output_length for r in self.replayed())
+        if self.workload == "dataset":
+            data = read_prompts(self.dataset or "")
+            return max(sum(len(c.split()) for _, c in p.messages) + self.reply_tokens(p) for p in data.prompts)
         if self.workload != "agent":
             return self.prompt_tokens + self.max_tokens
         return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens)
@@ -179,6 +198,21 @@ def recorded(path: str, block_tokens: int) -> tuple[TraceRequest, ...]:
     except OSError as exc:
         raise traces.TraceError(f"{path}: cannot read the trace ({exc.strerror or exc})") from exc
     return _read(path, block_tokens, (info.st_mtime_ns, info.st_size))
+
+
+@lru_cache(maxsize=8)
+def _read_dataset(path: str, stamp: tuple[int, int]) -> Dataset:
+    return datasets.read_dataset(path)
+
+
+def read_prompts(path: str) -> Dataset:
+    """A dataset file's prompts, read once while the file is unchanged; a bad file raises
+    ValueError (a DatasetError naming the record)."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise datasets.DatasetError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from exc
+    return _read_dataset(path, (info.st_mtime_ns, info.st_size))
 
 
 # -- workloads ------------------------------------------------------------------------------------
@@ -210,6 +244,10 @@ class Workload:
 
     def prepare(self, i: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         p = self.p
+        if p.workload == "dataset":
+            prompts = read_prompts(p.dataset or "").prompts
+            prompt = prompts[i % len(prompts)]
+            return prompt.as_messages(), {"index": i, "record": i % len(prompts), "max_tokens": p.reply_tokens(prompt)}
         if p.workload == "trace":
             request = self.trace[i]
             label = {"index": i, "max_tokens": request.output_length, "input_length": request.input_length,
