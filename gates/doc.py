@@ -83,7 +83,9 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
         "draft acceptance is at least `min_rate`",
         "Speculative decoding: accepted / drafted tokens from the server's counters, one rate per "
         "server run: pass when the whole CI over runs is at or above `min_rate`, fail when wholly "
-        "below, else inconclusive; pending while a subject drafted nothing.",
+        "below, else inconclusive; pending while a subject drafted nothing. Counters from a trace replay "
+        "(scenario `trace=...`) are not read: its prompts are random words, and a gate with only those is "
+        "inconclusive saying so.",
         "no (a bound)",
     ),
     "holds_at_ceiling": (

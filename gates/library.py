@@ -16,7 +16,7 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from campaign.schema import GateEntry
-from campaign.states import Verdict
+from campaign.states import TRACE_SCENARIO_PREFIX, Verdict
 from gates import compare
 from campaign.units import num, pct
 from gates.compare import Cell, CellStat, Rigor, Selector
@@ -449,7 +449,22 @@ def acceptance_rate(rows: pd.DataFrame, gate: GateEntry, p: AcceptanceParams) ->
     fail when it is wholly below, inconclusive between."""
     rigor = p.of()
     parts, verdicts, notes, cells = [], [], [], []
+    # a trace replay's prompts are words drawn at random for each hash id: acceptance on
+    # them says nothing about real text, so its counters are not read here
+    replay = rows["scenario"].astype(str).str.startswith(TRACE_SCENARIO_PREFIX) if not rows.empty else None
+    replayed = rows.loc[replay] if replay is not None else rows
+    rows = rows.loc[~replay] if replay is not None else rows
     for arm in gate.subjects:
+        if rows.empty and not replayed.empty:
+            runs, drafted, _ = _acceptance_runs(replayed, arm, p)
+            if drafted:
+                return GateResult(
+                    verdict=Verdict.INCONCLUSIVE,
+                    reason=f"{arm}'s draft counters come only from trace replays, whose prompts are random words: acceptance "
+                           "on random text says nothing about real text; measure it with real prompts (a dataset workload, "
+                           "or decode/agent-load on the model's own kind of text)",
+                    evidence={"replay_runs": len(runs), "replay_drafted": drafted, "min_rate": p.min_rate},
+                )
         if rows.empty:
             return pending(f"no draft counters for {arm} yet")
         runs, drafted, accepted = _acceptance_runs(rows, arm, p)

@@ -218,3 +218,16 @@ def test_equivalence_by_two_one_sided_tests() -> None:
     assert apart.evidence["margin"] == 0.05 and apart.evidence["comparisons"][0]["pairs"] == 5
     two = evaluate(g, rows(*per_run("T", "decode_tps", t[:2]), *per_run("U", "decode_tps", t[:2])))
     assert two.verdict == Verdict.INCONCLUSIVE and "U has 2 runs, T has 2 runs; needs 3" in two.reason  # identical, but two runs
+
+
+def test_acceptance_from_a_trace_replays_random_text_is_no_verdict() -> None:
+    """A trace replay's prompts are random words: draft counters from it alone leave the
+    acceptance gate inconclusive saying so (not pass on however many runs), and beside
+    counters from another probe they are left out of the rate."""
+    acc = gate("acceptance_rate", {"min_rate": 0.7}, ["L"])
+    replay = drafts("L", [(100, 80), (120, 95), (90, 74), (110, 86)]).assign(scenario="trace=agents", probe="load")
+    result = evaluate(acc, replay)
+    assert result.verdict == Verdict.INCONCLUSIVE and "random text says nothing about real text" in result.reason
+    real = drafts("L", [(100, 60), (120, 70), (90, 60), (110, 66)])
+    both = evaluate(acc, pd.concat([replay, real], ignore_index=True))
+    assert both.verdict == Verdict.FAIL and "(256/420 drafted tokens)" in both.reason  # the replay's 335 accepted left out
