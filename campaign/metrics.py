@@ -87,6 +87,7 @@ _ENTRIES = [
     _m("target_forwards", "count", "forward passes of the target model over a decode run's timed responses, the server's per-response count (mlx-dspark): one a token without speculation, fewer when drafts are accepted", (DECODE,), "decode"),
     _m("prompt_tokens", "tokens", "prompt tokens of a request, as the server counted them", (CACHE_PROBE, DECODE, AGENT_LOAD, CACHE_CEILING, LOAD), "every request"),
     _m("prompt_tokens_target", "tokens", "the prompt size the probe aimed at", (DECODE, CACHE_CEILING), "decode; len<tokens>"),
+    _m("sessions_replayed", "count", "recorded sessions agent-load replayed; its source names the file, the history sent and the concurrency", (AGENT_LOAD,), "load"),
     _m("system_tokens_target", "tokens", "agent-load's shared system prompt size, aimed at", (AGENT_LOAD,), "baseline, load"),
     _m("task_tokens_target", "tokens", "agent-load's per-conversation task size, aimed at", (AGENT_LOAD,), "baseline, load"),
     _m("turn_tokens_target", "tokens", "agent-load's per-turn addition, aimed at", (AGENT_LOAD,), "baseline, load"),

@@ -89,8 +89,8 @@ def load_campaign(path: str | Path) -> CampaignSpec:
     return spec
 
 
-# overrides that name a file a probe reads (the load probe's trace and dataset)
-FILE_OVERRIDES = ("trace", "dataset")
+# overrides that name a file a probe reads (the load probe's trace and dataset, agent-load's sessions)
+FILE_OVERRIDES = ("trace", "dataset", "sessions")
 
 
 def anchor_paths(spec: CampaignSpec, folder: Path) -> None:

@@ -20,14 +20,17 @@ counted. A server without a tokenizer gets the word counts of old, labelled an e
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from arms.metrics import (
     RequestRecord,
@@ -41,6 +44,7 @@ from arms.metrics import (
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import WORD_ESTIMATE, SizedWords, sized_words, tokenizer_for, words
+from campaign.sessions import Session, SessionsError, read_sessions
 from campaign.states import Mode
 
 
@@ -55,12 +59,47 @@ class AgentLoadParams(BaseModel):
     turn_timeout_s: float = Field(default=900.0, gt=0, description="a turn slower than this is a timeout (seed 000: 15 min)")
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
     context: int = 0
+    sessions: str | None = Field(default=None, description="recorded sessions: a JSONL of OpenAI-style message lists (your agent's logs), replayed turn by turn instead of the synthetic conversations")
+    history: Literal["recorded", "server"] = Field(default="recorded", description="sessions: later turns carry the recorded assistant replies, or the server's own")
+    session_concurrency: int | None = Field(default=None, ge=1, le=1024, description="sessions: at most this many at once, each starting when one ends; unset: each at its recorded start_s")
+
+    @model_validator(mode="after")
+    def _sessions_shape(self) -> AgentLoadParams:
+        if self.sessions is None:
+            if self.session_concurrency is not None or self.history != "recorded":
+                raise ValueError("history and session_concurrency apply to recorded sessions (sessions = 'agent-logs.jsonl')")
+            return self
+        defaults = type(self).model_fields
+        shaped = [f for f in ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens") if getattr(self, f) != defaults[f].default]
+        if shaped:
+            raise ValueError(f"{', '.join(shaped)}: not for recorded sessions, which bring their own shape")
+        recorded_sessions(self.sessions)  # refused here, naming the line, before anything runs
+        return self
 
     def request_tokens(self) -> int:
         """The most tokens one request holds by the stated sizes: the last turn's prompt
         (system, task, every earlier turn's tool output and reply) and its reply, with a
-        few tokens of chat template per message. `campaign check` holds it to the arm's context."""
+        few tokens of chat template per message. `campaign check` holds it to the arm's
+        context. Recorded sessions: their longest turn, in words and template tokens."""
+        if self.sessions is not None:
+            return max(sum(len(m["content"].split()) + TEMPLATE_TOKENS_PER_MESSAGE for m in turn.messages) + min(turn.reply_words, self.max_tokens)
+                       for session in recorded_sessions(self.sessions) for turn in session.turns)
         return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens)
+
+
+@lru_cache(maxsize=8)
+def _read_sessions(path: str, stamp: tuple[int, int]) -> tuple[Session, ...]:
+    return tuple(read_sessions(path))
+
+
+def recorded_sessions(path: str) -> tuple[Session, ...]:
+    """A sessions file, read once while it is unchanged; a bad file raises a SessionsError
+    (a ValueError naming the line)."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise SessionsError(f"{path}: cannot read the sessions ({exc.strerror or exc})") from exc
+    return _read_sessions(path, (info.st_mtime_ns, info.st_size))
 
 
 # chat-template tokens counted per message when a conversation's size is estimated
@@ -232,6 +271,52 @@ async def _conversation(
     return records
 
 
+async def _replay_session(
+    http: httpx.AsyncClient, target: ProbeTarget, params: AgentLoadParams, mode: Mode, session: Session, index: int, sink: Sink,
+) -> list[RequestRecord]:
+    """One recorded session, turn by turn, each after its recorded think time; a later
+    turn's history carries the recorded replies, or (`history = "server"`) the server's."""
+    records: list[RequestRecord] = []
+    replies: list[str] = []
+    for number, turn in enumerate(session.turns):
+        if number and turn.think_s:
+            await asyncio.sleep(turn.think_s)
+        messages = [dict(m) for m in turn.messages]
+        if params.history == "server":
+            answered = iter(replies)
+            messages = [{"role": "assistant", "content": next(answered, m["content"])} if m["role"] == "assistant" else m for m in messages]
+        record = await chat(
+            http, target, messages, mode, max(1, min(turn.reply_words, params.max_tokens)),
+            read_timeout=target.read_timeout or params.turn_timeout_s, total_timeout=params.turn_timeout_s,
+        )
+        record.label = {"conversation": index, "turn": number, "session": session.id}
+        scenario = turn_scenario(index, number)
+        sink.request(record, scenario=scenario, mode=mode, trial=number)
+        _emit_turn(sink, target, record, scenario, mode, params.context, number)
+        records.append(record)
+        replies.append((record.text.strip() or "ok") if record.ok else turn.reply)
+    return records
+
+
+async def _replay_sessions(
+    http: httpx.AsyncClient, target: ProbeTarget, params: AgentLoadParams, mode: Mode, sessions: tuple[Session, ...], sink: Sink,
+) -> list[list[RequestRecord]]:
+    """Every session: each at its recorded start (relative to the first), or, with
+    `session_concurrency`, at most that many at once in their recorded order."""
+    first = sessions[0].start_s
+    gate = asyncio.Semaphore(params.session_concurrency) if params.session_concurrency else None
+    start = time.perf_counter()
+
+    async def one(index: int, session: Session) -> list[RequestRecord]:
+        if gate is not None:
+            async with gate:
+                return await _replay_session(http, target, params, mode, session, index, sink)
+        await asyncio.sleep(max(0.0, session.start_s - first - (time.perf_counter() - start)))
+        return await _replay_session(http, target, params, mode, session, index, sink)
+
+    return list(await asyncio.gather(*(one(i, s) for i, s in enumerate(sessions))))
+
+
 def _emit_turn(sink: Sink, target: ProbeTarget, record: RequestRecord, scenario: str, mode: Mode, context: int, turn: int) -> None:
     if not record.ok:
         record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=turn)
@@ -293,6 +378,9 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
 
 async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
     run_id = uuid.uuid4().hex[:8]
+    if params.sessions is not None:
+        await _run_sessions(target, sink, params)
+        return
     async with target.client(params.conversations + 2) as http:
         for mode in params.modes:
             salt = f"agent-{run_id}-{mode}"
@@ -320,6 +408,25 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
                 await record_counter_deltas(http, target, sink, before, mode=mode, scenario="baseline", context=params.context)
                 base_sampler.record(mode=mode, scenario="baseline", context=params.context)
                 _summaries(sink, [single], params, mode, prefix="baseline_")
+
+
+async def _run_sessions(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
+    """Recorded sessions in place of the synthetic conversations: the same cells (`cK-tN`),
+    summaries and queue samples, over the sessions' own turns; no baseline (a recorded
+    session has one shape, its own). `sessions_replayed` says which history was sent."""
+    sessions = recorded_sessions(params.sessions or "")
+    shaped = params.model_copy(update={"turns": max(len(s.turns) for s in sessions), "conversations": len(sessions)})
+    async with target.client(min(len(sessions), params.session_concurrency or len(sessions)) + 2) as http:
+        for mode in params.modes:
+            before = await read_counters(http, target)
+            async with QueueSampler(http, target, sink, phase="load") as sampler:
+                records = await _replay_sessions(http, target, params, mode, sessions, sink)
+            await record_counter_deltas(http, target, sink, before, mode=mode, scenario="load", context=params.context)
+            sampler.record(mode=mode, scenario="load", context=params.context)
+            _summaries(sink, records, shaped, mode, prefix="")
+            concurrency = f"at most {params.session_concurrency} at once" if params.session_concurrency else "each at its recorded start"
+            sink.measurement(metric="sessions_replayed", value=len(sessions), unit="count", mode=mode, scenario="load", context=params.context,
+                             trial=-1, source=f"{os.path.basename(params.sessions or '')}: history {params.history}, {concurrency}")
 
 
 def turn_records(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
