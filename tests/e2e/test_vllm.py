@@ -145,8 +145,11 @@ def test_vllm_serves_caches_in_blocks_and_reports_it(tmp_path: Path, prefect_har
     assert min(_metric(frame, "C", "cache-probe", "reuse", "identical")) >= 0.8
     off = _metric(frame, "N", "cache-probe", "reuse", "identical")
     assert off and max(off) == 0.0, off
-    # tools were served, not refused
-    assert _metric(frame, "C", "cache-probe", "reuse", "tool_turn"), "no tool_turn measured"
+    # tools were served, not refused: without the tool-call flags vLLM answers HTTP 400 (a
+    # served request may still come back empty: the 135M model sometimes stops at once)
+    tool = frame[(frame["arm_id"] == "C") & (frame["probe"] == "cache-probe") & (frame["scenario"] == "tool_turn")]
+    refused = {str(k) for k in tool.loc[tool["metric"] == "errors", "source"] if str(k).startswith("HTTP 4")}
+    assert not tool.empty and not refused, refused
 
     # the server's own counters: prefix-cache hits on C (tokens) are at least what the
     # responses said was cached; none on N
