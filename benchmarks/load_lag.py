@@ -15,6 +15,11 @@ late (the event loop's timer granularity): that is the floor of the lag.
 
     python benchmarks/load_lag.py                               # 25 .. 1600 req/s, 5 s each
     python benchmarks/load_lag.py --rates 100 400 --seconds 10 --bound-ms 5   # default bound: 10 ms
+    python benchmarks/load_lag.py --trace --rates 10 50 200 --bound-ms 1      # the trace replayer
+
+With `--trace` each rate replays a generated trace of one-turn sessions arriving as a
+Poisson process at that rate (`campaign trace make`'s shape), through the trace profile:
+the replayer's own sending error against its recorded times.
 """
 
 from __future__ import annotations
@@ -47,15 +52,32 @@ def start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes]
     return server, f"http://127.0.0.1:{port}"
 
 
-def one_rate(url: str, rate: float, seconds: float, tokens: int, cap: int) -> dict[str, float]:
+def trace_file(rate: float, seconds: float, tokens: int) -> str:
+    """A generated trace (`campaign.traces.make_trace`) of one-turn sessions arriving as a
+    Poisson process at `rate` for `seconds`: what the trace profile replays at that rate."""
+    import tempfile
+
+    from campaign.traces import TraceShape, make_trace, write_trace
+
+    shape = TraceShape(sessions=max(1, round(rate * seconds)), turns=1, system_blocks=1, task_blocks=1, turn_blocks=0,
+                       session_rate=rate, think_s=0.0, output_min=tokens, output_max=tokens, block_tokens=8, seed=int(rate))
+    path = Path(tempfile.mkdtemp()) / f"poisson{rate:g}.jsonl"
+    write_trace(path, make_trace(shape))
+    return str(path)
+
+
+def one_rate(url: str, rate: float, seconds: float, tokens: int, cap: int, trace: bool = False) -> dict[str, float]:
     from arms.probes import load
     from arms.probes.base import MemorySink, ProbeTarget
     from arms.runtimes import catalog as registry
 
     target = ProbeTarget(base_url=url, model="bench", adapter=registry.get("llamacpp"))  # the server answers /metrics as llama-server
-    params = load.LoadParams(
-        profile="constant", rate=rate, duration_s=seconds, prompt_tokens=8, max_tokens=tokens, max_in_flight=cap,
-    )
+    if trace:
+        params = load.LoadParams(profile="trace", trace=trace_file(rate, seconds, tokens), block_tokens=8, max_in_flight=cap)
+    else:
+        params = load.LoadParams(
+            profile="constant", rate=rate, duration_s=seconds, prompt_tokens=8, max_tokens=tokens, max_in_flight=cap,
+        )
     sink = MemorySink()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     asyncio.run(load.run(target, sink, params))
@@ -93,20 +115,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--cap", type=int, default=1024, help="max in flight")
     parser.add_argument("--bound-ms", type=float, default=10.0, help="the p99 schedule lag a rate must stay within")
+    parser.add_argument("--trace", action="store_true", help="replay a generated trace at each rate (the trace profile) instead of a constant rate")
     args = parser.parse_args(argv)
 
     server, url = start_server(args.ttft_ms, args.itl_ms)
     try:
         one_rate(url, 10, 0.5, 2, args.cap)  # warm-up: imports and first connections stay out of the numbers
         per_request = (args.ttft_ms + args.itl_ms * (args.tokens - 1)) / 1000
-        print(f"constant rate for {args.seconds:g} s each; {args.tokens} tokens per stream (~{per_request * 1000:.0f} ms each); "
+        print(f"{'a replayed Poisson trace' if args.trace else 'constant rate'} for {args.seconds:g} s each; {args.tokens} tokens per stream (~{per_request * 1000:.0f} ms each); "
               f"server in its own process; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} before the run; bound: p99 lag <= {args.bound_ms:g} ms")
         print(f"{'rate':>6} {'offered':>8} {'in flight':>9} {'lag p50':>8} {'p99':>8} {'max':>8} {'cap waits':>9} {'failed':>6} {'client CPU':>10} {'bare loop p50/p99':>18}")
         kept: float | None = None
         noisy: list[float] = []
         for rate in args.rates:
             bare = loop_lateness(rate, min(args.seconds, 2.0))
-            r = one_rate(url, rate, args.seconds, args.tokens, args.cap)
+            r = one_rate(url, rate, args.seconds, args.tokens, args.cap, args.trace)
             p50, p99, lmax = (r.get(k, float("nan")) * 1000 for k in ("schedule_lag_p50_s", "schedule_lag_p99_s", "schedule_lag_max_s"))
             ok = p99 <= args.bound_ms and not r.get("in_flight_cap_waits") and r.get("requests_failed", 0) == 0
             print(
