@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from campaign.jsonl import json_lines, read_text
+
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
          "bing": "assistant", "bard": "assistant", "system": "system"}
 
@@ -53,15 +55,7 @@ def _records(path: Path, text: str) -> list[tuple[str, Any]]:
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
         return [(f"record {i}", row) for i, row in enumerate(rows)]
-    out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append((f"line {number}", json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{number}: not JSON ({exc.msg} at column {exc.colno})") from exc
-    return out
+    return [(f"line {number}", row) for number, row in json_lines(path, text, DatasetError)]
 
 
 def _turns(path: Path, where: str, row: Any) -> list[tuple[str, str]]:
@@ -88,10 +82,7 @@ def _turns(path: Path, where: str, row: Any) -> list[tuple[str, str]]:
 def read_dataset(path: str | Path) -> Dataset:
     """Every usable prompt of a ShareGPT-style file, in file order."""
     source = Path(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DatasetError(f"{source}: cannot read the dataset ({exc.strerror or exc})") from exc
+    text = read_text(source, "dataset", DatasetError)
     prompts, skipped = [], 0
     for where, row in _records(source, text):
         turns = _turns(source, where, row)

@@ -15,11 +15,12 @@ A leaf of the domain core: plain values, no I/O beyond the file named.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from campaign.jsonl import json_lines, read_text
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -50,11 +51,7 @@ def _fail(path: Path, number: int, message: str) -> SessionsError:
     return SessionsError(f"{path}:{number}: {message}")
 
 
-def _session(path: Path, number: int, text: str) -> Session:
-    try:
-        row = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(path, number, f"not JSON ({exc.msg} at column {exc.colno})") from exc
+def _session(path: Path, number: int, row: Any) -> Session:
     if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
         raise _fail(path, number, "expected an object with messages, a list of {role, content} (id, start_s optional)")
     start = row.get("start_s", 0.0)
@@ -89,11 +86,8 @@ def _session(path: Path, number: int, text: str) -> Session:
 def read_sessions(path: str | Path) -> list[Session]:
     """Every session of a file, checked line by line (blank lines skipped), by start time."""
     source = Path(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SessionsError(f"{source}: cannot read the sessions ({exc.strerror or exc})") from exc
-    sessions = [_session(source, n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    text = read_text(source, "sessions", SessionsError)
+    sessions = [_session(source, n, row) for n, row in json_lines(source, text, SessionsError)]
     if not sessions:
         raise SessionsError(f"{source}: no sessions (one JSON object per line, with messages)")
     return sorted(sessions, key=lambda s: s.start_s)

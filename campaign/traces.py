@@ -29,6 +29,9 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from campaign.jsonl import json_lines, read_text
 
 DEFAULT_BLOCK_TOKENS = 512
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
@@ -56,11 +59,7 @@ def _line_error(path: Path, number: int, message: str) -> TraceError:
     return TraceError(f"{path}:{number}: {message}")
 
 
-def _request(path: Path, number: int, text: str, block_tokens: int) -> TraceRequest:
-    try:
-        row = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _line_error(path, number, f"not JSON ({exc.msg} at column {exc.colno})") from exc
+def _request(path: Path, number: int, row: Any, block_tokens: int) -> TraceRequest:
     if not isinstance(row, dict):
         raise _line_error(path, number, f"expected an object with {', '.join(FIELDS)}, found {type(row).__name__}")
     missing = [f for f in FIELDS if f not in row]
@@ -90,11 +89,8 @@ def read_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> li
     source = Path(path)
     if block_tokens < 1:
         raise TraceError(f"{source}: block_tokens must be >= 1, found {block_tokens}")
-    try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(f"{source}: cannot read the trace ({exc.strerror or exc})") from exc
-    requests = [_request(source, n, line, block_tokens) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    text = read_text(source, "trace", TraceError)
+    requests = [_request(source, n, row, block_tokens) for n, row in json_lines(source, text, TraceError)]
     if not requests:
         raise TraceError(f"{source}: no requests (one JSON object per line: {', '.join(FIELDS)})")
     stamps = [r.timestamp_ms for r in requests]

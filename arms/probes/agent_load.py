@@ -26,7 +26,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal
 
 import httpx
@@ -41,10 +40,10 @@ from arms.metrics import (
     tpot_s,
     ttft_s,
 )
-from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
+from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, read_unchanged, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import WORD_ESTIMATE, SizedWords, sized_words, tokenizer_for, words
-from campaign.sessions import Session, SessionsError, read_sessions
+from campaign.sessions import Session, read_sessions
 from campaign.states import Mode
 
 
@@ -87,19 +86,10 @@ class AgentLoadParams(BaseModel):
         return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens)
 
 
-@lru_cache(maxsize=8)
-def _read_sessions(path: str, stamp: tuple[int, int]) -> tuple[Session, ...]:
-    return tuple(read_sessions(path))
-
-
 def recorded_sessions(path: str) -> tuple[Session, ...]:
-    """A sessions file, read once while it is unchanged; a bad file raises a SessionsError
-    (a ValueError naming the line)."""
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise SessionsError(f"{path}: cannot read the sessions ({exc.strerror or exc})") from exc
-    return _read_sessions(path, (info.st_mtime_ns, info.st_size))
+    """A sessions file (`read_unchanged`); a bad file raises a SessionsError (a ValueError
+    naming the line)."""
+    return tuple(read_unchanged(read_sessions, path))
 
 
 # chat-template tokens counted per message when a conversation's size is estimated

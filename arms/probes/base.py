@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 import httpx
@@ -226,6 +227,23 @@ async def read_counters(http: httpx.AsyncClient, target: ProbeTarget, *, log: bo
         except OSError:
             pass
     return out
+
+
+@lru_cache(maxsize=16)
+def _read_once(read: Callable[..., Any], path: str, args: tuple[Any, ...], stamp: tuple[int, int]) -> Any:
+    return read(path, *args)
+
+
+def read_unchanged(read: Callable[..., Any], path: str, *args: Any) -> Any:
+    """`read(path, *args)`, read once while the file is unchanged (its mtime and size):
+    a workload file (a trace, a dataset, recorded sessions) is checked when the params are
+    validated and read again by every run. A file that cannot be stat'ed is handed to
+    `read`, which says why in its own words."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return read(path, *args)
+    return _read_once(read, path, args, (info.st_mtime_ns, info.st_size))
 
 
 async def record_counter_deltas(

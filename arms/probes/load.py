@@ -37,7 +37,6 @@ so every rate asks for the same work.
 
 from __future__ import annotations
 
-import os
 import statistics
 import uuid
 from functools import lru_cache
@@ -52,7 +51,7 @@ from arms.load import Kind, Point, Profile, RunResult
 from arms.metrics import RequestRecord, e2e_s, extract_cached_tokens, itl_s, record_payload, schedule_lag_s, tpot_s, ttft_s
 from arms.metrics import prompt_tokens as usage_prompt_tokens
 from arms.probes.agent_load import conversation_tokens
-from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, record_counter_deltas
+from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, read_unchanged, record_counter_deltas
 from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
 from arms.probes.prompts import words
 from campaign import datasets, traces
@@ -153,15 +152,18 @@ class LoadParams(BaseModel):
         """A dataset record's output length: its reply's (in words), capped by max_tokens."""
         return max(2, min(prompt.output_words, self.max_tokens))
 
+    def _cut(self) -> tuple[list[float], list[TraceRequest]]:
+        """The trace's send times and requests this run sends: cut by `requests` and `duration_s`."""
+        return traces.cut(recorded(self.trace or "", self.block_tokens), count=self.requests, duration_s=self.duration_s, time_scale=self.time_scale)
+
     def replayed(self) -> list[TraceRequest]:
-        """The trace's requests this run sends (trace profile): cut by `requests` and `duration_s`."""
-        return traces.cut(recorded(self.trace or "", self.block_tokens), count=self.requests, duration_s=self.duration_s, time_scale=self.time_scale)[1]
+        """The trace's requests this run sends (trace profile)."""
+        return self._cut()[1]
 
     def profile_of(self) -> Profile:
         """The single run's profile (not for a sweep, which is several)."""
         if self.profile == Kind.TRACE:
-            times, _ = traces.cut(recorded(self.trace or "", self.block_tokens), count=self.requests, duration_s=self.duration_s, time_scale=self.time_scale)
-            return load.trace(times, Path(self.trace or "").stem)
+            return load.trace(self._cut()[0], Path(self.trace or "").stem)
         if self.profile == Kind.SYNCHRONOUS:
             return load.synchronous()
         if self.profile == Kind.CONCURRENT:
@@ -185,34 +187,15 @@ class LoadParams(BaseModel):
         return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens)
 
 
-@lru_cache(maxsize=8)
-def _read(path: str, block_tokens: int, stamp: tuple[int, int]) -> tuple[TraceRequest, ...]:
-    return tuple(traces.read_trace(path, block_tokens))
-
-
 def recorded(path: str, block_tokens: int) -> tuple[TraceRequest, ...]:
-    """A trace file's requests, read once while the file is unchanged; a bad file raises
-    ValueError (a TraceError naming the line), which the params' check reports."""
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise traces.TraceError(f"{path}: cannot read the trace ({exc.strerror or exc})") from exc
-    return _read(path, block_tokens, (info.st_mtime_ns, info.st_size))
-
-
-@lru_cache(maxsize=8)
-def _read_dataset(path: str, stamp: tuple[int, int]) -> Dataset:
-    return datasets.read_dataset(path)
+    """A trace file's requests (`read_unchanged`); a bad file raises a TraceError (a
+    ValueError naming the line), which the params' check reports."""
+    return tuple(read_unchanged(traces.read_trace, path, block_tokens))
 
 
 def read_prompts(path: str) -> Dataset:
-    """A dataset file's prompts, read once while the file is unchanged; a bad file raises
-    ValueError (a DatasetError naming the record)."""
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise datasets.DatasetError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from exc
-    return _read_dataset(path, (info.st_mtime_ns, info.st_size))
+    """A dataset file's prompts (`read_unchanged`); a bad file raises a DatasetError."""
+    return read_unchanged(datasets.read_dataset, path)
 
 
 # -- workloads ------------------------------------------------------------------------------------
