@@ -34,6 +34,7 @@ class StreamResult:
     events: list[dict[str, Any]]
     raw: list[str]
     text: str
+    first_at: float | None = None  # time.perf_counter() when the first content arrived
 
     def usage(self) -> dict[str, Any] | None:
         for ev in self.events:
@@ -56,7 +57,7 @@ def stream_chat(url: str, messages: list[dict[str, Any]], *, strict: bool = True
             "stream_options": {"include_usage": True}, **extra}
     events: list[dict[str, Any]] = []
     raw: list[str] = []
-    ttft = None
+    ttft = first_at = None
     with httpx.Client(timeout=20.0) as client:
         t0 = time.perf_counter()
         with client.stream("POST", url + "/v1/chat/completions", json=body) as resp:
@@ -75,10 +76,11 @@ def stream_chat(url: str, messages: list[dict[str, Any]], *, strict: bool = True
                         raise
                     continue
                 if ttft is None and ev.get("choices") and ev["choices"][0]["delta"].get("content"):
-                    ttft = time.perf_counter() - t0
+                    first_at = time.perf_counter()
+                    ttft = first_at - t0
                 events.append(ev)
     text = "".join(ev["choices"][0]["delta"].get("content") or "" for ev in events if ev.get("choices"))
-    return StreamResult(ttft, events, raw, text)
+    return StreamResult(ttft, events, raw, text, first_at)
 
 
 def words(prefix: str, n: int) -> str:
