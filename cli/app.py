@@ -57,6 +57,9 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Gated experiment campaigns for LLM serving: run arms, probe servers, compute verdicts.",
     pretty_exceptions_enable=False,
+    # Markdown: a docstring's single line breaks join into one paragraph that wraps at the
+    # terminal's width, instead of ragged lines where the source happened to break.
+    rich_markup_mode="markdown",
 )
 # A terminal's own width, or COLUMNS when set; else (a pipe, a log file) 160, wide enough
 # for the tables without wrapping every reason.

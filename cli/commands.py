@@ -417,7 +417,7 @@ def status(
 @app.command()
 def report(
     db: DbOption = None,
-    out: Annotated[Path | None, typer.Option("--out", help="output folder (default: reports/site/<campaign>); its earlier pages are replaced")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="output folder (default: reports/site/CAMPAIGN); its earlier pages are replaced")] = None,
     name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: latest)")] = None,
 ) -> None:
     """Write the static HTML verdict pages, one folder per campaign."""

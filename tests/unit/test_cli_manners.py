@@ -31,6 +31,17 @@ def test_help_shows_no_python_types(command: str) -> None:
         assert python not in result.output, (command, python, result.output)
 
 
+def test_command_summaries_wrap_at_the_terminal_not_where_the_docstring_broke() -> None:
+    """A docstring's line breaks are the source's, not the reader's: on a wide terminal
+    each command's summary is one line."""
+    text = runner.invoke(app, ["--help"], env={"COLUMNS": "400"}).output
+    rows = [line.strip("│ ") for line in text.splitlines() if line.startswith("│")]
+    continuation = [row for row in rows if row and row.split()[0] not in
+                    {"run", "check", "resume", "rerun", "worker", "status", "report", "simulate", "examples", "new",
+                     "probe", "export", "ui", "db", "trace", "--version", "--help"}]
+    assert not continuation, continuation
+
+
 def test_probe_options_are_grouped_by_probe() -> None:
     text = runner.invoke(app, ["probe", "--help"], env={"COLUMNS": "100"}).output
     for panel in ("decode", "load", "tool-loop", "agent-load", "agent workload (agent-load, load)"):
