@@ -50,7 +50,7 @@ def _m(name: str, unit: str, meaning: str, probes: tuple[str, ...], scenarios: s
 
 
 _CACHE_SCENARIOS = "cold, identical, append, tool_turn, middle_mutation"
-_TURNS = "c<conversation>-t<turn> (and baseline-t<turn>)"
+_TURNS = "c<conversation>-t<turn> (and baseline-t<turn>; a fan-out branch c<conversation>-t<turn>-b<branch>)"
 
 _ENTRIES = [
     # -- latency and speed of one request
@@ -114,6 +114,11 @@ _ENTRIES = [
     _m("ttft_later_median_s", "s", "median TTFT of the turns after the first", (AGENT_LOAD,), "summary", False),
     _m("ttft_later_max_s", "s", "the slowest TTFT of the turns after the first", (AGENT_LOAD,), "summary", False),
     _m("ttft_growth_ratio", "x", "ttft_last_turn_s / ttft_second_turn_s: above 1, TTFT grows turn over turn", (AGENT_LOAD,), "summary", False),
+    _m("requests_in_flight_max", "requests", "the most requests the client had in flight at once (a fan-out holds several per conversation)", (AGENT_LOAD,), "summary"),
+    _m("branch_ttft_median_s", "s", "median TTFT of the fan-out branch requests (fan_out > 1)", (AGENT_LOAD,), "summary", False),
+    _m("branch_ttft_max_s", "s", "the slowest TTFT of the fan-out branch requests", (AGENT_LOAD,), "summary", False),
+    _m("fan_out_wait_median_s", "s", "median time from a fan-out's first branch sent to its last answered: what each merge waited on", (AGENT_LOAD,), "summary", False),
+    _m("fan_out_wait_max_s", "s", "the longest wait of a merge on its branches", (AGENT_LOAD,), "summary", False),
     # -- load runs (one row per run) and the sweep's answer
     _m("offered_rps", "req/s", "requests offered per second over the run's window", (LOAD,), LOAD_RUNS),
     _m("rate_rps", "req/s", "the nominal rate of an open-loop run", (LOAD,), "poisson=R, constant=R"),

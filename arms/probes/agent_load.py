@@ -15,6 +15,17 @@ prompt (system + task) counts `system_tokens + task_tokens`, the system message 
 the timed requests (`_plan`), once, and only its word count is kept; the rows
 `system_tokens_target`, `task_tokens_target` and `turn_tokens_target` say how they were
 counted. A server without a tokenizer gets the word counts of old, labelled an estimate.
+
+The agentic shape: `tool_delay_s` is a tool's run time, waited between a reply and the
+conversation's next request (the gap in which a server may hand the slot to someone
+else). With `fan_out` F > 1 each later turn is a fan-out and a merge, as an agent that
+sends sub-agents (or parallel tool calls the model runs) does: F branch requests at once,
+each the history so far plus a tool output of its own (`turn_tokens`), then the turn's
+request with the tool output and every branch's reply appended. A conversation is one
+user, but during a fan-out it holds up to F requests in flight: `requests_in_flight_max`
+(the client's own count) beside `conversations` says how many slots the workload really
+asked for, and `branch_ttft_*` and `fan_out_wait_*` (first branch sent to last branch
+answered: what the merge waits on) say what the branches cost.
 """
 
 from __future__ import annotations
@@ -61,6 +72,8 @@ class AgentLoadParams(BaseModel):
     sessions: str | None = Field(default=None, description="recorded sessions: a JSONL of OpenAI-style message lists (your agent's logs), replayed turn by turn instead of the synthetic conversations")
     history: Literal["recorded", "server"] = Field(default="recorded", description="sessions: later turns carry the recorded assistant replies, or the server's own")
     session_concurrency: int | None = Field(default=None, ge=1, le=1024, description="sessions: at most this many at once, each starting when one ends; unset: each at its recorded start_s")
+    fan_out: int = Field(default=1, ge=1, le=64, description="branch requests sent at once before each later turn (sub-agents, parallel tools), each the history and a tool output of its own; their replies merge into the turn's request; 1: no branches")
+    tool_delay_s: float = Field(default=0.0, ge=0, le=600, description="a tool's run time: the wait between a reply and the conversation's next request")
 
     @model_validator(mode="after")
     def _sessions_shape(self) -> AgentLoadParams:
@@ -69,7 +82,8 @@ class AgentLoadParams(BaseModel):
                 raise ValueError("history and session_concurrency apply to recorded sessions (sessions = 'agent-logs.jsonl')")
             return self
         defaults = type(self).model_fields
-        shaped = [f for f in ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens") if getattr(self, f) != defaults[f].default]
+        shaped = [f for f in ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens", "fan_out", "tool_delay_s")
+                  if getattr(self, f) != defaults[f].default]
         if shaped:
             raise ValueError(f"{', '.join(shaped)}: not for recorded sessions, which bring their own shape")
         recorded_sessions(self.sessions)  # refused here, naming the line, before anything runs
@@ -83,7 +97,8 @@ class AgentLoadParams(BaseModel):
         if self.sessions is not None:
             return max(sum(len(m["content"].split()) + TEMPLATE_TOKENS_PER_MESSAGE for m in turn.messages) + min(turn.reply_words, self.max_tokens)
                        for session in recorded_sessions(self.sessions) for turn in session.turns)
-        return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens)
+        return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens,
+                                   merged=self.fan_out if self.fan_out > 1 else 0)
 
 
 def recorded_sessions(path: str) -> tuple[Session, ...]:
@@ -96,13 +111,14 @@ def recorded_sessions(path: str) -> tuple[Session, ...]:
 TEMPLATE_TOKENS_PER_MESSAGE = 8
 
 
-def conversation_tokens(system: int, task: int, turns: int, turn: int, reply: int) -> int:
+def conversation_tokens(system: int, task: int, turns: int, turn: int, reply: int, merged: int = 0) -> int:
     """The tokens of an agent conversation's last request by its stated sizes: system
     prompt, task, every earlier turn's tool output and reply, the last reply, and the
     chat template's few tokens per message (agent-load's and the load probe's agent
-    workload share this shape)."""
+    workload share this shape). `merged`: branch replies (at most `reply` each) merged
+    into every later turn by a fan-out."""
     later = max(0, turns - 1)
-    return system + task + later * (turn + reply) + reply + TEMPLATE_TOKENS_PER_MESSAGE * (2 + 2 * later)
+    return system + task + later * (turn + reply + merged * reply) + reply + TEMPLATE_TOKENS_PER_MESSAGE * (2 + 2 * later)
 
 
 def turn_scenario(conversation: int, turn: int) -> str:
@@ -111,6 +127,40 @@ def turn_scenario(conversation: int, turn: int) -> str:
 
 def baseline_scenario(turn: int) -> str:
     return f"baseline-t{turn}"
+
+
+def branch_scenario(turn_cell: str, branch: int) -> str:
+    """A fan-out branch's cell: its turn's, and the branch (`c0-t2-b1`)."""
+    return f"{turn_cell}-b{branch}"
+
+
+MERGE_LEAD = "Branch results:"
+
+
+@dataclass
+class _InFlight:
+    """The client's own count of requests in flight in a phase, and its peak."""
+
+    now: int = 0
+    peak: int = 0
+
+    def __enter__(self) -> None:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+
+    def __exit__(self, *_: object) -> None:
+        self.now -= 1
+
+
+@dataclass
+class _Phase:
+    """What one phase's conversations share: the cells they write to and the tallies
+    kept beside their turns (fan-out branches and how long each merge waited)."""
+
+    scenario_of: Callable[[int, int], str]
+    flight: _InFlight
+    branches: list[RequestRecord]
+    waits: list[float]
 
 
 TASK_LEAD = "Task: "
@@ -130,8 +180,9 @@ def _task_text(salt: str, index: int, n: int) -> str:
     return TASK_LEAD + words(n, f"{salt}/task{index}")
 
 
-def _tool_text(salt: str, index: int, turn: int, n: int) -> str:
-    return TOOL_LEAD + words(n, f"{salt}/tool{index}/{turn}")
+def _tool_text(salt: str, index: int, turn: int, n: int, branch: int | None = None) -> str:
+    """A tool's output; a branch's is its own text of the same word count."""
+    return TOOL_LEAD + words(n, f"{salt}/tool{index}/{turn}" + ("" if branch is None else f"/b{branch}"))
 
 
 @dataclass(frozen=True)
@@ -232,32 +283,55 @@ async def _conversation(
     plan: _Plan,
     index: int,
     sink: Sink,
-    scenario_of: Any,
+    phase: _Phase,
 ) -> list[RequestRecord]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": plan.system},
         {"role": "user", "content": _task_text(plan.salt, index, plan.tasks[index])},
     ]
-    records = []
-    for turn in range(params.turns):
-        record = await chat(
-            http, target, messages, mode, params.max_tokens,
-            read_timeout=target.read_timeout or params.turn_timeout_s, total_timeout=params.turn_timeout_s,
-        )
-        record.label = {"conversation": index, "turn": turn}
-        scenario = scenario_of(index, turn)
+
+    async def send(history: list[dict[str, Any]], scenario: str, turn: int, label: dict[str, Any]) -> RequestRecord:
+        with phase.flight:
+            record = await chat(
+                http, target, history, mode, params.max_tokens,
+                read_timeout=target.read_timeout or params.turn_timeout_s, total_timeout=params.turn_timeout_s,
+            )
+        record.label = label
         sink.request(record, scenario=scenario, mode=mode, trial=turn)
         _emit_turn(sink, target, record, scenario, mode, params.context, turn)
+        return record
+
+    records = []
+    pending: tuple[int, str] | None = None  # the last reply's tool output: (its turn, text)
+    for turn in range(params.turns):
+        history = messages
+        if pending is not None:
+            tool_turn, tool = pending
+            if params.fan_out > 1:
+                # the fan-out: every branch sees the history so far and a tool output of its own
+                started = time.perf_counter()
+                branch_records = await asyncio.gather(*(
+                    send([*messages, {"role": "user", "content": _tool_text(plan.salt, index, tool_turn, plan.tools[index][tool_turn], b)}],
+                         branch_scenario(phase.scenario_of(index, turn), b), turn, {"conversation": index, "turn": turn, "branch": b})
+                    for b in range(params.fan_out)))
+                phase.waits.append(time.perf_counter() - started)
+                phase.branches.extend(branch_records)
+                tool += f"\n{MERGE_LEAD}\n" + "\n".join((r.text.strip() or "ok") if r.ok else f"({r.error})" for r in branch_records)
+            history = [*messages, {"role": "user", "content": tool}]
+        record = await send(history, phase.scenario_of(index, turn), turn, {"conversation": index, "turn": turn})
         records.append(record)
         if not record.ok:
             # The conversation goes on, as an agent harness retries a failed step: the next
-            # turn re-sends this history. Ending it here would drop the later turns of the
-            # arm that fails most, and flatter its latencies; the failure stays counted.
+            # turn re-sends this history (after a fan-out afresh). Ending it here would drop
+            # the later turns of the arm that fails most, and flatter its latencies; the
+            # failure stays counted.
             continue
         if turn == params.turns - 1:
             break  # the last turn's tool output would never be sent
-        messages.append({"role": "assistant", "content": record.text.strip() or "ok"})
-        messages.append({"role": "user", "content": _tool_text(plan.salt, index, turn, plan.tools[index][turn])})
+        if params.tool_delay_s:
+            await asyncio.sleep(params.tool_delay_s)  # the tool runs
+        messages = [*history, {"role": "assistant", "content": record.text.strip() or "ok"}]
+        pending = (turn, _tool_text(plan.salt, index, turn, plan.tools[index][turn]))
     return records
 
 
@@ -339,7 +413,8 @@ def _turn_medians(records: list[list[RequestRecord]], turns: int) -> list[float 
     return out
 
 
-def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoadParams, mode: Mode, prefix: str) -> None:
+def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoadParams, mode: Mode, prefix: str,
+               phase: _Phase | None = None) -> None:
     """Derived numbers (trial -1 marks them as summaries, not samples)."""
     later = _later_turns(records)
     medians = _turn_medians(records, params.turns)
@@ -362,8 +437,18 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
     # from (`gates.compare` reads `<x>_median<unit>` through `<x><unit>`)
     for i, value in enumerate(later):
         sink.measurement(metric=f"{prefix}ttft_later_s", value=value, unit="s", mode=mode, scenario="summary", context=ctx, trial=i)
-    # requests, failures by kind (timeouts, HTTP errors, turns not run after stalls), error rate
-    record_errors(sink, [r for conv in records for r in conv], mode=mode, scenario="summary", context=ctx, prefix=prefix)
+    branches = phase.branches if phase is not None else []
+    if phase is not None:
+        put("requests_in_flight_max", phase.flight.peak, "requests")
+    if branches:
+        times = [t for r in branches if (t := ttft_s(r)) is not None]
+        put("branch_ttft_median_s", statistics.median(times) if times else None, "s")
+        put("branch_ttft_max_s", max(times) if times else None, "s")
+        put("fan_out_wait_median_s", statistics.median(phase.waits) if phase and phase.waits else None, "s")
+        put("fan_out_wait_max_s", max(phase.waits) if phase and phase.waits else None, "s")
+    # requests, failures by kind (timeouts, HTTP errors, turns not run after stalls), error
+    # rate: the branches' among them
+    record_errors(sink, [r for conv in records for r in conv] + branches, mode=mode, scenario="summary", context=ctx, prefix=prefix)
 
 
 async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
@@ -371,7 +456,7 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
     if params.sessions is not None:
         await _run_sessions(target, sink, params)
         return
-    async with target.client(params.conversations + 2) as http:
+    async with target.client(params.conversations * params.fan_out + 2) as http:
         for mode in params.modes:
             salt = f"agent-{run_id}-{mode}"
             # every piece of both phases is counted here, before any timed request
@@ -381,23 +466,25 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
             if base_plan is not None:
                 _record_plan(sink, params, base_plan, mode, "baseline")
             before = await read_counters(http, target)
+            load = _Phase(turn_scenario, _InFlight(), [], [])
             async with QueueSampler(http, target, sink, phase="load") as sampler:
                 records = await asyncio.gather(
                     *(
-                        _conversation(http, target, params, mode, plan, c, sink, turn_scenario)
+                        _conversation(http, target, params, mode, plan, c, sink, load)
                         for c in range(params.conversations)
                     )
                 )
             await record_counter_deltas(http, target, sink, before, mode=mode, scenario="load", context=params.context)
             sampler.record(mode=mode, scenario="load", context=params.context)
-            _summaries(sink, list(records), params, mode, prefix="")
+            _summaries(sink, list(records), params, mode, prefix="", phase=load)
             if base_plan is not None:
                 before = await read_counters(http, target)
+                alone = _Phase(lambda _c, t: baseline_scenario(t), _InFlight(), [], [])
                 async with QueueSampler(http, target, sink, phase="baseline") as base_sampler:
-                    single = await _conversation(http, target, params, mode, base_plan, 0, sink, lambda _c, t: baseline_scenario(t))
+                    single = await _conversation(http, target, params, mode, base_plan, 0, sink, alone)
                 await record_counter_deltas(http, target, sink, before, mode=mode, scenario="baseline", context=params.context)
                 base_sampler.record(mode=mode, scenario="baseline", context=params.context)
-                _summaries(sink, [single], params, mode, prefix="baseline_")
+                _summaries(sink, [single], params, mode, prefix="baseline_", phase=alone)
 
 
 async def _run_sessions(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
@@ -436,6 +523,7 @@ def turn_records(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "phase": "baseline" if str(raw.get("scenario", "")).startswith("baseline") else "load",
                 "conversation": label["conversation"],
                 "turn": label["turn"],
+                "branch": label.get("branch"),
                 "ttft_s": ttft_s(rec),
                 "decode_tps": decode_tps(rec)[0],
                 "prompt_tokens": prompt_tokens(payload),

@@ -111,6 +111,50 @@ def test_agent_load_slots_vs_cache(tmp_path: Path) -> None:
     assert two.values("queue_sample_gaps", scenario="load") == [0] and two.values("queue_samples", scenario="baseline")[0] >= 1
 
 
+def test_agent_load_fans_out_branches_and_merges_their_replies(tmp_path: Path) -> None:
+    """fan_out = 3: before each later turn, three branch requests at once, each the
+    history and a tool output of its own; the turn's request then carries their replies.
+    A conversation holds three requests in flight during a fan-out (the client's count),
+    and a tool's run time separates a reply from the next request."""
+    params = agent_load.AgentLoadParams(conversations=2, turns=3, system_tokens=100, task_tokens=150, turn_tokens=60,
+                                        max_tokens=8, fan_out=3, tool_delay_s=0.2)
+    with simulator(tmp_path, slots=8, **FAST) as url:
+        sink = MemorySink()
+        asyncio.run(agent_load.run(target(url), sink, params))
+    rows = [r for r in sink.requests if (r.get("label") or {}).get("conversation") is not None]
+    load = [r for r in rows if not r["scenario"].startswith("baseline")]
+    branches = {(r["label"]["conversation"], r["label"]["turn"], r["label"]["branch"]): r for r in load if "branch" in r["label"]}
+    turns = {(r["label"]["conversation"], r["label"]["turn"]): r for r in load if "branch" not in r["label"]}
+    assert set(branches) == {(c, t, b) for c in range(2) for t in (1, 2) for b in range(3)}
+    assert set(turns) == {(c, t) for c in range(2) for t in range(3)}
+    assert {branches[k]["scenario"] for k in branches} == {f"c{c}-t{t}-b{b}" for c, t, b in branches}
+    assert all(r["error"] is None for r in rows), [r["error"] for r in rows if r["error"]]
+    for c in range(2):
+        for t in (1, 2):
+            sent = [branches[(c, t, b)]["usage"]["prompt_tokens"] for b in range(3)]
+            # each branch: the history so far and its own tool output, of one size
+            history = turns[(c, t - 1)]["usage"]
+            assert max(sent) - min(sent) <= sizing_tolerance(params.turn_tokens), sent
+            assert min(sent) > history["prompt_tokens"] + history["completion_tokens"]
+            # the merge: the turn's request carries the tool output and the branches' replies
+            replies = sum(branches[(c, t, b)]["usage"]["completion_tokens"] for b in range(3))
+            assert turns[(c, t)]["usage"]["prompt_tokens"] >= max(sent) + replies, (turns[(c, t)]["usage"], sent, replies)
+            # the branches went out at once, after the tool ran; the turn after they all came back
+            starts = [branches[(c, t, b)]["send_ns"] for b in range(3)]
+            assert max(starts) - min(starts) < 0.1e9
+            assert min(starts) - turns[(c, t - 1)]["end_ns"] >= 0.2e9
+            assert turns[(c, t)]["send_ns"] >= max(branches[(c, t, b)]["end_ns"] for b in range(3))
+    # a conversation is one user, but holds fan_out requests in flight: alone exactly three
+    assert sink.values("baseline_requests_in_flight_max") == [3]
+    assert 3 <= sink.values("requests_in_flight_max")[0] <= 6
+    assert sink.values("requests", scenario="summary") == [2 * 3 + 2 * 2 * 3]
+    waits, branch_ttft = sink.values("fan_out_wait_median_s"), sink.values("branch_ttft_median_s")
+    assert waits and branch_ttft and waits[0] >= branch_ttft[0]
+    # the context check counts the merged replies
+    linear = params.model_copy(update={"fan_out": 1})
+    assert params.request_tokens() == linear.request_tokens() + 2 * 3 * params.max_tokens
+
+
 def test_agent_load_sizes_its_prompts_in_the_servers_tokens(tmp_path: Path) -> None:
     """The sizes asked for are the server's own count (its usage.prompt_tokens, template
     included), say how they were counted, and cost about one count per piece, all taken
