@@ -11,7 +11,7 @@ from typing import Any
 from campaign.store import ArmRow, Store
 from campaign.summary import attempt_links, server_starters
 from campaign.units import SIZE_FIELDS, size
-from reports import agent_load, latency, load_curve
+from reports import agent_load, latency, load_curve, trace_replay
 from reports.data import ReportData, canonical_first
 from reports.raw import Answer, RawFiles
 
@@ -32,6 +32,7 @@ class ArmPage:
     answers: list[Answer]
     gates: list[dict[str, str]]
     load_curves: list[load_curve.LoadCurve] = field(default_factory=list)
+    replays: list[trace_replay.ReplayRun] = field(default_factory=list)
     latency: latency.ArmLatency | None = None
     counter_notes: list[str] = field(default_factory=list)
 
@@ -85,6 +86,7 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
         gates=[{"id": g.id, "title": g.title, "verdict": g.verdict, "page": data.gate_pages[g.id]}
                for g in data.summary.gates if aid in g.subjects or aid in g.baseline],
         load_curves=load_curve.runs(load_curve.load_rows(data.frame), aid, f"arm-{data.arm_pages[aid]}"),
+        replays=trace_replay.runs(store.requests, data.frame, aid, f"arm-{data.arm_pages[aid]}"),
         latency=latency.build(data.frame, aid, f"arm-{data.arm_pages[aid]}-latency"),
         counter_notes=counter_notes(data, aid),
     )

@@ -82,3 +82,58 @@ def test_a_cell_whose_runs_measured_the_client_is_marked_on_the_gate_page() -> N
     assert gate_page._cell_row(cell)["faults"] == ""
     why = "A rate=2 run b2 (attempt 7): the client fell behind its schedule, lag p99 80 ms > 10 ms"
     assert gate_page._cell_row({**cell, "faults": [why]})["faults"] == why
+
+
+def test_a_trace_replay_is_drawn_over_time_from_its_request_rows() -> None:
+    """A burst then a trickle: the arrivals chart counts each bin's sends per second, the
+    in-flight line holds the burst's queue, and the TTFT line climbs in the burst and falls
+    after it; two server runs are two lines, and other cells' requests are not read."""
+    import json
+
+    from arms.metrics import CONTENT, NS, RequestRecord
+    from campaign.store import RequestRow
+    from reports import trace_replay
+
+    def row(run: int, at: float, ttft: float, scenario: str = "trace=agents") -> RequestRow:
+        send = int((100 + at) * NS)
+        record = RequestRecord(send_ns=send, event_ns=[send + int(ttft * NS)], event_kind=[CONTENT], end_ns=send + int((ttft + 0.5) * NS))
+        return RequestRow(probe_run_id=run, scenario=scenario, mode="canonical", raw_json=json.dumps(record.to_dict()))
+
+    def requests_of(run: int, slow: float) -> list[RequestRow]:
+        burst = [row(run, 0.02 * i, slow + 0.1 * i) for i in range(20)]  # 20 in 0.4 s, a queue builds
+        trickle = [row(run, 4.0 + 1.0 * i, 0.05) for i in range(6)]  # one a second, served at once
+        return burst + trickle + [row(run, 1.0, 99.0, scenario="rate=2")]
+
+    rows = {7: requests_of(7, 0.1), 9: requests_of(9, 0.2)}
+    frame = pd.DataFrame([{"arm_id": "A", "probe": "load", "scenario": "trace=agents", "mode": "canonical", "context": 0,
+                           "item_key": "replay", "probe_run_id": run, "metric": "ttft_s", "value": 0.1, "trial": 0}
+                          for run in rows])
+    asked: list[list[int]] = []
+
+    def read(ids):  # type: ignore[no-untyped-def]
+        asked.append(list(ids))
+        return [r for i in ids for r in rows[i]]
+
+    (view,) = trace_replay.runs(read, frame, "A", "arm-a")
+    assert asked == [[7, 9]]
+    assert view.title == "trace replay · replay · agents · canonical"
+    # the last request ends at 9 + 0.05 + 0.5 s; the TTFTs of both runs pooled
+    import statistics
+
+    pooled = [slow + 0.1 * i for slow in (0.1, 0.2) for i in range(20)] + [0.05] * 12
+    assert statistics.median(pooled) == 0.8
+    assert view.summary.startswith("26 requests over 9.55 s, 2 server runs; TTFT median 0.80 s, slowest 2.10 s"), view.summary
+    assert view.summary.endswith("0 of 52 failed; bins of 0.25 s"), view.summary
+    for chart in (view.arrivals_chart, view.ttft_chart):
+        assert "<svg" in chart and "server run 2" in chart
+
+    sent = trace_replay._sent(rows[7][:-1])
+    width = trace_replay.bin_width(9.55)
+    line = trace_replay.timeline(sent, width, 9.55)
+    # 0.25 s bins: 13 of the burst in the first (0 to 0.24 s), 7 in the second; then one a second
+    assert width == 0.25 and line.sent_rps[:3] == [13 / 0.25, 7 / 0.25, 0.0] and line.sent_rps[16] == 1 / 0.25
+    assert sum(line.sent_rps) * width == 26
+    assert line.in_flight[2] == 20  # at 0.5 s no burst request has ended (each takes 0.6 s or more)
+    assert line.ttft[0] is not None and line.ttft[1] is not None and line.ttft[1] > line.ttft[0] > 0.05 == line.ttft[16]
+    assert line.ttft[2] is None  # nothing sent there: a gap, not a zero
+    assert trace_replay.runs(read, frame, "B", "arm-b") == []
