@@ -218,21 +218,34 @@ def arm_result(
     return out
 
 
+class ArmNotDone(Exception):
+    """A failed or blocked arm's outcome, as the data of its flow run's failed state.
+
+    An exception, not the outcome dict itself: Prefect raises a failed state's data when
+    a deployment's flow run ends (on a worker), and a dict there became "TypeError: dict
+    cannot be resolved into an exception" in the worker's log instead of what happened to
+    the arm."""
+
+    def __init__(self, outcome: dict[str, Any]) -> None:
+        super().__init__(f"arm {outcome['arm_id']} {outcome['state']}: {outcome['message']}")
+        self.outcome = outcome
+
+
 def run_state(result: dict[str, Any]) -> Any:
     """The flow run's end state for an arm's outcome, so the Prefect UI tells them
     apart: a failed arm is Failed; a blocked one (the runtime cannot serve the recipe) is
     a failed-type state named Blocked, red like a failure but named for what it is;
-    anything else completes. The outcome dict is the state's data either way, so an
-    in-process caller reads it with `state.result(raise_on_failure=False)`."""
+    anything else completes. The outcome is the state's data either way (in an
+    `ArmNotDone` when the state failed), read back by `outcome_of`."""
     from prefect.client.schemas.objects import StateType
     from prefect.states import Failed, State
 
     if any(o["state"] == AttemptState.FAILED for o in result.get("then", [])) and result["state"] == AttemptState.DONE:
         return result  # its own attempt completed; the chained one's failure is in the data
     if result["state"] == AttemptState.FAILED:
-        return Failed(message=result["message"] or "arm failed", data=result)
+        return Failed(message=result["message"] or "arm failed", data=ArmNotDone(result))
     if result["state"] == AttemptState.BLOCKED:
-        return State(type=StateType.FAILED, name="Blocked", message=result["message"], data=result)
+        return State(type=StateType.FAILED, name="Blocked", message=result["message"], data=ArmNotDone(result))
     return result
 
 
@@ -240,6 +253,8 @@ def outcome_of(state: Any) -> dict[str, Any]:
     """The outcome dict of an arm flow run called in-process with `return_state=True`;
     an exception the flow raised is raised again here, as a direct call would."""
     value = state.result(raise_on_failure=False)
+    if isinstance(value, ArmNotDone):
+        return value.outcome
     if isinstance(value, BaseException):
         raise value
     return value

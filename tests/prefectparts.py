@@ -29,7 +29,7 @@ def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
         try:
-            proc.wait(timeout=45)  # a worker stopping beside two other test workers takes its time
+            proc.wait(timeout=90)  # a worker stopping beside two other test workers takes its time (45 s was once short)
         except subprocess.TimeoutExpired:
             pass
     try:

@@ -135,6 +135,11 @@ def test_failed_and_blocked_arms_end_in_states_named_for_them() -> None:
     blocked = run_state(outcome("blocked", "no such device"))
     assert (blocked.type, blocked.name, blocked.message) == (StateType.FAILED, "Blocked", "no such device")
     assert outcome_of(blocked) == outcome("blocked", "no such device")
+    assert outcome_of(failed) == outcome("failed", "RuntimeError: server exited")
+    # the data is an exception, so that a worker's flow run ending in it logs what
+    # happened to the arm, not that a dict "cannot be resolved into an exception"
+    with pytest.raises(Exception, match="arm A blocked: no such device"):
+        blocked.result()
     assert run_state(outcome("done")) == outcome("done")  # completes with the outcome as its result
     with pytest.raises(ValueError):  # a flow that raised raises again for its caller
         from prefect.states import Failed
