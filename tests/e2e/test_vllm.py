@@ -10,8 +10,10 @@ pool (`VLLM_CPU_KVCACHE_SPACE`), as a user on a CPU would.
 
 Checked against the server itself: the recipe's flags are the server's own "non-default
 args" in its startup log; an identical prompt is reported cached in whole KV blocks on C
-(`--block-size 16`) and never on N (`--no-enable-prefix-caching`), and the cached tokens
-the responses report add up to the prefix-cache hits on its /metrics; a request with
+(`--block-size 32`) and never on N (`--no-enable-prefix-caching`), and the cached tokens
+the responses report add up to the prefix-cache hits on its /metrics; N speculates with
+n-grams (`--speculative-config`, read back from the startup log) and the server counts
+its drafted and accepted tokens, C drafts none; a request with
 tools is served (the adapter adds the tool-call flags); agent-load runs with the queue
 gauge read; identity and a fingerprint are recorded; a bad flag ends the attempt
 `failed` in the server's words and a missing model folder `blocked`.
@@ -81,11 +83,11 @@ CAMPAIGN = textwrap.dedent(
     model = "smollm2-135m"
     runtime = "vllm"
     context = 2048
-    recipe = {{ slots = 2, extra_args = {EAGER} }}
+    recipe = {{ slots = 2, speculative = true, draft = "ngram", draft_k = 3, extra_args = {EAGER} }}
 
     [[queue]]
     id = "serve"
-    title = "cache-probe, decode and agent-load: prefix cache on (C) and off (N)"
+    title = "cache-probe, decode and agent-load: prefix cache on (C); off, with n-gram speculation (N)"
     arms = ["C", "N"]
     probes = ["cache-probe", "decode", "agent-load"]
     contexts = [256]
@@ -128,6 +130,10 @@ def test_vllm_serves_caches_in_blocks_and_reports_it(tmp_path: Path, prefect_har
         assert args[arm]["block_size"] == BLOCK and args[arm]["enforce_eager"] is True, args[arm]
         assert args[arm]["enable_auto_tool_choice"] is True, args[arm]  # cache-probe's tool_turn sends tools
     assert args["C"].get("enable_prefix_caching", True) is True and args["N"]["enable_prefix_caching"] is False
+    spec = args["N"]["speculative_config"]
+    spec = json.loads(spec) if isinstance(spec, str) else spec
+    assert spec["method"] == "ngram" and spec["num_speculative_tokens"] == 3, spec
+    assert "speculative_config" not in args["C"], args["C"]
 
     # identity: the folder it loaded, at the context asked for
     for arm, attempt in attempts.items():
@@ -156,6 +162,16 @@ def test_vllm_serves_caches_in_blocks_and_reports_it(tmp_path: Path, prefect_har
     hits_c = sum(_metric(frame, "C", "cache-probe", "cache_hits"))
     assert hits_c >= sum(cached) > 0, (hits_c, cached)
     assert sum(_metric(frame, "N", "cache-probe", "cache_hits")) == 0
+
+    # n-gram speculation for real: drafts proposed from the context and verified by the
+    # model, counted by the server (deltas of its /metrics over each probe's requests).
+    # An n-gram drafts only where the context repeats: agent-load's growing history does
+    # (measured: 24 drafted, 24 accepted), decode's 8-token replies to fresh words may not.
+    # None on C, which does not speculate.
+    drafted = {p: sum(_metric(frame, "N", p, "draft_tokens")) for p in ("cache-probe", "decode", "agent-load")}
+    accepted = {p: sum(_metric(frame, "N", p, "accepted_tokens")) for p in drafted}
+    assert sum(drafted.values()) > 0 and all(0 <= accepted[p] <= drafted[p] for p in drafted), (drafted, accepted)
+    assert not any(sum(_metric(frame, "C", p, "draft_tokens")) for p in drafted)
 
     # decode and agent-load measured; the queue gauge was read through the run
     assert min(_metric(frame, "C", "decode", "decode_tps")) > 0
