@@ -145,7 +145,7 @@ def _one(replays: list[list[Sent]], item: str, scenario: str, context: int, mode
     return ReplayRun(
         title, mode, summary,
         charts.xy_chart(f"{cid}-arrivals", "Arrivals and requests in flight", arrivals,
-                        x_title="time since the replay's first send (s)", y_title="req/s; requests"),
+                        x_title="time since the replay's first send (s)", y_title="req/s · requests"),
         charts.xy_chart(f"{cid}-ttft", "TTFT over the replay: median of the requests sent in each bin", ttft_lines,
                         x_title="time since the replay's first send (s)", y_title="TTFT (s)"),
     )
