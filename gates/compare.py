@@ -237,13 +237,17 @@ class CellStat:
         return not self.runs and bool(self.requests) and (self.failed or 0) >= (self.requests or 0)
 
     def size(self) -> str:
-        """'5 runs x 30 requests' (the request count per run, or its range)."""
+        """'5 runs x 30 requests' (the request count per run, or its range); for summary
+        rows, '3 runs x 48 requests, a summary each' where the runs' request tallies are
+        known, else '4 runs, a summary each'."""
         if not self.runs:
             return f"0 runs ({self.failed or 0}/{self.requests or 0} requests failed)" if self.requests else "0 runs"
         per = sorted({r.requests for r in self.runs})
         each = str(per[0]) if len(per) == 1 else f"{per[0]}-{per[-1]}"
-        unit = "requests" if self.basis == "samples" else "summary"
-        return f"{self.n} run{'s' if self.n != 1 else ''} x {each} {unit}"
+        runs = f"{self.n} run{'s' if self.n != 1 else ''}"
+        if self.basis == "samples":
+            return f"{runs} x {each} requests"
+        return f"{runs}, a summary each" if per == [1] else f"{runs} x {each} requests, a summary each"
 
     def evidence(self, role: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -321,7 +321,7 @@ def test_a_summary_metric_reads_its_per_request_samples() -> None:
     # the summary rows alone: one value per attempt, so one per run -- they can decide, and say they are summaries
     only_summaries = rows[rows["trial"] == -1]
     result = evaluate(g, only_summaries)
-    assert result.verdict == Verdict.PASS and "4 runs x 1 summary" in result.reason
+    assert result.verdict == Verdict.PASS and "4 runs, a summary each" in result.reason
     assert next(c for c in result.evidence["cells"] if c["arm"] == "B")["basis"] == "summary rows (one per attempt)"
     # one attempt per arm is one run, however many requests stood behind it
     first = rows[rows["repeat"] == 0]

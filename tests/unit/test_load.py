@@ -296,7 +296,7 @@ def test_goodput_gate_interval_errors_and_the_sweep_cell() -> None:
     cmp = result.evidence["comparisons"][0]
     assert cmp["pairs"] == 4 and "paired" in cmp["method"]
     assert (cmp["change"], cmp["change_low"], cmp["change_high"]) == pytest.approx((ratio - 1, lo - 1, hi - 1), rel=1e-6)
-    assert f"{pct(ratio - 1)} [{pct(lo - 1)}, {pct(hi - 1)}] 95% CI, paired over 4 blocks, 4 runs x 40 summary" in result.reason, result.reason
+    assert f"{pct(ratio - 1)} [{pct(lo - 1)}, {pct(hi - 1)}] 95% CI, paired over 4 blocks, 4 runs x 40 requests, a summary each" in result.reason, result.reason
     assert lo - 1 > 0.2 and result.verdict == Verdict.PASS, result.reason
     assert "goodput_rps at rate=2" in result.reason and "B 1.87" in result.reason
     # a floor: the whole CI over runs must clear it
