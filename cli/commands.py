@@ -31,6 +31,23 @@ def _load_checked(file: Path) -> Any:
     return spec
 
 
+def _name_in(file: Path | None, name: str | None) -> str | None:
+    """The campaign a read-only command shows: `--campaign`, else the one the file names
+    (read for its name only, so a file being edited still finds its results), else None
+    (the latest)."""
+    if file is None or name is not None:
+        return name
+    import tomllib
+
+    try:
+        named = tomllib.loads(file.read_text()).get("campaign", {}).get("name")
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{file}: cannot read the campaign's name ({exc})") from None
+    if not isinstance(named, str) or not named:
+        raise UsageError(f"{file}: no [campaign] name = \"...\" to look up")
+    return named
+
+
 def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> str | None:
     """A line saying the campaign is finished, or None if a run would do something."""
     from campaign import queue
@@ -396,12 +413,14 @@ def worker(
 
 @app.command()
 def status(
+    file: Annotated[Path | None, typer.Argument(help="campaign file: show the campaign it names (default: the latest)")] = None,
     db: DbOption = None,
-    name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: latest)")] = None,
+    name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")] = None,
 ) -> None:
     """Queue items with their state, gates with verdict and reason."""
     from cli.status_view import render_status
 
+    name = _name_in(file, name)
     store = open_existing_store(db)
     row = store.campaign(name)
     if row is None:
@@ -416,17 +435,19 @@ def status(
 
 @app.command()
 def report(
+    file: Annotated[Path | None, typer.Argument(help="campaign file: report the campaign it names (default: the latest)")] = None,
     db: DbOption = None,
     out: Annotated[Path | None, typer.Option("--out", help="output folder (default: reports/site/CAMPAIGN); its earlier pages are replaced")] = None,
-    name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: latest)")] = None,
+    name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")] = None,
 ) -> None:
     """Write the static HTML verdict pages, one folder per campaign."""
     from reports.site import default_folder, write_site
 
+    name = _name_in(file, name)
     store = open_existing_store(db)
     row = store.campaign(name)
     if row is None:
-        raise UsageError(f"no campaign in {store.url}; run one first: campaign run FILE")
+        raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
     index = write_site(store, row.name, out if out is not None else default_folder("reports/site", row.name))
     from flows.prefect_api import configured_api_url
 

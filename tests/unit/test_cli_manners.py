@@ -105,3 +105,27 @@ def test_probe_requests_the_name_the_runtime_serves_its_model_under(monkeypatch:
     assert probe_cli._reachable_model("http://mlx", None, mlx_lm) == "default_model"
     assert probe_cli._reachable_model("http://mlx", "mine", mlx_lm) == "mine"
     assert probe_cli._reachable_model("http://other", None, runtimes.get("llamacpp").request_model) == "some/cached-hub-model"
+
+
+def test_status_and_report_take_the_campaign_file_a_user_just_ran(tmp_path: Path) -> None:
+    """`campaign status FILE` looks up the campaign the file names, as `run FILE` and
+    `resume FILE` take it; a file without a name, or one that is not there, says so."""
+    from campaign.store import Store
+    from cli.app import UsageError
+
+    def refused(args: list[str]) -> str:
+        """What `main` prints after "error: " and exits 2 with."""
+        result = runner.invoke(app, args)
+        assert isinstance(result.exception, UsageError), (result.exception, result.output)
+        return str(result.exception)
+
+    db = tmp_path / "c.db"
+    Store(f"sqlite:///{db}")  # a database with no campaign in it
+    named = tmp_path / "mine.toml"
+    named.write_text('[campaign]\nname = "mine"\n')
+    for command in ("status", "report"):
+        assert "no campaign named 'mine'" in refused([command, str(named), "--db", str(db)])
+    nameless = tmp_path / "nameless.toml"
+    nameless.write_text("[campaign]\n")
+    assert "no [campaign] name" in refused(["status", str(nameless), "--db", str(db)])
+    assert "absent.toml: cannot read the campaign's name" in refused(["status", str(tmp_path / "absent.toml"), "--db", str(db)])
