@@ -16,8 +16,10 @@ silently ignored.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +71,30 @@ def digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# overrides that name a file a probe reads (the load probe's trace and dataset, agent-load's sessions)
+FILE_OVERRIDES = ("trace", "dataset", "sessions")
+
+
+@functools.lru_cache(maxsize=64)
+def _content_digest(path: str, _mtime_ns: int, _size: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()[:16]
+
+
+def file_identity(value: Any) -> Any:
+    """A file a probe reads, as what it holds: its name and a digest of its content
+    (cached while its size and mtime stand), so a trace edited in place is a new setting
+    and the same trace at another path, or on another host, is the same one. A value that
+    is not a readable file is kept as written."""
+    if not isinstance(value, str) or not value:
+        return value
+    try:
+        stat = os.stat(value)
+        return f"{os.path.basename(value)}#{_content_digest(value, stat.st_mtime_ns, stat.st_size)}"
+    except OSError:
+        return value
+
+
 def probe_settings_hash(probe: ProbeName | str, params: Any, overrides: dict[str, Any]) -> str:
     """The settings one probe run measures under, as a hash: its resolved parameters at
     its context and the `sim.*` profile overrides its server was given.
@@ -84,6 +110,9 @@ def probe_settings_hash(probe: ProbeName | str, params: Any, overrides: dict[str
     values = params.model_dump(mode="json")
     for name in ("modes", *probes.get(probe).unsettled):
         values.pop(name, None)
+    for name in FILE_OVERRIDES:
+        if name in values:
+            values[name] = file_identity(values[name])
     sim = {k: v for k, v in overrides.items() if k.startswith("sim.")}
     return digest({"params": values, "sim": sim})
 

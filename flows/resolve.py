@@ -50,6 +50,7 @@ from gates.blockstats import pass_bar, sequential_pass_bar
 from gates.compare import DEFAULT_MIN_RUNS
 from gates.engine import read_items
 from gates.family import planned_members
+from flows.overrides import FILE_OVERRIDES
 
 
 def known_names() -> KnownNames:
@@ -89,8 +90,6 @@ def load_campaign(path: str | Path) -> CampaignSpec:
     return spec
 
 
-# overrides that name a file a probe reads (the load probe's trace and dataset, agent-load's sessions)
-FILE_OVERRIDES = ("trace", "dataset", "sessions")
 
 
 def anchor_paths(spec: CampaignSpec, folder: Path) -> None:

@@ -96,6 +96,29 @@ def test_a_probe_runs_settings_are_its_parameters_not_the_items(tmp_path: Path) 
     assert cell(b, {}, 1024) != cell(b, {}, 2048)
 
 
+def test_a_file_a_probe_reads_is_its_content_in_the_settings(tmp_path: Path) -> None:
+    """A trace is a setting by what it holds: the same trace at another path (or on
+    another host) is one cell, the trace edited in place is another."""
+    import shutil
+
+    from arms.probes.load import LoadParams
+    from flows.overrides import probe_settings_hash
+
+    trace = tmp_path / "agents.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [0, 1]}\n')
+    elsewhere = tmp_path / "copy" / "agents.jsonl"
+    elsewhere.parent.mkdir()
+    shutil.copy(trace, elsewhere)
+
+    def cell(path: Path) -> str:
+        return probe_settings_hash("load", LoadParams(profile="trace", trace=str(path)), {})
+
+    before = cell(trace)
+    assert cell(elsewhere) == before
+    trace.write_text('{"timestamp": 0, "input_length": 9000, "output_length": 8, "hash_ids": [0, 1]}\n')
+    assert cell(trace) != before
+
+
 # -- through a real campaign: stored on the attempts, carried by the frame ------------------------
 
 
