@@ -69,6 +69,15 @@ class MtplxAdapter(OpenAICompatAdapter):
     request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = (
         "x_metrics", {"draft_tokens": "mtp_drafted", "accepted_tokens": "mtp_accepted"},
     )
+    # MTPLX is built on macOS's own libraries: elsewhere it installs, then fails to load the
+    # model in these words (mtplx 2.12.2 on Linux with mlx-cpu: "RuntimeError: MTPLX runtime
+    # dependencies are unavailable: /usr/lib/libSystem.B.dylib: cannot open shared object
+    # file"): this machine cannot serve it, whatever the recipe
+    blocked_patterns: ClassVar[tuple[str, ...]] = (
+        r"MTPLX runtime dependencies are unavailable",
+        r"libSystem\.B\.dylib",
+        *OpenAICompatAdapter.blocked_patterns,
+    )
     # `/health` reports the load state; ready once it is not loading or warming up
     health_status: ClassVar[HealthStatus | None] = HealthStatus(
         waiting=("loading", "warming_up", "starting"), unreadable=True, casefold=True

@@ -550,6 +550,15 @@ def test_sglang_without_a_gpu_is_blocked_in_its_own_words(line: str) -> None:
     assert verdict.blocked and line in verdict.message, verdict
 
 
+def test_mtplx_off_macos_is_blocked_in_its_own_words() -> None:
+    """A real `mtplx serve` on Linux (the fixture): it installs, then cannot load macOS's
+    system library; the attempt is blocked quoting it, not failed as if a flag were wrong."""
+    log = (FIXTURES / "mtplx_start_linux.log").read_text()
+    verdict = registry.get("mtplx").classify_start_failure(1, log)
+    assert verdict.blocked and "MTPLX runtime dependencies are unavailable" in verdict.message, verdict
+    assert not registry.get("mtplx").classify_start_failure(1, "error: unrecognized arguments: --no-such-flag\n").blocked
+
+
 def test_sglang_argv(tmp_path: Path) -> None:
     argv = launch_argv("sglang", {"slots": 3, "prefill_chunk": 1024, "prefix_cache": "4G"}, tmp_path, path="Qwen/Qwen3-8B")
     assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
