@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from collections.abc import Callable
 
 from campaign.schema import NAME
@@ -29,6 +30,18 @@ class WorkerCannotStart(RuntimeError):
     """No Prefect server to serve from; the message is one line with the fix."""
 
 
+def heed_ctrl_c() -> None:
+    """Let SIGINT stop the worker even when it was started with SIGINT ignored.
+
+    A shell without job control starts a background command (`campaign worker ... &` in a
+    script, a process started under `nohup ... &`) with SIGINT and SIGQUIT ignored, and
+    Python then keeps ignoring it: Prefect's serve loop never sees a KeyboardInterrupt, and
+    the worker outlives every Ctrl-C and `kill -INT` sent to it. A worker's one way to stop
+    cleanly is SIGINT, so it takes Python's own handler back."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
     """Serve this host's arms until Ctrl-C. Prefect's environment defaults
     (`cli.app.prefect_env`) are set by the caller before this imports Prefect."""
@@ -36,6 +49,7 @@ def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
         raise BadHost(f"--host {host!r}: letters, digits, '.', '_' and '-', starting with a letter or digit")
     os.environ["CAMPAIGN_HOST"] = host
     os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "true"  # a lasting server: its UI shows the arms' logs
+    heed_ctrl_c()
     from cli.prefect_server import PrefectUnavailable, check_configured
     from campaign.store import Store, db_url
 

@@ -129,3 +129,26 @@ def test_status_and_report_take_the_campaign_file_a_user_just_ran(tmp_path: Path
     nameless.write_text("[campaign]\n")
     assert "no [campaign] name" in refused(["status", str(nameless), "--db", str(db)])
     assert "absent.toml: cannot read the campaign's name" in refused(["status", str(tmp_path / "absent.toml"), "--db", str(db)])
+
+
+def test_a_worker_started_with_sigint_ignored_takes_ctrl_c_back() -> None:
+    """A background command of a shell without job control starts with SIGINT ignored;
+    the worker, whose clean stop is Ctrl-C, restores Python's handler (and leaves a
+    handler someone set alone)."""
+    import signal
+
+    from cli.worker import heed_ctrl_c
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        heed_ctrl_c()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+        def mine(*_: object) -> None: ...
+
+        signal.signal(signal.SIGINT, mine)
+        heed_ctrl_c()
+        assert signal.getsignal(signal.SIGINT) is mine
+    finally:
+        signal.signal(signal.SIGINT, before)
