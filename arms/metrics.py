@@ -113,6 +113,12 @@ class RequestRecord:
             out[name] = value
         return out
 
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RequestRecord:
+        """A record back from `to_dict`'s shape (a request row's raw_json, a MemorySink's
+        request): the fields it knows, the row's own keys (scenario, mode) left out."""
+        return cls(**{name: raw[name] for name in _RECORD_FIELDS if name in raw})
+
 
 _RECORD_FIELDS = tuple(f.name for f in fields(RequestRecord))
 

@@ -37,12 +37,12 @@ def _name_in(file: Path | None, name: str | None) -> str | None:
     (the latest)."""
     if file is None or name is not None:
         return name
-    import tomllib
+    from campaign.schema import read_toml
 
     try:
-        named = tomllib.loads(file.read_text()).get("campaign", {}).get("name")
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{file}: cannot read the campaign's name ({exc})") from None
+        named = read_toml(file).get("campaign", {}).get("name")
+    except CampaignFileError as exc:
+        raise UsageError(f"{file}: cannot read the campaign's name ({'; '.join(exc.problems)})") from None
     if not isinstance(named, str) or not named:
         raise UsageError(f"{file}: no [campaign] name = \"...\" to look up")
     return named

@@ -16,7 +16,6 @@ silently ignored.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ from pydantic import ValidationError
 
 from arms.probes import registry as probes
 from campaign.schema import CampaignSpec, QueueItem, Recipe, item_label
+from arms.probes.base import read_unchanged
 from arms.probes.registry import ITEM_FIELDS
 from campaign.states import ProbeName
 
@@ -75,22 +75,20 @@ def digest(value: Any) -> str:
 FILE_OVERRIDES = ("trace", "dataset", "sessions")
 
 
-@functools.lru_cache(maxsize=64)
-def _content_digest(path: str, _mtime_ns: int, _size: int) -> str:
+def _content_digest(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()[:16]
 
 
 def file_identity(value: Any) -> Any:
     """A file a probe reads, as what it holds: its name and a digest of its content
-    (cached while its size and mtime stand), so a trace edited in place is a new setting
-    and the same trace at another path, or on another host, is the same one. A value that
-    is not a readable file is kept as written."""
+    (read once while the file is unchanged, `read_unchanged`), so a trace edited in place
+    is a new setting and the same trace at another path, or on another host, is the same
+    one. A value that is not a readable file is kept as written."""
     if not isinstance(value, str) or not value:
         return value
     try:
-        stat = os.stat(value)
-        return f"{os.path.basename(value)}#{_content_digest(value, stat.st_mtime_ns, stat.st_size)}"
+        return f"{os.path.basename(value)}#{read_unchanged(_content_digest, value)}"
     except OSError:
         return value
 

@@ -37,7 +37,7 @@ class Sent:
 
     at: float
     ttft: float | None
-    end: float | None
+    end: float  # when its response ended; its send time if none was stamped
     ok: bool
 
 
@@ -55,15 +55,14 @@ class ReplayRun:
 def _sent(rows: list[RequestRow]) -> list[Sent]:
     records = []
     for row in rows:
-        raw = json.loads(row.raw_json or "{}")
-        record = RequestRecord(**{k: v for k, v in raw.items() if k in RequestRecord.__dataclass_fields__})
+        record = RequestRecord.from_dict(json.loads(row.raw_json or "{}"))
         if record.send_ns:
             records.append(record)
     if not records:
         return []
     t0 = min(r.send_ns for r in records)
     return sorted(
-        (Sent((r.send_ns - t0) / NS, ttft_s(r), (r.end_ns - t0) / NS if r.end_ns else None, r.ok) for r in records),
+        (Sent((r.send_ns - t0) / NS, ttft_s(r), (max(r.end_ns, r.send_ns) - t0) / NS, r.ok) for r in records),
         key=lambda s: s.at,
     )
 
@@ -115,14 +114,14 @@ def timeline(sent: list[Sent], width: float, span: float) -> Timeline:
     for e in edges:
         here = [s for s in sent if e <= s.at < e + width]
         rates.append(len(here) / width)
-        flight.append(float(sum(s.at <= e < (s.end if s.end is not None else s.at) for s in sent)))
+        flight.append(float(sum(s.at <= e < s.end for s in sent)))
         times = [s.ttft for s in here if s.ttft is not None]
         ttft.append(statistics.median(times) if times else None)
     return Timeline(edges, rates, flight, ttft)
 
 
 def _one(replays: list[list[Sent]], item: str, scenario: str, context: int, mode: str, cid: str) -> ReplayRun:
-    span = max((s.end if s.end is not None else s.at) for sent in replays for s in sent)
+    span = max(s.end for sent in replays for s in sent)
     width = bin_width(span)
     lines = [timeline(sent, width, span) for sent in replays]
     named = len(replays) > 1

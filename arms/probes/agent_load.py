@@ -444,8 +444,9 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
         times = [t for r in branches if (t := ttft_s(r)) is not None]
         put("branch_ttft_median_s", statistics.median(times) if times else None, "s")
         put("branch_ttft_max_s", max(times) if times else None, "s")
-        put("fan_out_wait_median_s", statistics.median(phase.waits) if phase and phase.waits else None, "s")
-        put("fan_out_wait_max_s", max(phase.waits) if phase and phase.waits else None, "s")
+        waits = phase.waits if phase is not None else []
+        put("fan_out_wait_median_s", statistics.median(waits) if waits else None, "s")
+        put("fan_out_wait_max_s", max(waits) if waits else None, "s")
     # requests, failures by kind (timeouts, HTTP errors, turns not run after stalls), error
     # rate: the branches' among them
     record_errors(sink, [r for conv in records for r in conv] + branches, mode=mode, scenario="summary", context=ctx, prefix=prefix)
@@ -508,14 +509,12 @@ async def _run_sessions(target: ProbeTarget, sink: Sink, params: AgentLoadParams
 
 def turn_records(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One flat record per conversation turn from a MemorySink's raw requests (for JSON)."""
-    from arms.metrics import RequestRecord as R
-
     out = []
     for raw in requests:
         label = raw.get("label") or {}
         if "turn" not in label:
             continue
-        rec = R(**{k: v for k, v in raw.items() if k in R.__dataclass_fields__})
+        rec = RequestRecord.from_dict(raw)
         payload = record_payload(rec)
         cached, field = extract_cached_tokens(payload)
         out.append(
