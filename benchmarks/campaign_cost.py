@@ -9,6 +9,12 @@ last line: server starts, blocks per item, wall time and where it went), the gat
 verdicts side by side, and whether they agree wherever the fixed design decided.
 
     python benchmarks/campaign_cost.py [--example demo] [--max-blocks 10]
+    python benchmarks/campaign_cost.py --example qwen38 --compare kept
+
+`--compare kept` runs the example instead with `keep_servers = false` (a server start
+for every item, arm and block) and as shipped (consecutive items on the same arms,
+recipes and blocks run on one server each): the server starts that keeping saves, and
+whether the verdicts stay the same.
 
 The fixed design and the adaptive one read different intervals (a t interval, a
 confidence sequence), so a verdict the fixed design decides just past its threshold may
@@ -28,7 +34,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VERDICT = re.compile(r"^│ (\S+)\s+│.*?│ (pass|fail|inconclusive|pending|blocked)\s+│")
+VERDICT = re.compile(r"^│ (?!\d+ )(\S+)\s+│.*?│ (pass|fail|inconclusive|pending|blocked)\s+│")
 
 
 def adaptive_copy(text: str, max_blocks: int) -> str:
@@ -58,6 +64,12 @@ def adaptive_copy(text: str, max_blocks: int) -> str:
     return "\n".join(out) + "\n"
 
 
+def unkept_copy(text: str) -> str:
+    """The campaign with `keep_servers = false`: every item starts its own servers."""
+    assert "keep_servers" not in text, "the example sets keep_servers itself"
+    return text.replace("[campaign]\n", "[campaign]\nkeep_servers = false\n", 1)
+
+
 def run(path: Path, workdir: Path) -> tuple[float, str, dict[str, str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     t0 = time.monotonic()
@@ -76,11 +88,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--example", default="demo")
     ap.add_argument("--max-blocks", type=int, default=10)
+    ap.add_argument("--compare", choices=("adaptive", "kept"), default="adaptive",
+                    help="adaptive: fixed blocks vs max_blocks; kept: keep_servers false vs as shipped")
     args = ap.parse_args()
     source = (ROOT / "examples" / f"{args.example}.toml").read_text()
+    if args.compare == "kept":
+        runs = (("unkept (keep_servers false)", unkept_copy(source)), ("kept (as shipped)", source))
+    else:
+        runs = (("fixed", source), (f"adaptive (max_blocks {args.max_blocks})", adaptive_copy(source, args.max_blocks)))
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, text in (("fixed", source), (f"adaptive (max_blocks {args.max_blocks})", adaptive_copy(source, args.max_blocks))):
+        for label, text in runs:
             work = Path(tmp) / label.split()[0]
             work.mkdir()
             path = work / f"{args.example}.toml"
@@ -88,16 +106,16 @@ def main() -> None:
             wall, cost, verdicts = run(path, work)
             results[label] = verdicts
             print(f"{label}: {wall:.0f} s of wall time\n  {cost}", flush=True)
-    (fixed, f_v), (adaptive, a_v) = results.items()
-    print(f"{'gate':12s} {'fixed':14s} {'adaptive':14s}")
+    (first, f_v), (second, a_v) = results.items()
+    print(f"{'gate':16s} {first.split()[0]:14s} {second.split()[0]:14s}")
     disagree = 0
     for gate in sorted(set(f_v) | set(a_v)):
         a, b = f_v.get(gate, "-"), a_v.get(gate, "-")
         decided = a in ("pass", "fail")
-        mark = "" if a == b or not decided else "  <- differs where the fixed design decided"
+        mark = "" if a == b or not decided else f"  <- differs where the {first.split()[0]} run decided"
         disagree += bool(mark)
-        print(f"{gate:12s} {a:14s} {b:14s}{mark}")
-    print(f"verdicts agree wherever the fixed design decided: {'yes' if not disagree else f'no ({disagree})'}")
+        print(f"{gate:16s} {a:14s} {b:14s}{mark}")
+    print(f"verdicts agree wherever the {first.split()[0]} run decided: {'yes' if not disagree else f'no ({disagree})'}")
 
 
 if __name__ == "__main__":

@@ -245,7 +245,8 @@ class ProbeRun:
     a campaign would keep."""
 
     def __init__(self, workdir: Path, log_path: Path):
-        from campaign.store import CampaignRow, Store
+        from campaign.store import Store
+        from campaign.tables import CampaignRow
 
         self.store = Store(f"sqlite:///{workdir / 'bench.db'}")
         self.campaign_id = self.store.add(CampaignRow(name="client-accuracy")).id
@@ -259,7 +260,7 @@ class ProbeRun:
         from arms.probes import agent_load
         from arms.probes.base import ProbeTarget
         from arms.runtimes import catalog as registry
-        from campaign.store import ProbeRunRow
+        from campaign.tables import ProbeRunRow
         from flows.sink import StoreSink
 
         run = self.store.add(ProbeRunRow(attempt_id=self.attempt_id, probe="agent-load", context=0))

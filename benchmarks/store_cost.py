@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from campaign.states import AttemptState  # noqa: E402
-from campaign.store import AttemptRow, CampaignRow, MeasurementRow, ProbeRunRow, Store  # noqa: E402
+from campaign.store import Store
+from campaign.tables import AttemptRow, CampaignRow, MeasurementRow, ProbeRunRow  # noqa: E402
 
 
 def rows_cost(store: Store, rows: int, batch: int) -> float:

@@ -17,18 +17,9 @@ from datetime import UTC
 from campaign.processes import kill_orphan, process_start, same_process_alive
 from campaign.schema import CampaignSpec, QueueItem, file_digest
 from campaign.states import SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
-from campaign.store import (
-    ArmRow,
-    AttemptRow,
-    CampaignRow,
-    ProbeRunRow,
-    QueueItemRow,
-    RunnerRow,
-    Store,
-    holder_gone,
-    this_host,
-    utcnow,
-)
+from campaign.liveness import holder_gone, this_host
+from campaign.store import Store
+from campaign.tables import ArmRow, AttemptRow, CampaignRow, ProbeRunRow, QueueItemRow, RunnerRow, utcnow
 
 
 class RunnerBusy(RuntimeError):

@@ -81,7 +81,8 @@ class CannotRun(Exception):
 
 
 def open_store(db: str | None) -> Any:
-    from campaign.store import Store, database_url
+    from campaign.database import database_url
+    from campaign.store import Store
 
     return Store(database_url(db))
 
@@ -89,7 +90,8 @@ def open_store(db: str | None) -> Any:
 def open_existing_store(db: str | None) -> Any:
     """The store of a read-only command (status, report, export): a database file that
     does not exist is a usage error, never created (with its folder) as a side effect."""
-    from campaign.store import SchemaNotCurrent, Store, database_given, database_url
+    from campaign.database import SchemaNotCurrent, database_given, database_url
+    from campaign.store import Store
 
     raw = database_given(db)
     if "://" not in raw:
@@ -102,6 +104,19 @@ def open_existing_store(db: str | None) -> Any:
         return Store(database_url(db), migrate=False)  # read-only: migrates nothing
     except SchemaNotCurrent as exc:
         raise UsageError(str(exc)) from None
+
+
+def process_started() -> float:
+    """When this command's process began (epoch seconds; the interpreter's own start-up
+    included), for the wall time `campaign run` reports."""
+    import psutil
+
+    try:
+        return float(psutil.Process().create_time())
+    except psutil.Error:
+        import time
+
+        return time.time()
 
 
 def prefect_env() -> None:

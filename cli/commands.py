@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from campaign.schema import CampaignFileError
-from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_existing_store, open_store, prefect_env
+from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_existing_store, open_store, prefect_env, process_started
 
 
 def _load_checked(file: Path) -> Any:
@@ -140,7 +140,21 @@ def time_estimate(spec: Any, history: dict[tuple[str, str], Any]) -> str:
 
 
 def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
+    from campaign.schema import read_toml
+
+    read_toml(file)  # a file not there or not TOML is said at once, before anything starts
     prefect_env()
+    from cli.prefect_server import begin
+
+    with begin() as prefect:  # a temporary Prefect server starts while the file is checked
+        _run_checked(file, db, workdir, recheck_blocked, prefect)
+
+
+def _run_checked(file: Path, db: str | None, workdir: str, recheck_blocked: bool, prefect: Any) -> None:
+    import time
+    from datetime import datetime, timezone
+
+    began = datetime.now(timezone.utc)
     spec = _load_checked(file)  # validate before starting anything
     _print_warnings(spec)
     from flows.placement import placement_problem
@@ -154,15 +168,11 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
         console.print(done, markup=False, highlight=False, soft_wrap=True)
         _exit_if_failed(store, spec.campaign.name)
         return
-    import time
-    from datetime import datetime, timezone
-
-    began, clock = datetime.now(timezone.utc), time.monotonic()
     with _runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run"):
         from cli.progress_view import CampaignProgress
         from flows.campaign_flow import campaign_flow
 
-        with _flow_session():
+        with _flow_session(prefect):
             with CampaignProgress(console, spec), _quiet_heartbeat():
                 result = campaign_flow(str(file), store.public_url, workdir, recheck_blocked)
     _finish(result)
@@ -170,7 +180,9 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
     from cli.status_view import render_status
 
     render_status(console, store, result["campaign"])
-    console.print(run_cost(store, result["campaign"], began).line(time.monotonic() - clock), markup=False, highlight=False, soft_wrap=True)
+    cost, started = run_cost(store, result["campaign"], began), process_started()
+    first = cost.first_started.timestamp() if cost.first_started else started
+    console.print(cost.line(time.time() - started, first - started), markup=False, highlight=False, soft_wrap=True)
     _exit_if_failed(store, result["campaign"])
 
 
@@ -197,22 +209,24 @@ class _runner:
 
 
 class _flow_session:
-    """Two-step Ctrl-C (flows.interrupt) and the Prefect API for the flows of one command."""
+    """Two-step Ctrl-C (flows.interrupt) and the Prefect API for the flows of one command
+    (`prefect`: the `cli.prefect_server.begin` this command entered first)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefect: Any) -> None:
+        self._prefect = prefect
         self._stack: Any = None
 
     def __enter__(self) -> None:
         from contextlib import ExitStack
 
-        from cli.prefect_server import PrefectUnavailable, prefect_api
+        from cli.prefect_server import PrefectUnavailable
         from flows.interrupt import SigintHandler
 
         prefect_env()
         self._stack = ExitStack()
         try:
             self._stack.enter_context(SigintHandler(lambda text: err.print(text, markup=False, highlight=False, soft_wrap=True)))
-            api = self._stack.enter_context(prefect_api(lambda text: err.print(text, markup=False, highlight=False)))
+            api = self._stack.enter_context(self._prefect.api(lambda text: err.print(text, markup=False, highlight=False)))
             if os.environ.get("PREFECT_LOGGING_TO_API_ENABLED") == "false" and not api.temporary:
                 from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED, temporary_settings
 
@@ -386,7 +400,9 @@ def rerun(
         from cli.status_view import render_status
         from flows.campaign_flow import rerun_flow
 
-        with _flow_session():
+        from cli.prefect_server import begin
+
+        with begin() as prefect, _flow_session(prefect):
             with CampaignProgress(console, spec, items=1), _quiet_heartbeat():
                 result = rerun_flow(str(file), store.public_url, match[0].key, checked.overrides, workdir)
     _finish(result)

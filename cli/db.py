@@ -1,7 +1,7 @@
 """`campaign db ...`: the database's schema revision, and migrating it by hand.
 
 Commands that write (run, resume, rerun, worker) migrate a database they open
-(`campaign.store.upgrade`), as a Prefect server does its own; read-only ones (status,
+(`campaign.migrate.upgrade`), as a Prefect server does its own; read-only ones (status,
 report, export, check) never do, and say so when a database is behind. `campaign db
 upgrade` migrates and nothing else, for whoever wants to migrate a shared database
 before starting runners and workers on it.
@@ -23,7 +23,7 @@ DbOption = Annotated[str | None, typer.Option("--db", help="database file or SQL
 def _engine(db: str | None):  # type: ignore[no-untyped-def]
     from sqlalchemy import create_engine
 
-    from campaign.store import database_url, resolve_url
+    from campaign.database import database_url, resolve_url
 
     return create_engine(resolve_url(database_url(db)))
 
@@ -31,8 +31,8 @@ def _engine(db: str | None):  # type: ignore[no-untyped-def]
 @db_app.command()
 def upgrade(db: DbOption = None) -> None:
     """Migrate the database to this version's newest schema revision."""
-    from campaign.store import public_url
-    from campaign.store import upgrade as migrate
+    from campaign.database import public_url
+    from campaign.migrate import upgrade as migrate
 
     engine = _engine(db)
     console.print(f"{public_url(str(engine.url.render_as_string(hide_password=False)))}: {migrate(engine)}", highlight=False)
@@ -42,7 +42,7 @@ def upgrade(db: DbOption = None) -> None:
 @db_app.command()
 def current(db: DbOption = None) -> None:
     """Print the database's schema revision and this version's newest one."""
-    from campaign.store import head_revision, schema_revision
+    from campaign.migrate import head_revision, schema_revision
 
     engine = _engine(db)
     console.print(f"database at {schema_revision(engine) or 'no revision (empty, or made before migrations)'}; newest {head_revision()}", highlight=False)

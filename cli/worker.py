@@ -51,7 +51,8 @@ def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
     os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "true"  # a lasting server: its UI shows the arms' logs
     heed_ctrl_c()
     from cli.prefect_server import PrefectUnavailable, check_configured
-    from campaign.store import Store, db_url
+    from campaign.database import db_url
+    from campaign.store import Store
 
     try:
         api = check_configured()

@@ -25,7 +25,9 @@ from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.processes import rss_of_group
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import AttemptState, ProbeName, ProbeRunState
-from campaign.store import AttemptHeartbeat, AttemptRow, ProbeRunRow, RequestOutcome, Store, utcnow
+from campaign.liveness import AttemptHeartbeat
+from campaign.store import RequestOutcome, Store
+from campaign.tables import AttemptRow, ProbeRunRow, utcnow
 from flows import interrupt
 from flows.attempt import ArmOutcome, Attempt
 from flows.devices import DeviceLock
@@ -151,7 +153,7 @@ def arm_flow(
     """`store_url` carries no password (`Store.public_url`): the credentials come from
     this process's $CAMPAIGN_DB, never from a flow parameter Prefect would keep.
     Without `fresh`, an arm whose newest attempt is done is not run again. `block` is
-    what a new attempt stores of its block (`campaign.store.BLOCK_FIELDS`, made by
+    what a new attempt stores of its block (`campaign.tables.BLOCK_FIELDS`, made by
     `flows.campaign_flow.block_plan`).
 
     `then` chains attempts of later queue items onto this one's server (`Link`s as dicts:

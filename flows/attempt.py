@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from campaign.states import AttemptState
-from campaign.store import AttemptRow, Store, holder_gone, utcnow
+from campaign.liveness import holder_gone
+from campaign.store import Store
+from campaign.tables import AttemptRow, utcnow
 from flows import interrupt
 from flows.progress import emit
 

@@ -24,7 +24,8 @@ from campaign.schema import BlockBudget, CampaignFileError, CampaignSpec, QueueI
 from arms.probes import registry as probes
 from flows.resolve import load_campaign, simulated_adapters
 from campaign.states import BUDGET_SPENT, SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeName, Verdict
-from campaign.store import Store, VerdictRow
+from campaign.store import Store
+from campaign.tables import VerdictRow
 from campaign.summary import PREFECT_API_EVENT
 from flows.prefect_api import configured_api_url
 from flows import placement
@@ -506,6 +507,7 @@ def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: st
     ensure_device_limits(spec)
     emit("campaign-start", name=spec.campaign.name, items=len(spec.queue), artifact=artifact_key(spec.campaign.name, "queue"))
     publish(store, spec.campaign.name)
+    verdicts = None  # as of the last item run
     while True:
         item = queue.next_item(store, spec, campaign_id)
         if item is None:
@@ -515,12 +517,14 @@ def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: st
         except interrupt.CampaignInterrupted as exc:  # returned, not raised: a stop is no flow failure
             publish(store, spec.campaign.name)
             return {"campaign": spec.campaign.name, "interrupted": str(exc)}
-        compute_verdicts(store, spec, campaign_id)
+        verdicts = compute_verdicts(store, spec, campaign_id)
         publish(store, spec.campaign.name)
-    for key, reason in queue.waiting_reasons(store, spec, campaign_id).items():
+    waiting = queue.waiting_reasons(store, spec, campaign_id)
+    for key, reason in waiting.items():
         store.set_item_state(campaign_id, key, ItemState.PENDING, reason)
-    verdicts = compute_verdicts(store, spec, campaign_id)
-    publish(store, spec.campaign.name)
+    if verdicts is None or waiting:  # nothing ran, or items changed state since
+        verdicts = compute_verdicts(store, spec, campaign_id)
+        publish(store, spec.campaign.name)
     emit("campaign-done", name=spec.campaign.name)
     return {
         "campaign": spec.campaign.name,
@@ -572,7 +576,7 @@ def campaign_launch_flow(launch: CampaignLaunch) -> dict[str, Any]:
     the same queue walk as `campaign run` (`campaign_flow`), in this flow run, against
     the worker's database. A rerun from the UI is a `campaign run` again: finished items
     are skipped and interrupted ones continued."""
-    from campaign.store import database_url
+    from campaign.database import database_url
 
     store = Store(database_url())
     spec, source = launch_spec(store, launch.campaign)

@@ -36,7 +36,9 @@ from typing import Any
 
 from campaign.schema import CampaignSpec
 from campaign.states import AttemptState
-from campaign.store import AttemptRow, Store, holder_gone
+from campaign.liveness import holder_gone
+from campaign.store import Store
+from campaign.tables import AttemptRow
 from flows.prefect_api import configured_api_url
 from flows import interrupt
 from flows.arm_flow import arm_result
@@ -109,7 +111,7 @@ def _no_worker(store: Store, host: str, parameters: dict[str, Any], message: str
     Recorded (not only returned) so that the gates, `campaign status` and `resume` see
     which arm waits for which host. If a worker claimed it after all, in the instant
     before its run was cancelled, that attempt is left to its holder."""
-    from campaign.store import utcnow
+    from campaign.tables import utcnow
 
     _absent_hosts.add(host)
     arm_id, repeat = parameters["arm_id"], parameters.get("repeat", 0)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,11 +72,28 @@ def ui_record_url(path: str | Path = UI_RECORD) -> str | None:
     return record.api_url
 
 
+# the temporary server this process reports to (`temporary_api`): in Prefect's settings
+# like a configured one, but gone with the command
+_temporary: list[str] = []
+
+
+@contextmanager
+def temporary_api(url: str) -> Iterator[None]:
+    """While the block runs, `url` (set into Prefect's settings by the caller) is this
+    command's temporary server: `configured_api` does not count it as a lasting one, so
+    no run links to it, no logs are sent to it and Prefect's heartbeats stay off."""
+    _temporary.append(url)
+    try:
+        yield
+    finally:
+        _temporary.remove(url)
+
+
 def _profile_url() -> str | None:
     from prefect.settings import PREFECT_API_URL
 
     value = PREFECT_API_URL.value()
-    return str(value) if value else None
+    return str(value) if value and str(value) not in _temporary else None
 
 
 def configured_api() -> tuple[str, str] | None:

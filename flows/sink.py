@@ -29,7 +29,8 @@ from sqlalchemy.exc import IntegrityError
 
 from arms.metrics import RequestRecord, ttft_s
 from campaign.states import Mode
-from campaign.store import MeasurementRow, RequestRow, SampleRow, Store
+from campaign.store import Store
+from campaign.tables import MeasurementRow, RequestRow, SampleRow
 from flows.progress import emit
 
 _STOP = object()

@@ -45,12 +45,12 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as st
-from statsmodels.stats.multitest import multipletests
 
 from campaign.states import SUMMARY_TRIAL, Verdict
 from campaign.units import context_label, num, pct
 from gates import blockstats
 from gates.blockstats import Estimate
+from gates.holm import holm
 from gates.intervals import CONFIDENCE, MEDIAN_METHOD, median_interval
 
 DEFAULT_MIN_RUNS = 3
@@ -761,7 +761,7 @@ def holm_fails(comparisons: Sequence[Comparison], rigor: Rigor) -> int:
     """Holm over a gate's statistical fail claims: a fail stays only where its adjusted
     p-value is within alpha, so many cells do not make identical arms fail more often
     than one. Returns the family size; a fail that does not survive becomes
-    inconclusive, saying why. (statsmodels does the step-down; it is only called when
+    inconclusive, saying why. (statsmodels does the step-down, `gates.holm`; it is only called when
     some fail is in question, since it is slow for a hot loop, and the smallest adjusted
     p-value is m times the smallest raw one either way.)"""
     tested = [c for c in comparisons if c.statistical]
@@ -772,8 +772,7 @@ def holm_fails(comparisons: Sequence[Comparison], rigor: Rigor) -> int:
         for c in tested:
             c.p_fail = min(1.0, c.p_fail * m)  # a bound on its Holm-adjusted value; exact for the smallest
         return m
-    reject, adjusted, _, _ = multipletests([c.p_fail for c in tested], alpha=rigor.alpha, method="holm")
-    for c, ok, adj in zip(tested, reject, adjusted):
+    for c, (ok, adj) in zip(tested, holm([c.p_fail for c in tested], rigor.alpha)):
         c.p_fail = float(adj)
         if c.verdict == Verdict.FAIL and not ok:
             c.verdict = Verdict.INCONCLUSIVE

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from statsmodels.stats.multitest import multipletests
-
 from campaign.schema import GateEntry
 from campaign.states import Verdict
 from gates.compare import alpha_of
+from gates.holm import holm
 from gates.result import GateResult
 
 
@@ -28,13 +27,6 @@ def planned_members(gates: Sequence[GateEntry]) -> list[GateEntry]:
     exploratory. An upper bound on its size before anything ran (Holm adjusts only over
     the members measured so far)."""
     return [g for g in gates if g.baseline and not g.exploratory]
-
-
-def _holm(ps: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
-    if not ps:
-        return []
-    reject, adjusted, _, _ = multipletests(list(ps), alpha=alpha, method="holm")
-    return [(bool(r), float(a)) for r, a in zip(reject, adjusted)]
 
 
 def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confidence: float) -> dict[str, GateResult]:
@@ -53,8 +45,8 @@ def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confid
     m = len(members)
     if not m:
         return out
-    passes = _holm([float(results[g].evidence["p_pass"]) for g in members], alpha)
-    fails = _holm([float(results[g].evidence["p_fail"]) for g in members], alpha)
+    passes = holm([float(results[g].evidence["p_pass"]) for g in members], alpha)
+    fails = holm([float(results[g].evidence["p_fail"]) for g in members], alpha)
     for gid, (pass_ok, p_pass_adj), (fail_ok, p_fail_adj) in zip(members, passes, fails):
         r = results[gid]
         verdict, reason = r.verdict, r.reason

@@ -16,7 +16,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from arms.probes.base import SAMPLE_GAP
-from campaign.store import SampleRow, Store
+from campaign.store import Store
+from campaign.tables import SampleRow
 from campaign.units import context_label
 from reports import charts
 from reports.data import canonical_first

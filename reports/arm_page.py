@@ -8,7 +8,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from campaign.store import ArmRow, Store
+from campaign.store import Store
+from campaign.tables import ArmRow
 from campaign.summary import attempt_links, server_starters
 from campaign.units import SIZE_FIELDS, size
 from reports import agent_load, latency, load_curve, trace_replay

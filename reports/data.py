@@ -16,7 +16,8 @@ import pandas as pd
 from sqlmodel import select
 
 from campaign.states import WARMUP_TRIAL, Mode, ProbeName
-from campaign.store import ArmRow, AttemptRow, Store, VerdictRow
+from campaign.store import Store
+from campaign.tables import ArmRow, AttemptRow, VerdictRow
 from campaign.summary import Summary, summarize
 
 STAT_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric", "unit", "source"]

@@ -23,7 +23,7 @@ from markupsafe import Markup
 
 from arms.metrics import NS, RequestRecord, ttft_s
 from campaign.states import TRACE_SCENARIO_PREFIX, ProbeName
-from campaign.store import RequestRow
+from campaign.tables import RequestRow
 from campaign.units import num
 from reports import charts
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from campaign.schema import CampaignSpec, parse_campaign
 from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
-from campaign.store import (
+from campaign.store import Store
+from campaign.tables import (
     ArmRow,
     AttemptRow,
     CampaignRow,
@@ -25,7 +26,6 @@ from campaign.store import (
     QueueItemRow,
     RequestRow,
     SampleRow,
-    Store,
     VerdictRow,
 )
 

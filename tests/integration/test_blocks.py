@@ -102,7 +102,7 @@ def test_a_resumed_rerun_runs_with_its_stored_overrides(tmp_path: Path, prefect_
     resume` continues that attempt. Before, it ran the file's settings (max_tokens 8,
     slots 1) under the rerun's label; now it runs what the attempt stores."""
     from campaign import queue
-    from campaign.store import AttemptRow
+    from campaign.tables import AttemptRow
     from flows.campaign_flow import campaign_flow
     from flows.resolve import simulated_adapters
 

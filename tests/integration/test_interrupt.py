@@ -285,7 +285,7 @@ def test_the_runner_claim_is_re_entrant_refuses_the_living_and_replaces_the_dead
     import socket
 
     from campaign import queue
-    from campaign.store import RunnerRow
+    from campaign.tables import RunnerRow
 
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")
     assert queue.claim_runner(store, "c", "campaign run") is True

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from campaign.states import AttemptState, ItemState, Verdict
-from campaign.store import AttemptRow, Store
+from campaign.store import Store
+from campaign.tables import AttemptRow
 from tests.campaigns import arm, campaign_file, gate, item, sim
 
 BLOCKS = 3

@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 
 from campaign.states import AttemptState
-from campaign.store import EventRow, Store
+from campaign.store import Store
+from campaign.tables import EventRow
 from campaign.summary import PREFECT_API_EVENT
 from tests.paths import ROOT
 from tests.prefectparts import env as _env

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from campaign.states import Verdict
-from campaign.store import Store, VerdictRow
+from campaign.store import Store
+from campaign.tables import VerdictRow
 from tests import synthetic
 from tests.paths import ROOT
 from tests.unit.test_status import LONG, _rows  # noqa: F401 - helpers and fixtures

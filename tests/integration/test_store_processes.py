@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from campaign.store import CampaignRow, Store
+from campaign.store import Store
+from campaign.tables import CampaignRow
 from tests.conftest import postgres_database
 
 
@@ -58,7 +59,8 @@ def test_holder_gone_needs_proof(monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
     from datetime import timedelta
 
-    from campaign.store import AttemptRow, holder_gone, this_host, utcnow
+    from campaign.liveness import holder_gone, this_host
+    from campaign.tables import AttemptRow, utcnow
 
     monkeypatch.setenv("CAMPAIGN_HOST", "h1")
     now = utcnow()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from campaign.store import EventRow, Store
+from campaign.store import Store
+from campaign.tables import EventRow
 from campaign.summary import PREFECT_API_EVENT, attempt_links
 from tests.campaigns import arm, campaign_file, gate, item, sim
 from tests.prefectparts import env as _env

@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from campaign.store import MeasurementRow, Store
+from campaign.store import Store
+from campaign.tables import MeasurementRow
 from cli import ui_server as prefect_ui
 from reports import charts, coverage
 from tests import synthetic
@@ -126,7 +127,7 @@ def test_coverage_matrix_cells(built: tuple[Store, Path, synthetic.Options]) -> 
 def test_coverage_marks_what_a_failed_item_did_not_measure_as_failed(tmp_path: Path) -> None:
     """An arm whose every request failed must never read as measured, nor as merely not run."""
     from campaign.states import ItemState
-    from campaign.store import QueueItemRow
+    from campaign.tables import QueueItemRow
 
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
     cid = synthetic.build(store, synthetic.Options())
@@ -290,7 +291,7 @@ def test_ui_uses_a_configured_server(health_server: str, tmp_path: Path, monkeyp
 def test_queue_chart_splits_phases_and_breaks_at_gaps() -> None:
     """Samples of the load and the single-stream baseline (two modes, each phase's clock
     starting at 0) land in their own mode and series; a failed read breaks the line."""
-    from campaign.store import SampleRow
+    from campaign.tables import SampleRow
     from reports.agent_load import _segments
 
     def rows(phase: str, points: list[tuple[float, float | None]]) -> list[SampleRow]:

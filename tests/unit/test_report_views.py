@@ -91,7 +91,7 @@ def test_a_trace_replay_is_drawn_over_time_from_its_request_rows() -> None:
     import json
 
     from arms.metrics import CONTENT, NS, RequestRecord
-    from campaign.store import RequestRow
+    from campaign.tables import RequestRow
     from reports import trace_replay
 
     def row(run: int, at: float, ttft: float, scenario: str = "trace=agents") -> RequestRow:

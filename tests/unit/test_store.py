@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from campaign.states import AttemptState, ItemState, ProbeRunState
-from campaign.store import CampaignRow, MeasurementRow, ProbeRunRow, QueueItemRow, Store
+from campaign.store import Store
+from campaign.tables import CampaignRow, MeasurementRow, ProbeRunRow, QueueItemRow
 from tests.paths import FIXTURES_DIR
 
 
@@ -99,7 +100,9 @@ def test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_bl
     import sqlalchemy as sa
     from alembic import command
 
-    from campaign.store import FRAME_COLUMNS, AttemptRow, _alembic_config, newest_done_attempts
+    from campaign.migrate import _alembic_config
+    from campaign.store import FRAME_COLUMNS, newest_done_attempts
+    from campaign.tables import AttemptRow
 
     raw = sa.create_engine(db_url)
     with raw.begin() as conn:
@@ -146,7 +149,7 @@ def test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_bl
 def test_request_outcome_sums_every_cells_requests_and_failures(db_url: str) -> None:
     """The summary rows of every finished probe run of an attempt, prefixed phases
     included; rows of a run that did not finish, and per-trial rows, are not counted."""
-    from campaign.store import RequestRow
+    from campaign.tables import RequestRow
 
     store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
@@ -323,7 +326,7 @@ def test_migrations_make_exactly_the_models_schema(db_url: str) -> None:
     from alembic.runtime.migration import MigrationContext
     from sqlmodel import SQLModel
 
-    from campaign.store import head_revision, schema_revision
+    from campaign.migrate import head_revision, schema_revision
 
     store = Store(db_url)
     assert schema_revision(store.engine) == head_revision()
@@ -350,7 +353,7 @@ def test_claim_attempt_takes_each_arm_once(db_url: str) -> None:
     interrupted; and the database itself refuses a second running attempt."""
     from sqlalchemy.exc import IntegrityError
 
-    from campaign.store import AttemptRow
+    from campaign.tables import AttemptRow
 
     store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
@@ -392,7 +395,7 @@ def test_pre_migration_sqlite_database_is_upgraded(tmp_path: Path) -> None:
     and ends at the newest revision."""
     import sqlite3
 
-    from campaign.store import head_revision, schema_revision
+    from campaign.migrate import head_revision, schema_revision
 
     db = tmp_path / "old.db"
     with sqlite3.connect(db) as conn:
@@ -413,7 +416,8 @@ def test_a_read_only_command_never_migrates_and_says_what_to_run(tmp_path: Path)
     migrates it; a writer then brings it up to date."""
     import sqlite3
 
-    from campaign.store import SchemaNotCurrent, head_revision, schema_revision
+    from campaign.database import SchemaNotCurrent
+    from campaign.migrate import head_revision, schema_revision
     from cli.app import UsageError, open_existing_store
 
     db = tmp_path / "old.db"

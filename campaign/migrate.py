@@ -1,0 +1,144 @@
+"""The schema's versions: alembic migrations (campaign/migrations), run by writers
+(`campaign.database.engine_for` with migrate) and `campaign db upgrade`, never by a
+read-only command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import MetaData, Table, inspect, text
+from sqlalchemy.engine import Engine
+from sqlmodel import SQLModel
+
+import campaign.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+BASELINE_REVISION = "0001"  # the schema as the last version without migrations made it
+_ADVISORY_LOCK = 0x63616D70  # one Postgres advisory lock: one process migrates at a time
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer version of this program."""
+
+
+def _alembic_config(connection: Any = None) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def schema_revision(engine: Engine) -> str | None:
+    """The revision the database is at; None for an empty or a pre-migration database."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"  # Postgres refuses 0/1 for a boolean
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)
+
+
+def _bring_to_baseline(conn: Any) -> list[str]:
+    """A database made before migrations existed: whatever it lacks of the baseline
+    schema (tables, or columns added by versions before it) is added with the defaults,
+    nothing is dropped or rewritten; then it is stamped as the baseline and migrated on.
+
+    The baseline is read from the baseline migration itself (run on an empty in-memory
+    database), so it is written down once."""
+    from alembic import command
+    from sqlalchemy import create_engine as sa_create_engine
+
+    scratch = sa_create_engine("sqlite://")
+    with scratch.begin() as scratch_conn:
+        command.upgrade(_alembic_config(scratch_conn), BASELINE_REVISION)
+    baseline = MetaData()
+    baseline.reflect(scratch)
+    scratch.dispose()
+    inspector = inspect(conn)
+    done: list[str] = []
+    for table in baseline.sorted_tables:
+        if table.name == "alembic_version":
+            continue
+        if not inspector.has_table(table.name):
+            Table(table.name, MetaData(), *[c.copy() for c in table.columns]).create(conn)
+            done.append(f"created table {table.name}")
+            continue
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        model = SQLModel.metadata.tables.get(table.name)
+        for column in table.columns:
+            if column.name in have:
+                continue
+            current = model.columns.get(column.name) if model is not None else None
+            source = current if current is not None else column
+            default = source.default.arg if source.default is not None and not callable(source.default.arg) else None
+            kind = source.type.compile(conn.dialect)
+            conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind} DEFAULT {_literal(default)}'))
+            done.append(f"added {table.name}.{column.name}")
+    return done
+
+
+def upgrade(engine: Engine) -> str:
+    """Migrate the database to the newest schema (what `campaign db upgrade` runs, and
+    every store does on first use in a process). Returns what was done, in words.
+
+    An empty database gets every migration; one made before migrations existed is first
+    completed to the baseline and stamped (`_bring_to_baseline`); one made by a newer
+    version raises `SchemaTooNew`. On Postgres an advisory lock lets one process migrate
+    while the others wait; two SQLite processes racing on a new file find the loser's
+    CREATE failing, and it looks again."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    head = head_revision()
+    for attempt in range(5):
+        try:
+            with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK})
+                current = MigrationContext.configure(conn).get_current_revision()
+                if current == head:
+                    return f"at {head} already"
+                config = _alembic_config(conn)
+                from alembic.script import ScriptDirectory
+
+                known = {rev.revision for rev in ScriptDirectory.from_config(config).walk_revisions()}
+                if current is not None and current not in known:
+                    raise SchemaTooNew(
+                        f"the database is at schema revision {current}, which this version does not know "
+                        f"(its newest is {head}): use the newer version of llm-campaign with it"
+                    )
+                notes: list[str] = []
+                origin = current or "an empty database"
+                if current is None and inspect(conn).has_table("campaign"):
+                    notes = _bring_to_baseline(conn)
+                    command.stamp(config, BASELINE_REVISION)
+                    origin = "a database made before migrations"
+                command.upgrade(config, "head")
+                return f"upgraded from {origin} to {head}" + (f" ({'; '.join(notes)})" if notes else "")
+        except (OperationalError, ProgrammingError, IntegrityError) as exc:
+            text_ = str(exc).lower()
+            if attempt == 4 or not any(w in text_ for w in ("already exists", "duplicate", "unique", "locked")):
+                raise
+    raise AssertionError("unreachable")
