@@ -96,3 +96,21 @@ def test_attempt_links_name_the_host_and_link_only_runs_on_a_lasting_server(tmp_
     table = table[: table.index("</table>")]
     assert 'href="http://srv:4200/runs/flow-run/run-new"' in table and "run-old" not in table
     assert "<td>h9</td>" in table
+
+
+def test_the_commands_temporary_server_is_not_taken_for_a_configured_one(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`campaign run` puts its temporary server into Prefect's settings like a configured
+    one; while `temporary_api` marks it, `configured_api` does not count it, so no run
+    links to a server that is gone with the command, and none is sent its logs."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows import prefect_api
+
+    monkeypatch.chdir(tmp_path)  # no `campaign ui` record here
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    url = "http://127.0.0.1:9/api"
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        assert prefect_api.configured_api() == (url, prefect_api.PROFILE)
+        with prefect_api.temporary_api(url):
+            assert prefect_api.configured_api() is None
+        assert prefect_api.configured_api() == (url, prefect_api.PROFILE)
