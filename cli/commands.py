@@ -140,20 +140,10 @@ def time_estimate(spec: Any, history: dict[tuple[str, str], Any]) -> str:
 
 
 def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
-    from campaign.schema import read_toml
-
-    read_toml(file)  # a file not there or not TOML is said at once, before anything starts
-    prefect_env()
-    from cli.prefect_server import begin
-
-    with begin() as prefect:  # a temporary Prefect server starts while the file is checked
-        _run_checked(file, db, workdir, recheck_blocked, prefect)
-
-
-def _run_checked(file: Path, db: str | None, workdir: str, recheck_blocked: bool, prefect: Any) -> None:
     import time
     from datetime import datetime, timezone
 
+    prefect_env()
     began = datetime.now(timezone.utc)
     spec = _load_checked(file)  # validate before starting anything
     _print_warnings(spec)
@@ -168,7 +158,11 @@ def _run_checked(file: Path, db: str | None, workdir: str, recheck_blocked: bool
         console.print(done, markup=False, highlight=False, soft_wrap=True)
         _exit_if_failed(store, spec.campaign.name)
         return
-    with _runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run"):
+    from cli.prefect_server import begin
+
+    # a temporary Prefect server is launched now, once the file is known to run, and
+    # starts while this process loads the flows
+    with begin() as prefect, _runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run"):
         from cli.progress_view import CampaignProgress
         from flows.campaign_flow import campaign_flow
 

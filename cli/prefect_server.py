@@ -1,11 +1,11 @@
 """The Prefect API a `campaign run` reports to: the configured one, checked first, or a
 temporary local server that this command starts, waits for, and stops.
 
-The temporary server is launched the moment the command begins (`begin`), and waited
-for only when the first flow needs it (`PrefectStart.api`): its start-up (about 7 s on
-two idle cores, a fresh API process loading Prefect's whole server stack) then runs on
-the other core while this process imports its own modules and validates the campaign
-file, instead of after them.
+The temporary server is launched as soon as the command knows it will run something
+(`begin`: after the campaign file is checked, so a file that is refused never touches
+Prefect), and waited for only when the first flow needs it (`PrefectStart.api`): its
+start-up (about 7 s on two idle cores, a fresh API process loading Prefect's whole server
+stack) then runs on the other core while this process loads the flows.
 
 Why the command starts the server itself, and as its own process rather than through
 Prefect's `SubprocessASGIServer` (which launches the same uvicorn command line):
