@@ -266,13 +266,13 @@ class RunCost:
         blocks = ", ".join(f"{key} {n}" for key, n in self.blocks.items()) or "none"
         wall = f"{int(wall_s // 60)} min {int(wall_s % 60)} s" if wall_s >= 90 else f"{wall_s:.0f} s"
         share = ""
-        if wall_s > 0 and self.server_starts:
+        if wall_s > 0 and self.server_starts and self.probing_s > 0:
             probe = self.probing_s / wall_s
             servers = max(0.0, self.attempts_s - self.probing_s) / wall_s
             before = min(max(0.0, before_s) / wall_s, max(0.0, 1 - probe - servers))
             share = (f": probing {probe:.0%} ({wall_s / self.probing_s:.2f}x), servers starting and stopping {servers:.0%}, "
                      f"start-up (imports, checks, the Prefect server) {before:.0%}, "
-                     f"the rest (Prefect flow runs, verdicts) {max(0.0, 1 - probe - servers - before):.0%}") if self.probing_s > 0 else ""
+                     f"the rest (Prefect flow runs, verdicts) {max(0.0, 1 - probe - servers - before):.0%}")
         return f"cost: {self.server_starts} server start{'s' if self.server_starts != 1 else ''}; blocks per item: {blocks}; {wall}{share}"
 
 

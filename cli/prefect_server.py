@@ -138,45 +138,40 @@ class TemporaryServer:
     def wait(self, timeout: float, announce: Callable[[str], None]) -> None:
         """Until the API answers its health check. A process that exits ends the wait at
         once (a port taken meanwhile: launched again on another); so does a Ctrl-C."""
-        import httpx
-
+        from cli.ui_server import healthy
         from flows import interrupt
 
         began = said = time.monotonic()
-        with httpx.Client(timeout=2.0) as http:
-            while True:
-                if interrupt.requested():
-                    self.stop()
-                    raise interrupt.CampaignInterrupted("interrupted while the local Prefect server was starting")
-                assert self.proc is not None
-                code = self.proc.poll()
-                if code is not None:
-                    text = self.output()
-                    if "address already in use" in text.lower() and self.launches < _LAUNCHES:
-                        self.launch()
-                        continue
-                    self.stop()
-                    last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "no output")
-                    raise PrefectUnavailable(
-                        f"the temporary Prefect server exited with code {code} while starting ({last[:200]}); "
-                        "run `prefect server start` to see why"
-                    )
-                try:
-                    if http.get(self.api_url + "/health").status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                now = time.monotonic()
-                if now - began >= timeout:
-                    self.stop()
-                    raise PrefectUnavailable(
-                        f"the temporary Prefect server did not answer within {timeout:.0f} s; the machine may be very busy: "
-                        f"retry, raise {TIMEOUT_SETTING}, or start a lasting server with `campaign ui`"
-                    )
-                if now - said >= 30:
-                    said = now
-                    announce(f"still starting the local Prefect server ({now - began:.0f} s; the machine is busy)...")
-                time.sleep(0.1)
+        while True:
+            if interrupt.requested():
+                self.stop()
+                raise interrupt.CampaignInterrupted("interrupted while the local Prefect server was starting")
+            assert self.proc is not None
+            code = self.proc.poll()
+            if code is not None:
+                text = self.output()
+                if "address already in use" in text.lower() and self.launches < _LAUNCHES:
+                    self.launch()
+                    continue
+                self.stop()
+                last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "no output")
+                raise PrefectUnavailable(
+                    f"the temporary Prefect server exited with code {code} while starting ({last[:200]}); "
+                    "run `prefect server start` to see why"
+                )
+            if healthy(self.api_url, timeout=2.0):
+                return
+            now = time.monotonic()
+            if now - began >= timeout:
+                self.stop()
+                raise PrefectUnavailable(
+                    f"the temporary Prefect server did not answer within {timeout:.0f} s; the machine may be very busy: "
+                    f"retry, raise {TIMEOUT_SETTING}, or start a lasting server with `campaign ui`"
+                )
+            if now - said >= 30:
+                said = now
+                announce(f"still starting the local Prefect server ({now - began:.0f} s; the machine is busy)...")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -206,7 +201,7 @@ class PrefectStart:
 
     def __init__(self) -> None:
         self.configured: str | None = None
-        self.problem: PrefectUnavailable | None = None  # said after the campaign file is checked
+        self.problem: PrefectUnavailable | None = None  # raised by `api`, where the command makes it one line
         self.server: TemporaryServer | None = None
         self._forget: Callable[[], None] | None = None
 
