@@ -165,11 +165,9 @@ SECTIONS: tuple[Section, ...] = (
          "already sets, and the recipe's `extra_args` come last (docs/runtimes.md has the flag each "
          "recipe field becomes).",
          "`options` depend on the adapter: [runtimes.md](runtimes.md) lists every key each adapter "
-         "reads, and any other key is refused when the file is loaded. For llamacpp and vllm see also "
-         "[own-server.md](own-server.md); the simulator takes `profile` (a table of simulator profile "
-         "fields: rates, time scale, faults), `reference_bits` (the bits per weight its `decode_tps` is "
-         "for) and `session_cap_bounds_reuse` (true: a prompt longer than `session_cache_cap` reuses "
-         "nothing, like MTPLX's session bank; false: a longer cache entry is only not stored).",
+         "reads, with its type, bounds and default. A key the adapter does not read, or a value of "
+         "the wrong type (`threads = \"4\"` for an integer), is refused when the file is loaded, "
+         "naming the runtime and the key. For llamacpp and vllm see also [own-server.md](own-server.md).",
          "`seeks`, `how` and `cost` are free text for the report.",),
     ),
     Section(

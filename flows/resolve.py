@@ -105,10 +105,10 @@ def anchor_paths(spec: CampaignSpec, folder: Path) -> None:
 
 
 def options_problems(spec: CampaignSpec) -> list[str]:
-    """Each runtime's `options` keys, against what its adapter reads
-    (`RuntimeAdapter.option_keys`): a misspelt key would otherwise be ignored, and the
-    server started without the setting the user asked for."""
-    import difflib
+    """Each runtime's `options` against its adapter's `options_model`: a misspelt key would
+    otherwise be ignored, and the server started without the setting the user asked for;
+    a value of the wrong type (`threads = "four"`) would pass the load and crash the launch."""
+    from arms.runtimes.options import option_problems
 
     problems = []
     for i, runtime in enumerate(spec.runtimes):
@@ -116,13 +116,8 @@ def options_problems(spec: CampaignSpec) -> list[str]:
             adapter = runtime_registry.get(runtime.adapter)
         except KeyError:
             continue  # the schema already named the unknown adapter
-        known = dict(adapter.option_keys)
-        for key in sorted(set(runtime.options) - set(known)):
-            close = difflib.get_close_matches(key, list(known), n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            reads = ", ".join(sorted(known)) if known else "no options at all"
-            problems.append(f"runtimes[{i}] (name {runtime.name!r}).options.{key}: adapter {runtime.adapter!r} reads no such option; "
-                            f"{hint}it reads: {reads}")
+        for key, text in option_problems(runtime.adapter, adapter.options_model, runtime.options):
+            problems.append(f"runtimes[{i}] (name {runtime.name!r}).options.{key}: {text}")
     return problems
 
 

@@ -20,13 +20,26 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from arms.runtimes import prometheus
+from arms.runtimes.options import option_problems
 from campaign.schema import ArmEntry, ModelEntry, RuntimeEntry
+
+
+class RuntimeOptions(BaseModel):
+    """The base of every adapter's options model (the runtime entry's `options` table,
+    typed), and the model of an adapter that reads no options: any key is refused.
+
+    Strict because TOML already gives ints, floats, strings and bools: `threads = "4"` is
+    a mistake to report when the file is loaded, not a value to convert (an integer is
+    still taken where a number is expected). Frozen: a launch reads it, never changes it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class LaunchSpec(BaseModel):
@@ -112,29 +125,42 @@ def add_flag(argv: list[str], names: str | Sequence[str], *values: Any) -> None:
     argv.extend(str(v) for v in values)
 
 
+OptionsT = TypeVar("OptionsT", bound=RuntimeOptions)
+
+
 @dataclass(frozen=True)
 class LaunchFacts:
-    """What a flag table reads: the launch context and the argv template's values.
+    """What a flag table reads: the launch context, the argv template's values and the
+    runtime's options as the adapter's `options_model` validated them (once per launch).
 
-    `facts["slots"]` looks a name up: `options.NAME` in the runtime's options (None when
-    absent), then the template values (`host`, `port`, `model`, `context`, ...), then
-    `served_id`, `tools` and `arm_id`, then the recipe's fields (`prefix_cache`, ...).
+    `facts["slots"]` looks a name up: `options.NAME` in those options (the field's default
+    when the file leaves it out: None for an option whose absence matters), then the
+    template values (`host`, `port`, `model`, `context`, ...), then `served_id`, `tools`
+    and `arm_id`, then the recipe's fields (`prefix_cache`, ...).
     """
 
     ctx: LaunchContext
     values: Mapping[str, Any]
+    opts: RuntimeOptions
 
     @property
     def recipe(self) -> Any:
         return self.ctx.arm.recipe
 
-    @property
-    def options(self) -> Mapping[str, Any]:
-        return self.ctx.runtime.options
+    def opts_as(self, model: type[OptionsT]) -> OptionsT:
+        """The options as `model` (the adapter's own, or a shared part of it such as a
+        model-folder mixin), so a function reads typed fields; a TypeError when the
+        adapter's options are not that model, which is a wiring mistake, not a user's."""
+        if not isinstance(self.opts, model):
+            raise TypeError(f"the options are {type(self.opts).__name__}, not {model.__name__}")
+        return self.opts
 
     def __getitem__(self, name: str) -> Any:
         if name.startswith("options."):
-            return self.options.get(name.removeprefix("options."))
+            key = name.removeprefix("options.")
+            if key not in type(self.opts).model_fields:
+                raise KeyError(f"{name}: not a field of {type(self.opts).__name__}")
+            return getattr(self.opts, key)
         if name in self.values:
             return self.values[name]
         if name == "served_id":
@@ -305,10 +331,11 @@ class RuntimeAdapter:
     name: ClassVar[str] = ""
     simulated: ClassVar[bool] = False
     description: ClassVar[str] = ""
-    # the keys of the runtime entry's `options` table this adapter reads, each with what it
-    # does: any other key is refused when the campaign file is loaded (`flows.resolve`),
-    # naming the runtime and the key, instead of being silently ignored
-    option_keys: ClassVar[Mapping[str, str]] = {}
+    # the runtime entry's `options` table, typed and described: a key it has no field for
+    # or a value of the wrong type is refused when the campaign file is loaded
+    # (`flows.resolve`), naming the runtime and the key, instead of being silently ignored
+    # or crashing a launch; docs/runtimes.md's table is generated from its fields
+    options_model: ClassVar[type[RuntimeOptions]] = RuntimeOptions
     # where this runtime reports cached prompt tokens (a field of metrics.CACHED_FIELDS)
     cached_tokens_field: str = "usage.prompt_tokens_details.cached_tokens"
 
@@ -382,9 +409,10 @@ class RuntimeAdapter:
         template = (list(ctx.runtime.argv) if self.uses_runtime_argv else []) or list(self.default_argv)
         if not template:
             raise ValueError(f"runtime {ctx.runtime.name!r} has no argv and no url")
+        opts = self.read_options(ctx.runtime)
         values = self.template_values(ctx)
         argv = [part.format(**values) for part in template]
-        facts = LaunchFacts(ctx, values)
+        facts = LaunchFacts(ctx, values, opts)
         apply_rows(argv, self.flags, facts)
         if self.appends_extra_args:
             argv += list(ctx.arm.recipe.extra_args)
@@ -395,6 +423,16 @@ class RuntimeAdapter:
             startup_timeout_s=ctx.runtime.startup_timeout_s,
             cached_tokens_field=self.launch_cached_tokens_field(facts),
         )
+
+    def read_options(self, runtime: RuntimeEntry) -> RuntimeOptions:
+        """The runtime's options as this adapter's model. A file loaded through
+        `flows.resolve` was checked already; a runtime entry built any other way gets the
+        same words here, as a LaunchError, before anything starts."""
+        try:
+            return self.options_model.model_validate(runtime.options)
+        except ValidationError:
+            problems = option_problems(self.name, self.options_model, runtime.options)
+            raise LaunchError(f"runtime {runtime.name!r}: " + "; ".join(f"options.{key}: {text}" for key, text in problems)) from None
 
     def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
         recipe = ctx.arm.recipe

@@ -17,24 +17,26 @@ from arms.runtimes import (  # noqa: F401  (each registers itself on import)
     simulator,
     vllm,
 )
+from arms.runtimes.options import default_text, expectation
 from arms.runtimes.registry import ADAPTERS, get, names, register
 
 __all__ = ["ADAPTERS", "get", "names", "register"]
 
 
-OPTIONS_BEGIN = "<!-- options: generated from each adapter's option_keys by `python -m arms.runtimes.catalog` -->"
+OPTIONS_BEGIN = "<!-- options: generated from each adapter's options_model by `python -m arms.runtimes.catalog` -->"
 OPTIONS_END = "<!-- end of options -->"
 
 
 def options_markdown() -> str:
-    """The `options` keys each adapter reads, for docs/runtimes.md (a test keeps it current)."""
-    lines = [OPTIONS_BEGIN, "", "| adapter | `options` key | what it does |", "| --- | --- | --- |"]
+    """The `options` keys each adapter reads, from its options model, for docs/runtimes.md
+    (a test keeps it current)."""
+    lines = [OPTIONS_BEGIN, "", "| adapter | `options` key | value | default | what it does |", "| --- | --- | --- | --- | --- |"]
     for name in sorted(names()):
-        keys = get(name).option_keys
-        if not keys:
-            lines.append(f"| `{name}` | (none) | reads no options: any key is refused when the file is loaded |")
-        for key, meaning in sorted(keys.items()):
-            lines.append(f"| `{name}` | `{key}` | {meaning} |")
+        fields = get(name).options_model.model_fields
+        if not fields:
+            lines.append(f"| `{name}` | (none) | | | reads no options: any key is refused when the file is loaded |")
+        for key, info in sorted(fields.items()):
+            lines.append(f"| `{name}` | `{key}` | {expectation(info)} | {default_text(info)} | {info.description or ''} |")
     return "\n".join([*lines, "", OPTIONS_END])
 
 
@@ -45,5 +47,8 @@ if __name__ == "__main__":  # rewrite the section in docs/runtimes.md
 
     path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/runtimes.md")
     text = path.read_text()
-    pattern = re.compile(re.escape(OPTIONS_BEGIN) + ".*?" + re.escape(OPTIONS_END), re.DOTALL)
+    # from any "<!-- options:" line, so a marker whose wording changed is still found
+    pattern = re.compile(re.escape("<!-- options:") + ".*?" + re.escape(OPTIONS_END), re.DOTALL)
+    if not pattern.search(text):
+        sys.exit(f"{path}: no section from '<!-- options:' to {OPTIONS_END!r} to rewrite")
     path.write_text(pattern.sub(lambda _m: options_markdown(), text))

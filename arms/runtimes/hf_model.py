@@ -17,12 +17,26 @@ import subprocess
 import sys
 from pathlib import Path
 
-from arms.runtimes.base import LaunchError, LaunchFacts
+from pydantic import Field
+
+from arms.runtimes.base import LaunchError, LaunchFacts, RuntimeOptions
 from arms.runtimes.model_folder import ensure_folder
 from arms.runtimes.openai_compat import gguf_file
 
-GGUF_OPTION = "a GGUF written as a Hugging Face folder at the model path on first use (a path, or package/file)"
-PYTHON_OPTION = "the Python of the environment the runtime is installed in, when the runtime's argv does not start with one"
+
+class HfFolderOptions(RuntimeOptions):
+    """The options of a runtime whose model folder this module writes; its adapter's own
+    options model extends this one."""
+
+    gguf: str | None = Field(
+        None, min_length=1,
+        description="a GGUF written as a Hugging Face folder at the model path on first use (a path, or package/file)",
+    )
+    python: str | None = Field(
+        None, min_length=1,
+        description="the Python of the environment the runtime is installed in, when the runtime's argv does not start with one",
+    )
+
 
 CONVERTER = Path(__file__).with_name("gguf_to_hf.py")
 CONVERT_TIMEOUT_S = 900.0
@@ -33,7 +47,7 @@ def runtime_python(facts: LaunchFacts) -> str:
     argv = list(facts.ctx.runtime.argv)
     if argv and Path(argv[0]).name.startswith("python"):
         return argv[0]
-    return str(facts.options.get("python") or sys.executable)
+    return facts.opts_as(HfFolderOptions).python or sys.executable
 
 
 def convert(python: str, gguf: Path, out: Path) -> None:
@@ -54,10 +68,10 @@ def convert(python: str, gguf: Path, out: Path) -> None:
 
 def prepared_folder(facts: LaunchFacts) -> str:
     """The model folder for `--model`, written first from `options.gguf` when absent."""
-    source = facts.options.get("gguf")
+    source = facts.opts_as(HfFolderOptions).gguf
     folder = facts["model"]
     if source and not (Path(folder) / "config.json").is_file():
-        gguf = gguf_file(str(source))
+        gguf = gguf_file(source)
         python = runtime_python(facts)
         ensure_folder(folder, str(gguf), lambda out: convert(python, gguf, out), "Hugging Face")
     return folder

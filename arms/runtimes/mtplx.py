@@ -20,14 +20,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, fixed, flag
+from pydantic import Field
+
+from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag
 from arms.runtimes.openai_compat import OpenAICompatAdapter, size_string
 from arms.runtimes.registry import register
 
 
+class MtplxOptions(RuntimeOptions):
+    profile: str | None = Field(None, min_length=1, description="the server's --profile")
+    session_cap_flag: str | None = Field(
+        None, min_length=1,
+        description="the flag that caps one session's cache (recipe.session_cache_cap), where the build has one",
+    )
+
+
 def session_cap(facts: LaunchFacts) -> list[Flag]:
     """The per-session cap, under the flag `options.session_cap_flag` names."""
-    return [fixed(str(facts["options.session_cap_flag"]), size_string(facts["session_cache_cap"]))]
+    return [fixed(facts["options.session_cap_flag"], size_string(facts["session_cache_cap"]))]
 
 
 @register
@@ -35,10 +45,7 @@ def session_cap(facts: LaunchFacts) -> list[Flag]:
 class MtplxAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mtplx"
     description: ClassVar[str] = "MTPLX server (native MTP speculative decoding)"
-    option_keys: ClassVar[Mapping[str, str]] = {
-        "profile": "the server's --profile",
-        "session_cap_flag": "the flag that caps one session's cache, where the build has one",
-    }
+    options_model: ClassVar[type[RuntimeOptions]] = MtplxOptions
     default_argv: ClassVar[tuple[str, ...]] = ("mtplx", "serve")
     flags: ClassVar[tuple[Row, ...]] = (
         flag("--model", "model"),

@@ -21,9 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, flag, workdir_path
+from pydantic import Field
+
+from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, RuntimeOptions, flag, workdir_path
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path, size_string
 from arms.runtimes.registry import register
+
+
+class OmlxOptions(RuntimeOptions):
+    base_path: str | None = Field(None, min_length=1, description="the server's --base-path (models and its SSD cache)")
 
 
 def size_of(fact: str) -> Callable[[LaunchFacts], str]:
@@ -36,14 +42,14 @@ def size_of(fact: str) -> Callable[[LaunchFacts], str]:
 class OmlxAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "omlx"
     description: ClassVar[str] = "oMLX multi-model server (paged SSD prefix cache)"
-    option_keys: ClassVar[Mapping[str, str]] = {"base_path": "the server's --base-path (models and its SSD cache)"}
+    options_model: ClassVar[type[RuntimeOptions]] = OmlxOptions
     cached_tokens_field: str = "usage.cached_tokens"
     default_argv: ClassVar[tuple[str, ...]] = ("omlx", "serve")
     flags: ClassVar[tuple[Row, ...]] = (
         flag("--model-dir", "model_dir", when="model_dir"),
         *HOST_PORT,
         flag("--max-concurrent-requests", "slots"),
-        flag("--base-path", lambda facts: expand_path(str(facts["options.base_path"])), when="options.base_path"),
+        flag("--base-path", lambda facts: expand_path(facts["options.base_path"]), when="options.base_path"),
         flag("--paged-ssd-cache-dir", workdir_path("omlx-ssd-cache"), when="prefix_cache"),
         flag("--hot-cache-max-size", size_of("prefix_cache"), when="prefix_cache"),
         flag("--paged-ssd-cache-max-size", size_of("session_cache_cap"), when=("prefix_cache", "session_cache_cap")),

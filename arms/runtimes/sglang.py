@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from arms.runtimes.base import HOST_PORT, Flag, LaunchFacts, Row, Rows, fixed, flag, whole
+from pydantic import Field
+
+from arms.runtimes.base import HOST_PORT, Flag, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag, whole
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
@@ -26,15 +28,28 @@ GIB = 1024**3
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE", "DFLASH", "DSPARK")
 
 
+class SglangOptions(RuntimeOptions):
+    spec_algorithm: str | None = Field(
+        None, min_length=1,
+        description="speculative algorithm, any case (unset: EAGLE with a draft model, else NGRAM)",
+    )
+    hierarchical_cache: bool = Field(
+        False, description="turn on the hierarchical (host-memory) cache, as much as recipe.prefix_cache (--hicache-size)"
+    )
+    tool_call_parser: str | None = Field(
+        None, min_length=1, description="tool-call parser (--tool-call-parser), for probes that send tools"
+    )
+
+
 def spec_flags(facts: LaunchFacts) -> list[Flag]:
     """EAGLE-style flags: steps = draft_k - 1, top-k 1, draft tokens = draft_k."""
-    recipe, options = facts.recipe, facts.options
+    recipe = facts.recipe
     draft = recipe.draft or ""
     out: list[Flag] = []
     if draft.upper() in SPEC_ALGORITHMS:
         algorithm = draft.upper()
     else:
-        algorithm = str(options.get("spec_algorithm", "EAGLE" if draft else "NGRAM")).upper()
+        algorithm = (facts.opts_as(SglangOptions).spec_algorithm or ("EAGLE" if draft else "NGRAM")).upper()
         if draft:
             out.append(fixed("--speculative-draft-model-path", expand_path(draft)))
     out.append(fixed("--speculative-algorithm", algorithm))
@@ -53,11 +68,7 @@ class SglangAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "sglang"
     cache_flush: ClassVar[str | None] = "/flush_cache"  # documented; SGLang cannot run here
     description: ClassVar[str] = "SGLang server (RadixAttention prefix cache)"
-    option_keys: ClassVar[Mapping[str, str]] = {
-        "spec_algorithm": "speculative algorithm (default EAGLE with a draft model, else NGRAM)",
-        "hierarchical_cache": "turn on the hierarchical (host-memory) cache",
-        "tool_call_parser": "tool-call parser, for probes that send tools",
-    }
+    options_model: ClassVar[type[RuntimeOptions]] = SglangOptions
     default_argv: ClassVar[tuple[str, ...]] = ("python3", "-m", "sglang.launch_server")
     flags: ClassVar[tuple[Row, ...]] = (
         flag(("--model-path", "--model"), "model"),

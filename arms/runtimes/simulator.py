@@ -14,17 +14,37 @@ import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
-from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, RuntimeAdapter, flag
+from pydantic import Field
+
+from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, RuntimeAdapter, RuntimeOptions, flag
 from arms.runtimes.registry import register
+from arms.simulator.profile import SimProfile
 
 REFUSED_EXIT_CODE = 3
 
 
+class SimulatorOptions(RuntimeOptions):
+    profile: SimProfile = Field(
+        default_factory=SimProfile,
+        description="the simulated engine's fields (arms.simulator.profile.SimProfile): rates, time scale, faults",
+    )
+    reference_bits: float | None = Field(
+        None, gt=0,
+        description="bits per weight the profile's decode_tps is for: a model's decode_tps becomes decode_tps x reference_bits / its bits_per_weight (unset: as written)",
+    )
+    session_cap_bounds_reuse: bool = Field(
+        False,
+        description="true: a prompt longer than the recipe's session_cache_cap reuses nothing (like MTPLX's session bank); false: a longer cache entry is only not stored",
+    )
+
+
 def profile_for(ctx: LaunchContext) -> dict[str, Any]:
     recipe = ctx.arm.recipe
-    profile: dict[str, Any] = dict(ctx.runtime.options.get("profile", {}))
+    options = cast(SimulatorOptions, SimulatorAdapter().read_options(ctx.runtime))
+    # only what the file set: the simulator fills the rest from its own defaults
+    profile: dict[str, Any] = options.profile.model_dump(exclude_unset=True)
     profile.update(
         model=ctx.model.request_id,
         slots=recipe.slots,
@@ -42,15 +62,14 @@ def profile_for(ctx: LaunchContext) -> dict[str, Any]:
         # Engines differ in what a per-session cap bounds: entries of a prefix cache
         # (llama.cpp-like), or the session bank that holds all of a session's KV
         # (MTPLX-like: a prompt the bank cannot hold reuses nothing).
-        if ctx.runtime.options.get("session_cap_bounds_reuse"):
+        if options.session_cap_bounds_reuse:
             profile["reuse_ceiling_tokens"] = max(1, cap)
         else:
             profile["session_cap_tokens"] = cap
     profile["draft_k"] = recipe.draft_k if recipe.speculative else 0
     # Quants: fewer bits per weight decode faster on a memory-bound engine.
-    reference_bits = ctx.runtime.options.get("reference_bits")
-    if reference_bits and "decode_tps" in profile:
-        profile["decode_tps"] = profile["decode_tps"] * float(reference_bits) / ctx.model.bits_per_weight
+    if options.reference_bits and "decode_tps" in profile:
+        profile["decode_tps"] = profile["decode_tps"] * options.reference_bits / ctx.model.bits_per_weight
     profile.update(ctx.arm.simulate)
     for key, value in ctx.overrides.items():
         if key.startswith("sim."):
@@ -79,11 +98,7 @@ class SimulatorAdapter(RuntimeAdapter):
     name: ClassVar[str] = "simulator"
     simulated: ClassVar[bool] = True
     description: ClassVar[str] = "embedded serving simulator (rows are marked simulated)"
-    option_keys: ClassVar[Mapping[str, str]] = {
-        "profile": "the simulated engine's fields (arms.simulator.profile.SimProfile), checked as such",
-        "reference_bits": "bits per weight at which the profile's decode speed holds; others scale from it",
-        "session_cap_bounds_reuse": "a recipe's session_cache_cap also bounds the reuse of one conversation",
-    }
+    options_model: ClassVar[type[RuntimeOptions]] = SimulatorOptions
     default_argv: ClassVar[tuple[str, ...]] = ("{python}", "-m", "arms.simulator")
     uses_runtime_argv: ClassVar[bool] = False
     appends_extra_args: ClassVar[bool] = False

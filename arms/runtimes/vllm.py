@@ -41,17 +41,38 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from arms.runtimes.base import HOST_PORT, LaunchFacts, Row, flag, switch, whole
-from arms.runtimes.hf_model import GGUF_OPTION, PYTHON_OPTION, prepared_folder
+from pydantic import Field
+
+from arms.runtimes.base import HOST_PORT, LaunchFacts, Row, RuntimeOptions, flag, switch, whole
+from arms.runtimes.hf_model import HfFolderOptions, prepared_folder
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
 
 GIB = 1024**3
 # speculative methods named directly in recipe.draft (anything else is a draft model)
 SPEC_METHODS = ("ngram", "mtp", "suffix", "eagle", "eagle3", "medusa", "mlp_speculator", "deepseek_mtp")
+DEFAULT_SPEC_METHOD = "ngram"
+DEFAULT_TOOL_PARSER = "hermes"
 
 
-def speculative_config(recipe: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+class VllmOptions(HfFolderOptions):
+    spec_method: str | None = Field(
+        None, min_length=1,
+        description=f"speculative method in --speculative-config (unset: {DEFAULT_SPEC_METHOD} without a draft model, none with one)",
+    )
+    prompt_lookup_max: int = Field(4, ge=1, description="n-gram speculation's longest lookup")
+    kv_offloading: bool = Field(
+        False, description="offload KV to host memory, as much as recipe.prefix_cache (--kv-offloading-size)"
+    )
+    tool_call_parser: str = Field(
+        DEFAULT_TOOL_PARSER, min_length=1, description="tool-call parser for requests that carry tools"
+    )
+    block_size: int | None = Field(
+        None, ge=1, description="KV block size in tokens (--block-size): reuse is counted in whole blocks"
+    )
+
+
+def speculative_config(recipe: Any, options: VllmOptions) -> dict[str, Any]:
     """`--speculative-config` for a recipe: a method name, or a draft model path."""
     config: dict[str, Any] = {"num_speculative_tokens": recipe.draft_k}
     draft = recipe.draft
@@ -59,20 +80,17 @@ def speculative_config(recipe: Any, options: Mapping[str, Any]) -> dict[str, Any
         config["method"] = draft.lower()
     elif draft:
         config["model"] = expand_path(draft)
-        if options.get("spec_method"):
-            config["method"] = options["spec_method"]
+        if options.spec_method:
+            config["method"] = options.spec_method
     else:
-        config["method"] = options.get("spec_method", "ngram")
+        config["method"] = options.spec_method or DEFAULT_SPEC_METHOD
     if config.get("method") == "ngram":
-        config.setdefault("prompt_lookup_max", int(options.get("prompt_lookup_max", 4)))
+        config.setdefault("prompt_lookup_max", options.prompt_lookup_max)
     return config
 
 
 def speculative_json(facts: LaunchFacts) -> str:
-    return json.dumps(speculative_config(facts.recipe, facts.options), sort_keys=True)
-
-
-DEFAULT_TOOL_PARSER = "hermes"
+    return json.dumps(speculative_config(facts.recipe, facts.opts_as(VllmOptions)), sort_keys=True)
 
 
 # a worker process's exception, as vLLM logs it at error level: "(Worker pid=7) ERROR
@@ -80,24 +98,12 @@ DEFAULT_TOOL_PARSER = "hermes"
 _WORKER_EXCEPTION = re.compile(r"\bERROR\b.*?\] [\w.]*(?:Error|Exception): ")
 
 
-def tool_parser(facts: LaunchFacts) -> str:
-    return str(facts.options.get("tool_call_parser") or DEFAULT_TOOL_PARSER)
-
-
 @register
 @dataclass(frozen=True)
 class VllmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "vllm"
     description: ClassVar[str] = "vLLM OpenAI-compatible server (python -m vllm.entrypoints.openai.api_server)"
-    option_keys: ClassVar[Mapping[str, str]] = {
-        "spec_method": "speculative method in --speculative-config (default ngram without a draft model)",
-        "prompt_lookup_max": "n-gram speculation's longest lookup",
-        "kv_offloading": "offload KV to host memory, as much as recipe.prefix_cache (--kv-offloading-size)",
-        "tool_call_parser": f"tool-call parser for requests that carry tools (default {DEFAULT_TOOL_PARSER})",
-        "block_size": "KV block size in tokens (--block-size): reuse is counted in whole blocks",
-        "gguf": GGUF_OPTION,
-        "python": PYTHON_OPTION,
-    }
+    options_model: ClassVar[type[RuntimeOptions]] = VllmOptions
     cache_counter_unit: ClassVar[str] = "tokens"
     default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
     flags: ClassVar[tuple[Row, ...]] = (
@@ -118,7 +124,7 @@ class VllmAdapter(OpenAICompatAdapter):
         # always: cache-probe's tool_turn sends tools as well as tool-loop, and vLLM parses
         # tool calls only in requests that carry tools, so the flags change nothing else
         flag("--enable-auto-tool-choice"),
-        flag("--tool-call-parser", tool_parser),
+        flag("--tool-call-parser", "options.tool_call_parser"),
     )
     metric_names: ClassVar[Mapping[str, str]] = {
         "cache_lookups": "vllm:prefix_cache_queries_total",

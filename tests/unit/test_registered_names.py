@@ -35,15 +35,21 @@ def test_a_misspelt_option_is_refused_with_the_key_it_meant(tmp_path: Path) -> N
 
 
 def test_every_option_an_adapter_reads_is_declared() -> None:
-    """The keys each adapter's module reads (`options.get("k")`, `options["k"]`,
-    `"options.k"` in its flag table) are all in its `option_keys`, so none is refused
-    while being used, and none is read undeclared."""
-    read = re.compile(r"""options(?:\.get\(|\[)"([a-z_]+)"|"options\.([a-z_]+)\"""")
+    """Flag tables name options as facts (`"options.k"`), looked up by name at launch: each
+    is a field of the adapter's options model. And no runtime module reads the raw table
+    (`options.get("k")`, `options["k"]`, `runtime.options`): values come typed from the
+    model, checked when the file is loaded, not converted where they are used."""
+    fact = re.compile(r"""["']options\.([a-z_]+)["']""")
+    raw = re.compile(r"""options(?:\.get\(|\[)|runtime\.options\b""")
     for name in catalog.names():
         adapter = catalog.get(name)
         module = ROOT / "arms" / "runtimes" / f"{type(adapter).__module__.rsplit('.', 1)[-1]}.py"
-        found = {a or b for a, b in read.findall(module.read_text())}
-        assert found <= set(adapter.option_keys), f"{name} reads undeclared options: {sorted(found - set(adapter.option_keys))}"
+        found = set(fact.findall(module.read_text()))
+        fields = set(adapter.options_model.model_fields)
+        assert found <= fields, f"{name} reads undeclared options: {sorted(found - fields)}"
+    for module in sorted((ROOT / "arms" / "runtimes").glob("*.py")):
+        if module.name not in ("base.py", "options.py"):  # where the table is validated
+            assert not raw.search(module.read_text()), f"{module.name} reads the raw options table"
 
 
 def test_docs_runtimes_md_lists_every_option() -> None:
