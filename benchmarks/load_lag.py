@@ -82,7 +82,7 @@ def one_rate(url: str, rate: float, seconds: float, tokens: int, cap: int, trace
     cpu0, wall0 = time.process_time(), time.perf_counter()
     asyncio.run(load.run(target, sink, params))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    out = {m["metric"]: m["value"] for m in sink.measurements if m["trial"] == -1}
+    out = {m["metric"]: m["value"] for m in sink.measurements if m["kind"] == "summary"}
     out["cpu_share"] = cpu / wall if wall else 0.0
     return out
 

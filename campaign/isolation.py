@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from campaign.samples import kinds
 from campaign.schema import CampaignSpec, QueueItem
-from campaign.states import Mode
+from campaign.states import Mode, SampleKind
 
 
 # what a person compares between two runs; server counter deltas are totals, not effects
@@ -45,7 +46,7 @@ def what_moved(frame: pd.DataFrame, item: QueueItem, top: int = 3, min_change: f
         return []
     rows = frame[
         (frame["mode"] == Mode.CANONICAL.value)
-        & (frame["trial"] >= 0)
+        & (kinds(frame) == SampleKind.SAMPLE)
         & frame["arm_id"].isin(item.arms)
         & frame["metric"].isin(PER_REQUEST_METRICS)
     ]

@@ -73,12 +73,15 @@ class ProbeName(StrEnum):
 
 TERMINAL_ITEM_STATES = frozenset({ItemState.DONE, ItemState.FAILED, ItemState.BLOCKED})
 
-# Measurement `trial` numbers below 0 are not samples, so every reader of samples takes
-# trial >= 0 only. -1 marks a derived summary (a median, a count); WARMUP_TRIAL and below
-# mark warm-up runs (warm-up i is WARMUP_TRIAL - i), stored for the record but never read
-# by a median, a chart or a gate.
-SUMMARY_TRIAL = -1
-WARMUP_TRIAL = -2
+class SampleKind(StrEnum):
+    """What a measurement row is. Only samples are read by medians, intervals, charts
+    and gates; summaries are numbers a probe derived from its samples (a median, a
+    count, a run's throughput), read by the checks that ask for them by name; warm-ups
+    are stored for the record and read by nothing. `campaign.samples` is the one filter."""
+
+    SAMPLE = "sample"
+    SUMMARY = "summary"
+    WARMUP = "warmup"
 
 # A load run's scenario names its profile; open-loop ones (a schedule fixed before the run)
 # are `rate=<r>` (constant) and `poisson=<r>`. Here, in the core, because the load probe

@@ -27,7 +27,7 @@ from sqlmodel import Session, SQLModel, select
 from campaign.database import database_url, engine_for, public_url, resolve_url
 from campaign.liveness import this_host
 from campaign.processes import process_start
-from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
+from campaign.states import AttemptState, ItemState, ProbeRunState, SampleKind, Verdict
 from campaign.tables import (
     BLOCK_FIELDS, ArmRow, AttemptRow, CampaignRow, EventRow, MeasurementRow, ProbeRunRow, QueueItemRow, RequestRow,
     SampleRow, VerdictRow, utcnow,
@@ -49,7 +49,7 @@ ATTEMPT_FRAME_COLUMNS = {
 }
 FRAME_COLUMNS = [*MEASUREMENT_COLUMNS, *ATTEMPT_FRAME_COLUMNS]
 MEASUREMENT_TEXT_COLUMNS = (
-    "item_key", "arm_id", "probe", "scenario", "mode", "metric", "unit", "source", "block_id", "settings_hash", "recipe_hash",
+    "item_key", "arm_id", "probe", "scenario", "mode", "kind", "metric", "unit", "source", "block_id", "settings_hash", "recipe_hash",
 )
 _MEASUREMENTS_SQL = """
 SELECT {columns} FROM measurement m
@@ -408,18 +408,18 @@ class Store:
 
     def request_outcome(self, attempt_id: int, errors: int = 200) -> RequestOutcome:
         """How the requests of an attempt's finished probe runs went, from the summary
-        rows every probe writes per cell (trial -1, `arms.probes.failures.record_errors`):
+        rows every probe writes per cell (`arms.probes.failures.record_errors`):
         `requests` and `requests_failed`, with any phase prefix (`baseline_requests`),
         summed; failures by kind from the `requests_failed_<kind>` rows (the kind is
         their source); and the raw messages of the first `errors` failed requests."""
         runs = (
             "SELECT p.id FROM probe_run p WHERE p.attempt_id = :aid AND p.state = :done"
         )
-        params = {"aid": attempt_id, "done": ProbeRunState.DONE.value}
+        params = {"aid": attempt_id, "done": ProbeRunState.DONE.value, "summary": SampleKind.SUMMARY.value}
         out = RequestOutcome()
         with self.engine.connect() as conn:
             rows = conn.execute(text(
-                f"SELECT m.metric, m.source, m.value FROM measurement m WHERE m.attempt_id = :aid AND m.trial = -1 "
+                f"SELECT m.metric, m.source, m.value FROM measurement m WHERE m.attempt_id = :aid AND m.kind = :summary "
                 f"AND m.metric LIKE '%requests%' AND m.probe_run_id IN ({runs})"
             ), params).all()
             for metric, source, value in rows:

@@ -170,7 +170,7 @@ class RequestRow(SQLModel, table=True):
 class MeasurementRow(SQLModel, table=True):
     __tablename__ = "measurement"
     __table_args__ = (
-        UniqueConstraint("probe_run_id", "scenario", "mode", "context", "trial", "metric"),
+        UniqueConstraint("probe_run_id", "scenario", "mode", "context", "kind", "trial", "metric", name="uq_measurement_row"),
         Index("ix_measurement_item", "campaign_id", "item_key"),
         Index("ix_measurement_arm_metric", "campaign_id", "arm_id", "metric"),
     )
@@ -185,6 +185,9 @@ class MeasurementRow(SQLModel, table=True):
     scenario: str = ""
     mode: str
     context: int = 0
+    # a sample, a summary derived from samples, or a warm-up (`campaign.samples` filters);
+    # `trial` is the row's number among its kind
+    kind: str = "sample"
     trial: int = 0
     metric: str
     value: float

@@ -12,6 +12,8 @@ import asyncio
 import json
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -103,10 +105,10 @@ def probe(
     from arms.runtimes import catalog as runtimes
 
     try:
-        name = ProbeName(probe_name)
-        spec = probes.get(name)
-    except (ValueError, KeyError):
-        raise UsageError(f"--probe: found {probe_name!r}, expected one of: {', '.join(p.value for p in ProbeName)}") from None
+        spec = probes.get(probe_name)
+    except KeyError:
+        raise UsageError(f"--probe: found {probe_name!r}, expected one of: {', '.join(probes.names())}") from None
+    name = spec.name
     try:
         adapter = runtimes.get(runtime)
     except KeyError as exc:
@@ -129,10 +131,8 @@ def probe(
     unknown = [k for k, v in given.items() if v is not None and k not in fields]
     if unknown:
         flags = ", ".join(_flag(k) for k in unknown)
-        raise UsageError(f"{flags} do(es) not apply to --probe {name.value}")
-    values = {k: v for k, v in given.items() if v is not None}
-    if name == ProbeName.DECODE and "contexts" not in values:
-        values["contexts"] = [2048]
+        raise UsageError(f"{flags} do(es) not apply to --probe {name}")
+    values = {**spec.cli_defaults, **{k: v for k, v in given.items() if v is not None}}
     try:
         params = spec.params.model_validate(values)
     except ValidationError as exc:
@@ -150,27 +150,20 @@ def probe(
         sampling={k: v for k, v in sampling.items() if v is not None}, read_timeout=read_timeout,
     )
     sink = MemorySink()
-    with console.status(f"{name.value} against {url} ({served})..."):
+    with console.status(f"{name} against {url} ({served})..."):
         asyncio.run(spec.run(target, sink, params))
     succeeded = _print_summary(name, sink)
     if json_out is not None:
         doc: dict[str, Any] = {
-            "probe": name.value, "url": url, "model": served, "params": params.model_dump(mode="json", by_alias=True),
+            "probe": name, "url": url, "model": served, "params": params.model_dump(mode="json", by_alias=True),
             "measurements": sink.measurements, "samples": sink.samples, "requests": sink.requests,
         }
-        if name == ProbeName.AGENT_LOAD:
-            from arms.probes.agent_load import turn_records
-
-            doc["turns"] = turn_records(sink.requests)
-        if name == ProbeName.LOAD:
-            from arms.probes.load import curve_rows, sweep_result
-
-            doc["curve"] = curve_rows(sink.measurements)
-            doc["sweep"] = [{"mode": m, "context": c, **cell} for (m, c), cell in sweep_result(sink.measurements).items()]
+        if spec.extras is not None:
+            doc.update(spec.extras(sink.measurements, sink.requests))
         json_out.write_text(json.dumps(doc, indent=1, default=str))
         console.print(f"wrote {json_out}")
     if not succeeded:
-        console.print(f"[red]error:[/red] no request of {name.value} succeeded")
+        console.print(f"[red]error:[/red] no request of {name} succeeded")
         raise typer.Exit(1)
 
 
@@ -195,7 +188,7 @@ def _targets(values: list[str]) -> dict[str, float]:
     return out
 
 
-def _print_summary(name: ProbeName, sink: Any) -> int:
+def _print_summary(name: str, sink: Any) -> int:
     """Print requests (failures counted by kind), then the metrics; returns how many
     requests succeeded."""
     from arms.probes.failures import NOT_RUN, error_kind
@@ -204,7 +197,7 @@ def _print_summary(name: ProbeName, sink: Any) -> int:
     kinds = Counter(kind for kind, _ in failures if kind != NOT_RUN)
     not_run = [message for kind, message in failures if kind == NOT_RUN]
     ok = len(sink.requests) - len(failures)
-    line = f"[bold]{name.value}[/bold]: {len(sink.requests)} requests, {ok} ok, {sum(kinds.values())} failed"
+    line = f"[bold]{name}[/bold]: {len(sink.requests)} requests, {ok} ok, {sum(kinds.values())} failed"
     console.print(line + (f", {len(not_run)} not run" if not_run else ""))
     if not_run:
         reason = not_run[0].split(": ", 1)[-1]
@@ -221,16 +214,15 @@ def _print_summary(name: ProbeName, sink: Any) -> int:
         if m["metric"] == "ceiling_search_error_at":
             kind = m["source"].split("; ", 1)[0]
             console.print(f"  [yellow]{m['mode']}: the ceiling search stopped on an error ({kind}) at {m['value']:.0f} tokens, not where reuse died[/yellow]")
-    if name == ProbeName.AGENT_LOAD:
-        _print_turns(sink)
-    if name == ProbeName.LOAD:
-        _print_load(sink)
+    view = VIEWS.get(name, View())
+    view.show(sink)
+    if not view.metrics_table:
         return ok
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     units: dict[str, str] = {}
     for m in sink.measurements:
         scenario = m["scenario"]
-        if name == ProbeName.AGENT_LOAD and scenario.startswith(("c", "baseline-t")) and scenario not in ("summary",):
+        if view.shown(scenario):
             continue
         if m["metric"] in COUNTED_ELSEWHERE:
             continue
@@ -328,3 +320,20 @@ def _print_load(sink: Any) -> None:
             saved = cell.get("sweep_time_saved_s")
             console.print(f"  {cell.get('sweep_rates_skipped_source', '')}" + (f" ({saved:.0f} s of device time saved)" if saved else ""),
                           highlight=False)
+
+
+@dataclass(frozen=True)
+class View:
+    """How `campaign probe` prints a probe's run beside the request counts: a table of its
+    own, and whether the generic metrics table follows (without the scenarios the own
+    table showed). A probe without one, a plugin's among them, gets the generic table."""
+
+    show: Callable[[Any], None] = lambda sink: None
+    metrics_table: bool = True
+    shown: Callable[[str], bool] = lambda scenario: False
+
+
+VIEWS = {
+    ProbeName.AGENT_LOAD.value: View(_print_turns, shown=lambda s: s.startswith(("c", "baseline-t")) and s != "summary"),
+    ProbeName.LOAD.value: View(_print_load, metrics_table=False),
+}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from arms.runtimes.base import LaunchContext, RuntimeAdapter
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.processes import rss_of_group
 from campaign.schema import CampaignSpec, QueueItem
-from campaign.states import AttemptState, ProbeName, ProbeRunState
+from campaign.states import AttemptState, ProbeRunState
 from campaign.liveness import AttemptHeartbeat
 from campaign.store import RequestOutcome, Store
 from campaign.tables import AttemptRow, ProbeRunRow, utcnow
@@ -56,10 +56,11 @@ def run_probe(
     settings_hash: str = "",
 ) -> int:
     store = Store(store_url)
-    adapter = replace(runtimes.get(adapter_name), cached_tokens_field=cached_tokens_field)
+    adapter = runtimes.get(adapter_name)
     run = store.add(ProbeRunRow(attempt_id=attempt_id, probe=probe, context=context, settings_hash=settings_hash))
     target = ProbeTarget(
-        base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated, log_path=log_path
+        base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated, log_path=log_path,
+        cached_tokens_field=cached_tokens_field,
     )
     pspec = probes.get(probe)
     params = pspec.params.model_validate_json(params_json)
@@ -317,7 +318,7 @@ def _run_arm(
     arm = spec.arm(arm_id)
     adapter: RuntimeAdapter = runtimes.get(spec.runtime(arm.runtime).adapter)
     port = free_port()
-    tools = ProbeName.TOOL_LOOP in item.probes
+    tools = probes.needs_tools(item.probes)
     start_seed = run_seed(spec.campaign.name, item.key, arm_id, row.repeat, row.number)
     ctx = _launch_context(spec, item, arm_id, port, overrides, workdir, tools, start_seed)
     base_url = adapter.base_url(ctx)
@@ -335,8 +336,6 @@ def _run_arm(
     try:
         try:
             launch = adapter.launch(ctx)  # may refuse a recipe the runtime cannot serve
-            if launch is not None and launch.cached_tokens_field:
-                adapter = replace(adapter, cached_tokens_field=launch.cached_tokens_field)
             if launch is not None:
                 server = ServerProcess(
                     argv=launch.argv,
@@ -367,6 +366,7 @@ def _run_arm(
                 simulated=adapter.simulated,
                 # only a log that records the adapter's log counters is read (llama.cpp: -lv 4)
                 log_path=str(log_path) if launch is not None and adapter.log_counters_enabled(launch.argv) else None,
+                cached_tokens_field=launch.cached_tokens_field if launch is not None else "",
             )
             identity = interrupt.run_cancellable(identify(target))
             identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
@@ -442,7 +442,7 @@ def _probe_attempt(
             run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
                 store.public_url, campaign_id, attempt.id, row.repeat, item.key, arm_id, str(probe), context,
                 target.base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
-                adapter.cached_tokens_field, target.log_path, probe_settings_hash(probe, params, overrides),
+                target.cached_field, target.log_path, probe_settings_hash(probe, params, overrides),
             )
     interrupt.check()
     failure = all_failed_reason(store.request_outcome(attempt.id))

@@ -23,7 +23,7 @@ from campaign import queue
 from campaign.schema import BlockBudget, CampaignFileError, CampaignSpec, QueueItem
 from arms.probes import registry as probes
 from flows.resolve import load_campaign, simulated_adapters
-from campaign.states import BUDGET_SPENT, SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeName, Verdict
+from campaign.states import BUDGET_SPENT, SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, Verdict
 from campaign.store import Store
 from campaign.tables import VerdictRow
 from campaign.summary import PREFECT_API_EVENT
@@ -345,7 +345,7 @@ def _joins(spec: CampaignSpec, group: list[QueueItem], item: QueueItem) -> bool:
         return False
     if item.gate and item.gate in {q.gate for q in group}:
         return False
-    if (ProbeName.TOOL_LOOP in item.probes) != (ProbeName.TOOL_LOOP in first.probes):
+    if probes.needs_tools(item.probes) != probes.needs_tools(first.probes):
         return False
     if any(recipe_hash(spec, item, a) != recipe_hash(spec, first, a) for a in item.arms):
         return False

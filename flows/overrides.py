@@ -28,11 +28,10 @@ from arms.probes import registry as probes
 from campaign.schema import CampaignSpec, QueueItem, Recipe, item_label
 from arms.probes.base import read_unchanged
 from arms.probes.registry import ITEM_FIELDS
-from campaign.states import ProbeName
 
 
 def probe_params(
-    spec: CampaignSpec, item: QueueItem, probe: ProbeName, context: int, overrides: dict[str, Any], arm_context: int = 0,
+    spec: CampaignSpec, item: QueueItem, probe: str, context: int, overrides: dict[str, Any], arm_context: int = 0,
     block: int | None = None,
 ) -> Any:
     """A probe's parameters: defaults, then what the item and its overrides say. With the
@@ -46,15 +45,10 @@ def probe_params(
     values: dict[str, Any] = {}
     if "modes" in fields:
         values["modes"] = list(item.modes)
-    if "max_tokens" in fields and probe == ProbeName.DECODE:
-        values["max_tokens"] = spec.campaign.default_max_tokens
-    if probe == ProbeName.DECODE:
-        values["contexts"] = [context]
     if "context" in fields:
         values["context"] = context or arm_context
-    if probe == ProbeName.CACHE_PROBE:
-        if item.contexts:
-            values["prompt_tokens"] = max(16, int(context * 0.8))
+    if pspec.item_values is not None:
+        values.update(pspec.item_values(spec, item, context))
     values.update({k: v for k, v in overrides.items() if k in keys})
     if block is not None:
         for name in pspec.draw_fields:
@@ -93,7 +87,7 @@ def file_identity(value: Any) -> Any:
         return value
 
 
-def probe_settings_hash(probe: ProbeName | str, params: Any, overrides: dict[str, Any]) -> str:
+def probe_settings_hash(probe: str, params: Any, overrides: dict[str, Any]) -> str:
     """The settings one probe run measures under, as a hash: its resolved parameters at
     its context and the `sim.*` profile overrides its server was given.
 

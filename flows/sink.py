@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from arms.metrics import RequestRecord, ttft_s
-from campaign.states import Mode
+from campaign.states import Mode, SampleKind
 from campaign.store import Store
 from campaign.tables import MeasurementRow, RequestRow, SampleRow
 from flows.progress import emit
@@ -176,6 +176,7 @@ class StoreSink:
         scenario: str = "",
         context: int = 0,
         trial: int = 0,
+        kind: SampleKind = SampleKind.SAMPLE,
         source: str = "",
     ) -> None:
         number = float(value)
@@ -194,6 +195,7 @@ class StoreSink:
                 "scenario": scenario,
                 "mode": str(mode),
                 "context": context or self.default_context,
+                "kind": str(kind),
                 "trial": trial,
                 "metric": metric,
                 "value": number,

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from campaign.schema import GateEntry
-from campaign.states import SUMMARY_TRIAL, Verdict
+from campaign.states import SampleKind, Verdict
 from gates.engine import evaluate
 
 
@@ -64,7 +64,7 @@ def block_frame(design: Design, model: VariationModel, rng: np.random.Generator,
     the request counters every probe writes (no failures)."""
     order_rng = random.Random(int(rng.integers(0, 2**31)))
     cols: dict[str, list[Any]] = {k: [] for k in (
-        "arm_id", "probe", "scenario", "context", "mode", "trial", "metric", "value", "unit",
+        "arm_id", "probe", "scenario", "context", "mode", "kind", "trial", "metric", "value", "unit",
         "item_key", "repeat", "block_id", "block_order", "attempt_id", "settings_hash", "recipe_hash", "source",
     )}
     drift = 0.0
@@ -81,15 +81,16 @@ def block_frame(design: Design, model: VariationModel, rng: np.random.Generator,
             for ctx in contexts:
                 noise = rng.normal(0, model.request_sd, design.requests_per_run)
                 values = design.base * gain * np.exp(effect + drift + noise)
-                rows = [(t, design.metric, float(v), "tok/s") for t, v in enumerate(values)]
-                rows += [(SUMMARY_TRIAL, "requests", float(design.requests_per_run), "requests"),
-                         (SUMMARY_TRIAL, "requests_failed", 0.0, "requests")]
-                for trial, metric, value, unit in rows:
+                rows = [(SampleKind.SAMPLE, t, design.metric, float(v), "tok/s") for t, v in enumerate(values)]
+                rows += [(SampleKind.SUMMARY, 0, "requests", float(design.requests_per_run), "requests"),
+                         (SampleKind.SUMMARY, 0, "requests_failed", 0.0, "requests")]
+                for kind, trial, metric, value, unit in rows:
                     cols["arm_id"].append(arm)
                     cols["probe"].append(design.probe)
                     cols["scenario"].append(design.probe)
                     cols["context"].append(ctx)
                     cols["mode"].append("canonical")
+                    cols["kind"].append(kind.value)
                     cols["trial"].append(trial)
                     cols["metric"].append(metric)
                     cols["value"].append(value)

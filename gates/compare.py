@@ -46,7 +46,10 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as st
 
-from campaign.states import SUMMARY_TRIAL, Verdict
+from campaign.samples import kinds
+from campaign.samples import samples as samples_of
+from campaign.samples import summaries as summaries_of
+from campaign.states import SampleKind, Verdict
 from campaign.units import context_label, num, pct
 from gates import blockstats
 from gates.blockstats import Estimate
@@ -427,7 +430,7 @@ def _counters(mine: pd.DataFrame) -> _Counters:
     if mine.empty:
         return _Counters({}, {})
     names = mine["metric"].astype(str)
-    part = mine.loc[(_col(mine, "trial", 0) == SUMMARY_TRIAL) & names.str.contains("requests", regex=False)]
+    part = mine.loc[(kinds(mine) == SampleKind.SUMMARY) & names.str.contains("requests", regex=False)]
     if part.empty:
         return _Counters({}, {})
     keys = pd.DataFrame({c: _col(part, c, 0 if c == "context" else "") for c in _CELL_COLS})
@@ -481,18 +484,18 @@ def cell_stats(
     if rows.empty:
         return {}
     chosen = _match(rows, arm, sel.metric, sel, scenario)
-    trial = _col(chosen, "trial", 0)
-    samples = _grouped(chosen[trial >= 0])
-    summaries = _grouped(chosen[trial == SUMMARY_TRIAL])
+    sampled, summarised = samples_of(chosen), summaries_of(chosen)
+    samples = _grouped(sampled)
+    summaries = _grouped(summarised)
     alt = sample_metric_of(sel.metric)
     alt_cells: dict[Cell, pd.DataFrame] = {}
     if alt and any(c not in samples for c in summaries):
         alt_rows = _match(rows, arm, alt, sel, scenario)
-        alt_cells = _grouped(alt_rows[_col(alt_rows, "trial", 0) >= 0])
+        alt_cells = _grouped(samples_of(alt_rows))
     counters = _counters(rows)
     errors = _arm_errors_from(arm, counters)
-    sample_runs = _runs_by_cell(chosen[trial >= 0])
-    summary_runs = _runs_by_cell(chosen[trial == SUMMARY_TRIAL])
+    sample_runs = _runs_by_cell(sampled)
+    summary_runs = _runs_by_cell(summarised)
     out: dict[Cell, CellStat] = {}
     for cell in sorted(set(samples) | set(summaries)):
         if cell in samples:

@@ -8,21 +8,19 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from campaign.schema import GateEntry
-from campaign.states import WARMUP_TRIAL, Mode, Verdict
+from campaign.samples import without_warmups
+from campaign.states import Mode, Verdict
 from gates import catalog, family
 from gates.intervals import CONFIDENCE
 from gates.result import GateResult
 
 
 def canonical_only(frame: pd.DataFrame) -> pd.DataFrame:
-    """The single place where greedy (diagnostic) rows, and warm-up rows (trial
-    WARMUP_TRIAL and below), are kept away from verdicts, whatever a predicate filters."""
+    """The single place where greedy (diagnostic) rows, and warm-up rows, are kept away
+    from verdicts, whatever a predicate filters."""
     if frame.empty:
         return frame
-    keep = frame["mode"] == Mode.CANONICAL.value
-    if "trial" in frame:
-        keep &= frame["trial"] > WARMUP_TRIAL
-    return frame[keep].reset_index(drop=True)
+    return without_warmups(frame[frame["mode"] == Mode.CANONICAL.value]).reset_index(drop=True)
 
 
 def read_items(gate: GateEntry, feeding: Sequence[str]) -> list[str] | None:

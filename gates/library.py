@@ -15,8 +15,9 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import Field, model_validator
 
+from campaign.samples import kinds
 from campaign.schema import GateEntry
-from campaign.states import TRACE_SCENARIO_PREFIX, Verdict
+from campaign.states import TRACE_SCENARIO_PREFIX, SampleKind, Verdict
 from gates import compare
 from campaign.units import num, pct
 from gates.compare import Cell, CellStat, Rigor, Selector
@@ -348,7 +349,7 @@ def passes_of(rows: pd.DataFrame, arm: str, p: MajorityParams) -> dict[int, tupl
     """Passes and trials per context (never pooled across contexts)."""
     if rows.empty:
         return {}
-    mask = (rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (rows["trial"] >= 0)
+    mask = (rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (kinds(rows) == SampleKind.SAMPLE)
     if p.probe:
         mask &= rows["probe"] == p.probe
     part = rows.loc[mask]
@@ -626,7 +627,7 @@ def goodput(rows: pd.DataFrame, gate: GateEntry, p: GoodputParams) -> GateResult
     for arm in gate.subjects:
         if rows.empty:
             return pending(f"no canonical {p.metric} for {arm} yet")
-        mask = (rows["arm_id"] == arm) & (rows["trial"] >= 0)
+        mask = (rows["arm_id"] == arm) & (kinds(rows) == SampleKind.SAMPLE)
         if p.probe:
             mask &= rows["probe"] == p.probe
         if p.context is not None:

@@ -46,7 +46,8 @@ from typing import Any
 import pandas as pd
 from pydantic import Field, model_validator
 
-from campaign.states import SUMMARY_TRIAL, Verdict, is_open_loop
+from campaign.samples import kinds
+from campaign.states import SampleKind, Verdict, is_open_loop
 from gates import compare
 from campaign.units import num
 from gates.compare import Cell, CellStat, Comparison, Rigor, Selector
@@ -79,7 +80,7 @@ def client_faults(rows: pd.DataFrame, arm: str, p: ClientValidity, cell: Cell) -
     """Why the arm's runs of one cell (every step's run for a sweep, whose answer rests on
     all its steps) do not measure the server alone, by `run_faults`. Empty when every run
     is valid."""
-    mask = ((rows["arm_id"] == arm) & (rows["probe"] == cell.probe) & (rows["trial"] == SUMMARY_TRIAL)
+    mask = ((rows["arm_id"] == arm) & (rows["probe"] == cell.probe) & (kinds(rows) == SampleKind.SUMMARY)
             & (rows["context"] == cell.context) & (rows["mode"] == cell.mode))
     if cell.scenario != SWEEP:
         mask &= rows["scenario"] == cell.scenario
@@ -142,7 +143,7 @@ class LoadLatencyParams(ClientValidity):
 
 
 def _summary(rows: pd.DataFrame, arm: str, probe: str, scenario: str, context: int | None) -> pd.DataFrame:
-    mask = (rows["arm_id"] == arm) & (rows["probe"] == probe) & (rows["scenario"] == scenario) & (rows["trial"] == SUMMARY_TRIAL)
+    mask = (rows["arm_id"] == arm) & (rows["probe"] == probe) & (rows["scenario"] == scenario) & (kinds(rows) == SampleKind.SUMMARY)
     if context is not None:
         mask &= rows["context"] == context
     return rows.loc[mask]
@@ -334,7 +335,7 @@ def percentile_stats(rows: pd.DataFrame, arm: str, p: LoadLatencyParams) -> dict
     q = p.percentile / 100
     out: dict[Cell, CellStat] = {}
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
-    mine = rows.loc[(rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (rows["trial"] >= 0)] if not rows.empty else rows
+    mine = rows.loc[(rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (kinds(rows) == SampleKind.SAMPLE)] if not rows.empty else rows
     for cell, stat in compare.cell_stats(rows, sel, arm, confidence=p.confidence, sequential=p.sequential).items():
         if stat.basis != "samples" or not stat.runs:
             if stat.all_failed:

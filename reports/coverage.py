@@ -15,18 +15,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from arms.probes import registry as probe_registry
+from campaign.metrics import CACHE_SCENARIOS
 from campaign.states import ItemState, Mode, ProbeName
 from campaign.units import context_label, num
 from reports import load_curve
 from reports.data import ReportData
 
-SCENARIOS = ["cold", "identical", "append", "tool_turn", "middle_mutation"]
+SCENARIOS = list(CACHE_SCENARIOS)
 STATE_TEXT = {"canonical": "canonical", "greedy": "greedy only", "planned": "planned", "failed": "failed", "none": "—", "off": "off"}
-_HEADLINE = {
-    ProbeName.DECODE.value: ("decode_tps", "tok/s"),
-    ProbeName.AGENT_LOAD.value: ("ttft_s", "s TTFT"),
-    ProbeName.CACHE_CEILING.value: ("reuse", "reuse"),
-}
 
 
 @dataclass
@@ -155,7 +152,7 @@ def build(data: ReportData) -> Coverage:
     scenarios = SCENARIOS + found
     queued = {str(p) for item in spec.queue for p in item.probes}
     measured = {k[1] for k in probe_modes}
-    others = [p.value for p in ProbeName if p.value != cache and (p.value in queued or p.value in measured)]
+    others = [p for p in probe_registry.names() if p != cache and (p in queued or p in measured)]
     contexts = sorted({k[1] for k in ctx_modes} | {c for _, c in by_context_planned} | {c for _, c in failed_context})
 
     columns = [Column("cache-probe", s, f"scenario:{s}") for s in scenarios]
@@ -165,7 +162,8 @@ def build(data: ReportData) -> Coverage:
 
     reuse = _lookup(medians, "reuse")
     curves = load_curve.coverage_text(load_curve.load_rows(frame))  # which arms have a load curve
-    headline = {p: _lookup(medians, m) for p, (m, _) in _HEADLINE.items()}
+    headlines = {p: h for p in others if (h := probe_registry.get(p).headline) is not None}
+    headline = {p: _lookup(medians, h.metric) for p, h in headlines.items()}
     accept = _acceptance(frame)
 
     rows: list[CoverageRow] = []
@@ -192,10 +190,9 @@ def build(data: ReportData) -> Coverage:
             state = _state(probe_modes.get((aid, p)), (aid, p) in by_probe_planned, (aid, p) in failed_probe)
             details = []
             if p in headline and state in ("canonical", "greedy"):
-                unit = _HEADLINE[p][1]
                 vals = [v for (a, pr, _s), v in headline[p].items() if a == aid and pr == p]
                 if vals:
-                    details.append(f"{num(max(vals))} {unit}" + (" max" if p == ProbeName.AGENT_LOAD.value else ""))
+                    details.append(f"{num(max(vals))} {headlines[p].label}")
             if p == load_curve.LOAD and state in ("canonical", "greedy") and aid in curves:
                 details.append(curves[aid])
             text = _text(state, " · ".join(details))

@@ -15,22 +15,22 @@ from dataclasses import dataclass, field
 import pandas as pd
 from sqlmodel import select
 
-from campaign.states import WARMUP_TRIAL, Mode, ProbeName
+from campaign.samples import kinds, samples, without_warmups
+from campaign.states import Mode, ProbeName, SampleKind
 from campaign.store import Store
 from campaign.tables import ArmRow, AttemptRow, VerdictRow
 from campaign.summary import Summary, summarize
 
 STAT_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric", "unit", "source"]
 CELL_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric"]
-REPORT_COLUMNS = ["id", "probe_run_id", "item_key", "arm_id", "probe", "scenario", "mode", "context", "trial", "metric", "value", "unit", "source", "simulated"]
+REPORT_COLUMNS = ["id", "probe_run_id", "item_key", "arm_id", "probe", "scenario", "mode", "context", "kind", "trial", "metric", "value", "unit", "source", "simulated"]
 
 
 def cell_stats(frame: pd.DataFrame) -> pd.DataFrame:
     """Median, min, max and count per (arm, probe, scenario, mode, context, metric, unit,
     source), with whether any row was simulated: the tables on every page. Warm-up rows
-    (trial WARMUP_TRIAL and below) are stored but never shown as a cell."""
-    if not frame.empty and "trial" in frame:
-        frame = frame[frame["trial"] > WARMUP_TRIAL]
+    are stored but never shown as a cell."""
+    frame = without_warmups(frame)
     if frame.empty:
         return pd.DataFrame(columns=[*STAT_KEYS, "median", "min", "max", "count", "simulated"])
     grouped = frame.groupby(STAT_KEYS, dropna=False, sort=True, observed=True)
@@ -40,11 +40,11 @@ def cell_stats(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def cell_medians(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median per (arm, probe, scenario, mode, context, metric) over per-trial rows only
-    (trial -1 rows are derived summaries): what charts draw and gates read."""
+    """Median per (arm, probe, scenario, mode, context, metric) over samples only
+    (summaries are derived from them): what charts draw and gates read."""
     if frame.empty:
         return pd.DataFrame(columns=[*CELL_KEYS, "value"])
-    rows = frame[frame["trial"] >= 0]
+    rows = samples(frame)
     return _plain(rows.groupby(CELL_KEYS, sort=True, observed=True)["value"].median().reset_index())
 
 
@@ -63,7 +63,7 @@ def ttft_rows(frame: pd.DataFrame) -> pd.DataFrame:
     read it and nothing here reads them."""
     if frame.empty:
         return frame
-    mask = (frame["probe"] == ProbeName.AGENT_LOAD.value) & (frame["metric"] == "ttft_s") & (frame["trial"] >= 0)
+    mask = (frame["probe"] == ProbeName.AGENT_LOAD.value) & (frame["metric"] == "ttft_s") & (kinds(frame) == SampleKind.SAMPLE)
     return frame[mask]
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from campaign.states import ProbeName
+from campaign.samples import kinds
+from campaign.states import ProbeName, SampleKind
 from campaign.units import plain
 from reports import charts
 from reports.coverage import SCENARIOS
@@ -105,7 +106,7 @@ def decode_per_context(data: ReportData) -> Markup:
     if frame.empty:
         return charts.empty(title, "no decode measured yet")
     rows = frame[(frame["probe"] == ProbeName.DECODE.value) & (frame["metric"] == "decode_tps")
-                 & (frame["mode"] == "canonical") & (frame["trial"] >= 0)]
+                 & (frame["mode"] == "canonical") & (kinds(frame) == SampleKind.SAMPLE)]
     if rows.empty:
         return charts.empty(title, "no decode measured yet")
     per_run = rows.groupby(["arm_id", "context", "probe_run_id"], observed=True)["value"].median().reset_index()

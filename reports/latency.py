@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import pandas as pd
 from markupsafe import Markup
 
-from campaign.states import Mode
+from campaign.samples import kinds
+from campaign.states import Mode, SampleKind
 from gates.intervals import needed_for_upper
 from reports import charts
 from reports.data import canonical_first
@@ -53,7 +54,7 @@ class ArmLatency:
 def rows_of(frame: pd.DataFrame, arm_id: str) -> pd.DataFrame:
     if frame.empty:
         return frame
-    mask = (frame["arm_id"] == arm_id) & (frame["trial"] >= 0) & frame["metric"].isin(METRICS)
+    mask = (frame["arm_id"] == arm_id) & (kinds(frame) == SampleKind.SAMPLE) & frame["metric"].isin(METRICS)
     return frame[mask]
 
 

@@ -1,7 +1,7 @@
 """Throughput-latency curves of the `load` probe, for arm pages, gate pages and the
 coverage matrix.
 
-Reads the per-run summary rows the probe writes (trial -1, one cell per run: scenario
+Reads the per-run summary rows the probe writes (kind summary, one cell per run: scenario
 `synchronous`, `concurrency=32`, `rate=1.5`, ...; see `arms.probes.load`) through
 `curve_rows`, the same function the command line and its JSON use, so the page shows
 the numbers `campaign probe` prints. A curve is latency (p50 and p99 TTFT and TPOT)
@@ -19,7 +19,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from arms.probes.load import curve_rows, sweep_result
-from campaign.states import SUMMARY_TRIAL, ProbeName
+from campaign.samples import kinds
+from campaign.states import ProbeName, SampleKind
 from campaign.units import num
 from gates.load_gates import run_faults
 from reports import charts
@@ -44,12 +45,13 @@ def load_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """The load probe's summary rows (selected once for every page)."""
     if frame.empty:
         return frame
-    return frame[(frame["probe"] == LOAD) & (frame["trial"] == SUMMARY_TRIAL)]
+    return frame[(frame["probe"] == LOAD) & (kinds(frame) == SampleKind.SUMMARY)]
 
 
 def _records(part: pd.DataFrame) -> list[dict[str, Any]]:
-    cols = ["scenario", "mode", "context", "trial", "metric", "value", "source"]
-    return [dict(zip(cols, row)) for row in part[cols].astype({"scenario": str, "mode": str, "metric": str, "source": str}).itertuples(index=False)]
+    part = part.assign(kind=kinds(part))
+    cols = ["scenario", "mode", "context", "kind", "metric", "value", "source"]
+    return [dict(zip(cols, row)) for row in part[cols].astype({"scenario": str, "mode": str, "kind": str, "metric": str, "source": str}).itertuples(index=False)]
 
 
 def _knee(records: list[dict[str, Any]], mode: str, context: int) -> tuple[float, float, str] | None:
@@ -127,7 +129,7 @@ def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
         best = [cell["max_goodput_rps"] for cell in sweep_result(records).values() if "max_goodput_rps" in cell]
         if best:
             text += f" · max goodput {num(max(best))} req/s"
-        summary = part[(part["trial"] == SUMMARY_TRIAL) & (part["probe"] == "load")] if "probe" in part else part.iloc[0:0]
+        summary = part[(kinds(part) == SampleKind.SUMMARY) & (part["probe"] == "load")] if "probe" in part else part.iloc[0:0]
         faults = run_faults(summary, str(arm))
         if faults:
             text += f" · {len(faults)} run{'s' if len(faults) != 1 else ''} measured the client (a gate reading them is inconclusive)"

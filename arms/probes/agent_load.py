@@ -55,7 +55,7 @@ from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counter
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import WORD_ESTIMATE, SizedWords, sized_words, tokenizer_for, words
 from campaign.sessions import Session, read_sessions
-from campaign.states import Mode
+from campaign.states import Mode, SampleKind
 
 
 class AgentLoadParams(BaseModel):
@@ -271,7 +271,7 @@ def _record_plan(sink: Sink, params: AgentLoadParams, plan: _Plan, mode: Mode, p
             continue  # no later turn: no tool output is ever sent
         sink.measurement(
             metric=f"{kind}_tokens_target", value=asked[kind], unit="tokens", mode=mode, scenario=phase,
-            context=params.context, trial=-1, source=plan.sources[kind],
+            context=params.context, kind=SampleKind.SUMMARY, source=plan.sources[kind],
         )
 
 
@@ -389,7 +389,7 @@ def _emit_turn(sink: Sink, target: ProbeTarget, record: RequestRecord, scenario:
     if ttft is not None:
         sink.measurement(metric="ttft_s", value=ttft, unit="s", mode=mode, scenario=scenario, context=context, trial=turn)
     payload = record_payload(record)
-    cached, field = extract_cached_tokens(payload, prefer=target.adapter.cached_tokens_field)
+    cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
     prompt = prompt_tokens(payload)
     if prompt is not None:
         sink.measurement(metric="prompt_tokens", value=prompt, unit="tokens", mode=mode, scenario=scenario, context=context, trial=turn, source="usage.prompt_tokens")
@@ -415,14 +415,14 @@ def _turn_medians(records: list[list[RequestRecord]], turns: int) -> list[float 
 
 def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoadParams, mode: Mode, prefix: str,
                phase: _Phase | None = None) -> None:
-    """Derived numbers (trial -1 marks them as summaries, not samples)."""
+    """Derived numbers: summaries, not samples."""
     later = _later_turns(records)
     medians = _turn_medians(records, params.turns)
     ctx = params.context
 
     def put(metric: str, value: float | None, unit: str) -> None:
         if value is not None:
-            sink.measurement(metric=f"{prefix}{metric}", value=value, unit=unit, mode=mode, scenario="summary", context=ctx, trial=-1)
+            sink.measurement(metric=f"{prefix}{metric}", value=value, unit=unit, mode=mode, scenario="summary", context=ctx, kind=SampleKind.SUMMARY)
 
     put("ttft_later_median_s", statistics.median(later) if later else None, "s")
     put("ttft_later_max_s", max(later) if later else None, "s")
@@ -504,7 +504,7 @@ async def _run_sessions(target: ProbeTarget, sink: Sink, params: AgentLoadParams
             _summaries(sink, records, shaped, mode, prefix="")
             concurrency = f"at most {params.session_concurrency} at once" if params.session_concurrency else "each at its recorded start"
             sink.measurement(metric="sessions_replayed", value=len(sessions), unit="count", mode=mode, scenario="load", context=params.context,
-                             trial=-1, source=f"{os.path.basename(params.sessions or '')}: history {params.history}, {concurrency}")
+                             kind=SampleKind.SUMMARY, source=f"{os.path.basename(params.sessions or '')}: history {params.history}, {concurrency}")
 
 
 def turn_records(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -532,3 +532,8 @@ def turn_records(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def extras(measurements: list[dict[str, Any]], requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """What `campaign probe --json` adds for a run: every turn's TTFT, by conversation."""
+    return {"turns": turn_records(requests)}

@@ -25,7 +25,7 @@ from arms.client import get_text, make_http_client, stream_chat
 from arms.metrics import RequestRecord, counter_deltas
 from arms.probes.failures import StallGuard
 from arms.runtimes.base import COUNTERS, RuntimeAdapter
-from campaign.states import Mode
+from campaign.states import Mode, SampleKind
 
 GREEDY = {"temperature": 0.0}
 LENGTH_CONTROLS = ("ignore_eos", "min_tokens")
@@ -51,8 +51,15 @@ class ProbeTarget:
     simulated: bool = False
     log_path: str | None = None  # the server's log, for counters only the log reveals
     read_timeout: float | None = None
+    # where this server reports cached prompt tokens: the adapter's, unless its launch
+    # found another (`LaunchSpec.cached_tokens_field`); '' = the adapter's
+    cached_tokens_field: str = ""
     stalls: StallGuard = field(default_factory=StallGuard, repr=False, compare=False)
     _log_tail: LogTail | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def cached_field(self) -> str:
+        return self.cached_tokens_field or self.adapter.cached_tokens_field
 
     def log_tail(self) -> LogTail | None:
         """The tail reader of this server's log (one per target, so reads resume where the
@@ -83,6 +90,7 @@ class Sink(Protocol):
         scenario: str = "",
         context: int = 0,
         trial: int = 0,
+        kind: SampleKind = SampleKind.SAMPLE,
         source: str = "",
     ) -> None: ...
 
@@ -103,6 +111,7 @@ class MemorySink:
         row.setdefault("scenario", "")
         row.setdefault("context", 0)
         row.setdefault("trial", 0)
+        row["kind"] = str(row.get("kind", SampleKind.SAMPLE))
         row.setdefault("source", "")
         row["mode"] = str(row["mode"])
         self.measurements.append(row)
@@ -345,14 +354,14 @@ class QueueSampler:
         if self.series:
             self.sink.measurement(
                 metric="queue_depth_max", value=max(v for _, v in self.series), unit="requests",
-                mode=mode, scenario=scenario, context=context, trial=-1,
+                mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY,
             )
         for metric, value, source in (
             ("queue_samples", self.reads, f"every {self.interval_s:g} s"),
             ("queue_sample_gaps", self.gaps, self.first_error),
             ("queue_ticks_skipped", self.skipped, ""),
         ):
-            self.sink.measurement(metric=metric, value=value, unit="count", mode=mode, scenario=scenario, context=context, trial=-1, source=source)
+            self.sink.measurement(metric=metric, value=value, unit="count", mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY, source=source)
 
     async def __aenter__(self) -> QueueSampler:
         self._task = asyncio.create_task(self._run())

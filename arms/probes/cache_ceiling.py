@@ -24,7 +24,7 @@ from arms.metrics import extract_cached_tokens, flag_reuse_source, prompt_tokens
 from arms.probes.base import ProbeTarget, Sink, chat
 from arms.probes.failures import NOT_RUN, record_errors, record_failure
 from arms.probes.prompts import sized_conversation
-from campaign.states import Mode
+from campaign.states import Mode, SampleKind
 
 
 class CacheCeilingParams(BaseModel):
@@ -72,7 +72,7 @@ async def _reuse_at(
     if not record.ok:
         return _Point(length, error=kind)
     payload = record_payload(record)
-    cached, field = extract_cached_tokens(payload, prefer=target.adapter.cached_tokens_field)
+    cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
     prompt = prompt_tokens(payload)
     point = _Point(length, reuse(cached, prompt), prompt, _prompt_source(payload), "")
     if prompt is None:  # the server counts nothing: the sizing count stands in, labelled
@@ -140,7 +140,7 @@ def _summary(sink: Sink, params: CacheCeilingParams, mode: Mode, limit: int, goo
     no ceiling before any length was measured, no death where requests failed."""
 
     def put(metric: str, value: float, unit: str, source: str) -> None:
-        sink.measurement(metric=metric, value=value, unit=unit, mode=mode, scenario="summary", context=params.context, trial=-1, source=source)
+        sink.measurement(metric=metric, value=value, unit=unit, mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY, source=source)
 
     if good is not None:
         put(*_size_of(good, "reuse_ceiling_tokens", "largest prompt that reused"))

@@ -26,9 +26,10 @@ from arms.metrics import extract_cached_tokens, flag_reuse_source, prompt_tokens
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import expected_reuse, mutate_middle, sized_conversation, words
+from campaign.metrics import CACHE_SCENARIOS
+from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import Mode
 
-SCENARIOS = ("cold", "identical", "append", "tool_turn", "middle_mutation")
 
 LOOKUP_TOOL = {
     "type": "function",
@@ -46,7 +47,7 @@ class CacheProbeParams(BaseModel):
     prompt_tokens: int = Field(default=1024, ge=16, description="size of each primed prompt, in the server's tokens (template included) where it has a tokenizer")
     max_tokens: int = Field(default=8, ge=1, description="output tokens per request (the prompt is what is measured)")
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL, Mode.GREEDY])
-    scenarios: list[str] = Field(default_factory=lambda: list(SCENARIOS), description="which shapes of reuse to send")
+    scenarios: list[str] = Field(default_factory=lambda: list(CACHE_SCENARIOS), description="which shapes of reuse to send")
     # file key `repeats`, `trials` in code: not the queue item's interleaved attempts
     trials: int = Field(default=1, ge=1, alias="repeats", description="each scenario this many times, fresh prompts each")
     context: int = 0
@@ -81,6 +82,11 @@ def _probe_messages(scenario: str, primed: list[dict[str, Any]], reply: str, sal
         return mutate_middle(primed)[0]
     raise ValueError(f"unknown cache-probe scenario {scenario!r}")
 
+
+
+def item_values(spec: CampaignSpec, item: QueueItem, context: int) -> dict[str, Any]:
+    """An item that names its contexts primes prompts of 80% of each (room for the reply)."""
+    return {"prompt_tokens": max(16, int(context * 0.8))} if item.contexts else {}
 
 async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None:
     run_id = uuid.uuid4().hex[:8]
@@ -143,7 +149,7 @@ def _emit(
     if ttft is not None:
         sink.measurement(metric="ttft_s", value=ttft, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
     payload = record_payload(record)
-    cached, field = extract_cached_tokens(payload, prefer=target.adapter.cached_tokens_field)
+    cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
     prompt = prompt_tokens(payload)
     if prompt is not None:
         sink.measurement(metric="prompt_tokens", value=prompt, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source="usage.prompt_tokens")

@@ -12,7 +12,7 @@ compared: the probe sends `ignore_eos` and `min_tokens = max_tokens` (llama.cpp 
 the first, vLLM and SGLang both), and a trial whose server-reported completion_tokens
 differs is stored as `short_trial` (its token count), never as a decode rate.
 `warmup` untimed trials run first (connection, prefill, caches); they are stored under
-scenario `decode:warmup` with trial WARMUP_TRIAL - i, which no median or gate reads.
+scenario `decode:warmup`, kind warm-up (trial i), which no median or gate reads.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from arms.metrics import SOURCE_SERVER, RequestRecord, completion_tokens, decode
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import sized_conversation
-from campaign.states import WARMUP_TRIAL, Mode
+from campaign.schema import CampaignSpec, QueueItem
+from campaign.states import Mode, SampleKind
 
 WARMUP_SCENARIO = "decode:warmup"
 
@@ -62,6 +63,12 @@ class DecodeParams(BaseModel):
         return int(max(self.contexts) * self.fill) + self.max_tokens
 
 
+def item_values(spec: CampaignSpec, item: QueueItem, context: int) -> dict[str, Any]:
+    """A run fills the one context of the item it is run at, generating the campaign's
+    `default_max_tokens` unless the item overrides it."""
+    return {"max_tokens": spec.campaign.default_max_tokens, "contexts": [context]}
+
+
 async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
     run_id = uuid.uuid4().hex[:8]
     async with target.client(2) as http:
@@ -71,11 +78,11 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                 # `size` is in the server's tokens where it has a tokenizer; the source says how
                 sized = await sized_conversation(http, size, f"decode-{run_id}-{context}-{mode}", system_cap=256)
                 messages = sized.messages
-                sink.measurement(metric="prompt_tokens_target", value=size, unit="tokens", mode=mode, scenario="decode", context=context, trial=-1, source=sized.source)
+                sink.measurement(metric="prompt_tokens_target", value=size, unit="tokens", mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY, source=sized.source)
                 rates: list[float | None] = []
                 per_request: dict[str, float] = {}
                 for i in range(params.warmup):
-                    await _trial(http, target, sink, params, messages, mode, context, WARMUP_SCENARIO, WARMUP_TRIAL - i, None)
+                    await _trial(http, target, sink, params, messages, mode, context, WARMUP_SCENARIO, i, None, kind=SampleKind.WARMUP)
                 before = await read_counters(http, target)
                 timed: list[RequestRecord] = []
                 for trial in range(params.trials):
@@ -88,8 +95,8 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                         sink.measurement(metric=name, value=value, unit=target.adapter.counter_unit(name), mode=mode, scenario="decode", context=context, source="per-request sum")
                 stats = distribution(rates)
                 if stats:
-                    sink.measurement(metric="decode_tps_median", value=stats["median"], unit="tok/s", mode=mode, scenario="decode", context=context, trial=-1)
-                    sink.measurement(metric="decode_tps_spread", value=stats["max"] - stats["min"], unit="tok/s", mode=mode, scenario="decode", context=context, trial=-1)
+                    sink.measurement(metric="decode_tps_median", value=stats["median"], unit="tok/s", mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY)
+                    sink.measurement(metric="decode_tps_spread", value=stats["max"] - stats["min"], unit="tok/s", mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY)
 
 
 async def _trial(
@@ -104,6 +111,7 @@ async def _trial(
     trial: int,
     per_request: dict[str, float] | None,
     timed: list[RequestRecord] | None = None,
+    kind: SampleKind = SampleKind.SAMPLE,
 ) -> float | None:
     """One decode request and its rows; its decode rate, or None when it failed or was
     short. `per_request` sums per-response draft counts (None: a warm-up, not counted)."""
@@ -112,26 +120,26 @@ async def _trial(
         timed.append(record)
     sink.request(record, scenario=scenario, mode=mode, trial=trial)
     if not record.ok:
-        record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial)
+        record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial, row_kind=kind)
         return None
     if per_request is not None:
         for name, value in target.adapter.request_counters(record_payload(record)).items():
             per_request[name] = per_request.get(name, 0.0) + value
     first = ttft_s(record)
     if first is not None:  # prefill is measured whatever the reply's length
-        sink.measurement(metric="ttft_s", value=first, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
+        sink.measurement(metric="ttft_s", value=first, unit="s", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind)
     generated, counted_by = completion_tokens(record)
     if counted_by == SOURCE_SERVER and generated != params.max_tokens:
         sink.measurement(
-            metric="short_trial", value=generated or 0, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial,
+            metric="short_trial", value=generated or 0, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind,
             source=f"completion_tokens {generated} of max_tokens {params.max_tokens}, finish_reason {record.finish_reason}",
         )
         return None
     rate, source = decode_tps(record)
     if rate is not None:
-        sink.measurement(metric="decode_tps", value=rate, unit="tok/s", mode=mode, scenario=scenario, context=context, trial=trial, source=source)
-        sink.measurement(metric="tpot_s", value=tpot_s(record)[0], unit="s", mode=mode, scenario=scenario, context=context, trial=trial, source=source)
+        sink.measurement(metric="decode_tps", value=rate, unit="tok/s", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind, source=source)
+        sink.measurement(metric="tpot_s", value=tpot_s(record)[0], unit="s", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind, source=source)
     total = e2e_s(record)
     if total is not None:
-        sink.measurement(metric="e2e_s", value=total, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
+        sink.measurement(metric="e2e_s", value=total, unit="s", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind)
     return rate

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from arms.metrics import RequestRecord
+from campaign.states import SampleKind
 
 NOT_RUN = "not run"
 READ_TIMEOUT = "read timeout"
@@ -92,13 +93,14 @@ class StallGuard:
         return RequestRecord(send_ns=now, end_ns=now, error=f"{NOT_RUN}: {self.reason}")
 
 
-def record_failure(sink: Any, record: RequestRecord, *, mode: Any, scenario: str, context: int = 0, trial: int = 0) -> str:
+def record_failure(sink: Any, record: RequestRecord, *, mode: Any, scenario: str, context: int = 0, trial: int = 0,
+                   row_kind: SampleKind = SampleKind.SAMPLE) -> str:
     """A failed request as one measurement, and its kind: `not_run` (value 1) when the
     stall guard kept it from being sent, else `errors` (value 1). The source is the error
     kind; the raw message stays on the request row."""
     kind = error_kind(record.error)
     metric = "not_run" if kind == NOT_RUN else "errors"
-    sink.measurement(metric=metric, value=1, unit="count", mode=mode, scenario=scenario, context=context, trial=trial, source=kind)
+    sink.measurement(metric=metric, value=1, unit="count", mode=mode, scenario=scenario, context=context, trial=trial, kind=row_kind, source=kind)
     return kind
 
 
@@ -108,7 +110,7 @@ def kind_slug(kind: str) -> str:
 
 
 def record_errors(sink: Any, records: Any, *, mode: Any, scenario: str, context: int = 0, prefix: str = "") -> dict[str, float]:
-    """One cell's request outcomes as summary rows (trial -1): `requests`,
+    """One cell's request outcomes as summary rows (kind summary): `requests`,
     `requests_failed`, `error_rate`, `requests_retried`, and `requests_failed_<kind>` for
     each kind seen (source: the kind as `error_kind` names it). Requests the stall guard
     never sent are neither requests nor failures: they are counted apart, in
@@ -140,6 +142,6 @@ def record_errors(sink: Any, records: Any, *, mode: Any, scenario: str, context:
         rows.append(("error_rate", failed / len(records), "ratio", f"{failed}/{len(records)}"))
     out = {}
     for metric, value, unit, source in rows:
-        sink.measurement(metric=prefix + metric, value=value, unit=unit, mode=mode, scenario=scenario, context=context, trial=-1, source=source)
+        sink.measurement(metric=prefix + metric, value=value, unit=unit, mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY, source=source)
         out[prefix + metric] = value
     return out

@@ -13,7 +13,7 @@ the queue, and writes the rows. The cells:
   longest gap between token events: the worst stall its user saw), `schedule_lag_s`; a
   failure is its `errors` (or `not_run`) row. The raw record keeps the scheduled and the
   actual send.
-- per run, trial -1: `arms.load.run_stats` (offered_rps, request_throughput_rps,
+- per run, summaries: `arms.load.run_stats` (offered_rps, request_throughput_rps,
   output_tps, goodput_rps, target_attainment, p50/p90/p99 of ttft/tpot/itl/e2e, schedule
   lag p50/p99/max, in-flight peak and cap waits), the error counts (`record_errors`), the
   queue (`queue_depth_max`, `queue_depth_mean`, sample counts; samples every 0.5 s
@@ -56,7 +56,8 @@ from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_fail
 from arms.probes.prompts import words
 from campaign import datasets, traces
 from campaign.datasets import Dataset, DatasetPrompt
-from campaign.states import SUMMARY_TRIAL, Mode
+from campaign.samples import kind_of
+from campaign.states import Mode, SampleKind
 from campaign.traces import DEFAULT_BLOCK_TOKENS, TraceRequest
 
 TargetName = Literal["ttft_s", "tpot_s", "e2e_s"]
@@ -286,7 +287,7 @@ def _trace_reuse(sink: Sink, target: ProbeTarget, records: list[RequestRecord], 
             continue
         label = record.label or {}
         payload = record_payload(record)
-        cached, field = extract_cached_tokens(payload, prefer=target.adapter.cached_tokens_field)
+        cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
         prompt = usage_prompt_tokens(payload)
         implied_here = int(label.get("implied_cached_tokens", 0))
         sink.measurement(metric="implied_cached_tokens", value=implied_here, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial,
@@ -297,7 +298,7 @@ def _trace_reuse(sink: Sink, target: ProbeTarget, records: list[RequestRecord], 
         reported, implied, prompts = reported + cached, implied + implied_here, prompts + prompt
         sources.add(field)
     if prompts:
-        put = {"mode": mode, "scenario": scenario, "context": context, "trial": SUMMARY_TRIAL}
+        put = {"mode": mode, "scenario": scenario, "context": context, "kind": SampleKind.SUMMARY}
         sink.measurement(metric="trace_reuse", value=reported / prompts, unit="ratio", source=", ".join(sorted(sources)), **put)
         sink.measurement(metric="trace_implied_reuse", value=implied / prompts, unit="ratio", source="trace hash_ids over the server's prompt_tokens", **put)
 
@@ -335,17 +336,17 @@ async def run_profile(
         _trace_reuse(sink, target, result.records, mode=mode, scenario=scenario, context=ctx)
     numbers: dict[str, float] = {}
     for stat in load.run_stats(result, params.targets):
-        sink.measurement(metric=stat.metric, value=stat.value, unit=stat.unit, mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL, source=stat.source)
+        sink.measurement(metric=stat.metric, value=stat.value, unit=stat.unit, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=stat.source)
         numbers[stat.metric] = stat.value
     if profile.open_loop:
-        sink.measurement(metric="rate_rps", value=profile.rate, unit="req/s", mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL, source=profile.kind.value)
+        sink.measurement(metric="rate_rps", value=profile.rate, unit="req/s", mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=profile.kind.value)
     else:
-        sink.measurement(metric="concurrency", value=profile.concurrency, unit="clients", mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL)
+        sink.measurement(metric="concurrency", value=profile.concurrency, unit="clients", mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY)
     record_errors(sink, result.records, mode=mode, scenario=scenario, context=ctx)
     sampler.record(mode=mode, scenario=scenario, context=ctx)
     if sampler.series:
         mean = sum(v for _, v in sampler.series) / len(sampler.series)
-        sink.measurement(metric="queue_depth_mean", value=mean, unit="requests", mode=mode, scenario=scenario, context=ctx, trial=SUMMARY_TRIAL, source=f"{len(sampler.series)} samples")
+        sink.measurement(metric="queue_depth_mean", value=mean, unit="requests", mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=f"{len(sampler.series)} samples")
         numbers["queue_growth"] = queue_growth([v for _, v in sampler.series])
     await record_counter_deltas(http, target, sink, before, mode=mode, scenario=scenario, context=ctx)
     return result, numbers
@@ -417,7 +418,7 @@ async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params
     ctx = params.context
 
     def put(metric: str, value: float, unit: str, source: str = "") -> None:
-        sink.measurement(metric=metric, value=value, unit=unit, mode=mode, scenario=SWEEP_SCENARIO, context=ctx, trial=SUMMARY_TRIAL, source=source)
+        sink.measurement(metric=metric, value=value, unit=unit, mode=mode, scenario=SWEEP_SCENARIO, context=ctx, kind=SampleKind.SUMMARY, source=source)
 
     put("max_goodput_rps", found.max_goodput_rps, "req/s", found.point.scenario if found.point else "")
     put("max_goodput_offered_rps", found.point.offered_rps if found.point else 0.0, "req/s", found.text())
@@ -445,7 +446,7 @@ def curve_rows(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ordered by offered rate. The sweep's own cell is not a run and is left out."""
     cells: dict[tuple[str, int, str], dict[str, list[float]]] = {}
     for m in measurements:
-        if int(m.get("trial", 0)) != SUMMARY_TRIAL or m["scenario"] == SWEEP_SCENARIO or m["metric"] not in CURVE_METRICS:
+        if kind_of(m) != SampleKind.SUMMARY or m["scenario"] == SWEEP_SCENARIO or m["metric"] not in CURVE_METRICS:
             continue
         key = (str(m["mode"]), int(m.get("context", 0)), str(m["scenario"]))
         cells.setdefault(key, {}).setdefault(str(m["metric"]), []).append(float(m["value"]))
@@ -463,8 +464,15 @@ def sweep_result(measurements: list[dict[str, Any]]) -> dict[tuple[str, int], di
     """(mode, context) -> the sweep cell's numbers and sources (max_goodput_rps and the rest)."""
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for m in measurements:
-        if m["scenario"] == SWEEP_SCENARIO and int(m.get("trial", 0)) == SUMMARY_TRIAL:
+        if m["scenario"] == SWEEP_SCENARIO and kind_of(m) == SampleKind.SUMMARY:
             cell = out.setdefault((str(m["mode"]), int(m.get("context", 0))), {})
             cell[str(m["metric"])] = float(m["value"])
             cell[f"{m['metric']}_source"] = str(m.get("source", ""))
     return out
+
+
+def extras(measurements: list[dict[str, Any]], requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """What `campaign probe --json` adds for a run: the curve, one row per run, and the
+    sweep's answer per (mode, context)."""
+    return {"curve": curve_rows(measurements),
+            "sweep": [{"mode": m, "context": c, **cell} for (m, c), cell in sweep_result(measurements).items()]}

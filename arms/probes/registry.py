@@ -7,14 +7,29 @@ is registered)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from arms.probes import agent_load, cache_ceiling, cache_probe, decode, load, tool_loop
 from campaign.registry import Registry
+from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import ProbeName
+
+# what a queue item gives a probe beside its overrides: (campaign, item, the context one
+# run fills) -> parameter values, before the item's overrides (which win)
+ItemValues = Callable[[CampaignSpec, QueueItem, int], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The one number the coverage page shows in a probe's cell: the largest median of
+    `metric` the arm has, followed by `label`."""
+
+    metric: str
+    label: str
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,16 @@ class ProbeSpec:
     # warm TTFT, eviction): on a server kept from an earlier item it runs only after the
     # cache was emptied through the runtime's own endpoint (`RuntimeAdapter.cache_flush`)
     cold_cache: bool = False
+    # it sends tools, so the arm's server starts with tool calling on (llama.cpp's --jinja
+    # and a template) and an item with it never shares a server with one without
+    needs_tools: bool = False
+    item_values: ItemValues | None = None
+    # `campaign probe` values where the command line gives none (the file always gives them)
+    cli_defaults: Mapping[str, Any] = field(default_factory=dict)
+    headline: Headline | None = None
+    # more of a run for `campaign probe --json` (agent-load's turns, load's curve), from
+    # its measurement and request rows
+    extras: Callable[[list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]] | None = None
 
     @property
     def unsettled(self) -> frozenset[str]:
@@ -63,12 +88,16 @@ def register(spec: ProbeSpec) -> ProbeSpec:
 
 
 for _spec in (
-    ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True, frozenset({"trials"}), cold_cache=True),
-    ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True, frozenset({"trials"})),
-    ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False, frozenset({"trials"})),
-    ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False, cold_cache=True),
-    ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False, cold_cache=True),
-    ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False, draw_fields=frozenset({"seed"}), cold_cache=True),
+    ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True, frozenset({"trials"}), cold_cache=True,
+              item_values=cache_probe.item_values),
+    ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True, frozenset({"trials"}), item_values=decode.item_values,
+              cli_defaults={"contexts": [2048]}, headline=Headline("decode_tps", "tok/s")),
+    ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False, frozenset({"trials"}), needs_tools=True),
+    ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False, cold_cache=True,
+              headline=Headline("ttft_s", "s TTFT max"), extras=agent_load.extras),
+    ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False, cold_cache=True,
+              headline=Headline("reuse", "reuse")),
+    ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False, draw_fields=frozenset({"seed"}), cold_cache=True, extras=load.extras),
 ):
     register(_spec)
 
@@ -79,3 +108,8 @@ def names() -> list[str]:
 
 def get(name: ProbeName | str) -> ProbeSpec:
     return PROBES.get(name)
+
+
+def needs_tools(names: Iterable[str]) -> bool:
+    """Whether any of these probes sends tools (its server needs tool calling on)."""
+    return any(get(name).needs_tools for name in names)

@@ -18,7 +18,7 @@ from arms.metrics import ttft_s
 from arms.probes import tool_env
 from arms.probes.base import ProbeTarget, Sink, chat
 from arms.probes.failures import NOT_RUN, record_errors, record_failure
-from campaign.states import Mode
+from campaign.states import Mode, SampleKind
 
 
 class ToolLoopParams(BaseModel):
@@ -82,6 +82,6 @@ async def run(target: ProbeTarget, sink: Sink, params: ToolLoopParams) -> None:
                     source=json.dumps({k: outcome[k] for k in ("steps", "calls", "answer", "error")}),
                 )
                 sink.measurement(metric="tool_calls", value=outcome["calls"], unit="count", mode=mode, scenario=f"user:{task.user}", context=params.context, trial=trial)
-            sink.measurement(metric="tool_loop_passes", value=passes, unit="count", mode=mode, scenario="summary", context=params.context, trial=-1, source=f"{passes}/{ran}")
-            sink.measurement(metric="tool_loop_trials", value=ran, unit="count", mode=mode, scenario="summary", context=params.context, trial=-1)
+            sink.measurement(metric="tool_loop_passes", value=passes, unit="count", mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY, source=f"{passes}/{ran}")
+            sink.measurement(metric="tool_loop_trials", value=ran, unit="count", mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY)
             record_errors(sink, sent, mode=mode, scenario="summary", context=params.context)

@@ -78,7 +78,7 @@ CAMPAIGN = textwrap.dedent(
 
 
 def _metric(frame, arm: str, probe: str, metric: str, scenario: str | None = None) -> list[float]:  # type: ignore[no-untyped-def]
-    rows = frame[(frame["arm_id"] == arm) & (frame["probe"] == probe) & (frame["metric"] == metric) & (frame["trial"] >= 0)]
+    rows = frame[(frame["arm_id"] == arm) & (frame["probe"] == probe) & (frame["metric"] == metric) & (frame["kind"] == "sample")]
     if scenario is not None:
         rows = rows[rows["scenario"] == scenario]
     return [float(v) for v in rows["value"]]

@@ -135,7 +135,7 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
             starved = re.findall(r"(\w[\w-]*) has (\d+) runs?; needs 3", reason)
             for arm_id, metric_runs in starved:
                 frame = stores[seed].measurements_frame(summarize(stores[seed], f"qwen38-{seed}").campaign_id)
-                mine = frame[(frame["arm_id"] == arm_id) & (frame["trial"] >= 0)]
+                mine = frame[(frame["arm_id"] == arm_id) & (frame["kind"] == "sample")]
                 metric = reason.split(":", 1)[0].split("; ")[-1].strip()
                 blocks = mine.groupby("item_key")["block_id"].nunique()
                 measured = mine[mine["metric"] == metric].groupby("item_key")["block_id"].nunique()

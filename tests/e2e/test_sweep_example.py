@@ -28,7 +28,7 @@ def test_sweep_example_verdicts_and_report(tmp_path: Path, examples: Path, prefe
     assert sorted(frame.groupby("arm_id")["block_id"].nunique()) == [6, 6]  # 3 blocks of each item per arm
     # one curve point per scenario: the fixed rate, synchronous, 8 clients and the Poisson rates,
     # which follow each block's synchronous rate (so blocks can add points: no fixed count)
-    points = {arm: len(set(part.loc[(part["scenario"] != "sweep") & (part["trial"] == -1), "scenario"]))
+    points = {arm: len(set(part.loc[(part["scenario"] != "sweep") & (part["kind"] == "summary"), "scenario"]))
               for arm, part in frame.groupby("arm_id")}
     index = write_site(store, "sweep", tmp_path / "site")
     shown = re.findall(r"curve, (\d+) runs", index.read_text())

@@ -34,8 +34,8 @@ def target(url: str) -> ProbeTarget:
 
 
 def outcome(sink: MemorySink, scenario: str) -> dict[str, float]:
-    """The request outcome rows of one cell (trial -1), by metric."""
-    return {m["metric"]: m["value"] for m in sink.measurements if m["scenario"] == scenario and m["trial"] == -1 and m["metric"].startswith(("requests", "error_rate"))}
+    """The request outcome rows of one cell (summaries), by metric."""
+    return {m["metric"]: m["value"] for m in sink.measurements if m["scenario"] == scenario and m["kind"] == "summary" and m["metric"].startswith(("requests", "error_rate"))}
 
 
 PROBES: list[tuple[str, Any, Any, str]] = [

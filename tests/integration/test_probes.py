@@ -25,7 +25,7 @@ from arms.simulator.app import make_app
 from arms.simulator.profile import SimProfile
 from arms.simulator.reply import ReplyContext, ReplyPlan
 from campaign.schema import GateEntry
-from campaign.states import WARMUP_TRIAL, Verdict
+from campaign.states import Verdict
 from gates.engine import canonical_only, evaluate
 from reports.data import cell_medians, cell_stats
 from tests.simproc import simulator
@@ -311,7 +311,7 @@ def test_decode_warmup_is_stored_but_never_read_by_medians_or_gates(tmp_path: Pa
             asyncio.run(decode.run(target(url), sinks[-1], decode.DecodeParams(contexts=[512], max_tokens=16, repeats=1, warmup=2)))
     sink = sinks[0]
     assert [(r["scenario"], r["trial"]) for r in sink.requests] == [
-        (decode.WARMUP_SCENARIO, WARMUP_TRIAL), (decode.WARMUP_SCENARIO, WARMUP_TRIAL - 1), ("decode", 0)
+        (decode.WARMUP_SCENARIO, 0), (decode.WARMUP_SCENARIO, 1), ("decode", 0)
     ]
     for one in sinks:
         warm = [m for m in one.measurements if m["metric"] == "decode_tps" and m["scenario"] == decode.WARMUP_SCENARIO]
@@ -325,7 +325,8 @@ def test_decode_warmup_is_stored_but_never_read_by_medians_or_gates(tmp_path: Pa
         {**m, "arm_id": "A", "probe": "decode", "item_key": "i", "repeat": block, "simulated": True}
         for block, one in enumerate(sinks) for m in one.measurements
     ])
-    assert (canonical_only(frame)["trial"] > WARMUP_TRIAL).all()
+    assert len(warm) == 2 and (canonical_only(frame)["kind"] != "warmup").all()
+    assert {m["kind"] for m in warm} == {"warmup"}
     gate = GateEntry(id="g", predicate="threshold", params={"metric": "decode_tps", "op": "<", "value": 1e5}, subjects=["A"])
     result = evaluate(gate, frame)
     assert result.verdict == Verdict.PASS, result.reason

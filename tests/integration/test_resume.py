@@ -131,7 +131,7 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
     assert sorted(r.context for r in done) == [1024, 2048, 4096]  # each probe run finished exactly once
     assert any(r.state == ProbeRunState.INTERRUPTED for r in runs)
     frame = store.measurements_frame(camp.id)
-    per_context = frame[(frame["metric"] == "decode_tps") & (frame["trial"] >= 0)].groupby("context").size().to_dict()
+    per_context = frame[(frame["metric"] == "decode_tps") & (frame["kind"] == "sample")].groupby("context").size().to_dict()
     assert per_context == {1024: 4, 2048: 4, 4096: 4}
     assert not frame.duplicated(["probe_run_id", "metric", "trial", "context", "scenario", "mode"]).any()
     for att in store.attempts(camp.id):

@@ -7,6 +7,7 @@ from tests.unit.test_store import (  # noqa: F401 - collected here with this lan
     test_unfinished_probe_runs_are_not_read,
     test_repeats_under_different_overrides_are_never_pooled,
     test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_block,
+    test_the_sign_of_trial_becomes_the_rows_kind,
     test_request_outcome_sums_every_cells_requests_and_failures,
     test_store_sink_never_writes_on_the_callers_thread,
     test_store_sink_flush_and_a_bad_row_costs_only_itself,

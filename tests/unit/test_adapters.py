@@ -774,6 +774,12 @@ def test_simulator_style_travels_with_the_launch(tmp_path: Path) -> None:
     launch = adapter.launch(ctx)
     assert launch is not None and launch.cached_tokens_field == "timings.cache_n"
     assert adapter.cached_tokens_field == "usage.prompt_tokens_details.cached_tokens"  # unchanged
+    # the probes read it from the target the arm flow makes, the adapter stays as registered
+    from arms.probes.base import ProbeTarget
+
+    target = ProbeTarget("http://x", "m", adapter, cached_tokens_field=launch.cached_tokens_field)
+    assert target.cached_field == "timings.cache_n" and registry.get("simulator").cached_tokens_field == adapter.cached_tokens_field
+    assert ProbeTarget("http://x", "m", adapter).cached_field == "usage.prompt_tokens_details.cached_tokens"
 
 
 def test_one_registry_style() -> None:

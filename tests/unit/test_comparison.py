@@ -25,12 +25,12 @@ from gates.intervals import median_interval, rate_interval
 
 
 def cell(arm: str, metric: str, values: list[float], *, probe: str = "decode", scenario: str = "decode", context: int = 4096,
-         repeat: int | None = None, trial: int | None = None, unit: str = "", mode: str = "canonical", item: str = "item") -> list[dict[str, Any]]:
+         repeat: int | None = None, trial: int | None = None, kind: str = "sample", unit: str = "", mode: str = "canonical", item: str = "item") -> list[dict[str, Any]]:
     """Without `repeat`, each value is one server run's median (blocks 0, 1, ...): the run
     is the unit. With it, every value is a request of that one run."""
     return [
         {"arm_id": arm, "metric": metric, "value": float(v), "probe": probe, "scenario": scenario, "context": context,
-         "trial": i if trial is None else trial, "repeat": i if repeat is None else repeat, "mode": mode, "unit": unit,
+         "kind": kind, "trial": i if trial is None else trial, "repeat": i if repeat is None else repeat, "mode": mode, "unit": unit,
          "item_key": item}
         for i, v in enumerate(values)
     ]
@@ -44,10 +44,10 @@ def runs(arm: str, metric: str, per_run: list[list[float]], **where: Any) -> lis
 def errors(arm: str, requests: int, failed: dict[str, int], **where: Any) -> list[dict[str, Any]]:
     """The per-cell request outcome rows every probe writes (`arms.probes.failures.record_errors`)."""
     total = sum(failed.values())
-    out = cell(arm, "requests", [requests], trial=-1, **where) + cell(arm, "requests_failed", [total], trial=-1, **where)
+    out = cell(arm, "requests", [requests], kind="summary", **where) + cell(arm, "requests_failed", [total], kind="summary", **where)
     for kind, n in failed.items():
-        out += cell(arm, f"requests_failed_{kind}", [n], trial=-1, **where)
-    return out + cell(arm, "error_rate", [total / requests], trial=-1, **where)
+        out += cell(arm, f"requests_failed_{kind}", [n], kind="summary", **where)
+    return out + cell(arm, "error_rate", [total / requests], kind="summary", **where)
 
 
 def frame(*parts: list[dict[str, Any]]) -> pd.DataFrame:
@@ -309,7 +309,7 @@ def test_a_summary_metric_reads_its_per_request_samples() -> None:
     a_runs = [[1.20, 1.30, 1.35, 1.40, 1.25], [1.28, 1.33, 1.38, 1.42, 1.30], [1.18, 1.26, 1.31, 1.37, 1.22], [1.25, 1.29, 1.36, 1.41, 1.27]]
     b_runs = [[0.38, 0.40, 0.41, 0.42, 0.39], [0.40, 0.41, 0.43, 0.44, 0.40], [0.37, 0.39, 0.40, 0.41, 0.38], [0.39, 0.40, 0.42, 0.43, 0.41]]
     summaries = [row for arm, per_run in (("A", a_runs), ("B", b_runs)) for r, reqs in enumerate(per_run)
-                 for row in cell(arm, "ttft_later_median_s", [sorted(reqs)[2]], repeat=r, trial=-1, **AGENT)]
+                 for row in cell(arm, "ttft_later_median_s", [sorted(reqs)[2]], repeat=r, kind="summary", **AGENT)]
     rows = frame(*[runs(arm, "ttft_later_s", per_run, **AGENT) for arm, per_run in (("A", a_runs), ("B", b_runs))], summaries)
     g = gate("relative_improvement", {"metric": "ttft_later_median_s", "probe": "agent-load", "scenario": "summary", "min_gain": 0.5, "higher_is_better": False}, ["B"], ["A"])
     result = evaluate(g, rows)
@@ -319,7 +319,7 @@ def test_a_summary_metric_reads_its_per_request_samples() -> None:
     assert b["samples"] == "ttft_later_s" and b["basis"] == "samples"
     assert b["n"] == 4 and b["requests_per_run"] == [5] * 4 and b["run_values"] == [sorted(r)[2] for r in b_runs]
     # the summary rows alone: one value per attempt, so one per run -- they can decide, and say they are summaries
-    only_summaries = rows[rows["trial"] == -1]
+    only_summaries = rows[rows["kind"] == "summary"]
     result = evaluate(g, only_summaries)
     assert result.verdict == Verdict.PASS and "4 runs, a summary each" in result.reason
     assert next(c for c in result.evidence["cells"] if c["arm"] == "B")["basis"] == "summary rows (one per attempt)"

@@ -259,12 +259,12 @@ def run_rows(arm: str, scenario: str, *, met: int, offered: int, window: float, 
     base = {"arm_id": arm, "probe": "load", "scenario": scenario, "context": 0, "mode": "canonical", "repeat": block,
             "item_key": "load", "unit": "", "source": ""}
     out = [
-        {**base, "metric": m, "value": float(v), "trial": -1}
+        {**base, "metric": m, "value": float(v), "kind": "summary"}
         for m, v in (("requests_met", met), ("requests", offered), ("requests_failed", failed), ("window_s", window),
                      ("goodput_rps", met / window), ("offered_rps", offered / window), ("target_attainment", met / offered))
     ]
     for metric, (value, source) in (extra or {}).items():
-        out.append({**base, "metric": metric, "value": value, "trial": -1, "source": source})
+        out.append({**base, "metric": metric, "value": value, "kind": "summary", "source": source})
     out += [{**base, "metric": "ttft_s", "value": v, "trial": i} for i, v in enumerate(ttft or [])]
     return out
 

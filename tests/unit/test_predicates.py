@@ -143,7 +143,7 @@ def test_best_of_majority_acceptance_ceiling() -> None:
     assert evaluate(acc, drafts("L", [(100, 60), (120, 70), (90, 60), (110, 66)])).verdict == Verdict.FAIL
     one_run = evaluate(acc, drafts("L", [(100, 80)]))  # the old test's counters: one run
     assert one_run.verdict == Verdict.INCONCLUSIVE and "L has 1 run; needs 3" in one_run.reason
-    flaky = evaluate(acc, pd.concat([good, rows(("L", "requests", 40, "", 0, -1), ("L", "requests_failed", 8, "", 0, -1))]))
+    flaky = evaluate(acc, pd.concat([good, rows(("L", "requests", 40), ("L", "requests_failed", 8)).assign(kind="summary")]))
     assert flaky.verdict == Verdict.FAIL and "L failed 8/40 requests (0.20, at most 0.356) > 0.05: cannot pass" in flaky.reason
 
     ceil = gate("holds_at_ceiling", {"context": 262144, "min_value": 12, "probe": None}, ["L", "T", "S"], ["V", "Y"])

@@ -22,7 +22,7 @@ def test_latency_percentiles_are_the_requests_and_a_short_p99_is_marked() -> Non
     rng = np.random.default_rng(7)
     ttft = rng.exponential(0.2, size=400)
     rows = [{"arm_id": "A", "metric": "ttft_s", "value": v, "trial": i} for i, v in enumerate(ttft)]
-    rows += [{"arm_id": "A", "metric": "ttft_s", "value": 9.0, "trial": -1}]  # a summary row: never a request
+    rows += [{"arm_id": "A", "metric": "ttft_s", "value": 9.0, "kind": "summary"}]  # a summary row: never a request
     rows += [{"arm_id": "A", "metric": "e2e_s", "value": v, "context": 8192, "trial": i} for i, v in enumerate(ttft[:20] + 1)]
     rows += [{"arm_id": "B", "metric": "ttft_s", "value": 5.0}]
     view = latency.build(_frame(rows), "A", "arm-a-latency")

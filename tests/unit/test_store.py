@@ -146,6 +146,51 @@ def test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_bl
         store.measurements_frame(cid, columns=["value", "blocks"])
 
 
+def test_the_sign_of_trial_becomes_the_rows_kind(db_url: str) -> None:
+    """A database at revision 0004, where the sign of `trial` said what a row was (-1 a
+    summary, -2 - i warm-up i): upgraded, each row has its kind and its number among its
+    kind, warm-up requests their number too, and a summary and a sample of one metric can
+    both be trial 0 (the unique key has the kind)."""
+    import sqlalchemy as sa
+    from alembic import command
+    from sqlalchemy.exc import IntegrityError
+
+    from campaign.migrate import _alembic_config
+
+    raw = sa.create_engine(db_url)
+    with raw.begin() as conn:
+        command.upgrade(_alembic_config(conn), "0004")
+        meta = sa.MetaData()
+        meta.reflect(conn)
+        t = meta.tables
+        cid = conn.execute(t["campaign"].insert().values(**_row_values(t["campaign"], name="old"))).inserted_primary_key[0]
+        aid = conn.execute(t["attempt"].insert().values(**_row_values(
+            t["attempt"], campaign_id=cid, item_key="k", arm_id="A", repeat=0, number=1, state="done"))).inserted_primary_key[0]
+        rid = conn.execute(t["probe_run"].insert().values(**_row_values(
+            t["probe_run"], attempt_id=aid, probe="decode", context=0, state="done"))).inserted_primary_key[0]
+        for scenario, trial, metric, value in (("decode", 0, "decode_tps", 10.0), ("decode", 1, "decode_tps", 12.0),
+                                               ("decode", -1, "decode_tps_median", 11.0), ("decode:warmup", -2, "decode_tps", 1.0),
+                                               ("decode:warmup", -3, "decode_tps", 2.0)):
+            conn.execute(t["measurement"].insert().values(**_row_values(
+                t["measurement"], campaign_id=cid, attempt_id=aid, probe_run_id=rid, item_key="k", arm_id="A", probe="decode",
+                scenario=scenario, mode="canonical", trial=trial, metric=metric, value=value)))
+        conn.execute(t["request_record"].insert().values(**_row_values(
+            t["request_record"], probe_run_id=rid, scenario="decode:warmup", mode="canonical", trial=-3)))
+    raw.dispose()
+
+    store = Store(db_url)  # upgrades to the newest revision
+    frame = store.measurements_frame(cid).sort_values("value")
+    assert [(str(k), t, v) for k, t, v in zip(frame["kind"], frame["trial"], frame["value"])] == [
+        ("warmup", 0, 1.0), ("warmup", 1, 2.0), ("sample", 0, 10.0), ("summary", 0, 11.0), ("sample", 1, 12.0)]
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT trial FROM request_record")).scalar_one() == 1
+    row = {"campaign_id": cid, "attempt_id": aid, "probe_run_id": rid, "item_key": "k", "arm_id": "A", "probe": "decode",
+           "scenario": "decode", "mode": "canonical", "metric": "decode_tps", "value": 9.0}
+    store.add(MeasurementRow(**row, kind="summary"))  # a summary beside sample 0 of the same metric
+    with pytest.raises(IntegrityError):
+        store.add(MeasurementRow(**row, kind="sample"))  # but one sample 0 per cell and metric
+
+
 def test_request_outcome_sums_every_cells_requests_and_failures(db_url: str) -> None:
     """The summary rows of every finished probe run of an attempt, prefixed phases
     included; rows of a run that did not finish, and per-trial rows, are not counted."""
@@ -157,8 +202,8 @@ def test_request_outcome_sums_every_cells_requests_and_failures(db_url: str) -> 
     done = store.add(ProbeRunRow(attempt_id=att.id, probe="agent-load", context=0, state=ProbeRunState.DONE))
     cut = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0, state=ProbeRunState.INTERRUPTED))
 
-    def row(run: ProbeRunRow, metric: str, value: float, source: str = "", trial: int = -1, scenario: str = "s") -> None:
-        store.add(MeasurementRow(campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", probe=run.probe, scenario=scenario, mode="canonical", trial=trial, metric=metric, value=value, source=source))
+    def row(run: ProbeRunRow, metric: str, value: float, source: str = "", kind: str = "summary", scenario: str = "s") -> None:
+        store.add(MeasurementRow(campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", probe=run.probe, scenario=scenario, mode="canonical", kind=kind, metric=metric, value=value, source=source))
 
     for prefix in ("", "baseline_"):
         row(done, f"{prefix}requests", 4)
@@ -167,7 +212,7 @@ def test_request_outcome_sums_every_cells_requests_and_failures(db_url: str) -> 
         row(done, f"{prefix}requests_failed_stream_broken", 1, "stream broken")
         row(done, f"{prefix}requests_retried", 2)
         row(done, f"{prefix}requests_not_run", 5, "not run")
-    row(done, "requests", 1, trial=0, scenario="t")  # not a summary row
+    row(done, "requests", 1, kind="sample", scenario="t")  # not a summary row
     row(cut, "requests", 9)
     row(cut, "requests_failed", 0)
     store.add(RequestRow(probe_run_id=done.id, ok=False, error='HTTP 400: {"error": {"message": "too long"}}'))

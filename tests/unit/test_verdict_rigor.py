@@ -45,7 +45,7 @@ def _request_level_pass_rate(campaigns: int) -> float:
     wins = 0
     for _ in range(campaigns):
         rows = block_frame(design, MODEL, rng)
-        rows = rows[rows["trial"] >= 0]
+        rows = rows[rows["kind"] == "sample"]
         a = np.log(rows.loc[rows["arm_id"] == "A", "value"].to_numpy())
         b = np.log(rows.loc[rows["arm_id"] == "B", "value"].to_numpy())
         se = np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
