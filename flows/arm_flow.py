@@ -29,46 +29,32 @@ from campaign.liveness import AttemptHeartbeat
 from campaign.store import RequestOutcome, Store
 from campaign.tables import AttemptRow, ProbeRunRow, utcnow
 from flows import interrupt
-from flows.attempt import ArmOutcome, Attempt
+from flows.attempt import Attempt
+from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, ArmRun, Link, ProbeRun
 from flows.devices import DeviceLock
 from flows.overrides import probe_params, probe_settings_hash
 from flows.progress import emit
 from flows.sink import SinkWriteError, StoreSink
 
 
-@task(name="probe", task_run_name="{probe}@{context}")
-def run_probe(
-    store_url: str,
-    campaign_id: int,
-    attempt_id: int,
-    repeat: int,
-    item_key: str,
-    arm_id: str,
-    probe: str,
-    context: int,
-    base_url: str,
-    adapter_name: str,
-    served_model: str,
-    sampling: dict[str, Any],
-    params_json: str,
-    cached_tokens_field: str,
-    log_path: str | None = None,
-    settings_hash: str = "",
-) -> int:
-    store = Store(store_url)
-    adapter = runtimes.get(adapter_name)
-    run = store.add(ProbeRunRow(attempt_id=attempt_id, probe=probe, context=context, settings_hash=settings_hash))
+@task(name="probe")
+def run_probe(job: ProbeRun) -> int:
+    """One probe run on a running server, its rows stored as it goes; the probe run's id."""
+    store = Store(job.store_url)
+    adapter = runtimes.get(job.adapter)
+    probe, context, arm_id = job.probe, job.context, job.arm_id
+    run = store.add(ProbeRunRow(attempt_id=job.attempt_id, probe=probe, context=context, settings_hash=job.settings_hash))
     target = ProbeTarget(
-        base_url=base_url, model=served_model, adapter=adapter, sampling=sampling, simulated=adapter.simulated, log_path=log_path,
-        cached_tokens_field=cached_tokens_field,
+        base_url=job.base_url, model=job.model, adapter=adapter, sampling=job.sampling, simulated=adapter.simulated,
+        log_path=job.log_path, cached_tokens_field=job.cached_tokens_field,
     )
     pspec = probes.get(probe)
-    params = pspec.params.model_validate_json(params_json)
+    params = pspec.params.model_validate_json(job.params_json)
     emit("probe-start", arm=arm_id, probe=probe, context=context)
     # The sink's writer thread stores rows in batches; closing it writes the rest. It is
     # closed before the run's state changes, so a run marked done has all its rows, and a
     # failed one keeps what was measured before the failure.
-    sink = StoreSink(store, campaign_id, attempt_id, run.id, item_key, arm_id, probe, adapter.simulated, context, repeat)
+    sink = StoreSink(store, job.campaign_id, job.attempt_id, run.id, job.item_key, arm_id, probe, adapter.simulated, context, job.repeat)
     try:
         try:
             interrupt.run_cancellable(pspec.run(target, sink, params))
@@ -135,106 +121,68 @@ def _identity_flags(spec: CampaignSpec, arm_id: str, identity: dict[str, Any]) -
     return flags
 
 
-@flow(name="arm", flow_run_name="{campaign_name}/{item_key}/{arm_id}", log_prints=False, persist_result=False)
-def arm_flow(
-    campaign_name: str,
-    item_key: str,
-    arm_id: str,
-    spec_json: str,
-    store_url: str,
-    campaign_id: int,
-    overrides: dict[str, Any],
-    workdir: str,
-    repeat: int = 0,
-    device_limit: str | None = None,
-    fresh: bool = True,
-    block: dict[str, Any] | None = None,
-    then: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """`store_url` carries no password (`Store.public_url`): the credentials come from
-    this process's $CAMPAIGN_DB, never from a flow parameter Prefect would keep.
-    Without `fresh`, an arm whose newest attempt is done is not run again. `block` is
-    what a new attempt stores of its block (`campaign.tables.BLOCK_FIELDS`, made by
-    `flows.campaign_flow.block_plan`).
-
-    `then` chains attempts of later queue items onto this one's server (`Link`s as dicts:
-    `item_key`, `repeat`, `block`, `overrides`; `flows.campaign_flow.server_group` says
-    when that is sound): each is an attempt of its own, run on the same server after this
-    one is done, its cache emptied first where a probe of it needs a cold one. Their
-    outcomes come back under "then"; one not run says why, in state `NOT_RUN_ON_KEPT`.
-
-    A resumed attempt runs with the overrides stored on it, not with `overrides`: it
-    continues what it started (a rerun's `--set` values included), so its probe runs
-    finished before and after the stop were measured alike and under its label."""
-    spec = CampaignSpec.model_validate_json(spec_json)
-    store = Store(store_url)
-    item = spec.item(item_key)
+def _arm_run_name() -> str:
+    """campaign/item/arm, in-process and on a worker alike (where the parameters may
+    still be the JSON a deployment run was given)."""
     from prefect.runtime import flow_run
 
-    links = [Link(**link) for link in then or []]
+    run = flow_run.parameters.get("run")
+    try:
+        return (run if isinstance(run, ArmRun) else ArmRun.model_validate(run)).name
+    except ValueError:
+        return "arm"
+
+
+@flow(name="arm", flow_run_name=_arm_run_name, log_prints=False, persist_result=False)
+def arm_flow(run: ArmRun) -> ArmOutcome:
+    """One arm's attempt (`ArmRun`), then the attempts of later queue items chained onto
+    its server (`run.then`): each an attempt of its own, run on the same server after
+    this one is done. Their outcomes come back in `ArmOutcome.then`; one not run says why,
+    in state `NOT_RUN_ON_KEPT`.
+
+    A resumed attempt runs with the overrides stored on it, not with `run.overrides`: it
+    continues what it started (a rerun's `--set` values included), so its probe runs
+    finished before and after the stop were measured alike and under its label."""
+    spec = CampaignSpec.model_validate_json(run.spec_json)
+    store = Store(run.store_url)
+    item = spec.item(run.item_key)
+    from prefect.runtime import flow_run
+
+    overrides = run.overrides
     attempt = Attempt.claim(
-        store, campaign_id, item_key, arm_id, overrides, repeat, fresh, block, flow_run_id=str(flow_run.id or ""),
+        store, run.campaign_id, run.item_key, run.arm_id, overrides, run.repeat, run.fresh, run.block,
+        flow_run_id=str(flow_run.id or ""),
     )
     if attempt.how == "done":
-        return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=attempt.row.id,
-                          then=[_not_run(arm_id, link, "its first attempt was done before") for link in links])
+        return attempt.outcome(AttemptState.DONE).chained(
+            [_not_run(run.arm_id, link, "its first attempt was done before") for link in run.then])
     if attempt.how == "resumed":
         overrides = stored_overrides(attempt.row)
         item = item.model_copy(update={"overrides": overrides})  # its recipe.* keys reach the launch
     with interrupt.stop_on_sigterm() as stop, AttemptHeartbeat(store, attempt.id):  # a worker's cancelled run stops as on Ctrl-C
-        result = _hold_and_run(spec, store, campaign_name, item, attempt, overrides, workdir, repeat, device_limit, links, fresh)
+        result = _hold_and_run(spec, store, run, item, attempt, overrides)
     return stop.end_state(result) or run_state(result)  # type: ignore[return-value]
 
 
-# the state of a chained attempt the arm flow left for the campaign flow to run alone
-NOT_RUN_ON_KEPT = "not-run"
-
-
-@dataclass(frozen=True)
-class Link:
-    """A later queue item's attempt chained onto an arm's server (`arm_flow(then=...)`)."""
-
-    item_key: str
-    repeat: int
-    block: dict[str, Any]
-    overrides: dict[str, Any]
-
-
-def _not_run(arm_id: str, link: Link, why: str) -> dict[str, Any]:
+def _not_run(arm_id: str, link: Link, why: str) -> ArmOutcome:
     """A chained attempt this flow did not run: the campaign flow runs it on its own."""
-    return arm_result(arm_id, NOT_RUN_ON_KEPT, link.repeat, f"not run on the kept server: {why}", item_key=link.item_key)
-
-
-def arm_result(
-    arm_id: str, state: AttemptState | str, repeat: int, message: str = "", attempt_id: int | None = None,
-    item_key: str = "", then: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """An arm's outcome as the campaign flow reads it, the one place its shape is written:
-    what an arm flow returns, and what the dispatcher and the queue walk say for an arm
-    they end themselves (already done, not started, no worker, stopped on its host).
-    `then`: the outcomes of the attempts chained onto its server, each with its item."""
-    out = {"arm_id": arm_id, "state": str(state), "message": message, "attempt_id": attempt_id, "repeat": repeat}
-    if item_key:
-        out["item_key"] = item_key
-    if then:
-        out["then"] = then
-    return out
+    return ArmOutcome(arm_id, NOT_RUN_ON_KEPT, f"not run on the kept server: {why}", repeat=link.repeat, item_key=link.item_key)
 
 
 class ArmNotDone(Exception):
     """A failed or blocked arm's outcome, as the data of its flow run's failed state.
 
-    An exception, not the outcome dict itself: Prefect raises a failed state's data when
-    a deployment's flow run ends (on a worker), and a dict there became "TypeError: dict
-    cannot be resolved into an exception" in the worker's log instead of what happened to
-    the arm."""
+    An exception, not the outcome itself: Prefect raises a failed state's data when a
+    deployment's flow run ends (on a worker), and a plain value there became "TypeError:
+    ... cannot be resolved into an exception" in the worker's log instead of what happened
+    to the arm."""
 
-    def __init__(self, outcome: dict[str, Any]) -> None:
-        super().__init__(f"arm {outcome['arm_id']} {outcome['state']}: {outcome['message']}")
+    def __init__(self, outcome: ArmOutcome) -> None:
+        super().__init__(f"arm {outcome.arm_id} {outcome.state}: {outcome.message}")
         self.outcome = outcome
 
 
-def run_state(result: dict[str, Any]) -> Any:
+def run_state(result: ArmOutcome) -> Any:
     """The flow run's end state for an arm's outcome, so the Prefect UI tells them
     apart: a failed arm is Failed; a blocked one (the runtime cannot serve the recipe) is
     a failed-type state named Blocked, red like a failure but named for what it is;
@@ -243,17 +191,17 @@ def run_state(result: dict[str, Any]) -> Any:
     from prefect.client.schemas.objects import StateType
     from prefect.states import Failed, State
 
-    if any(o["state"] == AttemptState.FAILED for o in result.get("then", [])) and result["state"] == AttemptState.DONE:
+    if result.failed_chained:
         return result  # its own attempt completed; the chained one's failure is in the data
-    if result["state"] == AttemptState.FAILED:
-        return Failed(message=result["message"] or "arm failed", data=ArmNotDone(result))
-    if result["state"] == AttemptState.BLOCKED:
-        return State(type=StateType.FAILED, name="Blocked", message=result["message"], data=ArmNotDone(result))
+    if result.state == AttemptState.FAILED:
+        return Failed(message=result.message or "arm failed", data=ArmNotDone(result))
+    if result.state == AttemptState.BLOCKED:
+        return State(type=StateType.FAILED, name="Blocked", message=result.message, data=ArmNotDone(result))
     return result
 
 
-def outcome_of(state: Any) -> dict[str, Any]:
-    """The outcome dict of an arm flow run called in-process with `return_state=True`;
+def outcome_of(state: Any) -> ArmOutcome:
+    """The outcome of an arm flow run called in-process with `return_state=True`;
     an exception the flow raised is raised again here, as a direct call would."""
     value = state.result(raise_on_failure=False)
     if isinstance(value, ArmNotDone):
@@ -269,24 +217,23 @@ def stored_overrides(attempt: AttemptRow) -> dict[str, Any]:
 
 
 def _hold_and_run(
-    spec: CampaignSpec, store: Store, campaign_name: str, item: QueueItem, attempt: Attempt,
-    overrides: dict[str, Any], workdir: str, repeat: int, device_limit: str | None,
-    links: list[Link] | None = None, fresh: bool = True,
-) -> dict[str, Any]:
+    spec: CampaignSpec, store: Store, arm_run: ArmRun, item: QueueItem, attempt: Attempt, overrides: dict[str, Any],
+) -> ArmOutcome:
     item_key, arm_id = item.key, attempt.arm_id
-    chained: list[dict[str, Any]] = []
+    links = list(arm_run.then)
+    chained: list[ArmOutcome] = []
 
     def record_lease(lease_id: str) -> None:
         store.update(AttemptRow, attempt.id, device_lease=lease_id)
 
     def run() -> ArmOutcome:
-        return _run_arm(spec, store, item, attempt, overrides, Path(workdir), links or [], fresh, chained)
+        return _run_arm(spec, store, item, attempt, overrides, Path(arm_run.workdir), links, arm_run.fresh, chained)
 
     try:
-        if device_limit:
+        if arm_run.device_limit:
             lock = DeviceLock(
-                device_limit, on_lease=record_lease, device=spec.runtime(spec.arm(arm_id).runtime).device,
-                attempt=attempt.id, what=f"{campaign_name}: {item_key}/{arm_id}", on_wait=attempt.waiting_for_device,
+                arm_run.device_limit, on_lease=record_lease, device=spec.runtime(spec.arm(arm_id).runtime).device,
+                attempt=attempt.id, what=f"{arm_run.campaign_name}: {item_key}/{arm_id}", on_wait=attempt.waiting_for_device,
             )
             with lock:
                 outcome = run()
@@ -294,9 +241,9 @@ def _hold_and_run(
             outcome = run()
     except interrupt.CampaignInterrupted:  # stopped while waiting for the device
         outcome = attempt.interrupted()
-    ran = {o["item_key"] for o in chained}
-    chained += [_not_run(arm_id, link, f"{item_key}/{arm_id} ended {outcome.state}") for link in links or [] if link.item_key not in ran]
-    return arm_result(outcome.arm_id, outcome.state, repeat, outcome.message, outcome.attempt_id, then=chained)
+    ran = {o.item_key for o in chained}
+    chained += [_not_run(arm_id, link, f"{item_key}/{arm_id} ended {outcome.state}") for link in links if link.item_key not in ran]
+    return outcome.chained(chained)
 
 
 def _run_arm(
@@ -308,7 +255,7 @@ def _run_arm(
     workdir: Path,
     links: list[Link] | None = None,
     fresh: bool = True,
-    chained: list[dict[str, Any]] | None = None,
+    chained: list[ArmOutcome] | None = None,
 ) -> ArmOutcome:
     """Start the server, check its identity, run the probes not finished before; every
     end of the attempt is one transition of `attempt` (`flows.attempt`). Then, while the
@@ -381,8 +328,7 @@ def _run_arm(
                 break  # the rest run on servers of their own (the campaign flow sees them not run)
             chained_outcome = _run_link(spec, store, link, arm_id, fresh, served)
             if chained is not None:
-                chained.append(arm_result(arm_id, chained_outcome.state, link.repeat, chained_outcome.message,
-                                          chained_outcome.attempt_id, item_key=link.item_key))
+                chained.append(chained_outcome)
             if chained_outcome.state != AttemptState.DONE:
                 break
         return outcome
@@ -439,17 +385,20 @@ def _probe_attempt(
                 continue  # finished before a crash: never measured twice
             interrupt.check()
             params = probe_params(spec, item, probe, context, overrides, arm.context, block=row.repeat)
-            run_probe.with_options(task_run_name=f"{arm_id}-{probe}@{context}")(
-                store.public_url, campaign_id, attempt.id, row.repeat, item.key, arm_id, str(probe), context,
-                target.base_url, adapter.name, target.model, target.sampling, params.model_dump_json(),
-                target.cached_field, target.log_path, probe_settings_hash(probe, params, overrides),
+            job = ProbeRun(
+                store_url=store.public_url, campaign_id=campaign_id, attempt_id=attempt.id, repeat=row.repeat,
+                item_key=item.key, arm_id=arm_id, probe=str(probe), context=context, base_url=target.base_url,
+                adapter=adapter.name, model=target.model, sampling=target.sampling, params_json=params.model_dump_json(),
+                cached_tokens_field=target.cached_field, log_path=target.log_path,
+                settings_hash=probe_settings_hash(probe, params, overrides),
             )
+            run_probe.with_options(task_run_name=job.name)(job)
     interrupt.check()
     failure = all_failed_reason(store.request_outcome(attempt.id))
     if failure:  # measured nothing: the item's numbers would be empty, not slow
-        return attempt.failed(failure, identity)
+        return attempt.failed(failure)
     server = served.server
-    return attempt.done(rss_of_group(server.pgid) if server and server.pgid else None, identity)
+    return attempt.done(rss_of_group(server.pgid) if server and server.pgid else None)
 
 
 def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: bool, served: Served) -> ArmOutcome:
@@ -463,7 +412,7 @@ def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: 
     attempt = Attempt.claim(store, served.campaign_id, link.item_key, arm_id, link.overrides, link.repeat, fresh,
                             link.block, flow_run_id=str(flow_run.id or ""))
     if attempt.how == "done":
-        return ArmOutcome(arm_id, AttemptState.DONE, "", attempt.row.id)
+        return attempt.outcome(AttemptState.DONE)
     overrides = stored_overrides(attempt.row) if attempt.how == "resumed" else link.overrides
     item = item.model_copy(update={"overrides": overrides})
     attempt.started()

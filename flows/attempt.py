@@ -28,7 +28,7 @@ before a run starts, and `flows.placement` records an arm no worker took as bloc
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from campaign.states import AttemptState
@@ -36,20 +36,10 @@ from campaign.liveness import holder_gone
 from campaign.store import Store
 from campaign.tables import AttemptRow, utcnow
 from flows import interrupt
+from flows.contracts import ArmOutcome
 from flows.progress import emit
 
 INTERRUPTED_MESSAGE = "interrupted by the user"
-
-
-@dataclass
-class ArmOutcome:
-    """How an arm's attempt ended, as the arm flow returns it."""
-
-    arm_id: str
-    state: AttemptState
-    message: str = ""
-    attempt_id: int | None = None
-    identity: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -116,15 +106,19 @@ class Attempt:
 
     # -- how it ends ------------------------------------------------------------------
 
-    def done(self, rss_bytes: int | None = None, identity: dict[str, Any] | None = None) -> ArmOutcome:
+    def outcome(self, state: AttemptState, message: str = "") -> ArmOutcome:
+        """Its outcome as the campaign flow reads it."""
+        return ArmOutcome(self.arm_id, state, message, self.row.id, self.row.repeat, self.item_key)
+
+    def done(self, rss_bytes: int | None = None) -> ArmOutcome:
         self.store.update(AttemptRow, self.id, state=AttemptState.DONE, ended_at=utcnow(), rss_bytes=rss_bytes)
         emit("arm-done", arm=self.arm_id, item=self.item_key, state=str(AttemptState.DONE))
-        return ArmOutcome(self.arm_id, AttemptState.DONE, "", self.row.id, identity or {})
+        return self.outcome(AttemptState.DONE)
 
-    def failed(self, message: str, identity: dict[str, Any] | None = None) -> ArmOutcome:
+    def failed(self, message: str) -> ArmOutcome:
         """The measurement broke (a crash, a server that would not start, every request
         failed); a retry is a new attempt."""
-        return self._end(AttemptState.FAILED, message, identity)
+        return self._end(AttemptState.FAILED, message)
 
     def blocked(self, message: str) -> ArmOutcome:
         """The runtime cannot serve the recipe (an external reason, word for word);
@@ -135,8 +129,8 @@ class Attempt:
         """The user stopped the campaign: left for `campaign resume` to continue."""
         return self._end(AttemptState.INTERRUPTED, message)
 
-    def _end(self, state: AttemptState, message: str, identity: dict[str, Any] | None = None) -> ArmOutcome:
+    def _end(self, state: AttemptState, message: str) -> ArmOutcome:
         self.store.update(AttemptRow, self.id, state=state, error=message, ended_at=utcnow())
         self.store.log_event(self.campaign_id, f"arm-{state}", message, self.item_key, self.arm_id)
         emit("arm-done", arm=self.arm_id, item=self.item_key, state=str(state))
-        return ArmOutcome(self.arm_id, state, message, self.row.id, identity or {})
+        return self.outcome(state, message)

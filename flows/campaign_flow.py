@@ -30,7 +30,8 @@ from campaign.summary import PREFECT_API_EVENT
 from flows.prefect_api import configured_api_url
 from flows import placement
 from arms.runtimes import catalog as runtime_adapters
-from flows.arm_flow import NOT_RUN_ON_KEPT, arm_flow, arm_result, outcome_of
+from flows.arm_flow import arm_flow, outcome_of
+from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, ArmRun, Link
 from flows.artifacts import artifact_key, publish
 from flows import interrupt
 from flows import overrides as override_keys
@@ -220,7 +221,7 @@ def run_item(
     merged = {**item.overrides, **(overrides or {})}
     spec_json = spec.model_dump_json(by_alias=True)
 
-    def one(repeat: int, arm_id: str, block: dict[str, Any]) -> dict[str, Any]:
+    def one(repeat: int, arm_id: str, block: dict[str, Any]) -> ArmOutcome:
         return _run_attempt(store, spec, spec_json, campaign_id, item, merged, workdir, fresh, max(retries, item.retries),
                             repeat, arm_id, block)
 
@@ -239,34 +240,32 @@ def run_item(
 def _run_attempt(
     store: Store, spec: CampaignSpec, spec_json: str, campaign_id: int, item: QueueItem, overrides: dict[str, Any],
     workdir: str, fresh: bool, retries: int, repeat: int, arm_id: str, block: dict[str, Any],
-    links: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    links: list[Link] | None = None,
+) -> ArmOutcome:
     """One arm's attempt of one block of `item` (with `links`: then the chained items' on
     its server), in-process or on its host's worker; retried while it fails. Without
     `fresh`, an arm whose newest attempt for this block is done is not run again."""
     if not fresh:
         done = queue.finished_attempt(store, campaign_id, item.key, arm_id, repeat)
         if done is not None:
-            return arm_result(arm_id, AttemptState.DONE, repeat, attempt_id=done.id)
-    outcome: dict[str, Any] = {}
+            return ArmOutcome(arm_id, AttemptState.DONE, attempt_id=done.id, repeat=repeat, item_key=item.key)
+    outcome = ArmOutcome(arm_id, AttemptState.INTERRUPTED, "not started", repeat=repeat, item_key=item.key)
     for _ in range(retries + 1):
         if interrupt.requested():  # stopped: the next arms of the lane do not start
-            return arm_result(arm_id, AttemptState.INTERRUPTED, repeat, "not started")
-        parameters = dict(
+            return outcome
+        arm_run = ArmRun(
             campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
             store_url=store.public_url, campaign_id=campaign_id, overrides=overrides, workdir=workdir, repeat=repeat,
-            device_limit=device_limit_name(spec.device_of(arm_id)), fresh=fresh, block=block,
+            device_limit=device_limit_name(spec.device_of(arm_id)), fresh=fresh, block=block, then=tuple(links or ()),
         )
-        if links:
-            parameters["then"] = links
         arm_tags = placement.arm_tags(spec, item.key, arm_id, spec.device_of(arm_id))
         host = spec.host_of(arm_id)
         if host:  # its host's worker runs it; the store says how it went
-            outcome = placement.run_on_host(store, host, parameters, arm_tags)
+            outcome = placement.run_on_host(store, host, arm_run, arm_tags)
         else:
             with tags(*arm_tags):
-                outcome = outcome_of(arm_flow(**parameters, return_state=True))
-        if outcome["state"] != AttemptState.FAILED:
+                outcome = outcome_of(arm_flow(arm_run, return_state=True))
+        if outcome.state != AttemptState.FAILED:
             break
     return outcome
 
@@ -356,7 +355,7 @@ def _joins(spec: CampaignSpec, group: list[QueueItem], item: QueueItem) -> bool:
 def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[QueueItem], workdir: str) -> None:
     """Run a `server_group`: block by block, each arm in the first item's order for that
     block, its server started once for the first item's attempt and kept for the
-    others' (`arm_flow(then=...)`, each an attempt of its own with its own block fields,
+    others' (`ArmRun.then`, each an attempt of its own with its own block fields,
     its place in the block the one it really ran at). A chained attempt the arm flow did
     not run (its server's first attempt did not end done) runs on a server of its own."""
     if len(group) == 1:
@@ -366,7 +365,7 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
     for item in group:
         _start_item(store, campaign_id, item)
     plans = {q.key: {(b, a): block for b, a, block in block_plan(spec, q)} for q in group}
-    outcomes: dict[str, list[dict[str, Any]]] = {q.key: [] for q in group}
+    outcomes: dict[str, list[ArmOutcome]] = {q.key: [] for q in group}
 
     def one(entry: tuple[int, str, dict[str, Any]]) -> None:
         repeat, arm_id, block = entry
@@ -376,17 +375,17 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
             if queue.finished_attempt(store, campaign_id, q.key, arm_id, repeat) is None:
                 left.append((q, b))
             else:
-                outcomes[q.key].append(arm_result(arm_id, AttemptState.DONE, repeat))
+                outcomes[q.key].append(ArmOutcome(arm_id, AttemptState.DONE, repeat=repeat, item_key=q.key))
         if not left:
             return
         (lead, lead_block), rest = left[0], left[1:]
-        links = [{"item_key": q.key, "repeat": repeat, "block": b, "overrides": dict(q.overrides)} for q, b in rest]
+        links = [Link(item_key=q.key, repeat=repeat, block=b, overrides=dict(q.overrides)) for q, b in rest]
         got = _run_attempt(store, spec, spec_json, campaign_id, lead, dict(lead.overrides), workdir, False, 0, repeat, arm_id,
                            lead_block, links)
         outcomes[lead.key].append(got)
-        for chained in got.get("then", []):
-            key = chained["item_key"]
-            if chained["state"] == NOT_RUN_ON_KEPT:  # on a server of its own
+        for chained in got.then:
+            key = chained.item_key
+            if chained.state == NOT_RUN_ON_KEPT:  # on a server of its own
                 q = spec.item(key)
                 chained = _run_attempt(store, spec, spec_json, campaign_id, q, dict(q.overrides), workdir, False, 0, repeat,
                                        arm_id, plans[key][(repeat, arm_id)])
@@ -409,17 +408,17 @@ def _start_item(store: Store, campaign_id: int, item: QueueItem) -> None:
 
 
 def _until_settled(
-    run: Callable[[list[Entry]], list[dict[str, Any]]], plan: list[Entry], budget: BlockBudget, store: Store, spec: CampaignSpec,
+    run: Callable[[list[Entry]], list[ArmOutcome]], plan: list[Entry], budget: BlockBudget, store: Store, spec: CampaignSpec,
     campaign_id: int, item: QueueItem,
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[ArmOutcome], str]:
     """An adaptive item's blocks, one at a time (`run` runs a block's entries); from its
     least on, after each block the gate decides whether to go on (`settled`). Returns the
     outcomes and how it ended: settled after n blocks, or its budget spent."""
-    outcomes: list[dict[str, Any]] = []
+    outcomes: list[ArmOutcome] = []
     for number in range(budget.most):
         got = run([e for e in plan if e[0] == number])
         outcomes += got
-        if interrupt.requested() or any(o["state"] != AttemptState.DONE for o in got):
+        if interrupt.requested() or any(o.state != AttemptState.DONE for o in got):
             return outcomes, ""
         if number + 1 < budget.least:
             continue
@@ -430,21 +429,21 @@ def _until_settled(
     return outcomes, f"{BUDGET_SPENT}: {budget.most} blocks, {item.gate} still open"
 
 
-def _end_item(store: Store, campaign_id: int, item: QueueItem, outcomes: list[dict[str, Any]], note: str) -> ItemState:
+def _end_item(store: Store, campaign_id: int, item: QueueItem, outcomes: list[ArmOutcome], note: str) -> ItemState:
     """The item's state from its arms' outcomes: interrupted (raised, after recording it
     pending), blocked, failed, or done with `note`."""
-    if interrupt.requested() or any(o["state"] == AttemptState.INTERRUPTED for o in outcomes):
+    if interrupt.requested() or any(o.state == AttemptState.INTERRUPTED for o in outcomes):
         store.set_item_state(campaign_id, item.key, ItemState.PENDING, "interrupted; `campaign resume` carries on")
         emit("item-done", item=item.key, state="interrupted", reason="interrupted by the user")
-        stopped = [o for o in outcomes if o["state"] == AttemptState.INTERRUPTED and o.get("attempt_id")]
-        where = ", ".join(f"{item.key}/{o['arm_id']} (attempt {o['attempt_id']})" for o in stopped) or item.key
+        stopped = [o for o in outcomes if o.state == AttemptState.INTERRUPTED and o.attempt_id]
+        where = ", ".join(f"{item.key}/{o.arm_id} (attempt {o.attempt_id})" for o in stopped) or item.key
         raise interrupt.CampaignInterrupted(f"stopped {where}")
-    blocked = [o for o in outcomes if o["state"] == AttemptState.BLOCKED]
-    failed = [o for o in outcomes if o["state"] == AttemptState.FAILED]
+    blocked = [o for o in outcomes if o.state == AttemptState.BLOCKED]
+    failed = [o for o in outcomes if o.state == AttemptState.FAILED]
     if blocked:
-        state, reason = ItemState.BLOCKED, f"{blocked[0]['arm_id']}: {blocked[0]['message']}"
+        state, reason = ItemState.BLOCKED, f"{blocked[0].arm_id}: {blocked[0].message}"
     elif failed:
-        state, reason = ItemState.FAILED, f"{failed[0]['arm_id']}: {failed[0]['message']}"
+        state, reason = ItemState.FAILED, f"{failed[0].arm_id}: {failed[0].message}"
     else:
         state, reason = ItemState.DONE, note
     store.set_item_state(campaign_id, item.key, state, reason)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 from campaign.schema import CampaignSpec
 from campaign.states import AttemptState
@@ -41,7 +40,7 @@ from campaign.store import Store
 from campaign.tables import AttemptRow
 from flows.prefect_api import configured_api_url
 from flows import interrupt
-from flows.arm_flow import arm_result
+from flows.contracts import ArmOutcome, ArmRun
 from flows.progress import emit
 
 WAIT_SETTING = "CAMPAIGN_WORKER_WAIT_S"
@@ -106,7 +105,7 @@ def arm_tags(spec: CampaignSpec, item_key: str, arm_id: str, device: str) -> lis
     ]
 
 
-def _no_worker(store: Store, host: str, parameters: dict[str, Any], message: str) -> dict[str, Any]:
+def _no_worker(store: Store, host: str, run: ArmRun, message: str) -> ArmOutcome:
     """The arm's attempt, recorded `blocked` on `host` with `message`: no worker took it.
     Recorded (not only returned) so that the gates, `campaign status` and `resume` see
     which arm waits for which host. If a worker claimed it after all, in the instant
@@ -114,33 +113,31 @@ def _no_worker(store: Store, host: str, parameters: dict[str, Any], message: str
     from campaign.tables import utcnow
 
     _absent_hosts.add(host)
-    arm_id, repeat = parameters["arm_id"], parameters.get("repeat", 0)
-    how, attempt = store.claim_attempt(
-        parameters["campaign_id"], parameters["item_key"], arm_id, parameters.get("overrides") or {}, repeat, fresh=True,
-    )
+    how, attempt = store.claim_attempt(run.campaign_id, run.item_key, run.arm_id, run.overrides, run.repeat, fresh=True)
     if how == "new" and attempt is not None and attempt.id is not None:
         store.update(AttemptRow, attempt.id, state=AttemptState.BLOCKED, error=message, host=host, ended_at=utcnow())
     elif how == "resumed" and attempt is not None and attempt.id is not None:  # keep its finished probes for the worker
         store.update(AttemptRow, attempt.id, state=AttemptState.INTERRUPTED, error=message, ended_at=utcnow())
-    return arm_result(arm_id, AttemptState.BLOCKED, repeat, message, attempt.id if attempt is not None else None)
+    return _outcome(run, AttemptState.BLOCKED, message, attempt.id if attempt is not None else None)
 
 
-def _attempt_of(store: Store, parameters: dict[str, Any], flow_run_id: str) -> AttemptRow | None:
+def _outcome(run: ArmRun, state: str, message: str = "", attempt_id: int | None = None) -> ArmOutcome:
+    return ArmOutcome(run.arm_id, state, message, attempt_id, run.repeat, run.item_key)
+
+
+def _attempt_of(store: Store, run: ArmRun, flow_run_id: str) -> AttemptRow | None:
     """The attempt the flow run holds; for a run that found the arm already done (not
     `fresh`), the newest done attempt."""
-    rows = [
-        a for a in store.attempts(parameters["campaign_id"], parameters["item_key"], parameters["arm_id"])
-        if a.repeat == parameters.get("repeat", 0)
-    ]
+    rows = [a for a in store.attempts(run.campaign_id, run.item_key, run.arm_id) if a.repeat == run.repeat]
     mine = [a for a in rows if a.flow_run_id == flow_run_id]
     if mine:
         return mine[-1]
-    if rows and rows[-1].state == AttemptState.DONE and not parameters.get("fresh", True):
+    if rows and rows[-1].state == AttemptState.DONE and not run.fresh:
         return rows[-1]
     return None
 
 
-def _stopped_attempt(store: Store, parameters: dict[str, Any], flow_run_id: str, waiting: bool) -> AttemptRow | None:
+def _stopped_attempt(store: Store, run: ArmRun, flow_run_id: str, waiting: bool) -> AttemptRow | None:
     """The attempt of a flow run this Ctrl-C cancelled, once its worker has recorded the
     stop (the runner sends the run's process SIGTERM; `interrupt.stop_on_sigterm` stops
     the arm and marks it interrupted), so that the line `campaign run` ends with is true
@@ -148,25 +145,24 @@ def _stopped_attempt(store: Store, parameters: dict[str, Any], flow_run_id: str,
     STOP_WAIT_S: a worker that is gone leaves it to `resume`, which proves it dead."""
     deadline = time.monotonic() + (STOP_WAIT_S if waiting else 0.0)
     while True:
-        attempt = _attempt_of(store, parameters, flow_run_id)
+        attempt = _attempt_of(store, run, flow_run_id)
         if (attempt is not None and attempt.state != AttemptState.RUNNING) or time.monotonic() > deadline:
             return attempt
         time.sleep(POLL_S / 4)
 
 
-def run_on_host(store: Store, host: str, parameters: dict[str, Any], tags: list[str]) -> dict[str, Any]:
+def run_on_host(store: Store, host: str, run: ArmRun, tags: list[str]) -> ArmOutcome:
     """Run one arm on `host`'s worker and return its outcome as the store records it."""
-    arm_id, repeat = parameters["arm_id"], parameters.get("repeat", 0)
     if not configured_api_url():
-        raise PlacementUnavailable(f"arm {arm_id} runs on host {host}, but no lasting Prefect server is configured (PREFECT_API_URL)")
+        raise PlacementUnavailable(f"arm {run.arm_id} runs on host {host}, but no lasting Prefect server is configured (PREFECT_API_URL)")
     for _ in range(MAX_DISPATCHES):
-        outcome = _dispatch_once(store, host, parameters, tags)
+        outcome = _dispatch_once(store, host, run, tags)
         if outcome is not None:
             return outcome
-    return arm_result(arm_id, AttemptState.FAILED, repeat, f"the arm's flow run on host {host} crashed {MAX_DISPATCHES} times")
+    return _outcome(run, AttemptState.FAILED, f"the arm's flow run on host {host} crashed {MAX_DISPATCHES} times")
 
 
-def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: list[str]) -> dict[str, Any] | None:
+def _dispatch_once(store: Store, host: str, arm_run: ArmRun, tags: list[str]) -> ArmOutcome | None:
     """One flow run of the host's deployment, followed to its end. None: its holder died
     mid-arm (or the run crashed) and the arm should be sent again."""
     from prefect.client.orchestration import get_client
@@ -175,7 +171,7 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
     from prefect.exceptions import ObjectNotFound
     from prefect.states import Cancelled, Cancelling, Crashed
 
-    arm_id, item_key, repeat = parameters["arm_id"], parameters["item_key"], parameters.get("repeat", 0)
+    arm_id, item_key = arm_run.arm_id, arm_run.item_key
     limit = wait_limit_s(host)
     began = time.monotonic()
     hint = f"start `campaign worker --host {host}` on that machine (waiting up to {limit:.0f} s, {WAIT_SETTING})"
@@ -183,11 +179,11 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
     name = f"arm/{deployment_name(host)}"
     while True:
         try:
-            flow_run = run_deployment(name=name, parameters=parameters, tags=tags, as_subflow=True, timeout=0)
+            flow_run = run_deployment(name=name, parameters={"run": arm_run.model_dump(mode="json")}, tags=tags, as_subflow=True, timeout=0)
             break
         except ObjectNotFound:
             if time.monotonic() - began > limit:
-                return _no_worker(store, host, parameters, f"no worker has ever served host {host} (deployment {name}): {hint}")
+                return _no_worker(store, host, arm_run, f"no worker has ever served host {host} (deployment {name}): {hint}")
             if not said:
                 emit("arm-wait", arm=arm_id, item=item_key, message=f"no worker serves host {host} yet: {hint}")
                 said = True
@@ -202,28 +198,28 @@ def _dispatch_once(store: Store, host: str, parameters: dict[str, Any], tags: li
             if interrupt.requested():  # Cancelling: the worker stops the run (its server with it)
                 stop = Cancelled if kind in (StateType.SCHEDULED, StateType.PENDING) else Cancelling
                 client.set_flow_run_state(flow_run.id, stop(message="the campaign run was stopped"), force=True)
-                attempt = _stopped_attempt(store, parameters, run_id, waiting=stop is Cancelling)
-                return arm_result(arm_id, AttemptState.INTERRUPTED, repeat, f"stopped on host {host}", attempt.id if attempt else None)
+                attempt = _stopped_attempt(store, arm_run, run_id, waiting=stop is Cancelling)
+                return _outcome(arm_run, AttemptState.INTERRUPTED, f"stopped on host {host}", attempt.id if attempt else None)
             if kind in (StateType.SCHEDULED, StateType.PENDING):
                 waited = time.monotonic() - began
                 if waited > limit:
                     client.set_flow_run_state(flow_run.id, Cancelled(message=f"no worker for host {host} picked it up"), force=True)
-                    return _no_worker(store, host, parameters, f"no worker for host {host} picked up the arm within {limit:.0f} s: {hint}")
+                    return _no_worker(store, host, arm_run, f"no worker for host {host} picked up the arm within {limit:.0f} s: {hint}")
                 if waited > 10 and not said:
                     emit("arm-wait", arm=arm_id, item=item_key, message=f"waiting for a worker on host {host}: {hint}")
                     said = True
             elif state is not None and state.is_final():
                 _absent_hosts.discard(host)
-                attempt = _attempt_of(store, parameters, run_id)
+                attempt = _attempt_of(store, arm_run, run_id)
                 if attempt is not None and attempt.state == AttemptState.INTERRUPTED and not interrupt.requested():
                     return None  # its worker was stopped (not this run): send it again, the next run continues it
                 if attempt is not None and attempt.state != AttemptState.RUNNING:
-                    return arm_result(attempt.arm_id, attempt.state, repeat, attempt.error, attempt.id)
+                    return _outcome(arm_run, attempt.state, attempt.error, attempt.id)
                 if attempt is not None or kind == StateType.CRASHED:
                     return None  # died holding the attempt, or before claiming it: send it again
-                return arm_result(arm_id, AttemptState.FAILED, repeat, f"flow run {run.name} on host {host} ended {state.name}: {state.message or ''}".rstrip(": "))
+                return _outcome(arm_run, AttemptState.FAILED, f"flow run {run.name} on host {host} ended {state.name}: {state.message or ''}".rstrip(": "))
             else:  # running: its holder must stay alive
-                attempt = _attempt_of(store, parameters, run_id)
+                attempt = _attempt_of(store, arm_run, run_id)
                 gone = holder_gone(attempt) if attempt is not None and attempt.state == AttemptState.RUNNING else None
                 if gone:
                     client.set_flow_run_state(flow_run.id, Crashed(message=f"worker on {host} died: {gone}"), force=True)

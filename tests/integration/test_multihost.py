@@ -126,9 +126,10 @@ def test_failed_and_blocked_arms_end_in_states_named_for_them() -> None:
     from prefect.client.schemas.objects import StateType
 
     from flows.arm_flow import outcome_of, run_state
+    from flows.contracts import ArmOutcome
 
-    def outcome(state: str, message: str = "") -> dict:
-        return {"arm_id": "A", "state": state, "message": message, "attempt_id": 7, "repeat": 0}
+    def outcome(state: str, message: str = "") -> ArmOutcome:
+        return ArmOutcome("A", state, message, 7, 0, "item")
 
     failed = run_state(outcome("failed", "RuntimeError: server exited"))
     assert (failed.type, failed.name, failed.message) == (StateType.FAILED, "Failed", "RuntimeError: server exited")
@@ -141,6 +142,8 @@ def test_failed_and_blocked_arms_end_in_states_named_for_them() -> None:
     with pytest.raises(Exception, match="arm A blocked: no such device"):
         blocked.result()
     assert run_state(outcome("done")) == outcome("done")  # completes with the outcome as its result
+    chained = outcome("done").chained([ArmOutcome("A", "failed", "broken", 8, 0, "later")])
+    assert run_state(chained) is chained  # its own attempt completed: the chained failure is in the data
     with pytest.raises(ValueError):  # a flow that raised raises again for its caller
         from prefect.states import Failed
 

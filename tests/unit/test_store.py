@@ -334,12 +334,16 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
         return real_update(self, row_type, row_id, **fields)
 
     monkeypatch.setattr(Store, "update", update)
-    args = (store.public_url, camp.id, att.id, 0, "k", "A", "decode", 0, "http://127.0.0.1:9", "simulator", "m", {}, "{}", "")
+    from flows.contracts import ProbeRun
+
+    job = ProbeRun(store_url=store.public_url, campaign_id=camp.id, attempt_id=att.id, repeat=0, item_key="k", arm_id="A",
+                   probe="decode", context=0, base_url="http://127.0.0.1:9", adapter="simulator", model="m", sampling={},
+                   params_json="{}", cached_tokens_field="")
     if fail:
         with pytest.raises(RuntimeError, match="went away"):
-            arm_flow.run_probe.fn(*args)
+            arm_flow.run_probe.fn(job)
     else:
-        arm_flow.run_probe.fn(*args)
+        arm_flow.run_probe.fn(job)
     assert seen == [(ProbeRunState.FAILED if fail else ProbeRunState.DONE, 50)]
 
 
