@@ -8,7 +8,6 @@ The flows call these functions; nothing here knows about Prefect.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ from datetime import UTC
 from campaign.processes import kill_orphan, process_start, same_process_alive
 from campaign.schema import CampaignSpec, QueueItem, file_digest
 from campaign.states import SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
-from campaign.liveness import holder_gone, this_host
+from campaign.liveness import holder_gone, on_this_machine, this_machine
 from campaign.store import Store
 from campaign.tables import ArmRow, AttemptRow, CampaignRow, ProbeRunRow, QueueItemRow, RunnerRow, utcnow
 
@@ -45,7 +44,7 @@ def claim_runner(store: Store, name: str, command: str = "") -> bool:
     from sqlalchemy import delete
     from sqlalchemy.exc import IntegrityError
 
-    me, host = os.getpid(), socket.gethostname()
+    me, host = os.getpid(), this_machine()
     for _ in range(5):
         try:
             store.add(RunnerRow(campaign_name=name, pid=me, host=host, process_start=process_start(me), command=command))
@@ -58,7 +57,7 @@ def claim_runner(store: Store, name: str, command: str = "") -> bool:
             continue  # released in between: try again
         if row.pid == me and row.host == host:
             return False
-        if row.host != host or same_process_alive(row.pid, row.process_start):
+        if not on_this_machine(row.host) or same_process_alive(row.pid, row.process_start):
             raise RunnerBusy(
                 f"campaign {name!r} is already being run by {_describe_runner(row)}; "
                 "wait for it to finish, or stop it (Ctrl-C in its terminal) and run `campaign resume`"
@@ -78,7 +77,7 @@ def release_runner(store: Store, name: str) -> None:
 
     with store.session() as s:
         s.exec(delete(RunnerRow).where(  # type: ignore[call-overload]
-            RunnerRow.campaign_name == name, RunnerRow.pid == os.getpid(), RunnerRow.host == socket.gethostname(),  # type: ignore[arg-type]
+            RunnerRow.campaign_name == name, RunnerRow.pid == os.getpid(), RunnerRow.host == this_machine(),  # type: ignore[arg-type]
         ))
         s.commit()
 
@@ -89,7 +88,7 @@ def current_runner(store: Store, name: str) -> str | None:
         row = s.get(RunnerRow, name)
     if row is None:
         return None
-    if row.host == socket.gethostname() and not same_process_alive(row.pid, row.process_start):
+    if on_this_machine(row.host) and not same_process_alive(row.pid, row.process_start):
         return None
     return _describe_runner(row)
 
@@ -175,7 +174,7 @@ def recover(store: Store, campaign_id: int, release_lease: Callable[[str], bool]
             continue
         if not store.release_attempt(att.id or 0, att, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error=f"interrupted ({gone})"):
             continue  # its holder beat its heart in between, or another runner took it
-        if att.server_pgid and att.host in ("", this_host()) and kill_orphan(att.server_pgid, att.server_cmdline):
+        if att.server_pgid and on_this_machine(att.machine, att.host) and kill_orphan(att.server_pgid, att.server_cmdline):
             notes.append(f"stopped server process group {att.server_pgid} left by attempt {att.id}")
         if att.device_lease and release_lease is not None and release_lease(att.device_lease):
             notes.append(f"released the device slot held by attempt {att.id}")

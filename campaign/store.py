@@ -25,7 +25,7 @@ from sqlalchemy import text
 from sqlmodel import Session, SQLModel, select
 
 from campaign.database import database_url, engine_for, public_url, resolve_url
-from campaign.liveness import this_host
+from campaign.liveness import this_host, this_machine
 from campaign.processes import process_start
 from campaign.states import AttemptState, ItemState, ProbeRunState, SampleKind, Verdict
 from campaign.tables import (
@@ -249,6 +249,7 @@ class Store:
                 owner_pid=os.getpid(),
                 owner_start=process_start(os.getpid()),
                 host=this_host(),
+                machine=this_machine(),
                 heartbeat_at=utcnow(),
                 **_block_fields(block),
             )
@@ -283,7 +284,7 @@ class Store:
         from sqlalchemy import update
         from sqlalchemy.exc import IntegrityError
 
-        me = {"owner_pid": os.getpid(), "owner_start": process_start(os.getpid()), "host": this_host(),
+        me = {"owner_pid": os.getpid(), "owner_start": process_start(os.getpid()), "host": this_host(), "machine": this_machine(),
               "flow_run_id": flow_run_id, "heartbeat_at": utcnow()}
         try:
             with self.session() as s:

@@ -118,7 +118,8 @@ class AttemptRow(SQLModel, table=True):
     fingerprint: str = ""
     identity_json: str = "{}"
     rss_bytes: int | None = Field(default=None, sa_column=Column(BIG_INT, nullable=True))
-    host: str = ""
+    host: str = ""  # where it ran, as placed: $CAMPAIGN_HOST (`campaign worker --host`) or the machine
+    machine: str = ""  # the machine its owner_pid belongs to (`campaign.liveness.this_machine`)
     owner_start: float | None = None
     flow_run_id: str = ""
     heartbeat_at: datetime | None = None

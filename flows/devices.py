@@ -26,7 +26,6 @@ Limits are strict: a device without a limit is an error.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from typing import Any
 
 import httpx
 
+from campaign.liveness import on_this_machine, this_machine
 from campaign.processes import holder_gone, process_start as _process_start
 from flows import interrupt
 
@@ -86,7 +86,7 @@ class Holder:
         host its process decides (alive: it keeps the slot, however late its renewals);
         elsewhere, a lease not renewed for `stale_s` has expired."""
         silent = now - self.renewed if self.renewed else None
-        why = holder_gone(self.host == socket.gethostname(), self.pid, self.process_start, silent, stale_s,
+        why = holder_gone(on_this_machine(self.host), self.pid, self.process_start, silent, stale_s,
                           gone="no longer exists", reused="now belongs to another process")
         if why and why.startswith("silent"):
             return f"its lease was not renewed for {silent:.0f} s"
@@ -239,7 +239,7 @@ class DeviceLock:
                 break
             now = time.time()
             self._holder = Holder(
-                limit=self.name, lease=self.token, pid=os.getpid(), host=socket.gethostname(),
+                limit=self.name, lease=self.token, pid=os.getpid(), host=this_machine(),
                 process_start=_process_start(os.getpid()), since=now, renewed=now, attempt=self.attempt, what=self.what,
             )
             try:

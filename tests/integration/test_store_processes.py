@@ -53,13 +53,13 @@ def test_concurrent_claims_from_many_processes_give_one_winner(db_url: str) -> N
 
 
 def test_holder_gone_needs_proof(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pid on another host proves nothing; a fresh heartbeat keeps any holder; a stale
-    one (past HEARTBEAT_STALE_S) or a gone local pid proves death."""
+    """A pid on another machine proves nothing; a fresh heartbeat keeps any holder; a
+    stale one (past HEARTBEAT_STALE_S) or a gone pid on this machine proves death."""
     import os
     import subprocess
     from datetime import timedelta
 
-    from campaign.liveness import holder_gone, this_host
+    from campaign.liveness import holder_gone, this_host, this_machine
     from campaign.tables import AttemptRow, utcnow
 
     monkeypatch.setenv("CAMPAIGN_HOST", "h1")
@@ -75,3 +75,9 @@ def test_holder_gone_needs_proof(monkeypatch: pytest.MonkeyPatch) -> None:
     assert holder_gone(att(host="h1", owner_pid=os.getpid(), heartbeat_at=stale), now, 60) is None  # alive here: kept
     later = att(host="h1", owner_pid=os.getpid(), owner_start=1.0, heartbeat_at=fresh)
     assert "later process" in (holder_gone(later, now, 60) or "")
+    # the pid is read on the machine that made it, whatever the placement label says:
+    # another worker's label on this machine is still judged by its pid...
+    here = this_machine()
+    assert "is gone" in (holder_gone(att(host="h2", machine=here, owner_pid=dead.pid, heartbeat_at=fresh), now, 60) or "")
+    # ...and a holder on another machine under this label only by its heartbeat
+    assert holder_gone(att(host="h1", machine=here + "-elsewhere", owner_pid=dead.pid, heartbeat_at=fresh), now, 60) is None
