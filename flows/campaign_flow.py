@@ -555,7 +555,7 @@ class CampaignLaunch(BaseModel):
     recheck_blocked: bool = PydanticField(default=False, description="re-check blocked items first, as `campaign resume` does")
 
 
-def launch_spec(store: Store, campaign: str) -> tuple[CampaignSpec, str]:
+def named_campaign(store: Store, campaign: str) -> tuple[CampaignSpec, str]:
     """The spec and source path a launch names: a campaign file readable here (a path
     that exists, or ends in .toml), else the campaign of that name in the store, its spec
     as last registered (`CampaignRow.spec_json`)."""
@@ -578,7 +578,7 @@ def campaign_launch_flow(launch: CampaignLaunch) -> dict[str, Any]:
     from campaign.database import database_url
 
     store = Store(database_url())
-    spec, source = launch_spec(store, launch.campaign)
+    spec, source = named_campaign(store, launch.campaign)
     return _campaign(spec, source, store, launch.workdir, launch.recheck_blocked)
 
 
