@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 from pathlib import Path
 
 os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
@@ -47,9 +48,17 @@ def examples() -> Path:
 # test command (which CI runs) installs every one of them, so there a skip means a real part
 # silently did not run: the session fails unless CAMPAIGN_ALLOW_SKIPS=1 says that is wanted.
 _skipped: list[str] = []
+# seconds each lane's tests took (setup, call and teardown summed over every worker):
+# what a lane costs, where xdist runs the lanes side by side and the wall clock cannot tell
+_lane_seconds: dict[str, float] = {}
+_lane_tests: dict[str, set[str]] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    parts = report.nodeid.split("/")
+    lane = parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+    _lane_seconds[lane] = _lane_seconds.get(lane, 0.0) + report.duration
+    _lane_tests.setdefault(lane, set()).add(report.nodeid)
     if report.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _skipped.append(f"{report.nodeid}: {reason}")
@@ -59,6 +68,13 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
     if report.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _skipped.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _lane_seconds:
+        lanes = ", ".join(f"{lane} {len(_lane_tests[lane])} tests {seconds / 60:.1f} min"
+                          for lane, seconds in sorted(_lane_seconds.items()))
+        terminalreporter.write_line(f"test time per lane (summed over workers): {lanes}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
