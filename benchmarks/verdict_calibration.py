@@ -35,7 +35,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from scipy import stats as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gates.calibration import VariationModel, calibrate, gates_for, Design, run_adaptive  # noqa: E402
+from tests.campaigns import arm, campaign_file, gate, model, simulator  # noqa: E402
 
 
 def ci(k: int, n: int) -> str:
@@ -51,55 +51,19 @@ def ci(k: int, n: int) -> str:
     return f"{k / n:6.1%} [{r.low:.1%}, {r.high:.1%}]"
 
 
-E2E_CAMPAIGN = """
-[campaign]
-name = "calib{seed}"
-seed = {seed}
-
-[[models]]
-name = "m"
-quant = "q4"
-bits_per_weight = 4.5
-served_id = "sim-m"
-
-[[runtimes]]
-name = "sim"
-adapter = "simulator"
-[runtimes.options.profile]
-# time scale 5: the client reads 200 tok/s, which a Python client on a busy core keeps up
-# with; at 50 (2,000 tok/s) its own per-event cost became part of every rate, and machine
-# load moving between runs made identical arms differ (run here: 2 false fails in 5)
-time_scale = 5.0
-decode_tps = 40.0
-run_sd = 0.03
-drift_sd_per_min = 0.005
-
-[[arms]]
-id = "A"
-model = "m"
-runtime = "sim"
-context = 4096
-
-[[arms]]
-id = "B"
-model = "m"
-runtime = "sim"
-context = 4096
-
-[[gates]]
-id = "faster"
-predicate = "relative_improvement"
-subjects = ["A"]
-baseline = ["B"]
-params = {{ metric = "decode_tps", probe = "decode", min_gain = 0.0 }}
-
-[[queue]]
-title = "identical arms"
-arms = ["A", "B"]
-probes = ["decode"]
-repeats = {blocks}
-gate = "faster"
-"""
+def e2e_campaign(seed: int, blocks: int) -> str:
+    """Two identical arms on the simulator, with its run-to-run variation on, and a gate
+    asking whether A beats B: every pass or fail it gives is false."""
+    # time scale 5: the client reads 200 tok/s, which a Python client on a busy core keeps up
+    # with; at 50 (2,000 tok/s) its own per-event cost became part of every rate, and machine
+    # load moving between runs made identical arms differ (run here: 2 false fails in 5)
+    profile = {"time_scale": 5.0, "decode_tps": 40.0, "run_sd": 0.03, "drift_sd_per_min": 0.005}
+    return campaign_file(
+        f"calib{seed}", seed=seed, models=[model(served_id="sim-m")], runtimes=[{**simulator(), "options": {"profile": profile}}],
+        arms=[arm("A", context=4096), arm("B", context=4096)],
+        gates=[gate("faster", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.0}, ["A"], ["B"])],
+        queue=[{"title": "identical arms", "arms": ["A", "B"], "probes": ["decode"], "repeats": blocks, "gate": "faster"}],
+    )
 
 
 def e2e(n: int, blocks: int) -> tuple[int, int, int]:
@@ -108,7 +72,7 @@ def e2e(n: int, blocks: int) -> tuple[int, int, int]:
     for seed in range(1, n + 1):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "c.toml"
-            path.write_text(textwrap.dedent(E2E_CAMPAIGN.format(seed=seed, blocks=blocks)))
+            path.write_text(e2e_campaign(seed, blocks))
             cmd = [sys.executable, "-m", "cli", "run", str(path), "--db", str(Path(tmp) / "c.db")]
             proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=900,
                                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})

@@ -28,10 +28,7 @@ def stop_group(pgid: int, grace_s: float = 10.0, proc: subprocess.Popen[bytes] |
     """SIGTERM to the group, SIGKILL after `grace_s`; descendants that left the group
     (a helper that called setsid) are found through psutil and stopped alike."""
     strays = [p for p in group_processes(pgid) if _pgid_of(p.pid) != pgid]  # type: ignore[attr-defined]
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
+    _signal_group(pgid, signal.SIGTERM)
     for stray in strays:
         _signal_process(stray, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -44,10 +41,7 @@ def stop_group(pgid: int, grace_s: float = 10.0, proc: subprocess.Popen[bytes] |
             break
         time.sleep(0.05)
     else:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _signal_group(pgid, signal.SIGKILL)
     for stray in strays:
         _signal_process(stray, signal.SIGKILL)
     if proc is not None:
@@ -62,6 +56,15 @@ def _pgid_of(pid: int) -> int | None:
         return os.getpgid(pid)
     except (ProcessLookupError, PermissionError, OSError):
         return None
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    """Signal a process group unless it is gone: a group that ended on its own between
+    two steps of `stop_group` is what stopping it wanted."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def _signal_process(proc: object, sig: int) -> None:

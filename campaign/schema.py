@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -602,6 +602,31 @@ def _recipe_or_none(spec: CampaignSpec, arm_id: str, item: QueueItem) -> Recipe 
         return None  # a bad recipe.* value: flows.overrides reports it with the valid range
 
 
+class PooledPair(NamedTuple):
+    """Two queue items whose rows one gate's verdict pools, the earlier first."""
+
+    gate: str
+    first: QueueItem
+    second: QueueItem
+    first_label: str  # as errors name it (`item_label`)
+    second_label: str
+
+
+def pooled_pairs(spec: CampaignSpec) -> Iterator[PooledPair]:
+    """Every two queue items that feed one gate, in queue order, with their labels.
+
+    Why one walk: each check that a gate does not pool unlike settings (the recipes,
+    `_check_pooling` here; the probes' settings, `flows.resolve`) looks at the same pairs,
+    so they are found in one place and the checks cannot disagree on which pairs pool.
+    """
+    position = {id(q): i for i, q in enumerate(spec.queue)}
+    for gate in spec.gates:
+        feeding = [q for q in spec.queue if q.gate == gate.id]
+        for n, first in enumerate(feeding):
+            for second in feeding[n + 1 :]:
+                yield PooledPair(gate.id, first, second, item_label(position[id(first)], first), item_label(position[id(second)], second))
+
+
 def _check_pooling(spec: CampaignSpec) -> list[str]:
     """The queue items that feed one gate must not pool unlike settings in its verdict.
 
@@ -614,39 +639,34 @@ def _check_pooling(spec: CampaignSpec) -> list[str]:
     the probes themselves are checked where the probes are known, in `flows.resolve`.)
     """
     problems: list[str] = []
-    position = {id(q): i for i, q in enumerate(spec.queue)}
-    for gate in spec.gates:
-        feeding = [q for q in spec.queue if q.gate == gate.id]
-        for n, first in enumerate(feeding):
-            for second in feeding[n + 1 :]:
-                shared = [a for a in second.arms if a in first.arms]
-                if not shared:
-                    continue
-                one, two = item_label(position[id(first)], first), item_label(position[id(second)], second)
-                if second.confirms == first.key:  # confirms names an earlier item: the first
-                    problems.append(
-                        f"{two}.gate: found {gate.id!r}, but this item confirms {one} (changing "
-                        f"{', '.join(second.change)}) and that item feeds {gate.id!r} too with the same "
-                        f"arm{'s' if len(shared) > 1 else ''} {', '.join(shared)}; a confirmatory run is compared "
-                        f"with the item it confirms, never pooled with it in one verdict (feed another gate, or none)"
-                    )
-                    continue
-                for arm_id in shared:
-                    a, b = _recipe_or_none(spec, arm_id, first), _recipe_or_none(spec, arm_id, second)
-                    if a is None or b is None:
-                        continue
-                    fields = recipe_differences(a, b)
-                    if not fields:
-                        continue
-                    shown = "; ".join(
-                        f"{f} ({first.key}: {recipe_value_text(f, getattr(a, f))}, {second.key}: {recipe_value_text(f, getattr(b, f))})"
-                        for f in fields
-                    )
-                    problems.append(
-                        f"{two}.gate: gate {gate.id!r} is also fed by {one}, which runs arm {arm_id!r} with another "
-                        f"recipe: {shown}; one verdict must not pool unlike settings (give that recipe its own arm, "
-                        f"or feed another gate)"
-                    )
+    for gate, first, second, one, two in pooled_pairs(spec):
+        shared = [a for a in second.arms if a in first.arms]
+        if not shared:
+            continue
+        if second.confirms == first.key:  # confirms names an earlier item: the first
+            problems.append(
+                f"{two}.gate: found {gate!r}, but this item confirms {one} (changing "
+                f"{', '.join(second.change)}) and that item feeds {gate!r} too with the same "
+                f"arm{'s' if len(shared) > 1 else ''} {', '.join(shared)}; a confirmatory run is compared "
+                f"with the item it confirms, never pooled with it in one verdict (feed another gate, or none)"
+            )
+            continue
+        for arm_id in shared:
+            a, b = _recipe_or_none(spec, arm_id, first), _recipe_or_none(spec, arm_id, second)
+            if a is None or b is None:
+                continue
+            fields = recipe_differences(a, b)
+            if not fields:
+                continue
+            shown = "; ".join(
+                f"{f} ({first.key}: {recipe_value_text(f, getattr(a, f))}, {second.key}: {recipe_value_text(f, getattr(b, f))})"
+                for f in fields
+            )
+            problems.append(
+                f"{two}.gate: gate {gate!r} is also fed by {one}, which runs arm {arm_id!r} with another "
+                f"recipe: {shown}; one verdict must not pool unlike settings (give that recipe its own arm, "
+                f"or feed another gate)"
+            )
     return problems
 
 

@@ -106,6 +106,17 @@ def open_existing_store(db: str | None) -> Any:
         raise UsageError(str(exc)) from None
 
 
+def open_campaign(db: str | None, name: str | None) -> tuple[Any, Any]:
+    """The store and campaign row a read-only command (status, report, export) shows:
+    the named campaign, or the latest for None. One function so that each such command
+    says the same usage error when there is none to show."""
+    store = open_existing_store(db)
+    row = store.campaign(name)
+    if row is None or row.id is None:
+        raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
+    return store, row
+
+
 def process_started() -> float:
     """When this command's process began (epoch seconds; the interpreter's own start-up
     included), for the wall time `campaign run` reports."""

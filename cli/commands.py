@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from campaign.schema import CampaignFileError
-from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_existing_store, open_store, prefect_env, process_started
+from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_campaign, open_existing_store, open_store, prefect_env, process_started
 
 
 def _load_checked(file: Path) -> Any:
@@ -431,10 +431,7 @@ def status(
     from cli.status_view import render_status
 
     name = _name_in(file, name)
-    store = open_existing_store(db)
-    row = store.campaign(name)
-    if row is None:
-        raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
+    store, row = open_campaign(db, name)
     render_status(console, store, row.name)
     from campaign.queue import current_runner
 
@@ -454,10 +451,7 @@ def report(
     from reports.site import default_folder, write_site
 
     name = _name_in(file, name)
-    store = open_existing_store(db)
-    row = store.campaign(name)
-    if row is None:
-        raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
+    store, row = open_campaign(db, name)
     index = write_site(store, row.name, out if out is not None else default_folder("reports/site", row.name))
     from flows.prefect_api import configured_api_url
 

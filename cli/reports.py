@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from cli.app import DbOption, UsageError, app, console, err, open_existing_store
+from cli.app import DbOption, UsageError, app, console, err, open_campaign
 
 
 @app.command()
@@ -23,10 +23,7 @@ def export(
     """Write measurements, samples and verdicts as tables (one file each)."""
     from reports.export import ExportError, export as run_export
 
-    store = open_existing_store(db)
-    row = store.campaign(name)
-    if row is None or row.id is None:
-        raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
+    store, row = open_campaign(db, name)
     try:
         paths = run_export(store, row.id, out, fmt.lower())
     except ExportError as exc:

@@ -40,6 +40,7 @@ from campaign.schema import (
     QueueItem,
     Recipe,
     item_label,
+    pooled_pairs,
     read_campaign,
     read_toml,
     recipe_differences,
@@ -441,25 +442,20 @@ def probe_pooling_problems(spec: CampaignSpec) -> list[str]:
     sample size (decode's `repeats`): more timed requests per run are the same cell.
     """
     problems: list[str] = []
-    position = {id(q): i for i, q in enumerate(spec.queue)}
-    for gate in spec.gates:
-        feeding = [q for q in spec.queue if q.gate == gate.id]
-        for n, first in enumerate(feeding):
-            for second in feeding[n + 1 :]:
-                for probe in [p for p in second.probes if p in first.probes]:
-                    a, b = _probe_settings(first, probe), _probe_settings(second, probe)
-                    keys = [k for k in sorted(set(a) | set(b)) if a.get(k, _UNSET) != b.get(k, _UNSET)]
-                    if not keys:
-                        continue
-                    shown = "; ".join(
-                        f"{k} ({first.key}: {_setting_text(a.get(k, _UNSET))}, {second.key}: {_setting_text(b.get(k, _UNSET))})"
-                        for k in keys
-                    )
-                    problems.append(
-                        f"{item_label(position[id(second)], second)}.overrides: gate {gate.id!r} is also fed by "
-                        f"{item_label(position[id(first)], first)}, and both run probe {probe} but with other settings: "
-                        f"{shown}; one verdict must not pool unlike settings (make them equal, or feed another gate)"
-                    )
+    for gate, first, second, one, two in pooled_pairs(spec):
+        for probe in [p for p in second.probes if p in first.probes]:
+            a, b = _probe_settings(first, probe), _probe_settings(second, probe)
+            keys = [k for k in sorted(set(a) | set(b)) if a.get(k, _UNSET) != b.get(k, _UNSET)]
+            if not keys:
+                continue
+            shown = "; ".join(
+                f"{k} ({first.key}: {_setting_text(a.get(k, _UNSET))}, {second.key}: {_setting_text(b.get(k, _UNSET))})"
+                for k in keys
+            )
+            problems.append(
+                f"{two}.overrides: gate {gate!r} is also fed by {one}, and both run probe {probe} "
+                f"but with other settings: {shown}; one verdict must not pool unlike settings (make them equal, or feed another gate)"
+            )
     return problems
 
 

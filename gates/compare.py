@@ -88,6 +88,11 @@ class Selector(BaseModel):
     scenario: str | None = None
     context: int | None = None
 
+    def selector(self) -> Selector:
+        """Just the selector fields of a params model that extends this one (as `Rigor.of`):
+        what `cell_stats` and `compare` read, without the predicate's own fields."""
+        return Selector(metric=self.metric, probe=self.probe, scenario=self.scenario, context=self.context)
+
 
 class Rigor(BaseModel):
     """What every comparative predicate takes: the least number of server runs, the most

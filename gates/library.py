@@ -104,7 +104,7 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
     if not gate.baseline:
         return pending("control needs control arms in baseline")
     rigor = p.of()
-    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
+    sel = p.selector()
     stats, missing = _arm_stats(rows, sel, [*gate.subjects, *gate.baseline], rigor.confidence, rigor.sequential)
     if missing:
         return missing
@@ -212,8 +212,7 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
     if not gate.baseline:
         return pending("regression_guard needs a baseline arm")
     rigor = p.of()
-    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
-    main = compare.compare(rows, gate.subjects, gate.baseline, sel, higher_is_better=p.higher_is_better, threshold=p.min_gain, rigor=rigor)
+    main = compare.compare(rows, gate.subjects, gate.baseline, p.selector(), higher_is_better=p.higher_is_better, threshold=p.min_gain, rigor=rigor)
     if main.missing:
         return pending(main.missing)
     guard_sel = Selector(metric=p.guard_metric, probe=p.guard_probe, context=p.context)
@@ -279,7 +278,7 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
     per common cell, beating each other arm with its gain's whole interval above 0; an
     arm that beats it beyond doubt fails it; anything between is inconclusive."""
     rigor = p.of()
-    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
+    sel = p.selector()
     arms = [*gate.subjects, *gate.baseline]
     stats, missing = _arm_stats(rows, sel, arms, rigor.confidence, rigor.sequential)
     if missing:

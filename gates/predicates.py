@@ -49,8 +49,7 @@ def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams)
     if not gate.baseline:
         return pending("relative_improvement needs a baseline arm")
     rigor = p.of()
-    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
-    main = compare.compare(rows, gate.subjects, gate.baseline, sel, higher_is_better=p.higher_is_better, threshold=p.min_gain, rigor=rigor)
+    main = compare.compare(rows, gate.subjects, gate.baseline, p.selector(), higher_is_better=p.higher_is_better, threshold=p.min_gain, rigor=rigor)
     if main.missing:
         return pending(main.missing, **main.evidence())
     evidence: dict[str, Any] = {**main.evidence(), "how": _how(gate)}
@@ -97,8 +96,7 @@ def equivalence(rows: pd.DataFrame, gate: GateEntry, p: EquivalenceParams) -> Ga
     if not gate.baseline:
         return pending("equivalence needs a baseline arm")
     rigor = p.of()
-    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
-    main = compare.compare(rows, gate.subjects, gate.baseline, sel, higher_is_better=True, threshold=0.0, rigor=rigor)
+    main = compare.compare(rows, gate.subjects, gate.baseline, p.selector(), higher_is_better=True, threshold=0.0, rigor=rigor)
     if main.missing:
         return pending(main.missing, **main.evidence())
     lower, upper = math.log(1 - p.margin), math.log(1 + p.margin)
@@ -151,7 +149,7 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     it does, inconclusive when it straddles the value or n < min_n."""
     check = _OPS[p.op]
     rigor = p.of()
-    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
+    sel = p.selector()
     scenarios: list[str | None] = list(p.scenarios) or [None]
     judged: list[tuple[compare.CellStat, Verdict, str]] = []
     for arm in gate.subjects:

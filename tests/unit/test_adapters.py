@@ -64,6 +64,7 @@ from arms.runtimes.openai_compat import (
 )
 from campaign.registry import Registry
 from campaign.schema import CampaignSpec
+from tests.launches import argv_of, value_after
 from tests.paths import FIXTURES_DIR
 
 FIXTURES = FIXTURES_DIR / "runtimes"
@@ -101,14 +102,7 @@ def launch_argv(adapter: str, recipe: dict[str, Any], tmp_path: Path, *, tools: 
     arm = spec.arm("A")
     ctx = LaunchContext(arm=arm, model=spec.model_for(arm), runtime=spec.runtime("rt"), port=8123,
                         workdir=tmp_path, tools=tools)
-    launch = registry.get(adapter).launch(ctx)
-    assert launch is not None
-    return launch.argv
-
-
-def value_after(argv: list[str], flag: str) -> str:
-    assert flag in argv, (flag, argv)
-    return argv[argv.index(flag) + 1]
+    return argv_of(ctx)
 
 
 def executable(path: Path) -> Path:

@@ -63,12 +63,15 @@ TOKENS = [
 @pytest.fixture
 async def loopback() -> AsyncIterator[Callable[..., Awaitable[str]]]:
     """A real aiohttp server on 127.0.0.1 that streams a given script, one event every
-    `gap` seconds, then waits `hold` seconds before it ends the body."""
+    `gap` seconds, then waits `hold` seconds before it ends the body; each request's
+    headers (lower-cased names) and body are appended to `seen` when one is given."""
     runners: list[web.AppRunner] = []
 
-    async def start(script: list[bytes], gap: float = 0.005, hold: float = 0.0) -> str:
+    async def start(script: list[bytes], gap: float = 0.005, hold: float = 0.0, seen: list[tuple[dict[str, str], bytes]] | None = None) -> str:
         async def handler(request: web.Request) -> web.StreamResponse:
-            await request.read()
+            body = await request.read()
+            if seen is not None:
+                seen.append(({k.lower(): v for k, v in request.headers.items()}, body))
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
             for chunk in script:
@@ -211,41 +214,22 @@ async def test_a_stalled_body_times_out_but_a_slow_steady_one_does_not(loopback)
     assert len(token_event_times(stalled)) == 1  # what arrived before the stall is kept
 
 
-async def test_the_direct_post_sends_what_httpx_would_send() -> None:
+async def test_the_direct_post_sends_what_httpx_would_send(loopback) -> None:
     """`stream_chat` posts past httpx on our client; the server must not see a difference."""
     seen: list[tuple[dict[str, str], bytes]] = []
-
-    async def handler(request: web.Request) -> web.StreamResponse:
-        seen.append(({k.lower(): v for k, v in request.headers.items()}, await request.read()))
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        for chunk in TOKENS:
-            await response.write(chunk)
-        await response.write_eof()
-        return response
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
+    url = await loopback(TOKENS, gap=0.0, seen=seen)
 
     async def no_op(_request: httpx.Request) -> None:
         return None
 
     body = {**BODY, "messages": [{"role": "user", "content": "grüße ✓"}]}
     records = []
-    try:
-        async with make_http_client(f"http://{host}:{port}", 2) as http:
-            assert http.direct_transport() is not None
-            records.append(await stream_chat(http, body))
-            http.event_hooks = {"request": [no_op], "response": []}  # httpx must run its hooks now
-            assert http.direct_transport() is None
-            records.append(await stream_chat(http, body))
-    finally:
-        await runner.cleanup()
+    async with make_http_client(url, 2) as http:
+        assert http.direct_transport() is not None
+        records.append(await stream_chat(http, body))
+        http.event_hooks = {"request": [no_op], "response": []}  # httpx must run its hooks now
+        assert http.direct_transport() is None
+        records.append(await stream_chat(http, body))
     (direct_headers, direct_body), (httpx_headers, httpx_body) = seen
     assert json.loads(direct_body) == json.loads(httpx_body) == {**body, "stream": True, "stream_options": {"include_usage": True}}
     for headers in (direct_headers, httpx_headers):

@@ -11,22 +11,9 @@ import pytest
 from campaign.mechanisms import MECHANISMS
 from campaign.schema import CampaignFileError, Recipe
 from flows.resolve import load_campaign
+from tests.campaigns import campaign_file, gate, item, problems, simulator, table, write_campaign
 
-HEAD = textwrap.dedent(
-    """
-    [campaign]
-    name = "t"
-
-    [[models]]
-    name = "m"
-    quant = "q4"
-    bits_per_weight = 4.5
-
-    [[runtimes]]
-    name = "sim"
-    adapter = "simulator"
-    """
-)
+HEAD = campaign_file(runtimes=[simulator()])
 
 
 def arm(arm_id: str, recipe: str, context: int = 8192, model: str = 'model = "m"') -> str:
@@ -40,43 +27,13 @@ ARMS = (
     + arm("B-2slots", 'slots = 2, prefill_chunk = 2048, prefix_cache = "8G", session_cache_cap = "128M"')
 )
 
-CREDIT = textwrap.dedent(
-    """
-    [[gates]]
-    id = "credit"
-    predicate = "attribution"
-    params = { claim = "cache", ablation = "B-nocache" }
-    subjects = ["B"]
-    baseline = ["A", "B-nocache"]
-    """
-)
+CREDIT = table("gates", gate("credit", "attribution", {"claim": "cache", "ablation": "B-nocache"}, ["B"], ["A", "B-nocache"]))
 
-LOAD = textwrap.dedent(
-    """
-    [[queue]]
-    id = "load"
-    title = "agent load"
-    arms = ["A", "B", "B-nocache", "B-2slots"]
-    probes = ["agent-load"]
-    """
-)
+LOAD = table("queue", item("load", ["A", "B", "B-nocache", "B-2slots"], ["agent-load"], title="agent load"))
 
 
 def campaign(*parts: str, arms: str = ARMS) -> str:
     return HEAD + arms + "".join(parts)
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "campaign.toml"
-    path.write_text(text)
-    return path
-
-
-def problems(tmp_path: Path, text: str) -> list[str]:
-    with pytest.raises(CampaignFileError) as info:
-        load_campaign(write(tmp_path, text))
-    assert str(tmp_path / "campaign.toml") in info.value.render()
-    return info.value.problems
 
 
 # -- the table ------------------------------------------------------------------------------------
@@ -95,7 +52,7 @@ def test_every_mechanism_names_recipe_fields_and_none_shares_one() -> None:
 def test_a_correct_ablation_loads(tmp_path: Path) -> None:
     slots = CREDIT.replace('"credit"', '"credit-slots"').replace('claim = "cache", ablation = "B-nocache"', 'claim = "slots", ablation = "B-2slots"')
     slots = slots.replace('baseline = ["A", "B-nocache"]', 'baseline = ["A", "B-2slots"]')
-    spec = load_campaign(write(tmp_path, campaign(CREDIT, slots, LOAD)))
+    spec = load_campaign(write_campaign(tmp_path, campaign(CREDIT, slots, LOAD)))
     assert [g.id for g in spec.gates] == ["credit", "credit-slots"]
 
 
@@ -103,7 +60,7 @@ def test_an_ablation_may_be_the_baseline_itself(tmp_path: Path) -> None:
     """llama.cpp S3 vs S1: the subject differs from its only baseline by the slots."""
     gate = CREDIT.replace('claim = "cache", ablation = "B-nocache"', 'claim = "slots", ablation = "B-2slots"')
     gate = gate.replace('baseline = ["A", "B-nocache"]', 'baseline = ["B-2slots"]')
-    load_campaign(write(tmp_path, campaign(gate, LOAD)))
+    load_campaign(write_campaign(tmp_path, campaign(gate, LOAD)))
 
 
 def test_an_ablation_differing_in_slots_is_refused(tmp_path: Path) -> None:
@@ -124,7 +81,7 @@ def test_an_ablation_differing_in_context_and_quant_is_refused(tmp_path: Path) -
     )
     load = LOAD.replace('"B-nocache", "B-2slots"]', '"B-nocache"]')
     with pytest.raises(CampaignFileError) as info:
-        load_campaign(write(tmp_path, head + arms + CREDIT + load))
+        load_campaign(write_campaign(tmp_path, head + arms + CREDIT + load))
     (msg,) = info.value.problems
     assert "ablation arm 'B-nocache' differs from subject 'B' in quant (B: q4, B-nocache: q8); context (B: 8192, B-nocache: 4096)" in msg
 
@@ -174,35 +131,13 @@ def test_checks_inside_all_of_are_read_too(tmp_path: Path) -> None:
 
 
 def test_an_ablation_that_shares_no_item_with_its_subject_is_refused(tmp_path: Path) -> None:
-    apart = textwrap.dedent(
-        """
-        [[queue]]
-        id = "load"
-        title = "A and B"
-        arms = ["A", "B"]
-        probes = ["agent-load"]
-
-        [[queue]]
-        id = "ablations"
-        title = "the ablations, later"
-        arms = ["B-nocache", "B-2slots"]
-        probes = ["agent-load"]
-        """
-    )
+    apart = table("queue", item("load", ["A", "B"], ["agent-load"], title="A and B")) + table(
+        "queue", item("ablations", ["B-nocache", "B-2slots"], ["agent-load"], title="the ablations, later"))
     (msg,) = problems(tmp_path, campaign(CREDIT, apart))
     assert msg.startswith("gates[0] (id 'credit'): ablation arm 'B-nocache' shares no block with subject 'B': no queue item lists both")
     assert "load, ablations" in msg
     # fed by an item: only the items feeding it count, though another item lists both
-    fed = LOAD + textwrap.dedent(
-        """
-        [[queue]]
-        id = "credited"
-        title = "B alone"
-        arms = ["A", "B"]
-        probes = ["agent-load"]
-        gate = "credit"
-        """
-    )
+    fed = LOAD + table("queue", item("credited", ["A", "B"], ["agent-load"], title="B alone", gate="credit"))
     (msg,) = problems(tmp_path, campaign(CREDIT, fed))
     assert "no queue item feeding gate 'credit' lists both (feeding it: credited)" in msg
 
@@ -218,16 +153,7 @@ def test_an_item_override_that_undoes_the_ablation_is_refused(tmp_path: Path) ->
 
 # -- what one gate pools --------------------------------------------------------------------------
 
-WIN = textwrap.dedent(
-    """
-    [[gates]]
-    id = "win"
-    predicate = "relative_improvement"
-    params = { metric = "decode_tps", probe = "decode", min_gain = 0.1 }
-    subjects = ["B"]
-    baseline = ["A"]
-    """
-)
+WIN = table("gates", gate("win", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["B"], ["A"]))
 
 
 def items(first: str = "", second: str = "", probes: str = '["decode"]') -> str:
@@ -240,13 +166,13 @@ def items(first: str = "", second: str = "", probes: str = '["decode"]') -> str:
 
 def test_items_feeding_one_gate_with_the_same_settings_load(tmp_path: Path) -> None:
     same = "overrides = { repeats = 3, max_tokens = 16 }"
-    load_campaign(write(tmp_path, campaign(WIN, items(same, same))))
+    load_campaign(write_campaign(tmp_path, campaign(WIN, items(same, same))))
 
 
 def test_a_sample_size_is_not_a_setting(tmp_path: Path) -> None:
     """decode's `repeats` (its timed requests per run) sizes each run's sample; runs of 3
     and of 5 requests measure one cell, so items differing only in it may feed one gate."""
-    load_campaign(write(tmp_path, campaign(WIN, items("overrides = { repeats = 3 }", "overrides = { repeats = 5 }"))))
+    load_campaign(write_campaign(tmp_path, campaign(WIN, items("overrides = { repeats = 3 }", "overrides = { repeats = 5 }"))))
 
 
 def test_two_items_pooling_different_recipes_for_one_arm_are_refused(tmp_path: Path) -> None:
@@ -268,26 +194,9 @@ def test_two_items_with_different_overrides_for_a_shared_probe_are_refused(tmp_p
 
 
 def test_a_setting_of_another_probe_of_the_item_does_not_count(tmp_path: Path) -> None:
-    first = textwrap.dedent(
-        """
-        [[queue]]
-        id = "first"
-        title = "first"
-        arms = ["A", "B"]
-        probes = ["decode", "tool-loop"]
-        gate = "win"
-        overrides = { repeats = 3, trials = 5 }
-
-        [[queue]]
-        id = "second"
-        title = "second"
-        arms = ["A", "B"]
-        probes = ["decode"]
-        gate = "win"
-        overrides = { repeats = 3 }
-        """
-    )
-    load_campaign(write(tmp_path, campaign(WIN, first)))
+    first = table("queue", item("first", ["A", "B"], ["decode", "tool-loop"], gate="win", overrides={"repeats": 3, "trials": 5})) + table(
+        "queue", item("second", ["A", "B"], ["decode"], gate="win", overrides={"repeats": 3}))
+    load_campaign(write_campaign(tmp_path, campaign(WIN, first)))
 
 
 def test_a_confirmatory_item_must_not_feed_the_gate_of_the_item_it_confirms(tmp_path: Path) -> None:
@@ -299,7 +208,7 @@ def test_a_confirmatory_item_must_not_feed_the_gate_of_the_item_it_confirms(tmp_
         "never pooled with it in one verdict (feed another gate, or none)"
     )
     # fed to no gate (as examples/qwen38.toml's confirm-cap is), it loads
-    load_campaign(write(tmp_path, campaign(WIN, confirm.replace('gate = "win"\nconfirms', 'confirms'))))
+    load_campaign(write_campaign(tmp_path, campaign(WIN, confirm.replace('gate = "win"\nconfirms', 'confirms'))))
 
 
 def test_every_example_loads(examples: Path) -> None:
@@ -349,21 +258,21 @@ def test_the_pass_bar_is_the_edge_of_the_gates_own_test() -> None:
 def test_three_blocks_under_holm_over_four_gates_are_warned_of_and_five_are_not(tmp_path: Path) -> None:
     from flows.resolve import design_warnings
 
-    few = design_warnings(load_campaign(write(tmp_path, campaign(_comparisons(4, 3)))))
+    few = design_warnings(load_campaign(write_campaign(tmp_path, campaign(_comparisons(4, 3)))))
     assert len(few) == 4 and few[0] == (
         "gates[0] (id 'g0'): B meets A in 3 blocks; to pass Holm over up to 4 comparative gates, its gain must "
         "clear the threshold by 5.1 times the spread of the per-block log ratios between server runs; with 5 blocks "
         "(the items' repeats) a pass needs 1.9 spreads"
     ), few
-    assert design_warnings(load_campaign(write(tmp_path, campaign(_comparisons(4, 5))))) == []
+    assert design_warnings(load_campaign(write_campaign(tmp_path, campaign(_comparisons(4, 5))))) == []
     # one gate alone: its own one-sided test at 3 blocks needs 2.5 spreads, no warning
-    assert design_warnings(load_campaign(write(tmp_path, campaign(_comparisons(1, 3))))) == []
+    assert design_warnings(load_campaign(write_campaign(tmp_path, campaign(_comparisons(1, 3))))) == []
 
 
 def test_fewer_blocks_than_a_gate_decides_on_are_warned_of_as_never_deciding(tmp_path: Path) -> None:
     from flows.resolve import design_warnings
 
-    (one,) = design_warnings(load_campaign(write(tmp_path, campaign(_comparisons(1, 1)))))
+    (one,) = design_warnings(load_campaign(write_campaign(tmp_path, campaign(_comparisons(1, 1)))))
     assert one.startswith("gates[0] (id 'g0'): B meets A in 1 block, fewer than the 3 server runs a gate decides on: "
                           "it can only be inconclusive; with 4 blocks (the items' repeats) a pass needs 1.6 spreads (its one-sided test)"), one
 
@@ -372,5 +281,5 @@ def test_an_exploratory_gate_stays_out_of_the_family_it_is_warned_about(tmp_path
     from flows.resolve import design_warnings
 
     text = campaign(_comparisons(4, 3)).replace('id = "g3"\n', 'id = "g3"\nexploratory = true\n')
-    warned = design_warnings(load_campaign(write(tmp_path, text)))
+    warned = design_warnings(load_campaign(write_campaign(tmp_path, text)))
     assert "Holm over up to 3 comparative gates" in warned[0], warned

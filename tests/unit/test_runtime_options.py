@@ -22,6 +22,7 @@ from arms.runtimes.simulator import profile_for
 from campaign.schema import CampaignFileError, CampaignSpec, read_toml
 from flows.resolve import load_campaign
 from tests.campaigns import arm, campaign_file, item, sim
+from tests.launches import argv_of, value_after
 from tests.paths import DOCS, EXAMPLES
 
 
@@ -56,16 +57,8 @@ def launch_ctx(tmp_path: Path, runtime: dict[str, Any], recipe: dict[str, Any] |
     return LaunchContext(arm=found, model=spec.model_for(found), runtime=spec.runtime(runtime["name"]), port=9, workdir=tmp_path)
 
 
-def argv_of(tmp_path: Path, runtime: dict[str, Any], recipe: dict[str, Any] | None = None) -> list[str]:
-    ctx = launch_ctx(tmp_path, runtime, recipe)
-    launch = catalog.get(runtime["adapter"]).launch(ctx)
-    assert launch is not None
-    return launch.argv
-
-
-def value_after(argv: list[str], flag: str) -> str:
-    assert flag in argv, (flag, argv)
-    return argv[argv.index(flag) + 1]
+def runtime_argv(tmp_path: Path, runtime: dict[str, Any], recipe: dict[str, Any] | None = None) -> list[str]:
+    return argv_of(launch_ctx(tmp_path, runtime, recipe))
 
 
 # -- refused at load time --------------------------------------------------------------------------
@@ -133,15 +126,15 @@ def test_every_adapters_model_accepts_the_options_of_the_examples(example: str, 
 
 def test_defaults_reach_the_argv(tmp_path: Path) -> None:
     cached = {"prefix_cache": "64M"}
-    argv = argv_of(tmp_path, llama(), cached)
+    argv = runtime_argv(tmp_path, llama(), cached)
     assert value_after(argv, "--cache-reuse") == str(DEFAULT_CACHE_REUSE) == "256"
     assert value_after(argv, "-lv") == str(DEFAULT_LOG_VERBOSITY)
     assert "-t" not in argv and value_after(argv, "-ub") == value_after(argv, "-b")  # unset: no flag, the prefill chunk
-    argv = argv_of(tmp_path, llama(cache_reuse=128, log_verbosity=3, threads=2, ubatch=64), cached)
+    argv = runtime_argv(tmp_path, llama(cache_reuse=128, log_verbosity=3, threads=2, ubatch=64), cached)
     assert (value_after(argv, "--cache-reuse"), value_after(argv, "-lv"), value_after(argv, "-t"), value_after(argv, "-ub")) == (
         "128", "3", "2", "64")
     vllm = {"name": "v", "adapter": "vllm", "options": {}}
-    argv = argv_of(tmp_path, vllm, {"speculative": True, "draft_k": 3})
+    argv = runtime_argv(tmp_path, vllm, {"speculative": True, "draft_k": 3})
     assert value_after(argv, "--tool-call-parser") == "hermes"
     assert json.loads(value_after(argv, "--speculative-config")) == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
     assert "--block-size" not in argv

@@ -2,79 +2,24 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from campaign.schema import CampaignFileError, parse_size
 from flows.resolve import load_campaign
+from tests.campaigns import arm, campaign_file, gate, item, problems, simulator, write_campaign
 
-GOOD = textwrap.dedent(
-    """
-    [campaign]
-    name = "t"
-
-    [[models]]
-    name = "m"
-    quant = "q4"
-    bits_per_weight = 4.5
-
-    [[runtimes]]
-    name = "sim"
-    adapter = "simulator"
-
-    [[arms]]
-    id = "A"
-    model = "m"
-    runtime = "sim"
-    context = 4096
-    recipe = { slots = 2 }
-
-    [[arms]]
-    id = "B"
-    model = "m"
-    runtime = "sim"
-    context = 4096
-
-    [[gates]]
-    id = "g"
-    predicate = "threshold"
-    params = { metric = "decode_tps", value = 0.9 }
-    subjects = ["A"]
-
-    [[queue]]
-    id = "one"
-    title = "one"
-    arms = ["A"]
-    probes = ["decode"]
-    gate = "g"
-
-    [[queue]]
-    id = "two"
-    title = "two"
-    arms = ["B"]
-    probes = ["cache-probe"]
-    depends_on = ["one"]
-    """
+GOOD = campaign_file(
+    runtimes=[simulator()],
+    arms=[arm("A", context=4096, recipe={"slots": 2}), arm("B", context=4096)],
+    gates=[gate("g", "threshold", {"metric": "decode_tps", "value": 0.9}, ["A"])],
+    queue=[item("one", ["A"], ["decode"], gate="g"), item("two", ["B"], ["cache-probe"], depends_on=["one"])],
 )
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "campaign.toml"
-    path.write_text(text)
-    return path
-
-
-def problems(tmp_path: Path, text: str) -> list[str]:
-    with pytest.raises(CampaignFileError) as info:
-        load_campaign(write(tmp_path, text))
-    assert str(tmp_path / "campaign.toml") in info.value.render()
-    return info.value.problems
-
-
 def test_good_file_loads(tmp_path: Path) -> None:
-    spec = load_campaign(write(tmp_path, GOOD))
+    spec = load_campaign(write_campaign(tmp_path, GOOD))
     assert [a.id for a in spec.arms] == ["A", "B"]
     assert spec.arm("A").recipe.slots == 2
     assert spec.item("two").depends_on == ["one"]
@@ -86,7 +31,7 @@ def test_model_sampling_takes_length_controls_sent_in_both_modes(tmp_path: Path)
     from campaign.states import Mode
 
     text = GOOD.replace('bits_per_weight = 4.5', 'bits_per_weight = 4.5\nsampling = { temperature = 0.7, ignore_eos = true, min_tokens = 32 }')
-    model = load_campaign(write(tmp_path, text)).models[0]
+    model = load_campaign(write_campaign(tmp_path, text)).models[0]
     target = ProbeTarget("http://x", "m", registry.get("simulator"), sampling=model.sampling.model_dump(exclude_none=True))
     assert target.sampling_for(Mode.CANONICAL) == {"temperature": 0.7, "ignore_eos": True, "min_tokens": 32}
     assert target.sampling_for(Mode.GREEDY) == {"temperature": 0.0, "ignore_eos": True, "min_tokens": 32}
@@ -164,6 +109,6 @@ def test_unknown_keys_list_seed_confidence_and_exploratory(tmp_path: Path) -> No
     assert msg.startswith("campaign: unknown key 'sede'; expected one of:") and "seed" in msg and "confidence" in msg
     (msg,) = problems(tmp_path, GOOD.replace('subjects = ["A"]', 'subjects = ["A"]\nexploratry = true'))
     assert msg.startswith("gates[0] (id 'g'): unknown key 'exploratry'; expected one of:") and "exploratory" in msg
-    spec = load_campaign(write(tmp_path, GOOD.replace('name = "t"', 'name = "t"\nseed = 7\nconfidence = 0.9')
+    spec = load_campaign(write_campaign(tmp_path, GOOD.replace('name = "t"', 'name = "t"\nseed = 7\nconfidence = 0.9')
                                .replace('subjects = ["A"]', 'subjects = ["A"]\nexploratory = true')))
     assert (spec.campaign.seed, spec.campaign.confidence, spec.gates[0].exploratory) == (7, 0.9, True)
