@@ -438,18 +438,18 @@ class Store:
         return out
 
     def samples(self, probe_run_ids: Iterable[int]) -> list[SampleRow]:
-        ids = list(probe_run_ids)
-        if not ids:
-            return []
-        with self.session() as s:
-            return list(s.exec(select(SampleRow).where(SampleRow.probe_run_id.in_(ids))))  # type: ignore[attr-defined]
+        return self._of_runs(SampleRow, probe_run_ids)
 
     def requests(self, probe_run_ids: Iterable[int]) -> list[RequestRow]:
+        return self._of_runs(RequestRow, probe_run_ids)
+
+    def _of_runs(self, table: Any, probe_run_ids: Iterable[int]) -> list[Any]:
+        """The rows of `table` that belong to these probe runs."""
         ids = list(probe_run_ids)
         if not ids:
             return []
         with self.session() as s:
-            return list(s.exec(select(RequestRow).where(RequestRow.probe_run_id.in_(ids))))  # type: ignore[attr-defined]
+            return list(s.exec(select(table).where(table.probe_run_id.in_(ids))))
 
     # -- verdicts -----------------------------------------------------------------
 
