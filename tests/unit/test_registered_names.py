@@ -86,3 +86,33 @@ def test_a_probe_a_plugin_registers_can_be_named_in_a_queue_item(tmp_path: Path,
     with pytest.raises(CampaignFileError) as info:
         load_campaign(path)
     assert "queue[0] (id 'q').probes[0]: found 'echoo', expected one of: agent-load, cache-ceiling, cache-probe, decode, echo, load, tool-loop" in info.value.render()
+
+
+def test_what_a_plugin_probe_needs_is_read_from_its_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flows ask a probe's spec, not its name: a plugin probe that sends tools starts
+    its server with tool calling on and never shares a server with one that does not, and
+    the values it takes from its queue item reach its parameters (under the item's
+    overrides, which win)."""
+    from pydantic import BaseModel, ConfigDict
+
+    from arms.probes import registry
+    from flows.overrides import probe_params
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        words: int = 3
+        modes: list[str] = ["canonical"]
+
+    async def run(target: object, sink: object, params: object) -> None:
+        return None
+
+    monkeypatch.setattr(registry.PROBES, "_items", dict(registry.PROBES._items))
+    registry.register(registry.ProbeSpec("chatty", run, Params, per_context=True, needs_tools=True,
+                                          item_values=lambda spec, item, context: {"words": context // 1024}))
+    assert registry.needs_tools(["decode", "chatty"]) and not registry.needs_tools(["decode"])
+    path = tmp_path / "c.toml"
+    path.write_text(cpp_campaign("threads = 2", "decode"))
+    spec = load_campaign(path)
+    item_ = spec.queue[0]
+    assert probe_params(spec, item_, "chatty", 8192, {}).words == 8
+    assert probe_params(spec, item_, "chatty", 8192, {"words": 5}).words == 5
