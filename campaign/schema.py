@@ -225,6 +225,42 @@ class GateEntry(_Strict):
     )
 
 
+RECIPE_PREFIX, SIM_PREFIX = "recipe.", "sim."
+
+
+@dataclass(frozen=True)
+class OverrideKeys:
+    """A queue item's (or a rerun's) flat `overrides`, parsed once into what each key sets:
+    `recipe.<field>` the servers' recipe, `sim.<field>` the simulator's profile, any other
+    key a probe parameter. Why one parser: the prefixes were split by hand in the schema's
+    checks, the recipe an item runs, its settings hash, the pooling check, the override
+    check and the simulator's launch, and each had to agree with the others."""
+
+    recipe: Mapping[str, Any]  # recipe field -> value
+    sim: Mapping[str, Any]  # simulator profile field -> value
+    probe: Mapping[str, Any]  # key as written -> value (a probe parameter, or a mistake the checks name)
+
+    @classmethod
+    def of(cls, overrides: Mapping[str, Any]) -> OverrideKeys:
+        recipe, sim, probe = {}, {}, {}
+        for key, value in overrides.items():
+            if key.startswith(RECIPE_PREFIX):
+                recipe[key[len(RECIPE_PREFIX):]] = value
+            elif key.startswith(SIM_PREFIX):
+                sim[key[len(SIM_PREFIX):]] = value
+            else:
+                probe[key] = value
+        return cls(recipe, sim, probe)
+
+    def sim_keys(self) -> dict[str, Any]:
+        """The `sim.*` overrides as written (what a settings hash reads)."""
+        return {SIM_PREFIX + name: value for name, value in self.sim.items()}
+
+    def without_recipe(self) -> dict[str, Any]:
+        """Every override but the recipe's, as written (the servers' are in the recipe hash)."""
+        return {**self.probe, **self.sim_keys()}
+
+
 class QueueItem(_Strict):
     id: str | None = Field(default=None, pattern=_ID, description="the item's key (absent: the title, lower-cased, non-alphanumerics as -)")
     title: str = Field(description="what the item measures, shown in status and the report")
@@ -348,7 +384,7 @@ class CampaignSpec(_Strict):
         recipe = self.arm(arm_id).recipe
         if item is None:
             return recipe
-        changes = {k[len("recipe."):]: v for k, v in item.overrides.items() if k.startswith("recipe.")}
+        changes = dict(OverrideKeys.of(item.overrides).recipe)
         changes.update(item.change)
         if changes:
             recipe = Recipe.model_validate({**recipe.model_dump(), **changes})
@@ -528,10 +564,10 @@ def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known
             if dep not in items:
                 problems.append(f"{where}.depends_on: found {dep!r}, expected one of the queue item ids: {', '.join(sorted(items))}")
     for i, item in enumerate(spec.queue):
-        for key in item.overrides:
-            if key.startswith("recipe.") and key[len("recipe."):] not in Recipe.model_fields:
+        for name in OverrideKeys.of(item.overrides).recipe:
+            if name not in Recipe.model_fields:
                 problems.append(
-                    f"queue[{i}] ({item.title!r}).overrides: {key!r} is not a recipe field "
+                    f"queue[{i}] ({item.title!r}).overrides: {RECIPE_PREFIX + name!r} is not a recipe field "
                     f"(expected one of: {', '.join('recipe.' + f for f in sorted(Recipe.model_fields))})"
                 )
     order = {q.key: i for i, q in enumerate(spec.queue)}

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import Field as PydanticField
 
 from campaign import queue
-from campaign.schema import BlockBudget, CampaignFileError, CampaignSpec, QueueItem
+from campaign.schema import BlockBudget, CampaignFileError, CampaignSpec, OverrideKeys, QueueItem
 from arms.probes import registry as probes
 from flows.resolve import load_campaign, simulated_adapters
 from campaign.states import BUDGET_SPENT, SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, Verdict
@@ -148,7 +148,7 @@ def settings_hash(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any]
     `flows.overrides.probe_params` resolves them per context of the item. A probe's
     context the item does not name is its arm's own (the server's context, in
     `recipe_hash`): it is resolved here as 0, so the hash is the same for every arm."""
-    common = {k: v for k, v in overrides.items() if not k.startswith("recipe.")}
+    common = OverrideKeys.of(overrides).without_recipe()
     params: dict[str, Any] = {}
     for probe in item.probes:
         contexts = item.contexts if probes.get(probe).per_context and item.contexts else [0]

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from arms.probes import registry as probes
-from campaign.schema import CampaignSpec, QueueItem, Recipe, item_label
+from campaign.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, item_label
 from arms.probes.base import read_unchanged
 from arms.probes.registry import ITEM_FIELDS
 
@@ -105,8 +105,7 @@ def probe_settings_hash(probe: str, params: Any, overrides: dict[str, Any]) -> s
     for name in FILE_OVERRIDES:
         if name in values:
             values[name] = file_identity(values[name])
-    sim = {k: v for k, v in overrides.items() if k.startswith("sim.")}
-    return digest({"params": values, "sim": sim})
+    return digest({"params": values, "sim": OverrideKeys.of(overrides).sim_keys()})
 
 
 def probe_keys(item: QueueItem) -> dict[str, list[str]]:

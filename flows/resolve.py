@@ -37,6 +37,7 @@ from campaign.schema import (
     CampaignSpec,
     GateEntry,
     KnownNames,
+    OverrideKeys,
     QueueItem,
     Recipe,
     item_label,
@@ -428,7 +429,8 @@ def _probe_settings(item: QueueItem, probe: str) -> dict[str, Any]:
     a run's sample, `ProbeSpec.sample_fields`) and the simulator's profile."""
     spec = probe_registry.get(probe)
     accepted = {key for key, name in spec.keys.items() if name not in spec.unsettled}
-    return {k: v for k, v in item.overrides.items() if k in accepted or k.startswith("sim.")}
+    parts = OverrideKeys.of(item.overrides)
+    return {**{k: v for k, v in parts.probe.items() if k in accepted}, **parts.sim_keys()}
 
 
 def probe_pooling_problems(spec: CampaignSpec) -> list[str]:

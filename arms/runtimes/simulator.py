@@ -20,6 +20,7 @@ from pydantic import Field
 
 from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, RuntimeAdapter, RuntimeOptions, flag
 from arms.runtimes.registry import register
+from campaign.schema import OverrideKeys
 from arms.simulator.profile import SimProfile
 
 REFUSED_EXIT_CODE = 3
@@ -71,9 +72,7 @@ def profile_for(ctx: LaunchContext) -> dict[str, Any]:
     if options.reference_bits and "decode_tps" in profile:
         profile["decode_tps"] = profile["decode_tps"] * options.reference_bits / ctx.model.bits_per_weight
     profile.update(ctx.arm.simulate)
-    for key, value in ctx.overrides.items():
-        if key.startswith("sim."):
-            profile[key[4:]] = value
+    profile.update(OverrideKeys.of(ctx.overrides).sim)
     return profile
 
 

@@ -90,3 +90,15 @@ def test_decode_trials_keep_their_file_key_and_never_take_another_probes_trials(
     params = probes.get(ProbeName.DECODE).params
     assert params.model_validate_json(decode.model_dump_json()).trials == 3
     assert probes.get(ProbeName.DECODE).keys["repeats"] == "trials" and "trials" not in probes.get(ProbeName.DECODE).keys
+
+
+def test_override_keys_are_parsed_once_into_recipe_simulator_and_probe() -> None:
+    """`recipe.*` sets the servers' recipe, `sim.*` the simulator's profile, anything else
+    a probe parameter; the settings hash reads the non-recipe keys as written."""
+    from campaign.schema import OverrideKeys
+
+    parts = OverrideKeys.of({"recipe.slots": 4, "sim.decode_tps": 90.0, "max_tokens": 64, "recipes": 1})
+    assert dict(parts.recipe) == {"slots": 4} and dict(parts.sim) == {"decode_tps": 90.0}
+    assert dict(parts.probe) == {"max_tokens": 64, "recipes": 1}  # no prefix: a probe's key (or a mistake)
+    assert parts.without_recipe() == {"max_tokens": 64, "recipes": 1, "sim.decode_tps": 90.0}
+    assert parts.sim_keys() == {"sim.decode_tps": 90.0}
