@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,29 +93,39 @@ def _row_values(table, **given):  # type: ignore[no-untyped-def]
     return {**out, **given}
 
 
+def _old_database(conn: Any, revision: str) -> tuple[Any, int, int, int]:
+    """A database migrated to `revision` only, holding one campaign with one done attempt
+    and one done decode probe run: (its tables, campaign id, attempt id, probe run id)."""
+    import sqlalchemy as sa
+    from alembic import command
+
+    from campaign.migrate import _alembic_config
+
+    command.upgrade(_alembic_config(conn), revision)
+    meta = sa.MetaData()
+    meta.reflect(conn)
+    t = meta.tables
+    cid = conn.execute(t["campaign"].insert().values(**_row_values(t["campaign"], name="old"))).inserted_primary_key[0]
+    aid = conn.execute(t["attempt"].insert().values(**_row_values(
+        t["attempt"], campaign_id=cid, item_key="k", arm_id="A", repeat=0, number=1, state="done"))).inserted_primary_key[0]
+    rid = conn.execute(t["probe_run"].insert().values(**_row_values(
+        t["probe_run"], attempt_id=aid, probe="decode", context=0, state="done"))).inserted_primary_key[0]
+    return t, cid, aid, rid
+
+
 def test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_block(db_url: str) -> None:
     """A database at revision 0002 (before blocks) with one measured attempt: upgraded,
     its attempt has '' and NULL for the block, and its rows say so in the frame; a new
     attempt's rows carry its block id, order, hashes and number. The frame's SQL and
     `newest_done_attempts` still agree on which attempts count."""
     import sqlalchemy as sa
-    from alembic import command
 
-    from campaign.migrate import _alembic_config
     from campaign.store import FRAME_COLUMNS, newest_done_attempts
     from campaign.tables import AttemptRow
 
     raw = sa.create_engine(db_url)
     with raw.begin() as conn:
-        command.upgrade(_alembic_config(conn), "0002")
-        meta = sa.MetaData()
-        meta.reflect(conn)
-        t = meta.tables
-        cid = conn.execute(t["campaign"].insert().values(**_row_values(t["campaign"], name="old"))).inserted_primary_key[0]
-        aid = conn.execute(t["attempt"].insert().values(**_row_values(
-            t["attempt"], campaign_id=cid, item_key="k", arm_id="A", repeat=0, number=1, state="done"))).inserted_primary_key[0]
-        rid = conn.execute(t["probe_run"].insert().values(**_row_values(
-            t["probe_run"], attempt_id=aid, probe="decode", context=0, state="done"))).inserted_primary_key[0]
+        t, cid, aid, rid = _old_database(conn, "0002")
         conn.execute(t["measurement"].insert().values(**_row_values(
             t["measurement"], campaign_id=cid, attempt_id=aid, probe_run_id=rid, item_key="k", arm_id="A", probe="decode",
             mode="canonical", metric="decode_tps", value=10.0)))
@@ -152,22 +163,12 @@ def test_the_sign_of_trial_becomes_the_rows_kind(db_url: str) -> None:
     kind, warm-up requests their number too, and a summary and a sample of one metric can
     both be trial 0 (the unique key has the kind)."""
     import sqlalchemy as sa
-    from alembic import command
     from sqlalchemy.exc import IntegrityError
 
-    from campaign.migrate import _alembic_config
 
     raw = sa.create_engine(db_url)
     with raw.begin() as conn:
-        command.upgrade(_alembic_config(conn), "0004")
-        meta = sa.MetaData()
-        meta.reflect(conn)
-        t = meta.tables
-        cid = conn.execute(t["campaign"].insert().values(**_row_values(t["campaign"], name="old"))).inserted_primary_key[0]
-        aid = conn.execute(t["attempt"].insert().values(**_row_values(
-            t["attempt"], campaign_id=cid, item_key="k", arm_id="A", repeat=0, number=1, state="done"))).inserted_primary_key[0]
-        rid = conn.execute(t["probe_run"].insert().values(**_row_values(
-            t["probe_run"], attempt_id=aid, probe="decode", context=0, state="done"))).inserted_primary_key[0]
+        t, cid, aid, rid = _old_database(conn, "0004")
         for scenario, trial, metric, value in (("decode", 0, "decode_tps", 10.0), ("decode", 1, "decode_tps", 12.0),
                                                ("decode", -1, "decode_tps_median", 11.0), ("decode:warmup", -2, "decode_tps", 1.0),
                                                ("decode:warmup", -3, "decode_tps", 2.0)):
