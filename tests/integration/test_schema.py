@@ -6,11 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.unit.test_schema import GOOD, write  # noqa: F401 - helpers and fixtures
+from tests.campaigns import write_campaign
+from tests.unit.test_schema import GOOD
 
 
 def test_cli_prints_a_paragraph_and_exits_2(tmp_path: Path) -> None:
-    path = write(tmp_path, GOOD.replace("context = 4096\nrecipe", "context = -1\nrecipe"))
+    path = write_campaign(tmp_path, GOOD.replace("context = 4096\nrecipe", "context = -1\nrecipe"))
     proc = subprocess.run(
         [sys.executable, "-m", "cli", "run", str(path), "--db", str(tmp_path / "x.db")],
         capture_output=True, text=True, timeout=120,
