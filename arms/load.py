@@ -68,6 +68,8 @@ from enum import StrEnum
 from typing import Any
 
 from arms.client import gc_paused
+from campaign import metrics
+from campaign.metrics import Metric
 from campaign.states import CONSTANT_SCENARIO_PREFIX, POISSON_SCENARIO_PREFIX, TRACE_SCENARIO_PREFIX, is_open_loop  # noqa: F401 - re-exported for the probe
 from arms.metrics import (
     NS,
@@ -359,7 +361,7 @@ async def _closed_loop(
 
 # -- what a run carried ---------------------------------------------------------------------------
 
-QUEUE_TARGETS = frozenset({"ttft_s", "e2e_s"})
+QUEUE_TARGETS = frozenset({metrics.TTFT_S.name, metrics.E2E_S.name})
 """Targets a growing queue breaks (a queued request waits before its first token)."""
 
 
@@ -367,7 +369,9 @@ def _tpot(record: RequestRecord) -> float | None:
     return tpot_s(record)[0]
 
 
-_TARGET_FNS: dict[str, Callable[[RequestRecord], float | None]] = {"ttft_s": ttft_s, "tpot_s": _tpot, "e2e_s": e2e_s}
+_TARGET_FNS: dict[str, Callable[[RequestRecord], float | None]] = {
+    metrics.TTFT_S.name: ttft_s, metrics.TPOT_S.name: _tpot, metrics.E2E_S.name: e2e_s,
+}
 
 
 def meets(record: RequestRecord, targets: Mapping[str, float]) -> bool:
@@ -379,7 +383,7 @@ def meets(record: RequestRecord, targets: Mapping[str, float]) -> bool:
     for name, limit in targets.items():
         value = _TARGET_FNS[name](record)
         if value is None:
-            if name == "tpot_s":
+            if name == metrics.TPOT_S.name:
                 continue
             return False
         if value > limit:
@@ -393,20 +397,23 @@ def targets_text(targets: Mapping[str, float]) -> str:
 
 @dataclass(frozen=True)
 class Stat:
-    metric: str
+    metric: Metric  # its unit is the catalogue's
     value: float
-    unit: str
     source: str = ""
 
 
 PERCENTILES = (50, 90, 99)
-LATENCIES: tuple[tuple[str, Callable[[RequestRecord], float | None]], ...] = (
-    ("ttft", ttft_s), ("tpot", _tpot), ("e2e", e2e_s),
+# each latency's definition and the rows of its PERCENTILES
+LATENCIES: tuple[tuple[Callable[[RequestRecord], float | None], tuple[Metric, ...]], ...] = (
+    (ttft_s, (metrics.TTFT_P50_S, metrics.TTFT_P90_S, metrics.TTFT_P99_S)),
+    (_tpot, (metrics.TPOT_P50_S, metrics.TPOT_P90_S, metrics.TPOT_P99_S)),
+    (e2e_s, (metrics.E2E_P50_S, metrics.E2E_P90_S, metrics.E2E_P99_S)),
 )
+ITL_PERCENTILES = (metrics.ITL_P50_S, metrics.ITL_P90_S, metrics.ITL_P99_S)
 
 
 def run_stats(result: RunResult, targets: Mapping[str, float]) -> list[Stat]:
-    """The run's numbers as (metric, value, unit, source), by the definitions in the module
+    """The run's numbers as (metric, value, source), by the definitions in the module
     doc. Percentiles of a latency nobody produced are left out, never written as 0."""
     records = result.records
     ok = [r for r in records if r.ok]
@@ -422,38 +429,36 @@ def run_stats(result: RunResult, targets: Mapping[str, float]) -> list[Stat]:
     per_s = lambda count, over: count / over if over > 0 else 0.0  # noqa: E731
     over = f"over the {window:.3g} s window"
     out = [
-        Stat("offered_rps", per_s(offered, window), "req/s", f"{offered} requests {over}"),
-        Stat("request_throughput_rps", per_s(len(ok), window), "req/s", f"{len(ok)} succeeded {over}"),
-        Stat("output_tps", per_s(tokens, window), "tok/s", f"{token_source}, {over}"),
-        Stat("goodput_rps", per_s(met, window), "req/s", f"{met} of {offered} met {targets_text(targets)}, {over}"),
-        Stat("requests_met", met, "requests", targets_text(targets)),
-        Stat("window_s", window, "s", "the schedule" if result.profile.open_loop else "first send to last end"),
-        Stat("span_s", span, "s", "first send to last end"),
-        Stat("drain_s", max(0.0, span - window), "s", "last end after the window"),
-        Stat("in_flight_peak", result.peak_in_flight, "requests", f"cap {result.max_in_flight}"),
+        Stat(metrics.OFFERED_RPS, per_s(offered, window), f"{offered} requests {over}"),
+        Stat(metrics.REQUEST_THROUGHPUT_RPS, per_s(len(ok), window), f"{len(ok)} succeeded {over}"),
+        Stat(metrics.OUTPUT_TPS, per_s(tokens, window), f"{token_source}, {over}"),
+        Stat(metrics.GOODPUT_RPS, per_s(met, window), f"{met} of {offered} met {targets_text(targets)}, {over}"),
+        Stat(metrics.REQUESTS_MET, met, targets_text(targets)),
+        Stat(metrics.WINDOW_S, window, "the schedule" if result.profile.open_loop else "first send to last end"),
+        Stat(metrics.SPAN_S, span, "first send to last end"),
+        Stat(metrics.DRAIN_S, max(0.0, span - window), "last end after the window"),
+        Stat(metrics.IN_FLIGHT_PEAK, result.peak_in_flight, f"cap {result.max_in_flight}"),
     ]
     if offered:
-        out.append(Stat("target_attainment", met / offered, "ratio", f"{met}/{offered}"))
+        out.append(Stat(metrics.TARGET_ATTAINMENT, met / offered, f"{met}/{offered}"))
     if span > 0:
-        out.append(Stat("client_cpu_share", result.cpu_s / span, "ratio", f"{result.cpu_s:.3g} s of the client's CPU over {span:.3g} s"))
+        out.append(Stat(metrics.CLIENT_CPU_SHARE, result.cpu_s / span, f"{result.cpu_s:.3g} s of the client's CPU over {span:.3g} s"))
     fallen = sum(1 for r in ok if r.stamp_source != STAMP_DATA_RECEIVED or r.send_stamp_source == SEND_FALLBACK)
-    out.append(Stat("stamp_fallbacks", fallen, "requests", f"of {len(ok)} succeeded: times taken at read time, not at byte arrival and header write"))
+    out.append(Stat(metrics.STAMP_FALLBACKS, fallen, f"of {len(ok)} succeeded: times taken at read time, not at byte arrival and header write"))
     if result.profile.open_loop:
-        out.append(Stat("in_flight_cap_waits", result.cap_waits, "count", f"sends that waited for the cap of {result.max_in_flight} in flight"))
-    for name, fn in LATENCIES:
+        out.append(Stat(metrics.IN_FLIGHT_CAP_WAITS, result.cap_waits, f"sends that waited for the cap of {result.max_in_flight} in flight"))
+    for fn, rows in LATENCIES:
         values = [v for r in ok if (v := fn(r)) is not None]
-        for q in PERCENTILES:
-            if values:
-                out.append(Stat(f"{name}_p{q}_s", percentile(values, q) or 0.0, "s", f"{len(values)} requests"))
+        if values:
+            out.extend(Stat(row, percentile(values, q) or 0.0, f"{len(values)} requests") for q, row in zip(PERCENTILES, rows, strict=True))
     gaps = [g for r in ok for g in itl_s(r)]
-    for q in PERCENTILES:
-        if gaps:
-            out.append(Stat(f"itl_p{q}_s", percentile(gaps, q) or 0.0, "s", f"{len(gaps)} gaps"))
+    if gaps:
+        out.extend(Stat(row, percentile(gaps, q) or 0.0, f"{len(gaps)} gaps") for q, row in zip(PERCENTILES, ITL_PERCENTILES, strict=True))
     lags = [v for r in records if (v := schedule_lag_s(r)) is not None]
     if lags:
-        out.append(Stat("schedule_lag_p50_s", percentile(lags, 50) or 0.0, "s", f"{len(lags)} sends"))
-        out.append(Stat("schedule_lag_p99_s", percentile(lags, 99) or 0.0, "s", f"{len(lags)} sends"))
-        out.append(Stat("schedule_lag_max_s", max(lags), "s", f"{len(lags)} sends"))
+        out.append(Stat(metrics.SCHEDULE_LAG_P50_S, percentile(lags, 50) or 0.0, f"{len(lags)} sends"))
+        out.append(Stat(metrics.SCHEDULE_LAG_P99_S, percentile(lags, 99) or 0.0, f"{len(lags)} sends"))
+        out.append(Stat(metrics.SCHEDULE_LAG_MAX_S, max(lags), f"{len(lags)} sends"))
     return out
 
 

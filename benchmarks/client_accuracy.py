@@ -264,7 +264,7 @@ class ProbeRun:
         from flows.sink import StoreSink
 
         run = self.store.add(ProbeRunRow(attempt_id=self.attempt_id, probe="agent-load", context=0))
-        target = ProbeTarget(base_url=url, model="bench", adapter=registry.get("llamacpp"), log_path=str(self.log_path))
+        target = ProbeTarget.speaking(registry.get("llamacpp"), base_url=url, model="bench", log_path=str(self.log_path))
         params = agent_load.AgentLoadParams(
             conversations=streams, turns=1, system_tokens=16, task_tokens=16, turn_tokens=0, max_tokens=tokens, baseline=False
         )

@@ -49,7 +49,7 @@ import httpx  # noqa: E402
 from arms.client import make_http_client, stream_chat  # noqa: E402
 from arms.metrics import decode_tps, record_payload, ttft_s  # noqa: E402
 from arms.probes.prompts import words  # noqa: E402
-from arms.runtimes.base import LaunchContext  # noqa: E402
+from arms.runtimes.launching import LaunchContext  # noqa: E402
 from arms.runtimes.llamacpp import LlamaCppAdapter  # noqa: E402
 from arms.server import ServerProcess, free_port  # noqa: E402
 from flows.resolve import load_campaign  # noqa: E402

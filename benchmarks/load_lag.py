@@ -71,7 +71,7 @@ def one_rate(url: str, rate: float, seconds: float, tokens: int, cap: int, trace
     from arms.probes.base import MemorySink, ProbeTarget
     from arms.runtimes import catalog as registry
 
-    target = ProbeTarget(base_url=url, model="bench", adapter=registry.get("llamacpp"))  # the server answers /metrics as llama-server
+    target = ProbeTarget.speaking(registry.get("llamacpp"), base_url=url, model="bench")  # the server answers /metrics as llama-server
     if trace:
         params = load.LoadParams(profile="trace", trace=trace_file(rate, seconds, tokens), block_tokens=8, max_in_flight=cap)
     else:

@@ -79,7 +79,7 @@ def one_rate(url: str, rate: float, seconds: float) -> dict[str, list[float]]:
     from arms.probes.base import MemorySink, ProbeTarget
     from arms.runtimes import catalog as registry
 
-    target = ProbeTarget(base_url=url, model="sim", adapter=registry.get("simulator"), simulated=True)
+    target = ProbeTarget.speaking(registry.get("simulator"), base_url=url, model="sim", simulated=True)
     params = load.LoadParams(profile="constant", rate=rate, duration_s=seconds, prompt_tokens=256, max_tokens=16)
     sink = MemorySink()
     asyncio.run(load.run(target, sink, params))

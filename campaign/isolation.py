@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from campaign import metrics
 from campaign.samples import kinds
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import Mode, SampleKind
 
 
 # what a person compares between two runs; server counter deltas are totals, not effects
-PER_REQUEST_METRICS = ("reuse", "ttft_s", "decode_tps", "e2e_s", "tool_loop_pass")
+PER_REQUEST_METRICS = tuple(m.name for m in (metrics.REUSE, metrics.TTFT_S, metrics.DECODE_TPS, metrics.E2E_S, metrics.TOOL_LOOP_PASS))
 
 
 def _show(value: object) -> str:

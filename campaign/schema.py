@@ -498,37 +498,55 @@ def _describe(err: dict[str, Any], data: Any) -> str:
 
 def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known_predicates: set[str] | None,
                       known_probes: set[str] | None = None) -> list[str]:
-    problems: list[str] = []
+    """Every name the file uses that another part of it (or a registry) must define: one
+    problem per wrong name, each naming where it is and what was expected."""
     probes = known_probes if known_probes is not None else {p.value for p in ProbeName}  # the built-in ones, known to the core
-    for i, item in enumerate(spec.queue):
-        for j, probe in enumerate(item.probes):
-            if probe not in probes:
-                problems.append(f"{item_label(i, item)}.probes[{j}]: found {probe!r}, expected one of: {', '.join(sorted(probes))}")
+    return [
+        *_unknown_probes(spec, probes),
+        *_duplicate_ids(spec),
+        *_runtime_and_arm_references(spec, known_adapters),
+        *_gate_references(spec, known_predicates),
+        *_queue_references(spec),
+        *_confirmations(spec),
+    ]
 
-    def dupes(kind: str, keys: list[str]) -> None:
+
+def _unknown_probes(spec: CampaignSpec, probes: set[str]) -> list[str]:
+    return [
+        f"{item_label(i, item)}.probes[{j}]: found {probe!r}, expected one of: {', '.join(sorted(probes))}"
+        for i, item in enumerate(spec.queue)
+        for j, probe in enumerate(item.probes)
+        if probe not in probes
+    ]
+
+
+def _duplicate_ids(spec: CampaignSpec) -> list[str]:
+    problems: list[str] = []
+    for kind, keys in (
+        ("runtimes", [r.name for r in spec.runtimes]),
+        ("arms", [a.id for a in spec.arms]),
+        ("gates", [g.id for g in spec.gates]),
+        ("queue", [q.key for q in spec.queue]),
+        ("models", [m.key for m in spec.models]),
+    ):
         seen: set[str] = set()
         for i, key in enumerate(keys):
             if key in seen:
                 problems.append(f"{kind}[{i}]: duplicate id {key!r}")
             seen.add(key)
+    return problems
 
-    dupes("runtimes", [r.name for r in spec.runtimes])
-    dupes("arms", [a.id for a in spec.arms])
-    dupes("gates", [g.id for g in spec.gates])
-    dupes("queue", [q.key for q in spec.queue])
-    dupes("models", [m.key for m in spec.models])
 
-    runtimes = {r.name for r in spec.runtimes}
-    arms = {a.id for a in spec.arms}
-    gates = {g.id for g in spec.gates}
-    items = {q.key for q in spec.queue}
-
+def _runtime_and_arm_references(spec: CampaignSpec, known_adapters: set[str] | None) -> list[str]:
+    """Each runtime's adapter, and each arm's runtime and model (one quant of it)."""
+    problems: list[str] = []
     if known_adapters is not None:
         for i, rt in enumerate(spec.runtimes):
             if rt.adapter not in known_adapters:
                 problems.append(
                     f"runtimes[{i}] (name {rt.name!r}).adapter: found {rt.adapter!r}, expected one of: {', '.join(sorted(known_adapters))}"
                 )
+    runtimes = {r.name for r in spec.runtimes}
     for i, arm in enumerate(spec.arms):
         where = f"arms[{i}] (id {arm.id!r})"
         if arm.runtime not in runtimes:
@@ -540,6 +558,12 @@ def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known
             problems.append(f"{where}.model: found {wanted!r}, expected one of the models (name/quant): {offered}")
         elif len(matches) > 1:
             problems.append(f"{where}.quant: model {arm.model!r} has several quants ({', '.join(m.quant for m in matches)}); name one")
+    return problems
+
+
+def _gate_references(spec: CampaignSpec, known_predicates: set[str] | None) -> list[str]:
+    problems: list[str] = []
+    arms = {a.id for a in spec.arms}
     for i, gate in enumerate(spec.gates):
         where = f"gates[{i}] (id {gate.id!r})"
         if known_predicates is not None and gate.predicate not in known_predicates:
@@ -548,6 +572,16 @@ def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known
             for arm_id in getattr(gate, field):
                 if arm_id not in arms:
                     problems.append(f"{where}.{field}: arm {arm_id!r} does not exist (arms: {', '.join(sorted(arms))})")
+    return problems
+
+
+def _queue_references(spec: CampaignSpec) -> list[str]:
+    """Each item's arms (and its contexts within theirs), gate, dependencies (no cycle)
+    and recipe overrides."""
+    problems: list[str] = []
+    arms = {a.id for a in spec.arms}
+    gates = {g.id for g in spec.gates}
+    items = {q.key for q in spec.queue}
     for i, item in enumerate(spec.queue):
         where = f"queue[{i}] ({item.title!r})"
         for arm_id in item.arms:
@@ -570,6 +604,15 @@ def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known
                     f"queue[{i}] ({item.title!r}).overrides: {RECIPE_PREFIX + name!r} is not a recipe field "
                     f"(expected one of: {', '.join('recipe.' + f for f in sorted(Recipe.model_fields))})"
                 )
+    cycle = _find_cycle({q.key: [d for d in q.depends_on if d in items] for q in spec.queue})
+    if cycle:
+        problems.append(f"queue.depends_on: dependency cycle {' -> '.join(cycle)}")
+    return problems
+
+
+def _confirmations(spec: CampaignSpec) -> list[str]:
+    """A confirmatory item names an earlier item and changes only one variable of it."""
+    problems: list[str] = []
     order = {q.key: i for i, q in enumerate(spec.queue)}
     for i, item in enumerate(spec.queue):
         if item.confirms is None:
@@ -583,9 +626,6 @@ def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known
             problems.append(f"{where}: a confirmatory run must use arms and probes of {base.key!r} (only one variable may change)")
         if item.contexts and base.contexts and item.contexts != base.contexts:
             problems.append(f"{where}: contexts {item.contexts} differ from {base.key!r}'s {base.contexts}; only {list(item.change)[0]!r} may change")
-    cycle = _find_cycle({q.key: [d for d in q.depends_on if d in items] for q in spec.queue})
-    if cycle:
-        problems.append(f"queue.depends_on: dependency cycle {' -> '.join(cycle)}")
     return problems
 
 

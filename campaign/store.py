@@ -24,6 +24,7 @@ import pandas as pd
 from sqlalchemy import text
 from sqlmodel import Session, SQLModel, select
 
+from campaign import metrics
 from campaign.database import database_url, engine_for, public_url, resolve_url
 from campaign.liveness import this_host, this_machine
 from campaign.processes import process_start
@@ -417,18 +418,19 @@ class Store:
             "SELECT p.id FROM probe_run p WHERE p.attempt_id = :aid AND p.state = :done"
         )
         params = {"aid": attempt_id, "done": ProbeRunState.DONE.value, "summary": SampleKind.SUMMARY.value}
+        tally = {"tally": f"%{metrics.REQUESTS.name}%"}
         out = RequestOutcome()
         with self.engine.connect() as conn:
             rows = conn.execute(text(
                 f"SELECT m.metric, m.source, m.value FROM measurement m WHERE m.attempt_id = :aid AND m.kind = :summary "
-                f"AND m.metric LIKE '%requests%' AND m.probe_run_id IN ({runs})"
-            ), params).all()
+                f"AND m.metric LIKE :tally AND m.probe_run_id IN ({runs})"
+            ), {**params, **tally}).all()
             for metric, source, value in rows:
-                if metric.endswith("requests"):
+                if metric.endswith(metrics.REQUESTS.name):
                     out.requests += int(value)
-                elif metric.endswith("requests_failed"):
+                elif metric.endswith(metrics.REQUESTS_FAILED.name):
                     out.failed += int(value)
-                elif "requests_failed_" in metric:
+                elif metrics.FAILED_KIND_PREFIX in metric:
                     out.kinds[source or ""] = out.kinds.get(source or "", 0) + int(value)
             if out.failed:
                 out.errors = [e for (e,) in conn.execute(text(

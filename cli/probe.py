@@ -22,8 +22,9 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from cli.app import UsageError, app, console
+from campaign import metrics
 from campaign.states import Mode, ProbeName
+from cli.app import UsageError, app, console
 
 
 def _reachable_model(url: str, model: str | None, adapter_model: str | None = None) -> str:
@@ -127,26 +128,18 @@ def probe(
         raise UsageError(f"--read-timeout: found {read_timeout:g}, expected seconds > 0")
     if no_baseline:
         given["baseline"] = False
-    fields = spec.keys
-    unknown = [k for k, v in given.items() if v is not None and k not in fields]
-    if unknown:
-        flags = ", ".join(_flag(k) for k in unknown)
-        raise UsageError(f"{flags} do(es) not apply to --probe {name}")
-    values = {**spec.cli_defaults, **{k: v for k, v in given.items() if v is not None}}
+    params = _params(spec, given)
+    speaks = adapter.recognise(url.rstrip("/"))  # a server at a URL: the family its metrics page shows
     try:
-        params = spec.params.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = f"{_flag(str(first['loc'][0]))}: " if first["loc"] else ""  # a rule between fields names its fields itself
-        raise UsageError(where + str(first["msg"]).removeprefix("Value error, ")) from None
-    try:
-        served = _reachable_model(url.rstrip("/"), model, adapter.request_model)
+        served = _reachable_model(url.rstrip("/"), model, speaks.dialect.request_model)
     except ConnectionError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
+    if speaks is not adapter:
+        console.print(f"its metrics page shows a {speaks.name} server: counters read as {speaks.name}'s")
     sampling = {"temperature": temperature, "top_p": top_p}
     target = ProbeTarget(
-        base_url=url.rstrip("/"), model=served, adapter=adapter,
+        base_url=url.rstrip("/"), model=served, telemetry=speaks.telemetry, dialect=speaks.dialect,
         sampling={k: v for k, v in sampling.items() if v is not None}, read_timeout=read_timeout,
     )
     sink = MemorySink()
@@ -154,20 +147,42 @@ def probe(
         asyncio.run(spec.run(target, sink, params))
     succeeded = _print_summary(name, sink)
     if json_out is not None:
-        doc: dict[str, Any] = {
-            "probe": name, "url": url, "model": served, "params": params.model_dump(mode="json", by_alias=True),
-            "measurements": sink.measurements, "samples": sink.samples, "requests": sink.requests,
-        }
-        if spec.extras is not None:
-            doc.update(spec.extras(sink.measurements, sink.requests))
-        json_out.write_text(json.dumps(doc, indent=1, default=str))
-        console.print(f"wrote {json_out}")
+        _write_json(json_out, spec, url, served, params, sink)
     if not succeeded:
         console.print(f"[red]error:[/red] no request of {name} succeeded")
         raise typer.Exit(1)
 
 
-COUNTED_ELSEWHERE = ("errors", "not_run")  # failures: in the table by kind, not as medians of 1
+def _params(spec: Any, given: dict[str, Any]) -> Any:
+    """The probe's parameters from the flags given (None: not given), over its command-line
+    defaults; a flag the probe does not read, or a value its model refuses, is a usage
+    error naming the flag."""
+    unknown = [k for k, v in given.items() if v is not None and k not in spec.keys]
+    if unknown:
+        flags = ", ".join(_flag(k) for k in unknown)
+        raise UsageError(f"{flags} do(es) not apply to --probe {spec.name}")
+    values = {**spec.cli_defaults, **{k: v for k, v in given.items() if v is not None}}
+    try:
+        return spec.params.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = f"{_flag(str(first['loc'][0]))}: " if first["loc"] else ""  # a rule between fields names its fields itself
+        raise UsageError(where + str(first["msg"]).removeprefix("Value error, ")) from None
+
+
+def _write_json(path: Path, spec: Any, url: str, served: str, params: Any, sink: Any) -> None:
+    """Everything the probe measured, with its parameters and the probe's own extras."""
+    doc: dict[str, Any] = {
+        "probe": spec.name, "url": url, "model": served, "params": params.model_dump(mode="json", by_alias=True),
+        "measurements": sink.measurements, "samples": sink.samples, "requests": sink.requests,
+    }
+    if spec.extras is not None:
+        doc.update(spec.extras(sink.measurements, sink.requests))
+    path.write_text(json.dumps(doc, indent=1, default=str))
+    console.print(f"wrote {path}")
+
+
+COUNTED_ELSEWHERE = (metrics.ERRORS.name, metrics.NOT_RUN.name)  # failures: in the table by kind, not as medians of 1
 FLAGS = {"contexts": "--context", "modes": "--mode", "duration_s": "--duration", "targets": "--target", "profile": "--profile"}
 
 
@@ -211,7 +226,7 @@ def _print_summary(name: str, sink: Any) -> int:
             table.add_row(kind, str(count), first[:120])
         console.print(table)
     for m in sink.measurements:
-        if m["metric"] == "ceiling_search_error_at":
+        if m["metric"] == metrics.CEILING_SEARCH_ERROR_AT.name:
             kind = m["source"].split("; ", 1)[0]
             console.print(f"  [yellow]{m['mode']}: the ceiling search stopped on an error ({kind}) at {m['value']:.0f} tokens, not where reuse died[/yellow]")
     view = VIEWS.get(name, View())
@@ -276,15 +291,22 @@ def _print_load(sink: Any) -> None:
     """The load curve (one row per run, by offered rate), the sweep's answer, and what the
     client could not keep to: schedule lag, sends that waited for the in-flight cap. Output
     tokens/s and the other percentiles are in --json."""
-    from arms.probes.load import curve_rows, sweep_result
-
     from rich import box
 
-    columns = (
-        ("run", "scenario", 1), ("offered", "offered_rps", 1), ("thru", "request_throughput_rps", 1),
-        ("goodput", "goodput_rps", 1), ("met", "target_attainment", 0), ("TTFT\np50", "ttft_p50_s", 1000),
-        ("TTFT\np99", "ttft_p99_s", 1000), ("TPOT\np99", "tpot_p99_s", 1000), ("err", "error_rate", 0),
-        ("queue", "queue_depth_max", 1), ("lag\np99", "schedule_lag_p99_s", 1000),
+    from arms.probes.load import curve_rows, sweep_result
+
+    columns = (  # (heading, a curve row's key, scale: 0 is a share)
+        ("run", "scenario", 1),
+        ("offered", metrics.OFFERED_RPS.name, 1),
+        ("thru", metrics.REQUEST_THROUGHPUT_RPS.name, 1),
+        ("goodput", metrics.GOODPUT_RPS.name, 1),
+        ("met", metrics.TARGET_ATTAINMENT.name, 0),
+        ("TTFT\np50", metrics.TTFT_P50_S.name, 1000),
+        ("TTFT\np99", metrics.TTFT_P99_S.name, 1000),
+        ("TPOT\np99", metrics.TPOT_P99_S.name, 1000),
+        ("err", metrics.ERROR_RATE.name, 0),
+        ("queue", metrics.QUEUE_DEPTH_MAX.name, 1),
+        ("lag\np99", metrics.SCHEDULE_LAG_P99_S.name, 1000),
     )
     rows = curve_rows(sink.measurements)
     widest = max((len(r["scenario"]) for r in rows), default=3)
@@ -301,24 +323,26 @@ def _print_load(sink: Any) -> None:
                 cells.append("-" if value is None else f"{value:.0%}" if scale == 0 else _short(value * scale))
             table.add_row(*cells, style="dim" if mode_ == Mode.GREEDY.value else "")
         console.print(table)
+        waits = metrics.IN_FLIGHT_CAP_WAITS.name
         for r in rows:
-            if r["mode"] == mode_ and r.get("in_flight_cap_waits"):
-                console.print(f"  [yellow]{r['scenario']}: {r['in_flight_cap_waits']:.0f} send(s) waited for the in-flight cap; their lag includes the wait[/yellow]")
+            if r["mode"] == mode_ and r.get(waits):
+                console.print(f"  [yellow]{r['scenario']}: {r[waits]:.0f} send(s) waited for the in-flight cap; their lag includes the wait[/yellow]")
+    reported, implies = metrics.TRACE_REUSE.name, metrics.TRACE_IMPLIED_REUSE.name
     reuse = {(m["mode"], m["scenario"], m["metric"]): float(m["value"]) for m in sink.measurements
-             if m["metric"] in ("trace_reuse", "trace_implied_reuse")}
+             if m["metric"] in (reported, implies)}
     for (mode_, scenario, metric), value in reuse.items():
-        if metric == "trace_reuse":
-            implied = reuse.get((mode_, scenario, "trace_implied_reuse"))
+        if metric == reported:
+            implied = reuse.get((mode_, scenario, implies))
             console.print(f"{scenario} ({mode_}): prefix reuse {value:.0%} as the server reported it; "
                           f"the trace implies {implied:.0%} (an unbounded cache)" if implied is not None else "", highlight=False)
     for (mode_, _ctx), cell in sweep_result(sink.measurements).items():
         console.print(
-            f"[bold]sweep ({mode_})[/bold]: max goodput {cell.get('max_goodput_rps', 0):.3g} req/s "
-            f"({cell.get('max_goodput_offered_rps_source', '')}); {cell.get('sweep_fraction_source', '')}"
+            f"[bold]sweep ({mode_})[/bold]: max goodput {cell.get(metrics.MAX_GOODPUT_RPS.name, 0):.3g} req/s "
+            f"({cell.get(f'{metrics.MAX_GOODPUT_OFFERED_RPS.name}_source', '')}); {cell.get(f'{metrics.SWEEP_FRACTION.name}_source', '')}"
         )
-        if cell.get("sweep_rates_skipped"):
-            saved = cell.get("sweep_time_saved_s")
-            console.print(f"  {cell.get('sweep_rates_skipped_source', '')}" + (f" ({saved:.0f} s of device time saved)" if saved else ""),
+        if cell.get(metrics.SWEEP_RATES_SKIPPED.name):
+            saved = cell.get(metrics.SWEEP_TIME_SAVED_S.name)
+            console.print(f"  {cell.get(f'{metrics.SWEEP_RATES_SKIPPED.name}_source', '')}" + (f" ({saved:.0f} s of device time saved)" if saved else ""),
                           highlight=False)
 
 

@@ -20,12 +20,13 @@ from arms.probes import registry as probes
 from arms.probes.base import ProbeTarget, identify
 from arms.probes.failures import NOT_RUN, error_kind
 from arms.runtimes import catalog as runtimes
-from arms.runtimes.base import LaunchContext, RuntimeAdapter
+from arms.runtimes.base import RuntimeAdapter
+from arms.runtimes.launching import LaunchContext, LaunchSpec
 from arms.server import ServerProcess, ServerStartError, free_port
+from campaign.liveness import AttemptHeartbeat
 from campaign.processes import rss_of_group
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import AttemptState, ProbeRunState
-from campaign.liveness import AttemptHeartbeat
 from campaign.store import RequestOutcome, Store
 from campaign.tables import AttemptRow, ProbeRunRow, utcnow
 from flows import interrupt
@@ -41,12 +42,12 @@ from flows.sink import SinkWriteError, StoreSink
 def run_probe(job: ProbeRun) -> int:
     """One probe run on a running server, its rows stored as it goes; the probe run's id."""
     store = Store(job.store_url)
-    adapter = runtimes.get(job.adapter)
+    speaks = runtimes.get(job.speaks)
     probe, context, arm_id = job.probe, job.context, job.arm_id
     run = store.add(ProbeRunRow(attempt_id=job.attempt_id, probe=probe, context=context, settings_hash=job.settings_hash))
     target = ProbeTarget(
-        base_url=job.base_url, model=job.model, adapter=adapter, sampling=job.sampling, simulated=adapter.simulated,
-        log_path=job.log_path, cached_tokens_field=job.cached_tokens_field,
+        base_url=job.base_url, model=job.model, telemetry=speaks.telemetry, dialect=speaks.dialect, sampling=job.sampling,
+        simulated=job.simulated, log_path=job.log_path, cached_tokens_field=job.cached_tokens_field,
     )
     pspec = probes.get(probe)
     params = pspec.params.model_validate_json(job.params_json)
@@ -54,7 +55,7 @@ def run_probe(job: ProbeRun) -> int:
     # The sink's writer thread stores rows in batches; closing it writes the rest. It is
     # closed before the run's state changes, so a run marked done has all its rows, and a
     # failed one keeps what was measured before the failure.
-    sink = StoreSink(store, job.campaign_id, job.attempt_id, run.id, job.item_key, arm_id, probe, adapter.simulated, context, job.repeat)
+    sink = StoreSink(store, job.campaign_id, job.attempt_id, run.id, job.item_key, arm_id, probe, job.simulated, context, job.repeat)
     try:
         try:
             interrupt.run_cancellable(pspec.run(target, sink, params))
@@ -299,41 +300,65 @@ def _run_arm(
                 except ServerStartError as exc:
                     if interrupt.requested():
                         return attempt.interrupted()
-                    verdict = adapter.classify_start_failure(exc.exit_code, exc.log_tail)
+                    verdict = adapter.start_failures.classify(exc.exit_code, exc.log_tail)
                     if verdict.blocked:
                         return attempt.blocked(verdict.message)
                     return attempt.failed(f"{exc}: {verdict.message}")
 
-            model = spec.model_for(arm)
-            target = ProbeTarget(
-                base_url=base_url,
-                model=adapter.request_model or model.request_id,
-                adapter=adapter,
-                sampling=model.sampling.model_dump(exclude_none=True),
-                simulated=adapter.simulated,
-                # only a log that records the adapter's log counters is read (llama.cpp: -lv 4)
-                log_path=str(log_path) if launch is not None and adapter.log_counters_enabled(launch.argv) else None,
-                cached_tokens_field=launch.cached_tokens_field if launch is not None else "",
-            )
-            identity = interrupt.run_cancellable(identify(target))
-            identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
-            flags = _identity_flags(spec, arm_id, identity)
-            identity["flags"] = flags
-            served = Served(server, adapter, target, identity, attempt.campaign_id, attempt.id, server_facts, arm.recipe.slots)
+            speaks, target, identity = _attach(spec, arm_id, adapter, base_url, launch, log_path)
+            served = Served(server, adapter, speaks, target, identity, attempt.campaign_id, attempt.id, server_facts, arm.recipe.slots)
             outcome = _probe_attempt(spec, store, item, attempt, overrides, served)
         except Exception as exc:
             return _ended_by(exc, attempt, server)  # read before the server is stopped
-        for link in links or []:
-            if outcome.state != AttemptState.DONE or (server is not None and server.proc is not None and server.proc.poll() is not None):
-                break  # the rest run on servers of their own (the campaign flow sees them not run)
-            chained_outcome = _run_link(spec, store, link, arm_id, fresh, served)
-            if chained is not None:
-                chained.append(chained_outcome)
-            if chained_outcome.state != AttemptState.DONE:
-                break
+        if outcome.state == AttemptState.DONE:
+            _run_links(spec, store, links or [], arm_id, fresh, served, chained)
         return outcome
     finally:
         _stop(server)
+
+
+def _attach(
+    spec: CampaignSpec, arm_id: str, adapter: RuntimeAdapter, base_url: str, launch: LaunchSpec | None, log_path: Path,
+) -> tuple[RuntimeAdapter, ProbeTarget, dict[str, Any]]:
+    """The probe target for a live server, and what the server says it serves (with the
+    identity flags). A server at a URL may be any runtime: its telemetry and dialect are
+    those of the family its metrics page shows (`RuntimeAdapter.recognise`), learned once,
+    here, and recorded as `recognised_as`."""
+    model = spec.model_for(spec.arm(arm_id))
+    speaks = adapter.recognise(base_url) if launch is None else adapter
+    target = ProbeTarget(
+        base_url=base_url,
+        model=speaks.dialect.request_model or model.request_id,
+        telemetry=speaks.telemetry,
+        dialect=speaks.dialect,
+        sampling=model.sampling.model_dump(exclude_none=True),
+        simulated=adapter.simulated,
+        # only a log that records the runtime's log counters is read (llama.cpp: -lv 4)
+        log_path=str(log_path) if launch is not None and speaks.telemetry.log_counters_enabled(launch.argv) else None,
+        cached_tokens_field=launch.cached_tokens_field if launch is not None else "",
+    )
+    identity = interrupt.run_cancellable(identify(target))
+    identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
+    if speaks is not adapter:
+        identity["recognised_as"] = speaks.name
+    identity["flags"] = _identity_flags(spec, arm_id, identity)
+    return speaks, target, identity
+
+
+def _run_links(
+    spec: CampaignSpec, store: Store, links: list[Link], arm_id: str, fresh: bool, served: Served, chained: list[ArmOutcome] | None,
+) -> None:
+    """The chained attempts on the kept server, in order, while it lives and each ends
+    done; the rest run on servers of their own (the campaign flow sees them not run)."""
+    server = served.server
+    for link in links:
+        if server is not None and server.proc is not None and server.proc.poll() is not None:
+            return
+        outcome = _run_link(spec, store, link, arm_id, fresh, served)
+        if chained is not None:
+            chained.append(outcome)
+        if outcome.state != AttemptState.DONE:
+            return
 
 
 def _stop(server: ServerProcess | None) -> None:
@@ -350,7 +375,8 @@ class Served:
     """The running server an arm's attempts share: the first attempt started it."""
 
     server: ServerProcess | None
-    adapter: RuntimeAdapter
+    adapter: RuntimeAdapter  # the runtime's: it flushes the cache
+    speaks: RuntimeAdapter  # whose telemetry and dialect the target uses (`RuntimeAdapter.recognise`)
     target: ProbeTarget
     identity: dict[str, Any]
     campaign_id: int
@@ -366,7 +392,7 @@ def _probe_attempt(
     before, and end it (done, or failed when every request failed)."""
     arm_id, campaign_id, row = attempt.arm_id, attempt.campaign_id, attempt.row
     arm = spec.arm(arm_id)
-    identity, adapter, target = served.identity, served.adapter, served.target
+    identity, target = served.identity, served.target
     store.update(
         AttemptRow,
         attempt.id,
@@ -388,7 +414,7 @@ def _probe_attempt(
             job = ProbeRun(
                 store_url=store.public_url, campaign_id=campaign_id, attempt_id=attempt.id, repeat=row.repeat,
                 item_key=item.key, arm_id=arm_id, probe=str(probe), context=context, base_url=target.base_url,
-                adapter=adapter.name, model=target.model, sampling=target.sampling, params_json=params.model_dump_json(),
+                speaks=served.speaks.name, simulated=target.simulated, model=target.model, sampling=target.sampling, params_json=params.model_dump_json(),
                 cached_tokens_field=target.cached_field, log_path=target.log_path,
                 settings_hash=probe_settings_hash(probe, params, overrides),
             )

@@ -109,7 +109,10 @@ class ProbeRun(_Frozen):
     probe: str
     context: int
     base_url: str
-    adapter: str
+    # the adapter whose telemetry and request dialect the probe uses: the runtime's, or
+    # for a server at a URL the family its metrics page showed (`RuntimeAdapter.recognise`)
+    speaks: str
+    simulated: bool
     model: str
     sampling: dict[str, Any]
     params_json: str

@@ -28,6 +28,8 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from arms.metrics import RequestRecord, ttft_s
+from campaign import metrics
+from campaign.metrics import Metric
 from campaign.states import Mode, SampleKind
 from campaign.store import Store
 from campaign.tables import MeasurementRow, RequestRow, SampleRow
@@ -169,19 +171,22 @@ class StoreSink:
     def measurement(
         self,
         *,
-        metric: str,
+        metric: Metric | str,
         value: float,
-        unit: str,
         mode: Mode | str,
+        unit: str | None = None,
         scenario: str = "",
         context: int = 0,
         trial: int = 0,
         kind: SampleKind = SampleKind.SAMPLE,
         source: str = "",
     ) -> None:
+        """One row, as `arms.probes.base.Sink` says: the catalogue's name and unit
+        (`metrics.stored`), refused at the call when either is wrong."""
+        name, unit = metrics.stored(metric, unit)
         number = float(value)
         if math.isnan(number):  # the store cannot hold NaN; say where it came from, now
-            raise ValueError(f"measurement {metric!r} ({scenario or 'no scenario'}) is NaN")
+            raise ValueError(f"measurement {name!r} ({scenario or 'no scenario'}) is NaN")
         self.writer.put(
             MeasurementRow,
             {
@@ -197,7 +202,7 @@ class StoreSink:
                 "context": context or self.default_context,
                 "kind": str(kind),
                 "trial": trial,
-                "metric": metric,
+                "metric": name,
                 "value": number,
                 "unit": unit,
                 "source": source,

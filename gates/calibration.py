@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from campaign import metrics
 from campaign.schema import GateEntry
 from campaign.states import SampleKind, Verdict
 from gates.engine import evaluate
@@ -54,7 +55,7 @@ class Design:
     blocks: int = 5
     cells: int = 1
     requests_per_run: int = 30
-    metric: str = "decode_tps"
+    metric: str = metrics.DECODE_TPS.name
     probe: str = "decode"
     base: float = 50.0
 
@@ -82,8 +83,8 @@ def block_frame(design: Design, model: VariationModel, rng: np.random.Generator,
                 noise = rng.normal(0, model.request_sd, design.requests_per_run)
                 values = design.base * gain * np.exp(effect + drift + noise)
                 rows = [(SampleKind.SAMPLE, t, design.metric, float(v), "tok/s") for t, v in enumerate(values)]
-                rows += [(SampleKind.SUMMARY, 0, "requests", float(design.requests_per_run), "requests"),
-                         (SampleKind.SUMMARY, 0, "requests_failed", 0.0, "requests")]
+                rows += [(SampleKind.SUMMARY, 0, metrics.REQUESTS.name, float(design.requests_per_run), metrics.REQUESTS.unit),
+                         (SampleKind.SUMMARY, 0, metrics.REQUESTS_FAILED.name, 0.0, metrics.REQUESTS_FAILED.unit)]
                 for kind, trial, metric, value, unit in rows:
                     cols["arm_id"].append(arm)
                     cols["probe"].append(design.probe)

@@ -46,6 +46,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as st
 
+from campaign import metrics
 from campaign.samples import kinds
 from campaign.samples import samples as samples_of
 from campaign.samples import summaries as summaries_of
@@ -416,9 +417,10 @@ def stat_from_runs(
     )
 
 
-_REQUESTS = re.compile(r"^(?:.+_)?requests$")
-_FAILED = re.compile(r"^(?:.+_)?requests_failed$")
-_KIND = re.compile(r"^(?:.+_)?requests_failed_(.+)$")
+# the tally `arms.probes.failures.record_errors` writes, under any phase's prefix
+_REQUESTS = re.compile(rf"^(?:.+_)?{metrics.REQUESTS.name}$")
+_FAILED = re.compile(rf"^(?:.+_)?{metrics.REQUESTS_FAILED.name}$")
+_KIND = re.compile(rf"^(?:.+_)?{metrics.FAILED_KIND_PREFIX}(.+)$")
 _CELL_COLS = ("probe", "scenario", "context", "mode", "settings_hash")
 
 
@@ -435,7 +437,7 @@ def _counters(mine: pd.DataFrame) -> _Counters:
     if mine.empty:
         return _Counters({}, {})
     names = mine["metric"].astype(str)
-    part = mine.loc[(kinds(mine) == SampleKind.SUMMARY) & names.str.contains("requests", regex=False)]
+    part = mine.loc[(kinds(mine) == SampleKind.SUMMARY) & names.str.contains(metrics.REQUESTS.name, regex=False)]
     if part.empty:
         return _Counters({}, {})
     keys = pd.DataFrame({c: _col(part, c, 0 if c == "context" else "") for c in _CELL_COLS})
@@ -557,14 +559,15 @@ def _attach_errors(stat: CellStat, counters: _Counters) -> None:
     if not totals:
         return
     for prefix in _prefixes(stat.metric):
-        if f"{prefix}requests" in totals:
+        if f"{prefix}{metrics.REQUESTS.name}" in totals:
             break
     else:
         return
-    stat.requests = int(totals[f"{prefix}requests"])
-    stat.failed = int(totals.get(f"{prefix}requests_failed", 0))
-    stat.retried = int(totals[f"{prefix}requests_retried"]) if f"{prefix}requests_retried" in totals else None
-    kind_prefix = f"{prefix}requests_failed_"
+    retried = f"{prefix}{metrics.REQUESTS_RETRIED.name}"
+    stat.requests = int(totals[f"{prefix}{metrics.REQUESTS.name}"])
+    stat.failed = int(totals.get(f"{prefix}{metrics.REQUESTS_FAILED.name}", 0))
+    stat.retried = int(totals[retried]) if retried in totals else None
+    kind_prefix = f"{prefix}{metrics.FAILED_KIND_PREFIX}"
     stat.errors_by_kind = {
         name[len(kind_prefix):]: int(v) for name, v in sorted(totals.items()) if name.startswith(kind_prefix) and v
     }

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import Field, model_validator
 
+from campaign import metrics
 from campaign.samples import kinds
 from campaign.schema import GateEntry
 from campaign.states import TRACE_SCENARIO_PREFIX, SampleKind, Verdict
@@ -338,7 +339,7 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
 
 
 class MajorityParams(Params):
-    metric: str = "tool_loop_pass"
+    metric: str = metrics.TOOL_LOOP_PASS.name
     probe: str | None = "tool-loop"
     min_ratio: float = Field(default=0.5, ge=0, le=1, description="pass when the pass rate exceeds this (strict)")
     max_error_rate: float = Field(default=compare.DEFAULT_MAX_ERROR_RATE, ge=0, le=1)
@@ -423,20 +424,21 @@ def _acceptance_runs(rows: pd.DataFrame, arm: str, p: AcceptanceParams) -> tuple
     mask = rows["arm_id"] == arm
     if p.probe:
         mask &= rows["probe"] == p.probe
-    part = rows.loc[mask & rows["metric"].isin(["draft_tokens", "accepted_tokens"])]
+    drafts, accepts = metrics.DRAFT_TOKENS.name, metrics.ACCEPTED_TOKENS.name
+    part = rows.loc[mask & rows["metric"].isin([drafts, accepts])]
     if part.empty:
         return [], 0, 0
     part = part.assign(_block=compare.block_of(part))
     runs = []
     for block, g in part.groupby("_block", sort=True):
-        drafted = float(g.loc[g["metric"] == "draft_tokens", "value"].sum())
-        accepted = float(g.loc[g["metric"] == "accepted_tokens", "value"].sum())
+        drafted = float(g.loc[g["metric"] == drafts, "value"].sum())
+        accepted = float(g.loc[g["metric"] == accepts, "value"].sum())
         if drafted > 0:
             runs.append(compare.Run(block=str(block), item=str(g["item_key"].iloc[0]) if "item_key" in g else "",
                                     attempt=int(g["attempt_id"].iloc[0]) if "attempt_id" in g else 0,
                                     value=accepted / drafted, requests=int(drafted)))
-    drafted_all = int(part.loc[part["metric"] == "draft_tokens", "value"].sum())
-    accepted_all = int(part.loc[part["metric"] == "accepted_tokens", "value"].sum())
+    drafted_all = int(part.loc[part["metric"] == drafts, "value"].sum())
+    accepted_all = int(part.loc[part["metric"] == accepts, "value"].sum())
     return runs, drafted_all, accepted_all
 
 
@@ -496,7 +498,7 @@ def acceptance_rate(rows: pd.DataFrame, gate: GateEntry, p: AcceptanceParams) ->
 
 
 class CeilingParams(Rigor):
-    metric: str = "decode_tps"
+    metric: str = metrics.DECODE_TPS.name
     probe: str | None = "decode"
     context: int = Field(description="the ceiling context, e.g. 262144")
     min_value: float = Field(description="subjects must hold at least this at the ceiling")
@@ -601,7 +603,7 @@ def all_of(rows: pd.DataFrame, gate: GateEntry, p: AllOfParams) -> GateResult:
 
 
 class GoodputParams(Params):
-    metric: str = "ttft_s"
+    metric: str = metrics.TTFT_S.name
     probe: str | None = None
     scenario_pattern: str | None = Field(
         default=None, description="regular expression the scenario must match, e.g. 'c\\d+-t[1-9]' (agent-load later turns)"
@@ -639,7 +641,7 @@ def goodput(rows: pd.DataFrame, gate: GateEntry, p: GoodputParams) -> GateResult
             return pending(f"no canonical {p.metric} for {arm} yet")
         for context, part in mine.groupby("context"):
             vals = part.loc[part["metric"] == p.metric, "value"].astype(float)
-            failed = int(part["metric"].isin(["errors", "not_run"]).sum())  # not_run: a stalled server never got it
+            failed = int(part["metric"].isin([metrics.ERRORS.name, metrics.NOT_RUN.name]).sum())  # not_run: a stalled server never got it
             met = int((vals <= p.target).sum() if p.lower_is_better else (vals >= p.target).sum())
             total = len(vals) + failed
             lo, hi = rate_interval(met, total)
@@ -684,7 +686,7 @@ class AttributionParams(Rigor):
         default=None,
         description="an arm listed in baseline: the subject's recipe with the claimed mechanism switched off",
     )
-    metric: str = "ttft_later_median_s"
+    metric: str = metrics.TTFT_LATER_MEDIAN_S.name
     probe: str = "agent-load"
     scenario: str | None = "summary"
     context: int | None = None
@@ -709,8 +711,8 @@ def _counter(rows: pd.DataFrame, arm: str, metric: str, probe: str, scenario: st
 
 
 def _counters(rows: pd.DataFrame, arm: str, p: AttributionParams) -> dict[str, Any] | None:
-    hits = _counter(rows, arm, "cache_hits", p.probe, p.counter_scenario)
-    lookups = _counter(rows, arm, "cache_lookups", p.probe, p.counter_scenario)
+    hits = _counter(rows, arm, metrics.CACHE_HITS.name, p.probe, p.counter_scenario)
+    lookups = _counter(rows, arm, metrics.CACHE_LOOKUPS.name, p.probe, p.counter_scenario)
     if hits is None or lookups is None or hits[1] != lookups[1]:
         return None
     return {"hits": hits[0], "lookups": lookups[0], "unit": hits[1] or "count"}

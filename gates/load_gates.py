@@ -46,6 +46,7 @@ from typing import Any
 import pandas as pd
 from pydantic import Field, model_validator
 
+from campaign import metrics
 from campaign.samples import kinds
 from campaign.states import SampleKind, Verdict, is_open_loop
 from gates import compare
@@ -99,7 +100,7 @@ def run_faults(part: pd.DataFrame, arm: str, p: ClientValidity | None = None) ->
         return out
     for (block, step), run in part.groupby([compare.block_of(part), part["scenario"]], observed=True):
         value = lambda metric: float(run.loc[run["metric"] == metric, "value"].max()) if (run["metric"] == metric).any() else 0.0  # noqa: E731
-        lag, fallen, cpu = value("schedule_lag_p99_s"), value("stamp_fallbacks"), value("client_cpu_share")
+        lag, fallen, cpu = value(metrics.SCHEDULE_LAG_P99_S.name), value(metrics.STAMP_FALLBACKS.name), value(metrics.CLIENT_CPU_SHARE.name)
         if lag > p.max_schedule_lag_s and is_open_loop(str(step)):  # a closed loop's lag is its own overhead, no schedule
             out.append(f"{arm} {step} (block {block}): the client fell behind its schedule, lag p99 {lag * 1000:.0f} ms > {p.max_schedule_lag_s * 1000:g} ms")
         if cpu > p.max_client_cpu_share:
@@ -124,7 +125,7 @@ class LoadGoodputParams(ClientValidity):
 
 
 class LoadLatencyParams(ClientValidity):
-    metric: str = Field(default="ttft_s", description="a per-request latency: ttft_s, tpot_s, e2e_s, itl_max_s")
+    metric: str = Field(default=metrics.TTFT_S.name, description="a per-request latency: ttft_s, tpot_s, e2e_s, itl_max_s")
     percentile: float = Field(default=99.0, gt=0, lt=100)
     probe: str = "load"
     scenario: str = Field(description="the run's cell, e.g. 'rate=2'")
@@ -156,21 +157,22 @@ def _goodput_stat(rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: 
     part = _summary(rows, arm, p.probe, scenario, p.context)
     if part.empty:
         return out
-    counts = compare.cell_stats(rows, Selector(metric="requests_met", probe=p.probe, scenario=scenario, context=p.context), arm, confidence=p.confidence, sequential=p.sequential)
+    counts = compare.cell_stats(rows, Selector(metric=metrics.REQUESTS_MET.name, probe=p.probe, scenario=scenario, context=p.context), arm, confidence=p.confidence, sequential=p.sequential)
     for (context, mode), cell_rows in part.groupby(["context", "mode"], observed=True):
         total = lambda frame, metric: float(frame.loc[frame["metric"] == metric, "value"].sum())  # noqa: E731
-        met, offered, window = int(total(cell_rows, "requests_met")), int(total(cell_rows, "requests")), total(cell_rows, "window_s")
+        met, offered, window = (int(total(cell_rows, metrics.REQUESTS_MET.name)), int(total(cell_rows, metrics.REQUESTS.name)),
+                                total(cell_rows, metrics.WINDOW_S.name))
         if not offered or window <= 0:
             continue
         settings = str(cell_rows["settings_hash"].iloc[0]) if "settings_hash" in cell_rows else ""
         cell = Cell(p.probe, scenario, int(context), str(mode), settings)
 
         def per_run(g: pd.DataFrame) -> float:
-            w = total(g, "window_s")
-            return total(g, "requests_met") / w if w > 0 else math.nan
+            w = total(g, metrics.WINDOW_S.name)
+            return total(g, metrics.REQUESTS_MET.name) / w if w > 0 else math.nan
 
-        runs = [replace(r, requests=int(total(cell_rows[compare.block_of(cell_rows) == r.block], "requests")))
-                for r in compare.runs_of(cell_rows[cell_rows["metric"].isin(["requests_met", "window_s"])], per_run)]
+        runs = [replace(r, requests=int(total(cell_rows[compare.block_of(cell_rows) == r.block], metrics.REQUESTS.name)))
+                for r in compare.runs_of(cell_rows[cell_rows["metric"].isin([metrics.REQUESTS_MET.name, metrics.WINDOW_S.name])], per_run)]
         stat = compare.stat_from_runs(arm, cell, label, "requests met every target / window", "samples", runs,
                                       [r.value for r in runs], p.confidence, "req/s", p.sequential)
         stat.basis = f"{met} of {offered} requests over {num(window)} s"
@@ -187,9 +189,9 @@ def goodput_stats(rows: pd.DataFrame, arm: str, p: LoadGoodputParams) -> dict[Ce
     came from (or, when its attempts' maxima came from different runs, the maxima
     themselves, one per attempt, with the median's interval)."""
     if p.scenario != SWEEP:
-        return _goodput_stat(rows, arm, p, p.scenario, "goodput_rps")
+        return _goodput_stat(rows, arm, p, p.scenario, metrics.GOODPUT_RPS.name)
     sweep = _summary(rows, arm, p.probe, SWEEP, p.context)
-    maxima = sweep[sweep["metric"] == "max_goodput_rps"]
+    maxima = sweep[sweep["metric"] == metrics.MAX_GOODPUT_RPS.name]
     if "settings_hash" not in maxima:
         maxima = maxima.assign(settings_hash="")
     out: dict[Cell, CellStat] = {}
@@ -198,13 +200,13 @@ def goodput_stats(rows: pd.DataFrame, arm: str, p: LoadGoodputParams) -> dict[Ce
         sources = sorted({str(s) for s in part["source"]})
         if len(sources) == 1 and sources[0]:
             step = LoadGoodputParams(probe=p.probe, scenario=sources[0], context=int(context), min_rps=0, confidence=p.confidence, sequential=p.sequential)
-            found = next((st for c, st in _goodput_stat(rows, arm, step, sources[0], f"max_goodput_rps (at {sources[0]})").items()
+            found = next((st for c, st in _goodput_stat(rows, arm, step, sources[0], f"{metrics.MAX_GOODPUT_RPS.name} (at {sources[0]})").items()
                           if c.loose() == (p.probe, sources[0], int(context), str(mode)) and c.settings == str(settings)), None)
             if found is not None:
                 out[cell] = replace(found, cell=cell)
                 continue
         # the maxima came from different runs (each block's own rates): one per run
-        by_attempt = compare.cell_stats(rows, Selector(metric="max_goodput_rps", probe=p.probe, scenario=SWEEP, context=int(context)), arm, confidence=p.confidence, sequential=p.sequential)
+        by_attempt = compare.cell_stats(rows, Selector(metric=metrics.MAX_GOODPUT_RPS.name, probe=p.probe, scenario=SWEEP, context=int(context)), arm, confidence=p.confidence, sequential=p.sequential)
         if cell in by_attempt:
             out[cell] = by_attempt[cell]
     return out
@@ -317,7 +319,7 @@ def load_goodput(rows: pd.DataFrame, gate: Any, p: LoadGoodputParams) -> GateRes
     rigor = p.of()
     arms = list(dict.fromkeys([*gate.subjects, *(gate.baseline if p.min_gain is not None else [])]))
     stats = {arm: goodput_stats(rows, arm, p) for arm in arms}
-    metric = "max_goodput_rps" if p.scenario == SWEEP else "goodput_rps"
+    metric = metrics.MAX_GOODPUT_RPS.name if p.scenario == SWEEP else metrics.GOODPUT_RPS.name
     what = metric if p.scenario == SWEEP else f"{metric} at {p.scenario}"
     result = _judge(gate, stats, metric=metric, what=what, higher_is_better=True, bound=p.min_rps, min_gain=p.min_gain, rigor=rigor,
                     faults=lambda arm, cell: client_faults(rows, arm, p, cell))

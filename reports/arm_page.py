@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from campaign import metrics
 from campaign.store import Store
 from campaign.tables import ArmRow
 from campaign.summary import attempt_links, server_starters
@@ -102,11 +103,12 @@ def counter_notes(data: ReportData, arm_id: str) -> list[str]:
     stats = data.stats
     if stats.empty:
         return []
-    rows = stats[(stats["arm_id"] == arm_id) & (stats["mode"] == "canonical") & stats["metric"].isin(["cache_hits", "cached_prompt_tokens"])]
+    names = (metrics.CACHE_HITS.name, metrics.CACHED_PROMPT_TOKENS.name)
+    rows = stats[(stats["arm_id"] == arm_id) & (stats["mode"] == "canonical") & stats["metric"].isin(names)]
     notes = []
     for key, part in rows.groupby(["probe", "scenario", "context"], sort=True):
         value = {str(r.metric): float(r.median) for r in part.itertuples(index=False)}
-        hits, cached = value.get("cache_hits"), value.get("cached_prompt_tokens")
+        hits, cached = (value.get(name) for name in names)
         if hits == 0 and cached and cached > 0:
             probe, scenario, context = key
             where = f"{probe}{' ' + str(scenario) if scenario else ''} @ {context}"

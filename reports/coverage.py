@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from arms.probes import registry as probe_registry
+from campaign import metrics
 from campaign.metrics import CACHE_SCENARIOS
 from campaign.states import ItemState, Mode, ProbeName
 from campaign.units import context_label, num
@@ -160,7 +161,7 @@ def build(data: ReportData) -> Coverage:
     columns += [Column("probes", p, f"probe:{p}") for p in others]
     columns += [Column("context", context_label(c), f"context:{c}") for c in contexts]
 
-    reuse = _lookup(medians, "reuse")
+    reuse = _lookup(medians, metrics.REUSE.name)
     curves = load_curve.coverage_text(load_curve.load_rows(frame))  # which arms have a load curve
     headlines = {p: h for p in others if (h := probe_registry.get(p).headline) is not None}
     headline = {p: _lookup(medians, h.metric) for p, h in headlines.items()}
@@ -240,11 +241,12 @@ def _acceptance(frame: pd.DataFrame) -> dict[str, float]:
     """Draft acceptance per arm: accepted / drafted tokens over its canonical counter deltas."""
     if frame.empty:
         return {}
-    rows = frame[frame["metric"].isin(["accepted_tokens", "draft_tokens"]) & (frame["mode"] == Mode.CANONICAL.value)]
+    accepted, drafted = metrics.ACCEPTED_TOKENS.name, metrics.DRAFT_TOKENS.name
+    rows = frame[frame["metric"].isin([accepted, drafted]) & (frame["mode"] == Mode.CANONICAL.value)]
     sums = rows.groupby(["arm_id", "metric"], observed=True)["value"].sum().unstack(fill_value=0.0)
     out: dict[str, float] = {}
-    if {"accepted_tokens", "draft_tokens"} <= set(sums.columns):
+    if {accepted, drafted} <= set(sums.columns):
         for arm_id, row in sums.iterrows():
-            if row["draft_tokens"] > 0:
-                out[str(arm_id)] = float(row["accepted_tokens"] / row["draft_tokens"])
+            if row[drafted] > 0:
+                out[str(arm_id)] = float(row[accepted] / row[drafted])
     return out

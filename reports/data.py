@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from sqlmodel import select
 
+from campaign import metrics
 from campaign.samples import kinds, samples, without_warmups
 from campaign.states import Mode, ProbeName, SampleKind
 from campaign.store import Store
@@ -63,7 +64,7 @@ def ttft_rows(frame: pd.DataFrame) -> pd.DataFrame:
     read it and nothing here reads them."""
     if frame.empty:
         return frame
-    mask = (frame["probe"] == ProbeName.AGENT_LOAD.value) & (frame["metric"] == "ttft_s") & (kinds(frame) == SampleKind.SAMPLE)
+    mask = (frame["probe"] == ProbeName.AGENT_LOAD.value) & (frame["metric"] == metrics.TTFT_S.name) & (kinds(frame) == SampleKind.SAMPLE)
     return frame[mask]
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
+from campaign import metrics
 from campaign.samples import kinds
 from campaign.states import ProbeName, SampleKind
 from campaign.units import plain
@@ -35,7 +36,7 @@ def _best(medians: pd.DataFrame, data: ReportData, key_of: Any) -> dict[tuple[st
 
     Speculation is part of the key: a speculative arm's decode is only ever compared with
     other speculative arms', so a bar never sets q4 with a draft model against q8 without."""
-    rows = medians[(medians["metric"] == "decode_tps") & (medians["probe"] == ProbeName.DECODE.value)] if not medians.empty else medians
+    rows = medians[(medians["metric"] == metrics.DECODE_TPS.name) & (medians["probe"] == ProbeName.DECODE.value)] if not medians.empty else medians
     best: dict[tuple[str, str, bool], tuple[float, str]] = {}
     for row in rows.itertuples(index=False):
         arm = data.arm_by_id.get(row.arm_id)
@@ -105,7 +106,7 @@ def decode_per_context(data: ReportData) -> Markup:
     title = "Decode per context and arm (canonical)"
     if frame.empty:
         return charts.empty(title, "no decode measured yet")
-    rows = frame[(frame["probe"] == ProbeName.DECODE.value) & (frame["metric"] == "decode_tps")
+    rows = frame[(frame["probe"] == ProbeName.DECODE.value) & (frame["metric"] == metrics.DECODE_TPS.name)
                  & (frame["mode"] == "canonical") & (kinds(frame) == SampleKind.SAMPLE)]
     if rows.empty:
         return charts.empty(title, "no decode measured yet")
@@ -138,7 +139,7 @@ def decode_per_context(data: ReportData) -> Markup:
 
 def reuse_by_scenario(data: ReportData) -> Markup:
     med = data.medians
-    rows = med[(med["metric"] == "reuse") & (med["probe"] == ProbeName.CACHE_PROBE.value)] if not med.empty else med
+    rows = med[(med["metric"] == metrics.REUSE.name) & (med["probe"] == ProbeName.CACHE_PROBE.value)] if not med.empty else med
     if rows.empty:
         return charts.empty("Cache-probe reuse by scenario and arm", "no cache-probe measured yet")
     cell = rows.groupby(["scenario", "arm_id", "mode"])["value"].median()

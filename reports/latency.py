@@ -19,13 +19,14 @@ from dataclasses import dataclass
 import pandas as pd
 from markupsafe import Markup
 
+from campaign import metrics
 from campaign.samples import kinds
 from campaign.states import Mode, SampleKind
 from gates.intervals import needed_for_upper
 from reports import charts
 from reports.data import canonical_first
 
-METRICS = ("ttft_s", "tpot_s", "e2e_s")  # per-request times in the metric catalogue, in seconds
+METRICS = (metrics.TTFT_S.name, metrics.TPOT_S.name, metrics.E2E_S.name)  # per-request times, in seconds
 QUANTILES = (0.5, 0.9, 0.99)
 CELL = ["probe", "scenario", "context", "mode"]
 
@@ -76,7 +77,7 @@ def table(samples: pd.DataFrame) -> list[LatencyRow]:
 def distribution_chart(samples: pd.DataFrame, chart_id: str) -> Markup | None:
     """TTFT as a cumulative share of requests, one step line per cell (canonical only:
     greedy is a diagnostic, and doubling the lines would hide the tails being compared)."""
-    ttft = samples[(samples["metric"] == "ttft_s") & (samples["mode"] == Mode.CANONICAL.value)] if not samples.empty else samples
+    ttft = samples[(samples["metric"] == metrics.TTFT_S.name) & (samples["mode"] == Mode.CANONICAL.value)] if not samples.empty else samples
     if ttft.empty:
         return None
     series = []

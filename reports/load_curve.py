@@ -19,6 +19,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from arms.probes.load import curve_rows, sweep_result
+from campaign import metrics
 from campaign.samples import kinds
 from campaign.states import ProbeName, SampleKind
 from campaign.units import num
@@ -26,7 +27,11 @@ from gates.load_gates import run_faults
 from reports import charts
 
 LOAD = ProbeName.LOAD.value
-LATENCY_SERIES = (("TTFT p50", "ttft_p50_s", 0, False), ("TTFT p99", "ttft_p99_s", 0, True), ("TPOT p50", "tpot_p50_s", 1, False), ("TPOT p99", "tpot_p99_s", 1, True))
+LATENCY_SERIES = (("TTFT p50", metrics.TTFT_P50_S.name, 0, False), ("TTFT p99", metrics.TTFT_P99_S.name, 0, True),
+                  ("TPOT p50", metrics.TPOT_P50_S.name, 1, False), ("TPOT p99", metrics.TPOT_P99_S.name, 1, True))
+# the keys of a curve row (`curve_rows`) and a sweep cell (`sweep_result`) read here
+OFFERED, GOODPUT, THROUGHPUT = metrics.OFFERED_RPS.name, metrics.GOODPUT_RPS.name, metrics.REQUEST_THROUGHPUT_RPS.name
+MAX_GOODPUT, MAX_GOODPUT_OFFERED = metrics.MAX_GOODPUT_RPS.name, metrics.MAX_GOODPUT_OFFERED_RPS.name
 
 
 @dataclass
@@ -57,9 +62,9 @@ def _records(part: pd.DataFrame) -> list[dict[str, Any]]:
 def _knee(records: list[dict[str, Any]], mode: str, context: int) -> tuple[float, float, str] | None:
     """(offered rate, goodput, text) of the sweep's maximum goodput, if a sweep ran and held somewhere."""
     cell = sweep_result(records).get((mode, context))
-    if not cell or not cell.get("max_goodput_rps_source"):
+    if not cell or not cell.get(f"{MAX_GOODPUT}_source"):
         return None
-    return cell.get("max_goodput_offered_rps", 0.0), cell.get("max_goodput_rps", 0.0), cell.get("max_goodput_offered_rps_source", "")
+    return cell.get(MAX_GOODPUT_OFFERED, 0.0), cell.get(MAX_GOODPUT, 0.0), cell.get(f"{MAX_GOODPUT_OFFERED}_source", "")
 
 
 def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
@@ -76,15 +81,15 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
             knee = _knee(records, mode, int(context))
             cid = f"{chart_prefix}-load-{item}-{int(context)}-{mode}"
             latency = [
-                charts.Curve(name, [(r["offered_rps"], r[key]) for r in points if key in r], color=color, mode=mode, dashed=dashed)
+                charts.Curve(name, [(r[OFFERED], r[key]) for r in points if key in r], color=color, mode=mode, dashed=dashed)
                 for name, key, color, dashed in LATENCY_SERIES
             ]
             top = max((y for c in latency for _, y in c.points), default=0.0)
             goodput = [
-                charts.Curve("goodput", [(r["offered_rps"], r["goodput_rps"]) for r in points], color=2, mode=mode),
-                charts.Curve("throughput", [(r["offered_rps"], r["request_throughput_rps"]) for r in points], color=3, mode=mode),
+                charts.Curve("goodput", [(r[OFFERED], r[GOODPUT]) for r in points], color=2, mode=mode),
+                charts.Curve("throughput", [(r[OFFERED], r[THROUGHPUT]) for r in points], color=3, mode=mode),
             ]
-            most = max((r["offered_rps"] for r in points), default=0.0)
+            most = max((r[OFFERED] for r in points), default=0.0)
             goodput.append(charts.Curve("offered (all carried)", [(0.0, 0.0), (most, most)], color=4, mode=mode, dashed=True))
             summary = f"{len(points)} runs" if len(points) > 1 else _one_run(points[0])
             if knee is not None:
@@ -109,8 +114,8 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
 
 def _one_run(r: dict[str, Any]) -> str:
     latency = ", ".join(f"{name} {num(r[key])} s" for name, key, _, _ in LATENCY_SERIES if key in r)
-    return (f"1 run, {r['scenario']}: offered {num(r['offered_rps'])} req/s, goodput {num(r['goodput_rps'])} req/s "
-            f"({r.get('target_attainment', 0):.0%} met), throughput {num(r['request_throughput_rps'])} req/s; {latency}")
+    return (f"1 run, {r['scenario']}: offered {num(r[OFFERED])} req/s, goodput {num(r[GOODPUT])} req/s "
+            f"({r.get(metrics.TARGET_ATTAINMENT.name, 0):.0%} met), throughput {num(r[THROUGHPUT])} req/s; {latency}")
 
 
 def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
@@ -126,7 +131,7 @@ def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
         if not curve:
             continue
         text = f"curve, {len(curve)} runs" if len(curve) > 1 else "1 run, no curve"
-        best = [cell["max_goodput_rps"] for cell in sweep_result(records).values() if "max_goodput_rps" in cell]
+        best = [cell[MAX_GOODPUT] for cell in sweep_result(records).values() if MAX_GOODPUT in cell]
         if best:
             text += f" · max goodput {num(max(best))} req/s"
         summary = part[(kinds(part) == SampleKind.SUMMARY) & (part["probe"] == "load")] if "probe" in part else part.iloc[0:0]
@@ -146,12 +151,12 @@ def gate_chart(rows: pd.DataFrame, arm_ids: list[str], params: dict[str, Any], c
         key = f"{metric.removesuffix('_s')}_p{float(params.get('percentile', 99)):g}_s"
         title, y_title = f"{key} against offered rate, per arm", "latency (s)"
     else:
-        key, title, y_title = "goodput_rps", "goodput against offered rate, per arm", "req/s"
+        key, title, y_title = GOODPUT, "goodput against offered rate, per arm", "req/s"
     curves = []
     for i, arm in enumerate(arm_ids):
         mine = rows[rows["arm_id"] == arm] if not rows.empty else rows
         if params.get("context") is not None and not mine.empty:
             mine = mine[mine["context"] == params["context"]]
         points = [r for r in curve_rows(_records(mine)) if r["mode"] == "canonical" and key in r] if not mine.empty else []
-        curves.append(charts.Curve(labels.get(arm, arm), [(r["offered_rps"], r[key]) for r in points], color=i))
+        curves.append(charts.Curve(labels.get(arm, arm), [(r[OFFERED], r[key]) for r in points], color=i))
     return charts.curve_chart(chart_id, title, curves, x_title="offered rate (req/s)", y_title=y_title)

@@ -8,7 +8,7 @@ their "the adapter launched nothing" failure and their flag lookup alike.
 from __future__ import annotations
 
 from arms.runtimes import catalog
-from arms.runtimes.base import LaunchContext
+from arms.runtimes.launching import LaunchContext
 
 
 def argv_of(ctx: LaunchContext) -> list[str]:

@@ -54,6 +54,8 @@ from arms.metrics import (
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, read_unchanged, record_counter_deltas, record_response
 from arms.probes.failures import record_errors
 from arms.probes.prompts import WORD_ESTIMATE, SizedWords, sized_words, tokenizer_for, words
+from campaign import metrics
+from campaign.metrics import Metric
 from campaign.sessions import Session, read_sessions
 from campaign.states import Mode, SampleKind
 
@@ -170,6 +172,8 @@ TOOL_LEAD = "Tool output: "
 # delimited by its own tokens, so what a message adds does not depend on what precedes it).
 _ANCHOR: tuple[dict[str, Any], ...] = ({"role": "user", "content": TASK_LEAD.strip()},)
 PIECES = ("system", "task", "turn")
+# the row that says how large each piece was asked to be, and how it was counted
+PIECE_TARGETS = {"system": metrics.SYSTEM_TOKENS_TARGET, "task": metrics.TASK_TOKENS_TARGET, "turn": metrics.TURN_TOKENS_TARGET}
 
 
 def _system_text(salt: str, n: int) -> str:
@@ -270,7 +274,7 @@ def _record_plan(sink: Sink, params: AgentLoadParams, plan: _Plan, mode: Mode, p
         if kind == "turn" and params.turns < 2:
             continue  # no later turn: no tool output is ever sent
         sink.measurement(
-            metric=f"{kind}_tokens_target", value=asked[kind], unit="tokens", mode=mode, scenario=phase,
+            metric=PIECE_TARGETS[kind], value=asked[kind], mode=mode, scenario=phase,
             context=params.context, kind=SampleKind.SUMMARY, source=plan.sources[kind],
         )
 
@@ -386,8 +390,8 @@ def _emit_turn(sink: Sink, target: ProbeTarget, record: RequestRecord, scenario:
         return
     rate, source = decode_tps(record)
     if rate is not None:
-        sink.measurement(metric="decode_tps", value=rate, unit="tok/s", mode=mode, scenario=scenario, context=context, trial=turn, source=source)
-        sink.measurement(metric="tpot_s", value=tpot_s(record)[0], unit="s", mode=mode, scenario=scenario, context=context, trial=turn, source=source)
+        sink.measurement(metric=metrics.DECODE_TPS, value=rate, mode=mode, scenario=scenario, context=context, trial=turn, source=source)
+        sink.measurement(metric=metrics.TPOT_S, value=tpot_s(record)[0], mode=mode, scenario=scenario, context=context, trial=turn, source=source)
 
 
 def _later_turns(records: list[list[RequestRecord]]) -> list[float]:
@@ -402,43 +406,47 @@ def _turn_medians(records: list[list[RequestRecord]], turns: int) -> list[float 
     return out
 
 
-def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoadParams, mode: Mode, prefix: str,
+def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoadParams, mode: Mode, baseline: bool,
                phase: _Phase | None = None) -> None:
-    """Derived numbers: summaries, not samples."""
+    """Derived numbers: summaries, not samples; `baseline`: the baseline pass's, under
+    their `baseline_` names (`metrics.baseline`)."""
     later = _later_turns(records)
     medians = _turn_medians(records, params.turns)
     ctx = params.context
 
-    def put(metric: str, value: float | None, unit: str) -> None:
-        if value is not None:
-            sink.measurement(metric=f"{prefix}{metric}", value=value, unit=unit, mode=mode, scenario="summary", context=ctx, kind=SampleKind.SUMMARY)
+    def named(metric: Metric) -> Metric:
+        return metrics.baseline(metric) if baseline else metric
 
-    put("ttft_later_median_s", statistics.median(later) if later else None, "s")
-    put("ttft_later_max_s", max(later) if later else None, "s")
-    put("ttft_first_turn_s", medians[0] if medians else None, "s")
+    def put(metric: Metric, value: float | None) -> None:
+        if value is not None:
+            sink.measurement(metric=named(metric), value=value, mode=mode, scenario="summary", context=ctx, kind=SampleKind.SUMMARY)
+
+    put(metrics.TTFT_LATER_MEDIAN_S, statistics.median(later) if later else None)
+    put(metrics.TTFT_LATER_MAX_S, max(later) if later else None)
+    put(metrics.TTFT_FIRST_TURN_S, medians[0] if medians else None)
     second = next((m for m in medians[1:2] if m is not None), None)
     last = next((m for m in reversed(medians[1:]) if m is not None), None)
-    put("ttft_second_turn_s", second, "s")
-    put("ttft_last_turn_s", last, "s")
+    put(metrics.TTFT_SECOND_TURN_S, second)
+    put(metrics.TTFT_LAST_TURN_S, last)
     if second and last:
-        put("ttft_growth_ratio", last / second, "x")
+        put(metrics.TTFT_GROWTH_RATIO, last / second)
     # each later turn's TTFT beside its median: the samples a gate's n and interval come
     # from (`gates.compare` reads `<x>_median<unit>` through `<x><unit>`)
     for i, value in enumerate(later):
-        sink.measurement(metric=f"{prefix}ttft_later_s", value=value, unit="s", mode=mode, scenario="summary", context=ctx, trial=i)
+        sink.measurement(metric=named(metrics.TTFT_LATER_S), value=value, mode=mode, scenario="summary", context=ctx, trial=i)
     branches = phase.branches if phase is not None else []
     if phase is not None:
-        put("requests_in_flight_max", phase.flight.peak, "requests")
+        put(metrics.REQUESTS_IN_FLIGHT_MAX, phase.flight.peak)
     if branches:
         times = [t for r in branches if (t := ttft_s(r)) is not None]
-        put("branch_ttft_median_s", statistics.median(times) if times else None, "s")
-        put("branch_ttft_max_s", max(times) if times else None, "s")
+        put(metrics.BRANCH_TTFT_MEDIAN_S, statistics.median(times) if times else None)
+        put(metrics.BRANCH_TTFT_MAX_S, max(times) if times else None)
         waits = phase.waits if phase is not None else []
-        put("fan_out_wait_median_s", statistics.median(waits) if waits else None, "s")
-        put("fan_out_wait_max_s", max(waits) if waits else None, "s")
+        put(metrics.FAN_OUT_WAIT_MEDIAN_S, statistics.median(waits) if waits else None)
+        put(metrics.FAN_OUT_WAIT_MAX_S, max(waits) if waits else None)
     # requests, failures by kind (timeouts, HTTP errors, turns not run after stalls), error
     # rate: the branches' among them
-    record_errors(sink, [r for conv in records for r in conv] + branches, mode=mode, scenario="summary", context=ctx, prefix=prefix)
+    record_errors(sink, [r for conv in records for r in conv] + branches, mode=mode, scenario="summary", context=ctx, baseline=baseline)
 
 
 async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
@@ -466,7 +474,7 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
                 )
             await record_counter_deltas(http, target, sink, before, mode=mode, scenario="load", context=params.context)
             sampler.record(mode=mode, scenario="load", context=params.context)
-            _summaries(sink, list(records), params, mode, prefix="", phase=load)
+            _summaries(sink, list(records), params, mode, baseline=False, phase=load)
             if base_plan is not None:
                 before = await read_counters(http, target)
                 alone = _Phase(lambda _c, t: baseline_scenario(t), _InFlight(), [], [])
@@ -474,7 +482,7 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
                     single = await _conversation(http, target, params, mode, base_plan, 0, sink, alone)
                 await record_counter_deltas(http, target, sink, before, mode=mode, scenario="baseline", context=params.context)
                 base_sampler.record(mode=mode, scenario="baseline", context=params.context)
-                _summaries(sink, [single], params, mode, prefix="baseline_", phase=alone)
+                _summaries(sink, [single], params, mode, baseline=True, phase=alone)
 
 
 async def _run_sessions(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
@@ -490,9 +498,9 @@ async def _run_sessions(target: ProbeTarget, sink: Sink, params: AgentLoadParams
                 records = await _replay_sessions(http, target, params, mode, sessions, sink)
             await record_counter_deltas(http, target, sink, before, mode=mode, scenario="load", context=params.context)
             sampler.record(mode=mode, scenario="load", context=params.context)
-            _summaries(sink, records, shaped, mode, prefix="")
+            _summaries(sink, records, shaped, mode, baseline=False)
             concurrency = f"at most {params.session_concurrency} at once" if params.session_concurrency else "each at its recorded start"
-            sink.measurement(metric="sessions_replayed", value=len(sessions), unit="count", mode=mode, scenario="load", context=params.context,
+            sink.measurement(metric=metrics.SESSIONS_REPLAYED, value=len(sessions), mode=mode, scenario="load", context=params.context,
                              kind=SampleKind.SUMMARY, source=f"{os.path.basename(params.sessions or '')}: history {params.history}, {concurrency}")
 
 

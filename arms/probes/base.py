@@ -24,7 +24,10 @@ import httpx
 from arms.client import get_text, make_http_client, stream_chat
 from arms.metrics import RequestRecord, counter_deltas, extract_cached_tokens, prompt_tokens, record_payload, ttft_s
 from arms.probes.failures import StallGuard, record_failure
-from arms.runtimes.base import COUNTERS, RuntimeAdapter
+from arms.runtimes.dialect import Dialect
+from arms.runtimes.telemetry import COUNTERS, Telemetry
+from campaign import metrics
+from campaign.metrics import Metric
 from campaign.states import Mode, SampleKind
 
 GREEDY = {"temperature": 0.0}
@@ -34,6 +37,16 @@ both modes, so greedy and canonical replies follow the same length rules."""
 READ_TIMEOUT_S = 120.0
 """Seconds without a byte before a request counts as stalled, unless the target or the
 probe says otherwise: generous, since a queued request on a busy server sends nothing."""
+
+
+class Speaks(Protocol):
+    """What a target needs of a runtime adapter: its telemetry and request dialect."""
+
+    @property
+    def telemetry(self) -> Telemetry: ...
+
+    @property
+    def dialect(self) -> Dialect: ...
 
 
 @dataclass
@@ -46,47 +59,68 @@ class ProbeTarget:
 
     base_url: str
     model: str
-    adapter: RuntimeAdapter
+    # where the server reports what it did, and how it wants to be asked: its runtime's
+    # (for a server at a URL, the family its /metrics page showed when the flow attached)
+    telemetry: Telemetry
+    dialect: Dialect
     sampling: dict[str, Any] = field(default_factory=dict)
     simulated: bool = False
     log_path: str | None = None  # the server's log, for counters only the log reveals
     read_timeout: float | None = None
-    # where this server reports cached prompt tokens: the adapter's, unless its launch
-    # found another (`LaunchSpec.cached_tokens_field`); '' = the adapter's
+    # where this server reports cached prompt tokens: its telemetry's, unless its launch
+    # found another (`LaunchSpec.cached_tokens_field`); '' = the telemetry's
     cached_tokens_field: str = ""
     stalls: StallGuard = field(default_factory=StallGuard, repr=False, compare=False)
     _log_tail: LogTail | None = field(default=None, init=False, repr=False, compare=False)
 
+    @classmethod
+    def speaking(cls, runtime: Speaks, **fields: Any) -> ProbeTarget:
+        """A target with `runtime`'s telemetry and dialect (an adapter, or the family an
+        external server was recognised as), the other fields as given."""
+        return cls(telemetry=runtime.telemetry, dialect=runtime.dialect, **fields)
+
     @property
     def cached_field(self) -> str:
-        return self.cached_tokens_field or self.adapter.cached_tokens_field
+        return self.cached_tokens_field or self.telemetry.cached_tokens_field
 
     def log_tail(self) -> LogTail | None:
         """The tail reader of this server's log (one per target, so reads resume where the
         last one stopped); None when there is no log or the runtime counts nothing in it."""
-        if not self.log_path or not self.adapter.log_counter_names:
+        if not self.log_path or not self.telemetry.log_counter_names:
             return None
         if self._log_tail is None or self._log_tail.path != self.log_path:
-            self._log_tail = LogTail(self.log_path, self.adapter.log_counters)
+            self._log_tail = LogTail(self.log_path, self.telemetry.log_counters)
         return self._log_tail
 
     def sampling_for(self, mode: Mode) -> dict[str, Any]:
         if mode == Mode.GREEDY:
-            return {**GREEDY, **self.adapter.sampling({k: self.sampling.get(k) for k in LENGTH_CONTROLS})}
-        return self.adapter.sampling(self.sampling)
+            return {**GREEDY, **self.dialect.sampling({k: self.sampling.get(k) for k in LENGTH_CONTROLS})}
+        return self.dialect.sampling(self.sampling)
 
     def client(self, concurrency: int = 8) -> httpx.AsyncClient:
         return make_http_client(self.base_url, concurrency)
 
 
 class Sink(Protocol):
+    """Where a probe's rows go (`flows.sink.StoreSink`, `MemorySink`).
+
+    `metric` is the catalogue's entry (`campaign.metrics.TTFT_S`), never a bare string,
+    so a misspelled metric fails where it is written; a plugin probe names a metric of its
+    own with a `Metric` of its own. `unit` is left out: the row takes the catalogue's. A
+    probe states one only where the unit is the runtime's, not the metric's (the cache
+    counters, in `counter_unit`), and it must be one of the metric's units. The one
+    exception to the entry is a name that arrives as data, the server counters named by
+    the runtime's telemetry (`COUNTERS`): it must be in the catalogue. What is stored is
+    the plain name and unit, made in one place for every sink (`campaign.metrics.stored`).
+    """
+
     def measurement(
         self,
         *,
-        metric: str,
+        metric: Metric | str,
         value: float,
-        unit: str,
         mode: Mode | str,
+        unit: str | None = None,
         scenario: str = "",
         context: int = 0,
         trial: int = 0,
@@ -107,7 +141,8 @@ class MemorySink:
     requests: list[dict[str, Any]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
 
-    def measurement(self, **row: Any) -> None:
+    def measurement(self, *, metric: Metric | str, unit: str | None = None, **row: Any) -> None:
+        row["metric"], row["unit"] = metrics.stored(metric, unit)
         row.setdefault("scenario", "")
         row.setdefault("context", 0)
         row.setdefault("trial", 0)
@@ -122,11 +157,12 @@ class MemorySink:
     def sample(self, series: str, t_s: float, value: float, label: str = "") -> None:
         self.samples.append({"series": series, "t_s": t_s, "value": value, "label": label})
 
-    def values(self, metric: str, **match: Any) -> list[float]:
+    def values(self, metric: Metric | str, **match: Any) -> list[float]:
+        name = metric.name if isinstance(metric, Metric) else metric
         return [
             m["value"]
             for m in self.measurements
-            if m["metric"] == metric and all(str(m.get(k)) == str(v) for k, v in match.items())
+            if m["metric"] == name and all(str(m.get(k)) == str(v) for k, v in match.items())
         ]
 
 
@@ -155,8 +191,8 @@ async def chat(
     body.update(target.sampling_for(mode))
     if tools:
         body["tools"] = tools
-    if extra:  # through the adapter too, which renames or drops what its runtime lacks
-        body.update(target.adapter.sampling(extra))
+    if extra:  # through the dialect too, which renames or drops what its runtime lacks
+        body.update(target.dialect.sampling(extra))
     record = await stream_chat(http, body, read_timeout=timeout, total_timeout=total_timeout)
     target.stalls.observe(record, timeout)
     return record
@@ -211,12 +247,10 @@ class LogTail:
 async def read_server_metrics(http: httpx.AsyncClient, target: ProbeTarget, timeout: float = 10.0) -> dict[str, float]:
     """Counters and gauges from the runtime's metrics endpoint, under logical names; {}
     when it has none. Raises httpx.HTTPError or ValueError when the read fails."""
-    path = target.adapter.metrics_path
-    if not (path and target.adapter.metric_names):
+    telemetry = target.telemetry
+    if not telemetry.reads_metrics or telemetry.metrics_path is None:
         return {}
-    text = await get_text(http, path, timeout=timeout)
-    target.adapter = target.adapter.recognise(text)  # an external server's family, once its page shows it
-    return target.adapter.read_metrics(text)
+    return telemetry.read_metrics(await get_text(http, telemetry.metrics_path, timeout=timeout))
 
 
 async def read_counters(http: httpx.AsyncClient, target: ProbeTarget, *, log: bool = True) -> dict[str, float]:
@@ -267,11 +301,11 @@ async def record_counter_deltas(
 ) -> dict[str, float]:
     after = await read_counters(http, target)
     deltas = counter_deltas(before, after)
-    sources = target.adapter.counter_sources()
+    sources = target.telemetry.counter_sources()
     for name in COUNTERS:
         if name in deltas:
             sink.measurement(
-                metric=name, value=deltas[name], unit=target.adapter.counter_unit(name),
+                metric=name, value=deltas[name], unit=target.telemetry.counter_unit(name),
                 mode=mode, scenario=scenario, context=context, source=sources.get(name, ""),
             )
     return deltas
@@ -301,14 +335,14 @@ def record_response(
         return None
     ttft = ttft_s(record)
     if ttft is not None:
-        sink.measurement(metric="ttft_s", value=ttft, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
+        sink.measurement(metric=metrics.TTFT_S, value=ttft, mode=mode, scenario=scenario, context=context, trial=trial)
     payload = record_payload(record)
     cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
     prompt = prompt_tokens(payload)
     if prompt is not None:
-        sink.measurement(metric="prompt_tokens", value=prompt, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source="usage.prompt_tokens")
+        sink.measurement(metric=metrics.PROMPT_TOKENS, value=prompt, mode=mode, scenario=scenario, context=context, trial=trial, source="usage.prompt_tokens")
     if cached is not None:
-        sink.measurement(metric="cached_tokens", value=cached, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source=field)
+        sink.measurement(metric=metrics.CACHED_TOKENS, value=cached, mode=mode, scenario=scenario, context=context, trial=trial, source=field)
     return cached, prompt, field
 
 
@@ -350,7 +384,7 @@ class QueueSampler:
 
     @property
     def active(self) -> bool:
-        return bool(self.target.adapter.metrics_path and self.target.adapter.metric_names)
+        return self.target.telemetry.reads_metrics
 
     async def _run(self) -> None:
         if not self.active:
@@ -388,15 +422,15 @@ class QueueSampler:
             return
         if self.series:
             self.sink.measurement(
-                metric="queue_depth_max", value=max(v for _, v in self.series), unit="requests",
+                metric=metrics.QUEUE_DEPTH_MAX, value=max(v for _, v in self.series),
                 mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY,
             )
         for metric, value, source in (
-            ("queue_samples", self.reads, f"every {self.interval_s:g} s"),
-            ("queue_sample_gaps", self.gaps, self.first_error),
-            ("queue_ticks_skipped", self.skipped, ""),
+            (metrics.QUEUE_SAMPLES, self.reads, f"every {self.interval_s:g} s"),
+            (metrics.QUEUE_SAMPLE_GAPS, self.gaps, self.first_error),
+            (metrics.QUEUE_TICKS_SKIPPED, self.skipped, ""),
         ):
-            self.sink.measurement(metric=metric, value=value, unit="count", mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY, source=source)
+            self.sink.measurement(metric=metric, value=value, mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY, source=source)
 
     async def __aenter__(self) -> QueueSampler:
         self._task = asyncio.create_task(self._run())

@@ -24,6 +24,8 @@ from arms.metrics import extract_cached_tokens, flag_reuse_source, prompt_tokens
 from arms.probes.base import ProbeTarget, Sink, chat
 from arms.probes.failures import NOT_RUN, record_errors, record_failure
 from arms.probes.prompts import sized_conversation
+from campaign import metrics
+from campaign.metrics import Metric
 from campaign.states import Mode, SampleKind
 
 
@@ -54,7 +56,7 @@ async def _reuse_at(
 ) -> _Point:
     sized = await sized_conversation(http, length, f"{salt}-{length}", system_cap=64)  # `length` in tokens
     messages = sized.messages
-    sink.measurement(metric="prompt_tokens_target", value=length, unit="tokens", mode=mode, scenario=f"len{length}", context=params.context, source=sized.source)
+    sink.measurement(metric=metrics.PROMPT_TOKENS_TARGET, value=length, mode=mode, scenario=f"len{length}", context=params.context, source=sized.source)
     scenario = f"len{length}"
     for attempt in range(2):  # one failed pair is tried again: a single 503 is no ceiling
         record = await chat(http, target, messages, mode, params.max_tokens)
@@ -80,9 +82,9 @@ async def _reuse_at(
     if point.reuse is None:
         point.error = "no cached-token count from the server"
         return point
-    sink.measurement(metric="reuse", value=point.reuse, unit="ratio", mode=mode, scenario=scenario, context=params.context, source=flag_reuse_source(field, point.reuse))
+    sink.measurement(metric=metrics.REUSE, value=point.reuse, mode=mode, scenario=scenario, context=params.context, source=flag_reuse_source(field, point.reuse))
     if point.tokens is not None:  # no count at all: nothing stored, never a 0 that reads as one
-        sink.measurement(metric="prompt_tokens", value=point.tokens, unit="tokens", mode=mode, scenario=scenario, context=params.context, source=point.tokens_source)
+        sink.measurement(metric=metrics.PROMPT_TOKENS, value=point.tokens, mode=mode, scenario=scenario, context=params.context, source=point.tokens_source)
     return point
 
 
@@ -127,29 +129,29 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheCeilingParams) -> No
             record_errors(sink, sent, mode=mode, scenario="summary", context=params.context)
 
 
-def _size_of(point: _Point, metric: str, what: str) -> tuple[str, float, str, str]:
+def _size_of(point: _Point, metric: Metric, what: str) -> tuple[Metric, float, str]:
     """A point's prompt size as measured, or, when nothing counted it, the size the search
     asked for, labelled as such (never 0)."""
     if point.tokens is not None:
-        return metric, point.tokens, "tokens", f"{what}: {point.tokens_source}"
-    return metric, point.length, "tokens", f"{what}: the size asked for (no count of its tokens)"
+        return metric, point.tokens, f"{what}: {point.tokens_source}"
+    return metric, point.length, f"{what}: the size asked for (no count of its tokens)"
 
 
 def _summary(sink: Sink, params: CacheCeilingParams, mode: Mode, limit: int, good: _Point | None, bad: _Point | None, stopped: _Point | None) -> None:
     """What the search found, in the server's tokens; nothing is claimed that was not seen:
     no ceiling before any length was measured, no death where requests failed."""
 
-    def put(metric: str, value: float, unit: str, source: str) -> None:
-        sink.measurement(metric=metric, value=value, unit=unit, mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY, source=source)
+    def put(metric: Metric, value: float, source: str) -> None:
+        sink.measurement(metric=metric, value=value, mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY, source=source)
 
     if good is not None:
-        put(*_size_of(good, "reuse_ceiling_tokens", "largest prompt that reused"))
+        put(*_size_of(good, metrics.REUSE_CEILING_TOKENS, "largest prompt that reused"))
     elif bad is not None:
-        put("reuse_ceiling_tokens", 0, "tokens", f"no prompt reused, from {params.start_tokens} tokens on")
+        put(metrics.REUSE_CEILING_TOKENS, 0, f"no prompt reused, from {params.start_tokens} tokens on")
     if bad is not None:
-        put(*_size_of(bad, "reuse_dies_at_tokens", "smallest prompt that did not reuse"))
+        put(*_size_of(bad, metrics.REUSE_DIES_AT_TOKENS, "smallest prompt that did not reuse"))
     if stopped is not None:
         # the failed request has no server count: the size asked for, in sizing tokens
-        put("ceiling_search_error_at", stopped.length, "tokens", f"{stopped.error}; the search stopped on this error, not on reuse")
+        put(metrics.CEILING_SEARCH_ERROR_AT, stopped.length, f"{stopped.error}; the search stopped on this error, not on reuse")
     if bad is not None or stopped is None:
-        put("reuse_holds_to_limit", float(bad is None), "bool", f"limit {limit}")
+        put(metrics.REUSE_HOLDS_TO_LIMIT, float(bad is None), f"limit {limit}")

@@ -26,6 +26,7 @@ from arms.metrics import flag_reuse_source, reuse, ttft_s
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas, record_response
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import expected_reuse, mutate_middle, sized_conversation, words
+from campaign import metrics
 from campaign.metrics import CACHE_SCENARIOS
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import Mode
@@ -119,11 +120,11 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None
                     sink.request(record, scenario=scenario, mode=mode, trial=trial)
                     cold = ttft_s(prime)
                     if cold is not None:
-                        sink.measurement(metric="ttft_cold_s", value=cold, unit="s", mode=mode, scenario=scenario, context=params.context, trial=trial)
+                        sink.measurement(metric=metrics.TTFT_COLD_S, value=cold, mode=mode, scenario=scenario, context=params.context, trial=trial)
                     _emit(sink, target, record, scenario, mode, params.context, trial, expected=expected, expected_source=source)
                     warm = ttft_s(record)
                     if cold and warm:
-                        sink.measurement(metric="warm_speedup", value=cold / warm, unit="x", mode=mode, scenario=scenario, context=params.context, trial=trial)
+                        sink.measurement(metric=metrics.WARM_SPEEDUP, value=cold / warm, mode=mode, scenario=scenario, context=params.context, trial=trial)
             for scenario, records in sent.items():
                 record_errors(sink, records, mode=mode, scenario=scenario, context=params.context)
             await record_counter_deltas(http, target, sink, before, mode=mode, context=params.context)
@@ -141,7 +142,7 @@ def _emit(
     expected: float,
     expected_source: str,
 ) -> None:
-    sink.measurement(metric="expected_reuse", value=expected, unit="ratio", mode=mode, scenario=scenario, context=context, trial=trial, source=expected_source)
+    sink.measurement(metric=metrics.EXPECTED_REUSE, value=expected, mode=mode, scenario=scenario, context=context, trial=trial, source=expected_source)
     response = record_response(sink, target, record, mode=mode, scenario=scenario, context=context, trial=trial)
     if response is None:
         return
@@ -149,4 +150,4 @@ def _emit(
     if cached is not None:
         value = reuse(cached, prompt)
         if value is not None:
-            sink.measurement(metric="reuse", value=value, unit="ratio", mode=mode, scenario=scenario, context=context, trial=trial, source=flag_reuse_source(field, value))
+            sink.measurement(metric=metrics.REUSE, value=value, mode=mode, scenario=scenario, context=context, trial=trial, source=flag_reuse_source(field, value))

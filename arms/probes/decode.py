@@ -27,6 +27,7 @@ from arms.metrics import SOURCE_SERVER, RequestRecord, completion_tokens, decode
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import sized_conversation
+from campaign import metrics
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import Mode, SampleKind
 
@@ -78,7 +79,7 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                 # `size` is in the server's tokens where it has a tokenizer; the source says how
                 sized = await sized_conversation(http, size, f"decode-{run_id}-{context}-{mode}", system_cap=256)
                 messages = sized.messages
-                sink.measurement(metric="prompt_tokens_target", value=size, unit="tokens", mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY, source=sized.source)
+                sink.measurement(metric=metrics.PROMPT_TOKENS_TARGET, value=size, mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY, source=sized.source)
                 rates: list[float | None] = []
                 per_request: dict[str, float] = {}
                 for i in range(params.warmup):
@@ -92,11 +93,11 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                 deltas = await record_counter_deltas(http, target, sink, before, mode=mode, scenario="decode", context=context)
                 for name, value in per_request.items():  # runtimes that report drafting per response only
                     if name not in deltas:
-                        sink.measurement(metric=name, value=value, unit=target.adapter.counter_unit(name), mode=mode, scenario="decode", context=context, source="per-request sum")
+                        sink.measurement(metric=name, value=value, unit=target.telemetry.counter_unit(name), mode=mode, scenario="decode", context=context, source="per-request sum")
                 stats = distribution(rates)
                 if stats:
-                    sink.measurement(metric="decode_tps_median", value=stats["median"], unit="tok/s", mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY)
-                    sink.measurement(metric="decode_tps_spread", value=stats["max"] - stats["min"], unit="tok/s", mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY)
+                    sink.measurement(metric=metrics.DECODE_TPS_MEDIAN, value=stats["median"], mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY)
+                    sink.measurement(metric=metrics.DECODE_TPS_SPREAD, value=stats["max"] - stats["min"], mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY)
 
 
 async def _trial(
@@ -123,23 +124,23 @@ async def _trial(
         record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial, row_kind=kind)
         return None
     if per_request is not None:
-        for name, value in target.adapter.request_counters(record_payload(record)).items():
+        for name, value in target.telemetry.request_counters(record_payload(record)).items():
             per_request[name] = per_request.get(name, 0.0) + value
     first = ttft_s(record)
     if first is not None:  # prefill is measured whatever the reply's length
-        sink.measurement(metric="ttft_s", value=first, unit="s", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind)
+        sink.measurement(metric=metrics.TTFT_S, value=first, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind)
     generated, counted_by = completion_tokens(record)
     if counted_by == SOURCE_SERVER and generated != params.max_tokens:
         sink.measurement(
-            metric="short_trial", value=generated or 0, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind,
+            metric=metrics.SHORT_TRIAL, value=generated or 0, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind,
             source=f"completion_tokens {generated} of max_tokens {params.max_tokens}, finish_reason {record.finish_reason}",
         )
         return None
     rate, source = decode_tps(record)
     if rate is not None:
-        sink.measurement(metric="decode_tps", value=rate, unit="tok/s", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind, source=source)
-        sink.measurement(metric="tpot_s", value=tpot_s(record)[0], unit="s", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind, source=source)
+        sink.measurement(metric=metrics.DECODE_TPS, value=rate, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind, source=source)
+        sink.measurement(metric=metrics.TPOT_S, value=tpot_s(record)[0], mode=mode, scenario=scenario, context=context, trial=trial, kind=kind, source=source)
     total = e2e_s(record)
     if total is not None:
-        sink.measurement(metric="e2e_s", value=total, unit="s", mode=mode, scenario=scenario, context=context, trial=trial, kind=kind)
+        sink.measurement(metric=metrics.E2E_S, value=total, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind)
     return rate

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from arms.metrics import RequestRecord
+from campaign import metrics
 from campaign.states import SampleKind
 
 NOT_RUN = "not run"
@@ -99,8 +100,8 @@ def record_failure(sink: Any, record: RequestRecord, *, mode: Any, scenario: str
     stall guard kept it from being sent, else `errors` (value 1). The source is the error
     kind; the raw message stays on the request row."""
     kind = error_kind(record.error)
-    metric = "not_run" if kind == NOT_RUN else "errors"
-    sink.measurement(metric=metric, value=1, unit="count", mode=mode, scenario=scenario, context=context, trial=trial, kind=row_kind, source=kind)
+    metric = metrics.NOT_RUN if kind == NOT_RUN else metrics.ERRORS
+    sink.measurement(metric=metric, value=1, mode=mode, scenario=scenario, context=context, trial=trial, kind=row_kind, source=kind)
     return kind
 
 
@@ -109,13 +110,13 @@ def kind_slug(kind: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", kind.lower()).strip("_") or "other"
 
 
-def record_errors(sink: Any, records: Any, *, mode: Any, scenario: str, context: int = 0, prefix: str = "") -> dict[str, float]:
+def record_errors(sink: Any, records: Any, *, mode: Any, scenario: str, context: int = 0, baseline: bool = False) -> dict[str, float]:
     """One cell's request outcomes as summary rows (kind summary): `requests`,
     `requests_failed`, `error_rate`, `requests_retried`, and `requests_failed_<kind>` for
     each kind seen (source: the kind as `error_kind` names it). Requests the stall guard
     never sent are neither requests nor failures: they are counted apart, in
-    `requests_not_run`. `prefix` names a phase whose metrics share the cell (agent-load's
-    `baseline_`).
+    `requests_not_run`. `baseline`: agent-load's baseline pass, whose rows share the cell
+    under their `baseline_` names (`metrics.baseline`).
 
     Why every probe writes these in the cell a gate reads: failed requests never enter
     latency samples, so an arm that fails a third of its requests can look fastest. The
@@ -130,18 +131,19 @@ def record_errors(sink: Any, records: Any, *, mode: Any, scenario: str, context:
             slug = kind_slug(kind)
             kinds[slug] = (kind, kinds.get(slug, (kind, 0))[1] + 1)
     failed = sum(n for _, n in kinds.values())
-    rows: list[tuple[str, float, str, str]] = [
-        ("requests", len(records), "requests", ""),
-        ("requests_failed", failed, "requests", ""),
-        ("requests_retried", sum(1 for r in records if r.retries), "requests", "refused before any byte, sent again; times count from the first send"),
-        *((f"requests_failed_{slug}", n, "requests", kind) for slug, (kind, n) in sorted(kinds.items())),
+    rows: list[tuple[metrics.Metric, float, str]] = [
+        (metrics.REQUESTS, len(records), ""),
+        (metrics.REQUESTS_FAILED, failed, ""),
+        (metrics.REQUESTS_RETRIED, sum(1 for r in records if r.retries), "refused before any byte, sent again; times count from the first send"),
+        *((metrics.requests_failed_of(slug), n, kind) for slug, (kind, n) in sorted(kinds.items())),
     ]
     if len(everything) > len(records):
-        rows.append(("requests_not_run", len(everything) - len(records), "requests", NOT_RUN))
+        rows.append((metrics.REQUESTS_NOT_RUN, len(everything) - len(records), NOT_RUN))
     if records:
-        rows.append(("error_rate", failed / len(records), "ratio", f"{failed}/{len(records)}"))
+        rows.append((metrics.ERROR_RATE, failed / len(records), f"{failed}/{len(records)}"))
     out = {}
-    for metric, value, unit, source in rows:
-        sink.measurement(metric=prefix + metric, value=value, unit=unit, mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY, source=source)
-        out[prefix + metric] = value
+    for metric, value, source in rows:
+        named = metrics.baseline(metric) if baseline else metric
+        sink.measurement(metric=named, value=value, mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY, source=source)
+        out[named.name] = value
     return out

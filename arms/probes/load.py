@@ -54,13 +54,14 @@ from arms.probes.agent_load import conversation_tokens
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, read_unchanged, record_counter_deltas
 from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
 from arms.probes.prompts import words
-from campaign import datasets, traces
+from campaign import datasets, metrics, traces
 from campaign.datasets import Dataset, DatasetPrompt
+from campaign.metrics import Metric
 from campaign.samples import kind_of
 from campaign.states import Mode, SampleKind
 from campaign.traces import DEFAULT_BLOCK_TOKENS, TraceRequest
 
-TargetName = Literal["ttft_s", "tpot_s", "e2e_s"]
+TargetName = Literal["ttft_s", "tpot_s", "e2e_s"]  # a campaign file's target keys, spelled out as a Literal must (`arms.load.meets`)
 AGENT_FIELDS = ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens")
 SWEEP_SCENARIO = "sweep"
 DEFAULT_DURATION_S = 20.0
@@ -258,21 +259,21 @@ class Workload:
 def _per_request(sink: Sink, record: RequestRecord, *, mode: Mode, scenario: str, context: int, trial: int) -> None:
     lag = schedule_lag_s(record)
     if lag is not None and error_kind(record.error) != NOT_RUN:  # a request never sent has no lag
-        sink.measurement(metric="schedule_lag_s", value=lag, unit="s", mode=mode, scenario=scenario, context=context, trial=trial)
+        sink.measurement(metric=metrics.SCHEDULE_LAG_S, value=lag, mode=mode, scenario=scenario, context=context, trial=trial)
     if not record.ok:
         record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial)
         return
 
-    def put(metric: str, value: float | None, source: str = "") -> None:
+    def put(metric: Metric, value: float | None, source: str = "") -> None:
         if value is not None:
-            sink.measurement(metric=metric, value=value, unit="s", mode=mode, scenario=scenario, context=context, trial=trial, source=source)
+            sink.measurement(metric=metric, value=value, mode=mode, scenario=scenario, context=context, trial=trial, source=source)
 
-    put("ttft_s", ttft_s(record))
+    put(metrics.TTFT_S, ttft_s(record))
     tpot, source = tpot_s(record)
-    put("tpot_s", tpot, source)
-    put("e2e_s", e2e_s(record))
+    put(metrics.TPOT_S, tpot, source)
+    put(metrics.E2E_S, e2e_s(record))
     gaps = itl_s(record)
-    put("itl_max_s", max(gaps) if gaps else None)
+    put(metrics.ITL_MAX_S, max(gaps) if gaps else None)
 
 
 def _trace_reuse(sink: Sink, target: ProbeTarget, records: list[RequestRecord], *, mode: Mode, scenario: str, context: int) -> None:
@@ -290,17 +291,17 @@ def _trace_reuse(sink: Sink, target: ProbeTarget, records: list[RequestRecord], 
         cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
         prompt = usage_prompt_tokens(payload)
         implied_here = int(label.get("implied_cached_tokens", 0))
-        sink.measurement(metric="implied_cached_tokens", value=implied_here, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial,
+        sink.measurement(metric=metrics.IMPLIED_CACHED_TOKENS, value=implied_here, mode=mode, scenario=scenario, context=context, trial=trial,
                          source=f"trace hash_ids, of input_length {label.get('input_length')}")
         if cached is None or prompt is None:
             continue
-        sink.measurement(metric="cached_tokens", value=cached, unit="tokens", mode=mode, scenario=scenario, context=context, trial=trial, source=field)
+        sink.measurement(metric=metrics.CACHED_TOKENS, value=cached, mode=mode, scenario=scenario, context=context, trial=trial, source=field)
         reported, implied, prompts = reported + cached, implied + implied_here, prompts + prompt
         sources.add(field)
     if prompts:
         put = {"mode": mode, "scenario": scenario, "context": context, "kind": SampleKind.SUMMARY}
-        sink.measurement(metric="trace_reuse", value=reported / prompts, unit="ratio", source=", ".join(sorted(sources)), **put)
-        sink.measurement(metric="trace_implied_reuse", value=implied / prompts, unit="ratio", source="trace hash_ids over the server's prompt_tokens", **put)
+        sink.measurement(metric=metrics.TRACE_REUSE, value=reported / prompts, source=", ".join(sorted(sources)), **put)
+        sink.measurement(metric=metrics.TRACE_IMPLIED_REUSE, value=implied / prompts, source="trace hash_ids over the server's prompt_tokens", **put)
 
 
 async def run_profile(
@@ -336,17 +337,17 @@ async def run_profile(
         _trace_reuse(sink, target, result.records, mode=mode, scenario=scenario, context=ctx)
     numbers: dict[str, float] = {}
     for stat in load.run_stats(result, params.targets):
-        sink.measurement(metric=stat.metric, value=stat.value, unit=stat.unit, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=stat.source)
-        numbers[stat.metric] = stat.value
+        sink.measurement(metric=stat.metric, value=stat.value, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=stat.source)
+        numbers[stat.metric.name] = stat.value
     if profile.open_loop:
-        sink.measurement(metric="rate_rps", value=profile.rate, unit="req/s", mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=profile.kind.value)
+        sink.measurement(metric=metrics.RATE_RPS, value=profile.rate, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=profile.kind.value)
     else:
-        sink.measurement(metric="concurrency", value=profile.concurrency, unit="clients", mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY)
+        sink.measurement(metric=metrics.CONCURRENCY, value=profile.concurrency, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY)
     record_errors(sink, result.records, mode=mode, scenario=scenario, context=ctx)
     sampler.record(mode=mode, scenario=scenario, context=ctx)
     if sampler.series:
         mean = sum(v for _, v in sampler.series) / len(sampler.series)
-        sink.measurement(metric="queue_depth_mean", value=mean, unit="requests", mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=f"{len(sampler.series)} samples")
+        sink.measurement(metric=metrics.QUEUE_DEPTH_MEAN, value=mean, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=f"{len(sampler.series)} samples")
         numbers["queue_growth"] = queue_growth([v for _, v in sampler.series])
     await record_counter_deltas(http, target, sink, before, mode=mode, scenario=scenario, context=ctx)
     return result, numbers
@@ -393,13 +394,13 @@ async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params
 
     async def step(profile: Profile) -> dict[str, float]:
         _, numbers = await run_profile(http, target, sink, params, profile, mode, workload(profile))
-        points.append(Point(profile.scenario, numbers.get("offered_rps", 0.0), numbers.get("goodput_rps", 0.0),
-                            numbers.get("target_attainment", 0.0), profile.open_loop))
+        points.append(Point(profile.scenario, numbers.get(metrics.OFFERED_RPS.name, 0.0), numbers.get(metrics.GOODPUT_RPS.name, 0.0),
+                            numbers.get(metrics.TARGET_ATTAINMENT.name, 0.0), profile.open_loop))
         return numbers
 
     first = await step(load.synchronous())
     top = await step(load.concurrent(params.max_concurrency))
-    sync_rps, max_rps = first.get("request_throughput_rps", 0.0), top.get("request_throughput_rps", 0.0)
+    sync_rps, max_rps = first.get(metrics.REQUEST_THROUGHPUT_RPS.name, 0.0), top.get(metrics.REQUEST_THROUGHPUT_RPS.name, 0.0)
     planned = load.sweep_rates(sync_rps, max_rps, params.rates)
     for i, rate in enumerate(planned):
         if target.stalls.tripped:
@@ -407,37 +408,37 @@ async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params
         constant = load.constant(rate)
         profile = load.poisson(rate, load.step_seed(params.seed, constant.scenario)) if params.arrivals == "poisson" else constant
         numbers = await step(profile)
-        attainment = numbers.get("target_attainment", 1.0)
+        attainment = numbers.get(metrics.TARGET_ATTAINMENT.name, 1.0)
         if params.stop_at_saturation and attainment + 1e-9 < params.fraction and i + 1 < len(planned):
             skipped = len(planned) - i - 1
             stopped = (f"saturated at {profile.scenario}: {attainment:.0%} of its requests met the targets (< {params.fraction:.0%}); "
                        f"queue grew {numbers.get('queue_growth', 0.0):+.1f} over the run, schedule lag p99 "
-                       f"{numbers.get('schedule_lag_p99_s', 0.0) * 1000:.0f} ms; {skipped} higher rate(s) not run")
+                       f"{numbers.get(metrics.SCHEDULE_LAG_P99_S.name, 0.0) * 1000:.0f} ms; {skipped} higher rate(s) not run")
             break
     found = load.knee(points, params.fraction)
     ctx = params.context
 
-    def put(metric: str, value: float, unit: str, source: str = "") -> None:
-        sink.measurement(metric=metric, value=value, unit=unit, mode=mode, scenario=SWEEP_SCENARIO, context=ctx, kind=SampleKind.SUMMARY, source=source)
+    def put(metric: Metric, value: float, source: str = "") -> None:
+        sink.measurement(metric=metric, value=value, mode=mode, scenario=SWEEP_SCENARIO, context=ctx, kind=SampleKind.SUMMARY, source=source)
 
-    put("max_goodput_rps", found.max_goodput_rps, "req/s", found.point.scenario if found.point else "")
-    put("max_goodput_offered_rps", found.point.offered_rps if found.point else 0.0, "req/s", found.text())
-    put("synchronous_rps", sync_rps, "req/s", load.synchronous().scenario)
-    put("max_throughput_rps", max_rps, "req/s", load.concurrent(params.max_concurrency).scenario)
-    put("sweep_fraction", params.fraction, "ratio", load.targets_text(params.targets))
-    put("sweep_runs", len(points), "count", "synchronous, maximum throughput, then the rates")
-    put("sweep_rates_skipped", skipped, "count", stopped or "every planned rate ran")
+    put(metrics.MAX_GOODPUT_RPS, found.max_goodput_rps, found.point.scenario if found.point else "")
+    put(metrics.MAX_GOODPUT_OFFERED_RPS, found.point.offered_rps if found.point else 0.0, found.text())
+    put(metrics.SYNCHRONOUS_RPS, sync_rps, load.synchronous().scenario)
+    put(metrics.MAX_THROUGHPUT_RPS, max_rps, load.concurrent(params.max_concurrency).scenario)
+    put(metrics.SWEEP_FRACTION, params.fraction, load.targets_text(params.targets))
+    put(metrics.SWEEP_RUNS, len(points), "synchronous, maximum throughput, then the rates")
+    put(metrics.SWEEP_RATES_SKIPPED, skipped, stopped or "every planned rate ran")
     if skipped and params.duration_s:
-        put("sweep_time_saved_s", skipped * params.duration_s, "s", f"{skipped} run(s) of {params.duration_s:g} s not spent")
+        put(metrics.SWEEP_TIME_SAVED_S, skipped * params.duration_s, f"{skipped} run(s) of {params.duration_s:g} s not spent")
 
 
 # -- the curve, for the command line, JSON and the report --------------------------------------
 
-CURVE_METRICS = (
-    "offered_rps", "request_throughput_rps", "goodput_rps", "target_attainment", "output_tps",
-    "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "error_rate",
-    "queue_depth_mean", "queue_depth_max", "schedule_lag_p99_s", "in_flight_cap_waits",
-)
+CURVE_METRICS = tuple(m.name for m in (
+    metrics.OFFERED_RPS, metrics.REQUEST_THROUGHPUT_RPS, metrics.GOODPUT_RPS, metrics.TARGET_ATTAINMENT, metrics.OUTPUT_TPS,
+    metrics.TTFT_P50_S, metrics.TTFT_P99_S, metrics.TPOT_P50_S, metrics.TPOT_P99_S, metrics.E2E_P99_S, metrics.ERROR_RATE,
+    metrics.QUEUE_DEPTH_MEAN, metrics.QUEUE_DEPTH_MAX, metrics.SCHEDULE_LAG_P99_S, metrics.IN_FLIGHT_CAP_WAITS,
+))
 
 
 def curve_rows(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -452,12 +453,12 @@ def curve_rows(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
         cells.setdefault(key, {}).setdefault(str(m["metric"]), []).append(float(m["value"]))
     rows = []
     for (mode, context, scenario), values in cells.items():
-        if "offered_rps" not in values:
+        if metrics.OFFERED_RPS.name not in values:
             continue
         row: dict[str, Any] = {"mode": mode, "context": context, "scenario": scenario, "open_loop": load.is_open_loop(scenario)}
         row.update({metric: statistics.median(v) for metric, v in values.items()})
         rows.append(row)
-    return sorted(rows, key=lambda r: (r["mode"] != Mode.CANONICAL.value, r["mode"], r["context"], r["offered_rps"]))
+    return sorted(rows, key=lambda r: (r["mode"] != Mode.CANONICAL.value, r["mode"], r["context"], r[metrics.OFFERED_RPS.name]))
 
 
 def sweep_result(measurements: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:

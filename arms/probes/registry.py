@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from arms.probes import agent_load, cache_ceiling, cache_probe, decode, load, tool_loop
+from campaign import metrics
 from campaign.registry import Registry
 from campaign.schema import CampaignSpec, QueueItem
 from campaign.states import ProbeName
@@ -91,12 +92,12 @@ for _spec in (
     ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True, frozenset({"trials"}), cold_cache=True,
               item_values=cache_probe.item_values),
     ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True, frozenset({"trials"}), item_values=decode.item_values,
-              cli_defaults={"contexts": [2048]}, headline=Headline("decode_tps", "tok/s")),
+              cli_defaults={"contexts": [2048]}, headline=Headline(metrics.DECODE_TPS.name, "tok/s")),
     ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False, frozenset({"trials"}), needs_tools=True),
     ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False, cold_cache=True,
-              headline=Headline("ttft_s", "s TTFT max"), extras=agent_load.extras),
+              headline=Headline(metrics.TTFT_S.name, "s TTFT max"), extras=agent_load.extras),
     ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False, cold_cache=True,
-              headline=Headline("reuse", "reuse")),
+              headline=Headline(metrics.REUSE.name, "reuse")),
     ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False, draw_fields=frozenset({"seed"}), cold_cache=True, extras=load.extras),
 ):
     register(_spec)

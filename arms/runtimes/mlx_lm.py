@@ -21,14 +21,15 @@ Run for real in the test suite on CPU (mlx-cpu on Linux): `tests/e2e/test_mlx_lm
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from arms.runtimes.base import HOST_PORT, Const, LaunchFacts, Row, RuntimeOptions, flag
+from arms.runtimes.dialect import Dialect
+from arms.runtimes.launching import HOST_PORT, Const, LaunchFacts, Row, RuntimeOptions, flag
 from arms.runtimes.mlx_model import MlxFolderOptions, prepared_folder
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
+from arms.runtimes.telemetry import Telemetry
 
 
 def draft_model(facts: LaunchFacts) -> str:
@@ -56,7 +57,6 @@ class MlxLmAdapter(OpenAICompatAdapter):
         flag("--draft-model", draft_model, when="speculative"),
         flag("--num-draft-tokens", "draft_k", when="speculative"),
     )
-    request_model: ClassVar[str | None] = "default_model"  # its name for --model; others it loads
-    metric_names: ClassVar[Mapping[str, str]] = {}
-    metrics_path: ClassVar[str | None] = None
+    telemetry: ClassVar[Telemetry] = Telemetry(metrics_path=None)  # no metrics page
+    dialect: ClassVar[Dialect] = Dialect(request_model="default_model")  # its name for --model; others it loads
     options_model: ClassVar[type[RuntimeOptions]] = MlxFolderOptions

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import Field
 
-from arms.runtimes.base import LaunchError, LaunchFacts, RuntimeOptions
+from arms.runtimes.launching import LaunchError, LaunchFacts, RuntimeOptions
 from arms.runtimes.model_folder import ensure_folder
 from arms.runtimes.openai_compat import gguf_file
 

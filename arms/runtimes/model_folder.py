@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from arms.runtimes.base import LaunchError
+from arms.runtimes.launching import LaunchError
 
 
 def ensure_folder(folder: str, source: str, write: Callable[[Path], None], what: str) -> None:

@@ -16,15 +16,17 @@ What it reports, and where:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from pydantic import Field
 
-from arms.runtimes.base import HOST_PORT, Const, Flag, HealthStatus, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag
+from arms.runtimes.base import HealthStatus
+from arms.runtimes.launching import HOST_PORT, Const, Flag, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag
 from arms.runtimes.openai_compat import OpenAICompatAdapter, size_string
 from arms.runtimes.registry import register
+from arms.runtimes.start_failures import BLOCKED_ANYWHERE, StartFailures
+from arms.runtimes.telemetry import Telemetry
 
 
 class MtplxOptions(RuntimeOptions):
@@ -60,30 +62,34 @@ class MtplxAdapter(OpenAICompatAdapter):
         Rows(session_cap, when=("session_cache_cap", "options.session_cap_flag")),
         flag("--profile", "options.profile", when="options.profile"),
     )
-    metrics_format: ClassVar[str] = "json"
-    metric_names: ClassVar[Mapping[str, str]] = {
-        "prompt_tokens": "totals.prompt_tokens",
-        "cached_prompt_tokens": "totals.cached_tokens",
-        "generation_tokens": "totals.completion_tokens",
-        "cache_lookups": "totals.session_lookups",
-        "cache_hits": "totals.session_hits",
-        "draft_tokens": "totals.mtp_drafted_tokens",
-        "accepted_tokens": "totals.mtp_accepted_tokens",
-        "queue_depth": "scheduler.waiting",
-        "slots_busy": "scheduler.running",
-        "memory_bytes": "memory.active_bytes",
-    }
-    request_counter_fields: ClassVar[tuple[str, Mapping[str, str]] | None] = (
-        "x_metrics", {"draft_tokens": "mtp_drafted", "accepted_tokens": "mtp_accepted"},
+    telemetry: ClassVar[Telemetry] = Telemetry(
+        metrics_format="json",
+        metric_names={
+            "prompt_tokens": "totals.prompt_tokens",
+            "cached_prompt_tokens": "totals.cached_tokens",
+            "generation_tokens": "totals.completion_tokens",
+            "cache_lookups": "totals.session_lookups",
+            "cache_hits": "totals.session_hits",
+            "draft_tokens": "totals.mtp_drafted_tokens",
+            "accepted_tokens": "totals.mtp_accepted_tokens",
+            "queue_depth": "scheduler.waiting",
+            "slots_busy": "scheduler.running",
+            "memory_bytes": "memory.active_bytes",
+        },
+        request_counter_fields=(
+            "x_metrics", {"draft_tokens": "mtp_drafted", "accepted_tokens": "mtp_accepted"},
+        ),
     )
     # MTPLX is built on macOS's own libraries: elsewhere it installs, then fails to load the
     # model in these words (mtplx 2.12.2 on Linux with mlx-cpu: "RuntimeError: MTPLX runtime
     # dependencies are unavailable: /usr/lib/libSystem.B.dylib: cannot open shared object
     # file"): this machine cannot serve it, whatever the recipe
-    blocked_patterns: ClassVar[tuple[str, ...]] = (
-        r"MTPLX runtime dependencies are unavailable",
-        r"libSystem\.B\.dylib",
-        *OpenAICompatAdapter.blocked_patterns,
+    start_failures: ClassVar[StartFailures] = StartFailures(
+        blocked_patterns=(
+            r"MTPLX runtime dependencies are unavailable",
+            r"libSystem\.B\.dylib",
+            *BLOCKED_ANYWHERE,
+        ),
     )
     # `/health` reports the load state; ready once it is not loading or warming up
     health_status: ClassVar[HealthStatus | None] = HealthStatus(

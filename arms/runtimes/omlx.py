@@ -23,9 +23,11 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, RuntimeOptions, flag, workdir_path
+from arms.runtimes.launching import HOST_PORT, LaunchContext, LaunchFacts, Row, RuntimeOptions, flag, workdir_path
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path, size_string
 from arms.runtimes.registry import register
+from arms.runtimes.start_failures import BLOCKED_ANYWHERE, StartFailures
+from arms.runtimes.telemetry import Telemetry
 
 
 class OmlxOptions(RuntimeOptions):
@@ -43,7 +45,13 @@ class OmlxAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "omlx"
     description: ClassVar[str] = "oMLX multi-model server (paged SSD prefix cache)"
     options_model: ClassVar[type[RuntimeOptions]] = OmlxOptions
-    cached_tokens_field: str = "usage.cached_tokens"
+    telemetry: ClassVar[Telemetry] = Telemetry(cached_tokens_field="usage.cached_tokens", metrics_path=None)
+    start_failures: ClassVar[StartFailures] = StartFailures(
+        blocked_patterns=(
+            r"compiler is unavailable",
+            *BLOCKED_ANYWHERE,
+        ),
+    )
     default_argv: ClassVar[tuple[str, ...]] = ("omlx", "serve")
     flags: ClassVar[tuple[Row, ...]] = (
         flag("--model-dir", "model_dir", when="model_dir"),
@@ -55,16 +63,10 @@ class OmlxAdapter(OpenAICompatAdapter):
         flag("--paged-ssd-cache-max-size", size_of("session_cache_cap"), when=("prefix_cache", "session_cache_cap")),
         flag("--no-cache", unless="prefix_cache"),
     )
-    metric_names: ClassVar[Mapping[str, str]] = {}
-    metrics_path: ClassVar[str | None] = None
     identity_path: ClassVar[str | None] = "/v1/models/status"
-    blocked_patterns: ClassVar[tuple[str, ...]] = (
-        r"compiler is unavailable",
-        *OpenAICompatAdapter.blocked_patterns,
-    )
 
-    def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
-        values = super().template_values(ctx)
+    def template_values(self, ctx: LaunchContext, opts: RuntimeOptions) -> dict[str, Any]:
+        values = super().template_values(ctx, opts)
         values["model_dir"] = str(Path(values["model"]).parent) if ctx.model.path else ""
         return values
 

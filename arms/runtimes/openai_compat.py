@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 
-from arms.runtimes.base import LaunchContext, LaunchError, RuntimeAdapter
+from arms.runtimes.base import RuntimeAdapter
+from arms.runtimes.launching import LaunchContext, LaunchError, RuntimeOptions
 
 MODEL_CACHE_ENV = "LLM_CAMPAIGN_MODEL_CACHE"
 _PLACEHOLDER = re.compile(r"\{model_cache\}")
@@ -83,8 +84,8 @@ def size_string(n_bytes: int) -> str:
 class OpenAICompatAdapter(RuntimeAdapter):
     """What every OpenAI-compatible runtime adapter shares (not registered itself)."""
 
-    def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
-        values = super().template_values(ctx)
+    def template_values(self, ctx: LaunchContext, opts: RuntimeOptions) -> dict[str, Any]:
+        values = super().template_values(ctx, opts)
         values["model"] = model_path(ctx)
         values["model_cache"] = str(model_cache_dir())
         values["workdir"] = str(ctx.workdir)

@@ -14,15 +14,16 @@ What it reports, and where:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from pydantic import Field
 
-from arms.runtimes.base import HOST_PORT, Flag, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag, whole
+from arms.runtimes.launching import HOST_PORT, Flag, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag, whole
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
+from arms.runtimes.start_failures import BLOCKED_ANYWHERE, StartFailures
+from arms.runtimes.telemetry import Telemetry
 
 GIB = 1024**3
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE", "DFLASH", "DSPARK")
@@ -86,21 +87,25 @@ class SglangAdapter(OpenAICompatAdapter):
         Rows(spec_flags, when="speculative"),
         flag("--tool-call-parser", "options.tool_call_parser", when=("tools", "options.tool_call_parser")),
     )
-    metric_names: ClassVar[Mapping[str, str]] = {
-        "prompt_tokens": "sglang:prompt_tokens_total",
-        "cached_prompt_tokens": "sglang:cached_tokens_total",
-        "generation_tokens": "sglang:generation_tokens_total",
-        "queue_depth": "sglang:num_queue_reqs",
-        "slots_busy": "sglang:num_running_reqs",
-    }
-    extra_metrics: ClassVar[Mapping[str, str]] = {"spec_accept_length": "sglang:spec_accept_length"}
+    telemetry: ClassVar[Telemetry] = Telemetry(
+        metric_names={
+            "prompt_tokens": "sglang:prompt_tokens_total",
+            "cached_prompt_tokens": "sglang:cached_tokens_total",
+            "generation_tokens": "sglang:generation_tokens_total",
+            "queue_depth": "sglang:num_queue_reqs",
+            "slots_busy": "sglang:num_running_reqs",
+        },
+        extra_metrics={"spec_accept_length": "sglang:spec_accept_length"},
+    )
+    start_failures: ClassVar[StartFailures] = StartFailures(
+        blocked_patterns=(
+            r"No CUDA GPUs are available",
+            r"No module named 'sgl_kernel'",
+            # PyPI's sglang on a machine without NVIDIA's driver: its kernel package loads libcuda
+            r"No accelerator .* is available",
+            r"libcuda\.so",
+            *BLOCKED_ANYWHERE,
+        ),
+    )
     identity_path: ClassVar[str | None] = "/get_model_info"
     identity_keys: ClassVar[tuple[str, ...]] = ("model_path", "tokenizer_path", "is_generation", "served_model_name")
-    blocked_patterns: ClassVar[tuple[str, ...]] = (
-        r"No CUDA GPUs are available",
-        r"No module named 'sgl_kernel'",
-        # PyPI's sglang on a machine without NVIDIA's driver: its kernel package loads libcuda
-        r"No accelerator .* is available",
-        r"libcuda\.so",
-        *OpenAICompatAdapter.blocked_patterns,
-    )

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from pydantic import Field
 
-from arms.runtimes.base import HOST_PORT, LaunchContext, LaunchFacts, Row, RuntimeAdapter, RuntimeOptions, flag
+from arms.runtimes.base import RuntimeAdapter
+from arms.runtimes.launching import HOST_PORT, LaunchContext, LaunchFacts, Row, RuntimeOptions, flag
 from arms.runtimes.registry import register
-from campaign.schema import OverrideKeys
+from arms.runtimes.start_failures import StartFailures
+from arms.runtimes.telemetry import Telemetry
 from arms.simulator.profile import SimProfile
+from campaign.schema import OverrideKeys
 
 REFUSED_EXIT_CODE = 3
 
@@ -41,9 +43,10 @@ class SimulatorOptions(RuntimeOptions):
     )
 
 
-def profile_for(ctx: LaunchContext) -> dict[str, Any]:
+def profile_for(ctx: LaunchContext, options: SimulatorOptions) -> dict[str, Any]:
+    """The simulator's profile for this launch: `options` (the runtime's, as the launch
+    validated them) first, then the recipe, the arm's `simulate` and `sim.*` overrides."""
     recipe = ctx.arm.recipe
-    options = cast(SimulatorOptions, SimulatorAdapter().read_options(ctx.runtime))
     # only what the file set: the simulator fills the rest from its own defaults
     profile: dict[str, Any] = options.profile.model_dump(exclude_unset=True)
     profile.update(
@@ -85,7 +88,7 @@ _STYLE_FIELDS = {
 
 
 def profile_json(facts: LaunchFacts) -> str:
-    return json.dumps(profile_for(facts.ctx), sort_keys=True)
+    return json.dumps(profile_for(facts.ctx, facts.opts_as(SimulatorOptions)), sort_keys=True)
 
 
 @register
@@ -103,7 +106,7 @@ class SimulatorAdapter(RuntimeAdapter):
     appends_extra_args: ClassVar[bool] = False
     flags: ClassVar[tuple[Row, ...]] = (*HOST_PORT, flag("--profile-json", profile_json))
     cache_flush: ClassVar[str | None] = "/flush_cache"
-    metric_names: ClassVar[Mapping[str, str]] = {
+    telemetry: ClassVar[Telemetry] = Telemetry(metric_names={
         "cache_lookups": "sim_cache_lookups_total",
         "cache_hits": "sim_cache_hits_total",
         "prompt_tokens": "sim_prompt_tokens_total",
@@ -114,13 +117,14 @@ class SimulatorAdapter(RuntimeAdapter):
         "queue_depth": "sim_requests_deferred",
         "slots_busy": "sim_slots_busy",
         "memory_bytes": "sim_memory_bytes",
-    }
-    blocked_exit_codes: ClassVar[frozenset[int]] = frozenset({REFUSED_EXIT_CODE})
+    })
+    # the simulator refuses a recipe it cannot serve with its own exit code
+    start_failures: ClassVar[StartFailures] = StartFailures(blocked_exit_codes=frozenset({REFUSED_EXIT_CODE}))
 
-    def template_values(self, ctx: LaunchContext) -> dict[str, Any]:
-        return {**super().template_values(ctx), "python": sys.executable}
+    def template_values(self, ctx: LaunchContext, opts: RuntimeOptions) -> dict[str, Any]:
+        return {**super().template_values(ctx, opts), "python": sys.executable}
 
     def launch_cached_tokens_field(self, facts: LaunchFacts) -> str | None:
         """A profile's `cached_tokens_style` makes the simulator answer like another runtime."""
-        style = profile_for(facts.ctx).get("cached_tokens_style")
+        style = profile_for(facts.ctx, facts.opts_as(SimulatorOptions)).get("cached_tokens_style")
         return _STYLE_FIELDS[style] if style else None

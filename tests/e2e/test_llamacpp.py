@@ -44,7 +44,7 @@ from arms.metrics import record_payload
 from arms.probes import cache_probe, decode
 from arms.probes.base import MemorySink, ProbeTarget, QueueSampler, chat, identify, read_counters
 from arms.probes.prompts import VIA_TEMPLATE, sized_conversation, sizing_tolerance
-from arms.runtimes.base import LaunchContext, LaunchError
+from arms.runtimes.launching import LaunchContext, LaunchError
 from arms.runtimes.llamacpp import LlamaCppAdapter, cache_events
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.schema import CampaignSpec
@@ -142,9 +142,7 @@ class LlamaServer:
         return self.ctx.arm.recipe.slots
 
     def target(self, **sampling: Any) -> ProbeTarget:
-        return ProbeTarget(
-            base_url=self.base_url, model=SERVED_ID, adapter=self.adapter, sampling={**VENDOR_SAMPLING, **sampling}
-        )
+        return ProbeTarget.speaking(self.adapter, base_url=self.base_url, model=SERVED_ID, sampling={**VENDOR_SAMPLING, **sampling})
 
     def log_text(self) -> str:
         return self.process.log_path.read_text(errors="replace")
@@ -378,7 +376,7 @@ def test_prompt_cache_hits_are_counted_from_the_log(llama_servers: LlamaServers)
     after = cache_events(server.log_text())
     assert after["cache_hits"] - before["cache_hits"] >= 1, after
     assert after["cache_lookups"] - before["cache_lookups"] >= 2, after
-    assert server.adapter.log_counters(server.log_text())["cache_hits"] == after["cache_hits"]
+    assert server.adapter.telemetry.log_counters(server.log_text())["cache_hits"] == after["cache_hits"]
     for name in ("cache_lookups", "cache_hits"):
         assert tail_after[name] - tail_before[name] == after[name] - before[name], (tail_before, tail_after)
 
@@ -401,7 +399,7 @@ def test_speculative_decoding_reports_acceptance(llama_servers: LlamaServers) ->
         drafted = after["draft_tokens"] - before.get("draft_tokens", 0)
         accepted = after["accepted_tokens"] - before.get("accepted_tokens", 0)
         assert drafted > 0 and 0 < accepted <= drafted
-        per_request = server.adapter.request_counters(record_payload(record))
+        per_request = server.adapter.telemetry.request_counters(record_payload(record))
         assert per_request == {"draft_tokens": drafted, "accepted_tokens": accepted}
         assert server.adapter.slot_states(server.base_url)[0].speculative is True
 
@@ -420,7 +418,7 @@ def failed_start(spec: CampaignSpec, workdir: Path) -> ServerStartError:
 
 def test_bad_flag_is_failed_with_the_log_line(gguf_model: Path, tmp_path: Path) -> None:
     error = failed_start(llama_spec(slots=1, extra_args=["--no-such-flag", "3"]), tmp_path)
-    verdict = LlamaCppAdapter().classify_start_failure(error.exit_code, error.log_tail)
+    verdict = LlamaCppAdapter().start_failures.classify(error.exit_code, error.log_tail)
     assert verdict.blocked is False
     assert "--no-such-flag" in verdict.message and "invalid argument" in verdict.message
 
@@ -428,7 +426,7 @@ def test_bad_flag_is_failed_with_the_log_line(gguf_model: Path, tmp_path: Path) 
 def test_missing_model_file_is_blocked(tmp_path: Path) -> None:
     absent = tmp_path / "models" / "absent-model.gguf"
     error = failed_start(llama_spec(slots=1, model_path=str(absent)), tmp_path)
-    verdict = LlamaCppAdapter().classify_start_failure(error.exit_code, error.log_tail)
+    verdict = LlamaCppAdapter().start_failures.classify(error.exit_code, error.log_tail)
     assert verdict.blocked is True
     assert str(absent) in verdict.message and "No such file or directory" in verdict.message
 
@@ -439,7 +437,7 @@ def test_broken_model_file_is_blocked_saying_what_is_wrong(gguf_model: Path, tmp
     with gguf_model.open("rb") as whole:
         cut.write_bytes(whole.read(1 << 20))  # a download that stopped after 1 MB
     error = failed_start(llama_spec(slots=1, model_path=str(cut)), tmp_path)
-    verdict = LlamaCppAdapter().classify_start_failure(error.exit_code, error.log_tail)
+    verdict = LlamaCppAdapter().start_failures.classify(error.exit_code, error.log_tail)
     assert verdict.blocked is True
     assert f"failed to load model from {cut}" in verdict.message and "failed to read key-value pairs" in verdict.message
 

@@ -30,7 +30,7 @@ FAST = {"prefill_tps": 20000.0, "decode_tps": 200.0}
 
 
 def target(url: str) -> ProbeTarget:
-    return ProbeTarget(base_url=url, model="sim-model", adapter=registry.get("simulator"), sampling={"temperature": 1.0})
+    return ProbeTarget.speaking(registry.get("simulator"), base_url=url, model="sim-model", sampling={"temperature": 1.0})
 
 
 def outcome(sink: MemorySink, scenario: str) -> dict[str, float]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 import pandas as pd
@@ -19,8 +18,8 @@ from arms.probes.base import MemorySink, ProbeTarget
 from arms.probes.failures import NOT_RUN, READ_TIMEOUT, error_kind
 from arms.probes.prompts import VIA_MESSAGES, WORD_ESTIMATE, sizing_tolerance
 from arms.runtimes import catalog as registry
+from arms.runtimes.dialect import Dialect
 from arms.runtimes.mlx_dspark import MlxDsparkAdapter
-from arms.runtimes.openai_compat import OpenAICompatAdapter
 from arms.simulator.app import make_app
 from arms.simulator.profile import SimProfile
 from arms.simulator.reply import ReplyContext, ReplyPlan
@@ -36,7 +35,7 @@ FAST = {"prefill_tps": 20000.0, "decode_tps": 200.0}
 
 
 def target(url: str, **kw: object) -> ProbeTarget:
-    return ProbeTarget(base_url=url, model="sim-model", adapter=registry.get("simulator"), sampling={"temperature": 1.0}, **kw)
+    return ProbeTarget.speaking(registry.get("simulator"), base_url=url, model="sim-model", sampling={"temperature": 1.0}, **kw)
 
 
 def test_cache_probe_scenarios_and_modes(tmp_path: Path) -> None:
@@ -287,12 +286,10 @@ def test_decode_sums_per_response_counts_when_the_runtime_has_no_counters(tmp_pa
     its /metrics page taken away: with drafts accepted (acceptance 0.8, 4 a round), the
     target ran fewer forwards than it generated tokens, and more than a fifth of them."""
 
-    @dataclass(frozen=True)
-    class PerResponse(MlxDsparkAdapter):
-        metrics_path: ClassVar[str | None] = None
+    per_response = dataclasses.replace(MlxDsparkAdapter.telemetry, metrics_path=None)
 
     with simulator(tmp_path, slots=1, draft_k=4, acceptance=0.8, cached_tokens_style="dspark", **FAST) as url:
-        t = ProbeTarget(base_url=url, model="sim-model", adapter=PerResponse(), sampling={"temperature": 1.0})
+        t = ProbeTarget(telemetry=per_response, dialect=MlxDsparkAdapter.dialect, base_url=url, model="sim-model", sampling={"temperature": 1.0})
         sink = MemorySink()
         asyncio.run(decode.run(t, sink, decode.DecodeParams(contexts=[512], max_tokens=40, repeats=2)))
     (forwards,) = [m for m in sink.measurements if m["metric"] == "target_forwards"]
@@ -506,20 +503,20 @@ def test_log_tail_reads_only_what_was_added(tmp_path: Path) -> None:
     import threading
 
     from arms.probes.base import read_counters
-    from arms.runtimes.llamacpp import LlamaCppAdapter
+    from arms.runtimes.llamacpp import TELEMETRY, LlamaCppTelemetry
 
     log = tmp_path / "server.log"
     lookup, hit = "srv load:  - looking for better prompt, base f_keep = 0.1\n", "srv load:  - found better prompt with f_keep = 1\n"
     log.write_text("start\n" + lookup)
     scanned: list[tuple[int, str]] = []
 
-    class Counting(LlamaCppAdapter):  # adapters are frozen: a subclass records the scans
+    class Counting(LlamaCppTelemetry):  # telemetry is frozen: a subclass records the scans
         def log_counters(self, text: str) -> dict[str, float]:
             scanned.append((len(text), threading.current_thread().name))
             return super().log_counters(text)
 
-    adapter = Counting()
-    tgt = ProbeTarget(base_url="http://127.0.0.1:9", model="m", adapter=adapter, log_path=str(log))
+    counting = Counting(**{f.name: getattr(TELEMETRY, f.name) for f in dataclasses.fields(TELEMETRY)})
+    tgt = ProbeTarget(telemetry=counting, dialect=Dialect(), base_url="http://127.0.0.1:9", model="m", log_path=str(log))
 
     async def read() -> dict[str, float]:
         import httpx

@@ -30,9 +30,8 @@ from arms.metrics import (
 )
 from arms.probes import registry as probe_registry
 from arms.runtimes import catalog as registry
-from arms.runtimes.base import (
-    COUNTERS,
-    GAUGES,
+from arms.runtimes.external import ExternalAdapter, family_of
+from arms.runtimes.launching import (
     HOST_PORT,
     OMIT,
     Const,
@@ -41,13 +40,11 @@ from arms.runtimes.base import (
     Row,
     Rows,
     RuntimeOptions,
-    StartClassification,
     fixed,
     flag,
     switch,
     whole,
 )
-from arms.runtimes.external import ExternalAdapter
 from arms.runtimes.llamacpp import (
     TOOLS_TEMPLATE,
     LlamaCppAdapter,
@@ -62,6 +59,8 @@ from arms.runtimes.openai_compat import (
     expand_path,
     model_cache_dir,
 )
+from arms.runtimes.start_failures import StartClassification
+from arms.runtimes.telemetry import COUNTERS, GAUGES
 from campaign.registry import Registry
 from campaign.schema import CampaignSpec
 from tests.launches import argv_of, value_after
@@ -133,10 +132,10 @@ def test_every_runtime_is_registered() -> None:
 @pytest.mark.parametrize("name", [*REAL_RUNTIMES, "external"])
 def test_adapter_contract_is_coherent(name: str) -> None:
     adapter = registry.get(name)
-    assert adapter.cached_tokens_field in {field for field, _ in CACHED_FIELDS}
-    assert set(adapter.metric_names) <= set(COUNTERS) | set(GAUGES)
-    if adapter.metric_names:
-        assert adapter.metrics_path
+    assert adapter.telemetry.cached_tokens_field in {field for field, _ in CACHED_FIELDS}
+    assert set(adapter.telemetry.metric_names) <= set(COUNTERS) | set(GAUGES)
+    if adapter.telemetry.metric_names:
+        assert adapter.telemetry.metrics_path
     assert adapter.description
 
 
@@ -159,7 +158,7 @@ def test_cached_tokens_come_from_the_runtime_field(name: str, fixture: str, cach
     record = record_from_sse(fixture_text(fixture))
     assert record.ok, record.error
     payload = record_payload(record)
-    value, source = extract_cached_tokens(payload, prefer=adapter.cached_tokens_field)
+    value, source = extract_cached_tokens(payload, prefer=adapter.telemetry.cached_tokens_field)
     assert (value, source) == (cached, field)
     assert prompt_tokens(payload) == prompt
     assert reuse(value, prompt_tokens(payload)) == pytest.approx(cached / prompt)
@@ -171,7 +170,7 @@ def test_dspark_block_wins_over_usage_when_they_differ() -> None:
     payload = record_payload(record_from_sse(fixture_text("mlx_dspark_chat_stream.txt")))
     assert payload["usage"]["prompt_tokens_details"]["cached_tokens"] == payload["x_mlx_dspark"]["cached_tokens"] == 39
     payload["usage"]["prompt_tokens_details"]["cached_tokens"] = 32
-    assert extract_cached_tokens(payload, prefer=registry.get("mlx-dspark").cached_tokens_field)[0] == 39
+    assert extract_cached_tokens(payload, prefer=registry.get("mlx-dspark").telemetry.cached_tokens_field)[0] == 39
 
 
 @pytest.mark.parametrize(
@@ -186,12 +185,12 @@ def test_dspark_block_wins_over_usage_when_they_differ() -> None:
 )
 def test_per_request_draft_counters(name: str, fixture: str, expected: dict[str, float]) -> None:
     payload = record_payload(record_from_sse(fixture_text(fixture)))
-    assert registry.get(name).request_counters(payload) == expected
+    assert registry.get(name).telemetry.request_counters(payload) == expected
 
 
 def test_llamacpp_per_request_draft_counters_from_timings() -> None:
     payload = {"timings": {"cache_n": 0, "prompt_n": 31, "predicted_n": 24, "draft_n": 18, "draft_n_accepted": 15}}
-    assert LlamaCppAdapter().request_counters(payload) == {"draft_tokens": 18.0, "accepted_tokens": 15.0}
+    assert LlamaCppAdapter().telemetry.request_counters(payload) == {"draft_tokens": 18.0, "accepted_tokens": 15.0}
 
 
 # -- server counters: each runtime's metrics page under the logical names ---------------------------
@@ -228,26 +227,26 @@ METRICS = [
 
 @pytest.mark.parametrize(("name", "fixture", "expected"), METRICS)
 def test_metrics_read_under_logical_names(name: str, fixture: str, expected: dict[str, float]) -> None:
-    assert registry.get(name).read_metrics(fixture_text(fixture)) == expected
+    assert registry.get(name).telemetry.read_metrics(fixture_text(fixture)) == expected
 
 
 def test_llamacpp_prompt_tokens_include_cached_ones_and_say_so() -> None:
     adapter = LlamaCppAdapter()
     # an older build without the cached counter: prompt_tokens would be a different quantity
     old = "llamacpp:prompt_tokens_total 51\nllamacpp:requests_deferred 2\n"
-    assert adapter.read_metrics(old) == {"queue_depth": 2.0}
-    assert "prompt_tokens_cached_total" in adapter.counter_sources()["prompt_tokens"]
+    assert adapter.telemetry.read_metrics(old) == {"queue_depth": 2.0}
+    assert "prompt_tokens_cached_total" in adapter.telemetry.counter_sources()["prompt_tokens"]
 
 
 def test_runtimes_without_metrics_are_not_asked() -> None:
     for name in ("mlx-lm", "omlx"):
         adapter = registry.get(name)
-        assert adapter.metrics_path is None and not adapter.metric_names
+        assert adapter.telemetry.metrics_path is None and not adapter.telemetry.metric_names
 
 
 def test_json_metrics_tolerate_a_page_that_is_not_json() -> None:
-    assert registry.get("mtplx").read_metrics("# not json") == {}
-    assert registry.get("mlx-dspark").read_metrics(json.dumps({"latest": {}})) == {}
+    assert registry.get("mtplx").telemetry.read_metrics("# not json") == {}
+    assert registry.get("mlx-dspark").telemetry.read_metrics(json.dumps({"latest": {}})) == {}
 
 
 # -- llama.cpp: launch, slots, log events, start failures ---------------------------------------------
@@ -335,7 +334,7 @@ def test_llamacpp_model_placeholder_and_package(tmp_path: Path, monkeypatch: pyt
 
 
 def test_llamacpp_sampling_names() -> None:
-    sent = LlamaCppAdapter().sampling({"temperature": 1.0, "top_k": 64, "repetition_penalty": 1.1, "min_p": None})
+    sent = LlamaCppAdapter().dialect.sampling({"temperature": 1.0, "top_k": 64, "repetition_penalty": 1.1, "min_p": None})
     assert sent == {"temperature": 1.0, "top_k": 64, "repeat_penalty": 1.1}
 
 
@@ -359,7 +358,7 @@ def test_parse_slots_object_shape() -> None:
 def test_cache_events_from_a_recorded_log() -> None:
     events = cache_events(fixture_text("llamacpp_cache_log.txt"))
     assert events == {"cache_lookups": 3, "cache_hits": 1, "slot_affinity": 0, "slot_lru": 3}
-    assert LlamaCppAdapter().log_counters(fixture_text("llamacpp_cache_log.txt")) == {"cache_lookups": 3.0, "cache_hits": 1.0}
+    assert LlamaCppAdapter().telemetry.log_counters(fixture_text("llamacpp_cache_log.txt")) == {"cache_lookups": 3.0, "cache_hits": 1.0}
 
 
 @pytest.mark.parametrize(("extra", "argv", "read"), [
@@ -370,8 +369,8 @@ def test_cache_events_from_a_recorded_log() -> None:
 ])
 def test_llamacpp_log_is_read_only_when_it_logs_cache_lookups(tmp_path: Path, extra: list[str], argv: list[str], read: bool) -> None:
     launched = launch_argv("llamacpp", {"slots": 1, "extra_args": extra}, tmp_path, argv=argv or None)
-    assert LlamaCppAdapter().log_counters_enabled(launched) is read, launched
-    assert registry.get("simulator").log_counters_enabled(launched) is False  # it counts nothing in logs
+    assert LlamaCppAdapter().telemetry.log_counters_enabled(launched) is read, launched
+    assert registry.get("simulator").telemetry.log_counters_enabled(launched) is False  # it counts nothing in logs
 
 
 @pytest.mark.parametrize(("fixture", "blocked", "quoted"), [
@@ -383,7 +382,7 @@ def test_llamacpp_log_is_read_only_when_it_logs_cache_lookups(tmp_path: Path, ex
      "failed to load model from corrupt.gguf (first error: 0.00.014.635 E gguf_init_from_reader: failed to read key-value pairs)"),
 ])
 def test_llamacpp_start_failures_recorded(fixture: str, blocked: bool, quoted: str) -> None:
-    verdict = LlamaCppAdapter().classify_start_failure(1, fixture_text(fixture))
+    verdict = LlamaCppAdapter().start_failures.classify(1, fixture_text(fixture))
     assert verdict.blocked is blocked
     assert quoted in verdict.message
 
@@ -422,11 +421,11 @@ def test_llamacpp_blocked_only_when_the_cause_of_exit_is_external() -> None:
     """A blocked pattern anywhere in the tail used to make the arm blocked; only the
     cause of exit counts now (the final cascade of error lines)."""
     adapter = LlamaCppAdapter()
-    verdict = adapter.classify_start_failure(1, BENIGN_WARNING_THEN_ARGUMENT_ERROR)
+    verdict = adapter.start_failures.classify(1, BENIGN_WARNING_THEN_ARGUMENT_ERROR)
     assert verdict == StartClassification(False, 'error while handling argument "--spec-type": unknown speculative decoding type: bogus-type')
-    verdict = adapter.classify_start_failure(1, LAST_ERROR_IS_GGUF_OPEN)
+    verdict = adapter.start_failures.classify(1, LAST_ERROR_IS_GGUF_OPEN)
     assert verdict.blocked is True and "failed to open GGUF file '/models/absent.gguf'" in verdict.message
-    verdict = adapter.classify_start_failure(1, EARLY_BENIGN_ERROR_THEN_REAL_ONE)
+    verdict = adapter.start_failures.classify(1, EARLY_BENIGN_ERROR_THEN_REAL_ONE)
     assert verdict.blocked is False
     assert verdict.message.endswith("failed to allocate the KV cache: n_ctx 999999 exceeds the model's maximum")
 
@@ -438,10 +437,10 @@ def test_generic_blocked_only_when_the_cause_of_exit_is_external() -> None:
         "INFO 05-01 10:00:01 [engine.py:40] loading weights\n"
         "ValueError: max_model_len 999999 is larger than the model's 32768\n"
     )
-    verdict = vllm.classify_start_failure(1, tail)
+    verdict = vllm.start_failures.classify(1, tail)
     assert verdict.blocked is False and verdict.message.startswith("ValueError: max_model_len")
     # no error-level line at all (a launch that never ran): the final lines are the cause
-    verdict = vllm.classify_start_failure(None, "[Errno 2] No such file or directory: '/opt/vllm/bin/vllm'")
+    verdict = vllm.start_failures.classify(None, "[Errno 2] No such file or directory: '/opt/vllm/bin/vllm'")
     assert verdict.blocked is True and "/opt/vllm/bin/vllm" in verdict.message
 
 
@@ -542,7 +541,7 @@ def test_vllm_tools_get_a_parser_on_every_launch(tmp_path: Path) -> None:
     "OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
 ])
 def test_sglang_without_a_gpu_is_blocked_in_its_own_words(line: str) -> None:
-    verdict = registry.get("sglang").classify_start_failure(1, f"loading\nTraceback (most recent call last):\n{line}\n")
+    verdict = registry.get("sglang").start_failures.classify(1, f"loading\nTraceback (most recent call last):\n{line}\n")
     assert verdict.blocked and line in verdict.message, verdict
 
 
@@ -550,9 +549,9 @@ def test_mtplx_off_macos_is_blocked_in_its_own_words() -> None:
     """A real `mtplx serve` on Linux (the fixture): it installs, then cannot load macOS's
     system library; the attempt is blocked quoting it, not failed as if a flag were wrong."""
     log = (FIXTURES / "mtplx_start_linux.log").read_text()
-    verdict = registry.get("mtplx").classify_start_failure(1, log)
+    verdict = registry.get("mtplx").start_failures.classify(1, log)
     assert verdict.blocked and "MTPLX runtime dependencies are unavailable" in verdict.message, verdict
-    assert not registry.get("mtplx").classify_start_failure(1, "error: unrecognized arguments: --no-such-flag\n").blocked
+    assert not registry.get("mtplx").start_failures.classify(1, "error: unrecognized arguments: --no-such-flag\n").blocked
 
 
 def test_sglang_argv(tmp_path: Path) -> None:
@@ -647,7 +646,7 @@ def test_mtplx_health_while_loading() -> None:
 
 
 def test_vllm_blocked_start() -> None:
-    verdict = registry.get("vllm").classify_start_failure(1, "INFO starting\nRuntimeError: No CUDA GPUs are available\n")
+    verdict = registry.get("vllm").start_failures.classify(1, "INFO starting\nRuntimeError: No CUDA GPUs are available\n")
     assert verdict.blocked and "No CUDA GPUs are available" in verdict.message
 
 
@@ -679,24 +678,21 @@ def test_external_needs_a_url(tmp_path: Path) -> None:
     ("llamacpp_metrics.txt", "llamacpp", "timings.cache_n"),
 ])
 def test_external_recognises_recorded_metrics(fixture: str, family: str, field: str) -> None:
-    adapter = ExternalAdapter()
-    text = fixture_text(fixture)
-    assert adapter.read_metrics(text) == registry.get(family).read_metrics(text)
-    bound = adapter.recognise(text)  # what the page shows comes back as a value
-    assert isinstance(bound, ExternalAdapter) and bound.family is not None and bound.family.name == family
-    assert bound.read_metrics(text) == registry.get(family).read_metrics(text)
-    assert bound.cached_tokens_field == field
-    assert bound.metric_names == registry.get(family).metric_names
-    assert bound.counter_sources() == registry.get(family).counter_sources()
-    assert bound.recognise(fixture_text("vllm_metrics.txt")) is bound  # bound once, for good
-    assert adapter.family is None and adapter.cached_tokens_field == "usage.prompt_tokens_details.cached_tokens"
+    """A metrics page names its family: a target built on what `family_of` found reads that
+    family's counters, their sources and its cached-tokens field, and speaks its dialect."""
+    found = family_of(fixture_text(fixture))
+    assert found is not None and found.name == family
+    assert found.telemetry == registry.get(family).telemetry and found.telemetry.cached_tokens_field == field
+    assert found.dialect == registry.get(family).dialect
 
 
 def test_external_without_a_known_metrics_page() -> None:
+    """Unrecognised, an external server's counters are not read under guessed names and
+    units; nothing listening at the URL leaves it unrecognised, without an error."""
+    assert family_of("# HELP something_else x\nsomething_else 1\n") is None
     adapter = ExternalAdapter()
-    page = "# HELP something_else x\nsomething_else 1\n"
-    assert adapter.read_metrics(page) == {}
-    assert adapter.recognise(page) is adapter and adapter.family is None
+    assert not adapter.telemetry.reads_metrics
+    assert adapter.recognise("http://127.0.0.1:9") is adapter
 
 
 def gauges_have_queue(values: dict[str, float]) -> bool:
@@ -708,10 +704,15 @@ def gauges_have_queue(values: dict[str, float]) -> bool:
 
 @pytest.mark.parametrize("name", [*REAL_RUNTIMES, "simulator", "external"])
 def test_adapters_are_frozen(name: str) -> None:
-    """What an adapter learns at run time comes back as a value; the adapter never changes."""
+    """An adapter and its parts never change at run time (what a launch or a server at a
+    URL teaches comes back as a value: `LaunchSpec`, `recognise`)."""
     adapter = registry.get(name)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        adapter.cached_tokens_field = "timings.cache_n"  # type: ignore[misc]
+        adapter.telemetry.cached_tokens_field = "timings.cache_n"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        adapter.start_failures.blocked_patterns = ()  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        adapter.dialect.refused_fields = frozenset()  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         adapter.anything = 1  # type: ignore[attr-defined]
 
@@ -767,13 +768,13 @@ def test_simulator_style_travels_with_the_launch(tmp_path: Path) -> None:
     adapter = registry.get("simulator")
     launch = adapter.launch(ctx)
     assert launch is not None and launch.cached_tokens_field == "timings.cache_n"
-    assert adapter.cached_tokens_field == "usage.prompt_tokens_details.cached_tokens"  # unchanged
+    assert adapter.telemetry.cached_tokens_field == "usage.prompt_tokens_details.cached_tokens"  # unchanged
     # the probes read it from the target the arm flow makes, the adapter stays as registered
     from arms.probes.base import ProbeTarget
 
-    target = ProbeTarget("http://x", "m", adapter, cached_tokens_field=launch.cached_tokens_field)
-    assert target.cached_field == "timings.cache_n" and registry.get("simulator").cached_tokens_field == adapter.cached_tokens_field
-    assert ProbeTarget("http://x", "m", adapter).cached_field == "usage.prompt_tokens_details.cached_tokens"
+    target = ProbeTarget.speaking(adapter, base_url="http://x", model="m", cached_tokens_field=launch.cached_tokens_field)
+    assert target.cached_field == "timings.cache_n" and registry.get("simulator").telemetry.cached_tokens_field == adapter.telemetry.cached_tokens_field
+    assert ProbeTarget.speaking(adapter, base_url="http://x", model="m").cached_field == "usage.prompt_tokens_details.cached_tokens"
 
 
 def test_one_registry_style() -> None:
@@ -802,11 +803,12 @@ def test_an_unknown_openai_server_is_not_sent_length_controls_a_known_family_is(
 
     extra = {"ignore_eos": True, "min_tokens": 8, "top_k": 20}
     unknown = registry.get("external")
-    assert unknown.sampling(extra) == {"top_k": 20}
-    known = unknown.recognise(fixture_text("llamacpp_metrics.txt"))
-    assert known.sampling(extra) == extra
-    assert LlamaCppAdapter().sampling(extra)["ignore_eos"] is True
-    greedy = ProbeTarget("http://x", "m", unknown, sampling={"ignore_eos": True}).sampling_for(Mode.GREEDY)
+    assert unknown.dialect.sampling(extra) == {"top_k": 20}
+    known = family_of(fixture_text("llamacpp_metrics.txt"))
+    assert known is not None
+    assert known.dialect.sampling(extra) == extra
+    assert LlamaCppAdapter().dialect.sampling(extra)["ignore_eos"] is True
+    greedy = ProbeTarget.speaking(unknown, base_url="http://x", model="m", sampling={"ignore_eos": True}).sampling_for(Mode.GREEDY)
     assert greedy == {"temperature": 0.0}
 
 
@@ -814,8 +816,8 @@ def test_vllm_model_folder_is_written_with_the_runtimes_own_python(tmp_path: Pat
     """`options.gguf`: the folder is converted by the interpreter the runtime's argv starts
     with (vLLM's own environment), else `options.python`, else the campaign's; a folder
     that holds a config.json is used as it is, with no conversion."""
-    from arms.runtimes.base import LaunchFacts
     from arms.runtimes.hf_model import runtime_python
+    from arms.runtimes.launching import LaunchFacts
 
     def facts(argv: list[str] | None, options: dict[str, Any]) -> LaunchFacts:
         ctx = table_ctx(tmp_path, {}, argv=argv, options=options)
@@ -839,7 +841,7 @@ def test_vllm_start_failure_quotes_the_workers_exception() -> None:
     its CPU attention does not take) is the message, and it is not blocked: a flag to change."""
     tail = (FIXTURES / "vllm_start_worker_error.log").read_text()
     assert "See root cause above" in "".join(tail.splitlines()[-6:])
-    verdict = registry.get("vllm").classify_start_failure(1, tail)
+    verdict = registry.get("vllm").start_failures.classify(1, tail)
     assert verdict.blocked is False
     assert verdict.message.endswith("ValueError: No common block size for 16 (CPU_ATTN: [MultipleOf(32)]).")
 
@@ -850,5 +852,5 @@ def test_vllm_blocks_on_a_model_folder_that_is_not_there() -> None:
     tail = ("(APIServer pid=1) INFO 12-03 10:00:00 [model.py:733] Resolving the model\n"
             "OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/models/no-such-model-folder'. "
             "Use `repo_type` argument if needed.\n")
-    verdict = registry.get("vllm").classify_start_failure(1, tail)
+    verdict = registry.get("vllm").start_failures.classify(1, tail)
     assert verdict.blocked is True and "/models/no-such-model-folder" in verdict.message

@@ -100,11 +100,11 @@ def test_probe_requests_the_name_the_runtime_serves_its_model_under(monkeypatch:
     listed = httpx.MockTransport(lambda request: httpx.Response(200, json={"data": [{"id": "some/cached-hub-model"}]}))
     real_client = httpx.Client
     monkeypatch.setattr(probe_cli.httpx, "Client", lambda **kw: real_client(transport=listed, **kw))
-    mlx_lm = runtimes.get("mlx-lm").request_model
+    mlx_lm = runtimes.get("mlx-lm").dialect.request_model
     assert mlx_lm == "default_model"
     assert probe_cli._reachable_model("http://mlx", None, mlx_lm) == "default_model"
     assert probe_cli._reachable_model("http://mlx", "mine", mlx_lm) == "mine"
-    assert probe_cli._reachable_model("http://other", None, runtimes.get("llamacpp").request_model) == "some/cached-hub-model"
+    assert probe_cli._reachable_model("http://other", None, runtimes.get("llamacpp").dialect.request_model) == "some/cached-hub-model"
 
 
 def test_status_and_report_take_the_campaign_file_a_user_just_ran(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def test_a_misspelt_field_is_refused_and_nothing_changes_on_the_way() -> None:
         arm_run().repeat = 3  # type: ignore[misc]
     with pytest.raises(ValidationError):
         ProbeRun(store_url="s", campaign_id=1, attempt_id=1, repeat=0, item_key="k", arm_id="A", probe="decode",
-                 context="big", base_url="u", adapter="simulator", model="m", sampling={}, params_json="{}",  # type: ignore[arg-type]
+                 context="big", base_url="u", speaks="simulator", simulated=True, model="m", sampling={}, params_json="{}",  # type: ignore[arg-type]
                  cached_tokens_field="")
 
 

@@ -144,7 +144,7 @@ def test_a_full_in_flight_cap_is_counted_and_shows_in_the_lag() -> None:
     result = asyncio.run(load.run(load.constant(20), fake_server(0.3), duration_s=0.3, max_in_flight=2))
     assert len(result.records) == 6
     assert result.cap_waits == 4 and result.peak_in_flight == 2
-    stats = {s.metric: s for s in load.run_stats(result, {})}
+    stats = {s.metric.name: s for s in load.run_stats(result, {})}
     assert stats["in_flight_cap_waits"].value == 4 and "cap of 2" in stats["in_flight_cap_waits"].source
     assert stats["schedule_lag_max_s"].value > 0.2  # the waits are in the lag, never hidden
 
@@ -181,7 +181,7 @@ def test_run_stats_goodput_counts_failures_as_misses_over_the_window() -> None:
     for i, r in enumerate(records):
         r.scheduled_ns = int(i * 0.5 * NS)
     result = load.RunResult(load.constant(2), records, 0, records[-1].end_ns + int(1.0 * NS), 2.5, 256)
-    stats = {s.metric: s.value for s in load.run_stats(result, {"ttft_s": 1.0, "tpot_s": 0.05})}
+    stats = {s.metric.name: s.value for s in load.run_stats(result, {"ttft_s": 1.0, "tpot_s": 0.05})}
     assert stats["requests_met"] == 3
     assert stats["goodput_rps"] == pytest.approx(3 / 2.5)  # over the schedule's window
     assert stats["target_attainment"] == pytest.approx(3 / 5)
@@ -401,7 +401,7 @@ AGENT = {"conversations": 4, "turns": 6, "system_tokens": 200, "task_tokens": 40
 
 
 def sim_target(url: str) -> ProbeTarget:
-    return ProbeTarget(base_url=url, model="sim-model", adapter=registry.get("simulator"), sampling={"temperature": 1.0})
+    return ProbeTarget.speaking(registry.get("simulator"), base_url=url, model="sim-model", sampling={"temperature": 1.0})
 
 
 BLOCKS = 3  # server runs per arm: what a gate needs (min_runs)
@@ -468,7 +468,7 @@ def test_the_simulators_own_stamps_bracket_the_clients_ttft() -> None:
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         try:
-            target = ProbeTarget(base_url=f"http://127.0.0.1:{port}", model="m", adapter=runtimes.get("simulator"), simulated=True)
+            target = ProbeTarget.speaking(runtimes.get("simulator"), base_url=f"http://127.0.0.1:{port}", model="m", simulated=True)
             sink = MemorySink()
             await load_probe.run(target, sink, load_probe.LoadParams(profile="constant", rate=10, duration_s=0.5, max_tokens=4))
             return sink.requests

@@ -35,7 +35,7 @@ async def _everything_probes_store() -> dict[str, dict[str, str]]:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    target = ProbeTarget(base_url=f"http://127.0.0.1:{port}", model="sim-model", adapter=runtimes.get("simulator"),
+    target = ProbeTarget.speaking(runtimes.get("simulator"), base_url=f"http://127.0.0.1:{port}", model="sim-model", 
                          sampling={"temperature": 1.0}, simulated=True)
     jobs = {
         "cache-probe": (cache_probe.run, cache_probe.CacheProbeParams(prompt_tokens=400)),

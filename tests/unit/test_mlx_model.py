@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from arms.runtimes.base import LaunchError
+from arms.runtimes.launching import LaunchError
 from arms.runtimes.mlx_model import _quantization, gguf_file
 
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from arms.runtimes import catalog
-from arms.runtimes.base import LaunchContext, LaunchError, LaunchFacts, RuntimeOptions
 from arms.runtimes.hf_model import HfFolderOptions
+from arms.runtimes.launching import LaunchContext, LaunchError, LaunchFacts, RuntimeOptions
 from arms.runtimes.llamacpp import DEFAULT_CACHE_REUSE, DEFAULT_LOG_VERBOSITY
 from arms.runtimes.mlx_model import MlxFolderOptions
 from arms.runtimes.options import option_problems
-from arms.runtimes.simulator import profile_for
+from arms.runtimes.simulator import SimulatorAdapter, profile_for
 from campaign.schema import CampaignFileError, CampaignSpec, read_toml
 from flows.resolve import load_campaign
 from tests.campaigns import arm, campaign_file, item, sim
@@ -168,7 +168,7 @@ def test_the_simulator_profile_holds_only_what_the_file_set(tmp_path: Path) -> N
     """The profile is validated as SimProfile, but handed on as written: the simulator fills
     the rest from its own defaults, and a runtime's profile does not pin every knob."""
     ctx = launch_ctx(tmp_path, sim(decode_tps=80, options={"reference_bits": 9}, profile={"faults": {"stall_every": 2}}))
-    profile = profile_for(ctx)
+    profile = profile_for(ctx, SimulatorAdapter().read_options(ctx.runtime))
     assert profile["decode_tps"] == 80 * 9 / 4.5 and profile["faults"] == {"stall_every": 2}
     assert "batch_penalty" not in profile and "run_sd" not in profile
 

@@ -32,7 +32,7 @@ def test_model_sampling_takes_length_controls_sent_in_both_modes(tmp_path: Path)
 
     text = GOOD.replace('bits_per_weight = 4.5', 'bits_per_weight = 4.5\nsampling = { temperature = 0.7, ignore_eos = true, min_tokens = 32 }')
     model = load_campaign(write_campaign(tmp_path, text)).models[0]
-    target = ProbeTarget("http://x", "m", registry.get("simulator"), sampling=model.sampling.model_dump(exclude_none=True))
+    target = ProbeTarget.speaking(registry.get("simulator"), base_url="http://x", model="m", sampling=model.sampling.model_dump(exclude_none=True))
     assert target.sampling_for(Mode.CANONICAL) == {"temperature": 0.7, "ignore_eos": True, "min_tokens": 32}
     assert target.sampling_for(Mode.GREEDY) == {"temperature": 0.0, "ignore_eos": True, "min_tokens": 32}
     (msg,) = problems(tmp_path, text.replace("min_tokens = 32", "min_tokens = -1"))

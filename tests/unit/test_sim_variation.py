@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from arms.runtimes.base import LaunchContext
-from arms.runtimes.simulator import profile_for
+from arms.runtimes.launching import LaunchContext
+from arms.runtimes.simulator import SimulatorAdapter, profile_for
 from arms.simulator.clock import VirtualClock
 from arms.simulator.engine import Engine
 from arms.simulator.profile import DRIFT_SD_PER_MIN, RUN_SD, SimProfile
@@ -166,12 +166,12 @@ def test_run_seed_and_knobs_reach_the_profile_from_the_launch() -> None:
     spec = _spec({"profile": {"run_sd": 0.03, "drift_sd_per_min": 0.0}})
     arm = spec.arm("A")
     ctx = LaunchContext(arm=arm, model=spec.model_for(arm), runtime=spec.runtime("sim"), port=1, seed=5, run_seed=42)
-    profile = SimProfile.model_validate(profile_for(ctx))
+    profile = SimProfile.model_validate(profile_for(ctx, SimulatorAdapter().read_options(ctx.runtime)))
     assert (profile.run_seed, profile.seed, profile.run_sd, profile.drift_sd_per_min) == (42, 5, 0.03, 0.0)
     # an arm's simulate table wins over the runtime's profile
     spec = _spec({"profile": {"run_sd": 0.03}}, simulate={"run_sd": 0.0})
     arm = spec.arm("A")
     ctx = LaunchContext(arm=arm, model=spec.model_for(arm), runtime=spec.runtime("sim"), port=1)
-    profile = SimProfile.model_validate(profile_for(ctx))
+    profile = SimProfile.model_validate(profile_for(ctx, SimulatorAdapter().read_options(ctx.runtime)))
     assert profile.run_sd == 0.0 and profile.run_seed == 0
     assert profile.drift_sd_per_min == DRIFT_SD_PER_MIN  # not set anywhere: the measured default

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from campaign import metrics
 from campaign.states import AttemptState, ItemState, ProbeRunState
 from campaign.store import Store
 from campaign.tables import CampaignRow, MeasurementRow, ProbeRunRow, QueueItemRow
@@ -272,7 +273,7 @@ def test_store_sink_never_writes_on_the_callers_thread(db_url: str, monkeypatch:
     sink = make()
     started = time.perf_counter()
     for trial in range(300):
-        sink.measurement(metric="decode_tps", value=trial, unit="tok/s", mode="canonical", trial=trial)
+        sink.measurement(metric=metrics.DECODE_TPS, value=trial, mode="canonical", trial=trial)
         sink.sample("queue_depth", trial * 0.5, 1.0, "load")
     spent = time.perf_counter() - started
     sink.close()
@@ -282,6 +283,7 @@ def test_store_sink_never_writes_on_the_callers_thread(db_url: str, monkeypatch:
     assert len(calls) <= 10 and sum(n for _, n in calls) == 600  # batches, not a commit per row
     frame = store.measurements_frame(_camp.id, latest_only=False)
     assert sorted(frame["trial"]) == list(range(300)) and set(frame["probe_run_id"]) == {run.id}
+    assert set(frame["metric"]) == {"decode_tps"} and set(frame["unit"]) == {"tok/s"}  # the entry's name, in the catalogue's unit
 
 
 def test_store_sink_flush_and_a_bad_row_costs_only_itself(db_url: str) -> None:
@@ -289,16 +291,16 @@ def test_store_sink_flush_and_a_bad_row_costs_only_itself(db_url: str) -> None:
 
     store, _camp, _att, _run, make = _sink_fixture(db_url)
     sink = make(flush_interval_s=5.0)  # would hold rows for 5 s without an explicit flush
-    sink.measurement(metric="m", value=1, unit="", mode="canonical", trial=0)
+    sink.measurement(metric=metrics.TTFT_S, value=1, mode="canonical", trial=0)
     sink.flush()
     assert _count(store, "measurement") == 1
-    sink.measurement(metric="m", value=2, unit="", mode="canonical", trial=0)  # same key: violates the unique constraint
-    sink.measurement(metric="m", value=3, unit="", mode="canonical", trial=1)
+    sink.measurement(metric=metrics.TTFT_S, value=2, mode="canonical", trial=0)  # same key: violates the unique constraint
+    sink.measurement(metric=metrics.TTFT_S, value=3, mode="canonical", trial=1)
     with pytest.raises(SinkWriteError, match="1 row"):
         sink.close()
     assert sorted(store.measurements_frame(_camp.id, latest_only=False)["value"]) == [1.0, 3.0]
     with pytest.raises(ValueError, match="NaN"):  # refused at the call, where it came from
-        make().measurement(metric="m", value=float("nan"), unit="", mode="canonical")
+        make().measurement(metric=metrics.TTFT_S, value=float("nan"), mode="canonical")
 
 
 @pytest.mark.parametrize("fail", [False, True])
@@ -317,7 +319,7 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
 
     async def probe(_target, sink, _params):  # type: ignore[no-untyped-def]
         for trial in range(50):
-            sink.measurement(metric="decode_tps", value=trial, unit="tok/s", mode="canonical", trial=trial)
+            sink.measurement(metric=metrics.DECODE_TPS, value=trial, mode="canonical", trial=trial)
         if fail:
             raise RuntimeError("server went away")
 
@@ -338,7 +340,7 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
     from flows.contracts import ProbeRun
 
     job = ProbeRun(store_url=store.public_url, campaign_id=camp.id, attempt_id=att.id, repeat=0, item_key="k", arm_id="A",
-                   probe="decode", context=0, base_url="http://127.0.0.1:9", adapter="simulator", model="m", sampling={},
+                   probe="decode", context=0, base_url="http://127.0.0.1:9", speaks="simulator", simulated=True, model="m", sampling={},
                    params_json="{}", cached_tokens_field="")
     if fail:
         with pytest.raises(RuntimeError, match="went away"):
