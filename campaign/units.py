@@ -49,6 +49,16 @@ def pct(value: float) -> str:
     return f"{value * 100:+.0f}%"
 
 
+def ratio(value: float) -> str:
+    """A share between 0 and 1 (reuse, attainment) to three decimals: 0.996, 0.980, 0.000.
+    Why not `num`: its significant digits show a cold request's 0.000489 beside a warm
+    0.996 as if the small one were measured to more places; why not two decimals: 0.996
+    would read 1.00, a perfect cache it was not."""
+    if not math.isfinite(value):
+        return num(value)
+    return f"{value:.3f}"
+
+
 def context_label(tokens: int) -> str:
     """A context size: 8192 -> "8K", 262144 -> "256K"; a size that is not a whole number
     of K stays exact (4000 -> "4000"), so two different contexts never share a label."""

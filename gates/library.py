@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pandas as pd
@@ -96,6 +97,33 @@ def _unreliable(stats: dict[str, dict[Cell, CellStat]], arms: list[str], rigor: 
     return out
 
 
+def _judge_control(cmp: compare.Comparison, control_arm: str, subjects: list[CellStat], shaky: list[str],
+                   p: ControlParams, rigor: Rigor) -> None:
+    """The subject's verdict on one comparison, set on it (before Holm): the comparison
+    is the control's advantage, the verdict the subject's, so its own p_pass ("the control
+    surely beats the subject by more than max_advantage") is the subject's fail and its
+    p_fail ("surely not") the subject's pass."""
+    mine: list[str] = []
+    cmp.p_pass, cmp.p_fail = cmp.p_fail, cmp.p_pass
+    if any(compare.flaky(s, rigor) or s.all_failed for s in subjects):
+        v = Verdict.FAIL
+        mine = [compare.error_note(s, rigor) + ": cannot be promoted" for s in subjects if compare.flaky(s, rigor) or s.all_failed]
+        cmp.statistical, cmp.p_fail, cmp.p_pass = False, 0.0, 1.0
+    elif shaky:
+        v, mine = Verdict.INCONCLUSIVE, [f"control {n}: its numbers cannot decide" for n in shaky]
+        cmp.statistical = False
+    elif not cmp.n_ok or not cmp.statistical:
+        v, mine = Verdict.INCONCLUSIVE, cmp.notes
+        cmp.statistical = False
+    elif cmp.p_pass <= rigor.alpha:  # exactly max_advantage is no advantage above it
+        v = Verdict.PASS
+    elif cmp.p_fail <= rigor.alpha:
+        v = Verdict.FAIL
+    else:
+        v, mine = Verdict.INCONCLUSIVE, [f"{control_arm}'s advantage CI straddles {pct(p.max_advantage)}"]
+    cmp.verdict, cmp.notes = v, mine
+
+
 @register("control", ControlParams)
 def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult:
     """Subjects against control arms ("T promoted; U just control, no advantage > 5%"), per
@@ -113,8 +141,6 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
     shaky = _unreliable(stats, [a for a in gate.baseline if a not in gate.subjects], rigor)
     label = compare.cell_labeller(cells)
     comparisons: list[compare.Comparison] = []
-    verdicts: list[Verdict] = []
-    notes: list[str] = []
     parts: list[str] = []
     for cell in cells:
         subj = [stats[a][cell] for a in gate.subjects]
@@ -125,30 +151,7 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
             comparisons.append(cmp)
             change, lo, hi = cmp.change
             shown.append(f"{c} {pct(change)} [{pct(lo)}, {pct(hi)}]")
-            # the comparison is the control's advantage; the verdict is the subject's
-            # the comparison's own p_pass is "the control surely beats the subject by more
-            # than max_advantage" (the subject's fail); its p_fail, "surely not" (its pass)
-            mine: list[str] = []
-            cmp.p_pass, cmp.p_fail = cmp.p_fail, cmp.p_pass
-            if any(compare.flaky(s, rigor) or s.all_failed for s in subj):
-                v = Verdict.FAIL
-                mine = [compare.error_note(s, rigor) + ": cannot be promoted" for s in subj if compare.flaky(s, rigor) or s.all_failed]
-                cmp.statistical, cmp.p_fail, cmp.p_pass = False, 0.0, 1.0
-            elif shaky:
-                v, mine = Verdict.INCONCLUSIVE, [f"control {n}: its numbers cannot decide" for n in shaky]
-                cmp.statistical = False
-            elif not cmp.n_ok or not cmp.statistical:
-                v, mine = Verdict.INCONCLUSIVE, cmp.notes
-                cmp.statistical = False
-            elif cmp.p_pass <= rigor.alpha:  # exactly max_advantage is no advantage above it
-                v = Verdict.PASS
-            elif cmp.p_fail <= rigor.alpha:
-                v = Verdict.FAIL
-            else:
-                v, mine = Verdict.INCONCLUSIVE, [f"{c}'s advantage CI straddles {pct(p.max_advantage)}"]
-            cmp.verdict, cmp.notes = v, mine
-            verdicts.append(v)
-            notes += mine
+            _judge_control(cmp, c, subj, shaky, p, rigor)
         where = label(cell)
         parts.append((where + " " if where else "") + ", ".join(shown) + f" over {best.arm} {compare.fmt_stat(best)}")
     compare.holm_fails(comparisons, rigor)
@@ -788,76 +791,84 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
         return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}: the win itself is not established", evidence=evidence)
     if p.ablation is None:
         return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}; {_elimination(p, subject, counters[subject])}; {counter_txt}", evidence=evidence)
-    ablation = p.ablation
     no_hits = p.claim == "cache" and (counters[subject] is None or counters[subject]["hits"] < p.min_hits)
     made = ("reports no cache counters" if counters[subject] is None else f"made {int(counters[subject]['hits'])} cache hits") if no_hits else ""
-    if sole and no_hits:  # a cache that never hit did no work: the difference came from elsewhere
-        return GateResult(
-            verdict=Verdict.INCONCLUSIVE,
-            reason=f"{head}; but {subject} {made}: the cache cannot be credited (drift between runs?); {counter_txt}",
-            evidence=evidence,
-        )
-    if sole:
-        return GateResult(
-            verdict=Verdict.PASS,
-            reason=f"{head}; {ablation} is {subject} with {p.claim} off, so switching it off costs the whole win: the win was the {p.claim}; {counter_txt}",
-            evidence=evidence,
-        )
-    kept = compare.compare(rows, [ablation], reference, sel, higher_is_better=hib, threshold=p.min_gain, rigor=rigor)
-    cost = compare.compare(rows, [subject], [ablation], sel, higher_is_better=hib, threshold=p.min_gain, rigor=rigor)
+    claim = _Claim(p, subject, p.ablation, reference, sel, rigor, win, evidence, head, counter_txt, no_hits, made)
+    return _credit_sole(claim) if sole else _credit_by_ablation(rows, claim)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """What deciding a credit by ablation reads: the gate's parameters, the arms, the
+    established win (`head` its words), the evidence so far and the subject's counters
+    (`no_hits`: a cache claim whose cache never hit, `made` says so)."""
+
+    p: AttributionParams
+    subject: str
+    ablation: str
+    reference: list[str]
+    sel: Selector
+    rigor: Rigor
+    win: compare.Outcome
+    evidence: dict[str, Any]
+    head: str
+    counter_txt: str
+    no_hits: bool
+    made: str
+
+    def result(self, verdict: Verdict, reason: str) -> GateResult:
+        return GateResult(verdict=verdict, reason=f"{reason}; {self.counter_txt}", evidence=self.evidence)
+
+
+def _credit_sole(c: _Claim) -> GateResult:
+    """The ablation is the only baseline: the subject differs from it by the mechanism
+    alone, so switching it off costs the whole win, unless a cache that never hit did no
+    work (the difference came from elsewhere)."""
+    if c.no_hits:
+        return c.result(Verdict.INCONCLUSIVE, f"{c.head}; but {c.subject} {c.made}: the cache cannot be credited (drift between runs?)")
+    return c.result(Verdict.PASS, f"{c.head}; {c.ablation} is {c.subject} with {c.p.claim} off, so switching it off costs "
+                                  f"the whole win: the win was the {c.p.claim}")
+
+
+def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
+    """The ablation beside other baselines: credited when switching the mechanism off
+    costs the win (subject vs ablation) and the ablation does not keep it (ablation vs
+    the reference); failed when the ablation keeps it and costs less; else inconclusive."""
+    p, subject, ablation, evidence = c.p, c.subject, c.ablation, c.evidence
+    hib = not p.lower_is_better
+    kept = compare.compare(rows, [ablation], c.reference, c.sel, higher_is_better=hib, threshold=p.min_gain, rigor=c.rigor)
+    cost = compare.compare(rows, [subject], [ablation], c.sel, higher_is_better=hib, threshold=p.min_gain, rigor=c.rigor)
     if kept.missing or cost.missing:
         return pending(kept.missing or cost.missing, **evidence)
     evidence["ablation_vs_reference"] = kept.evidence()
     evidence["subject_vs_ablation"] = cost.evidence()
     off = f"{ablation} ({p.claim} off)"
-    numbers = f"{head}; {off}: {kept.text(need=False).split(': ', 1)[1]}; {subject} vs {ablation}: {cost.text(need=False).split(': ', 1)[1]}"
+    numbers = f"{c.head}; {off}: {kept.text(need=False).split(': ', 1)[1]}; {subject} vs {ablation}: {cost.text(need=False).split(': ', 1)[1]}"
     ablation_stats = [s for s in kept.used_cells() if s.arm == ablation]
-    if any(compare.flaky(s, rigor) for s in ablation_stats):
-        note = "; ".join(compare.error_note(s, rigor) for s in ablation_stats if compare.flaky(s, rigor))
-        return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{numbers}; ablation {note}: its numbers leave its failures out; {counter_txt}", evidence=evidence)
+    if any(compare.flaky(s, c.rigor) for s in ablation_stats):
+        note = "; ".join(compare.error_note(s, c.rigor) for s in ablation_stats if compare.flaky(s, c.rigor))
+        return c.result(Verdict.INCONCLUSIVE, f"{numbers}; ablation {note}: its numbers leave its failures out")
     if kept.verdict == Verdict.PASS:
         if cost.verdict == Verdict.PASS:
-            return GateResult(
-                verdict=Verdict.INCONCLUSIVE,
-                reason=f"{numbers}; switching the {p.claim} off costs {subject} some of it, but {ablation} still wins: the {p.claim} is only part of the win; {counter_txt}",
-                evidence=evidence,
-            )
+            return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the {p.claim} off costs {subject} some of it, "
+                                                  f"but {ablation} still wins: the {p.claim} is only part of the win")
         # the claim fails on the ablation's own win: that comparison's p is the fail's
         evidence.update(p_fail=kept.evidence().get("p_pass", 1.0), statistical_fail=True)
-        return GateResult(
-            verdict=Verdict.FAIL,
-            reason=f"{numbers}; switching the {p.claim} off keeps the win: the win was not the {p.claim}; {counter_txt}",
-            evidence=evidence,
-        )
+        return c.result(Verdict.FAIL, f"{numbers}; switching the {p.claim} off keeps the win: the win was not the {p.claim}")
     if cost.verdict == Verdict.PASS and kept.verdict != Verdict.FAIL:
-        return GateResult(
-            verdict=Verdict.INCONCLUSIVE,
-            reason=f"{numbers}; switching the {p.claim} off costs the win, but whether {ablation} keeps it is undecided: "
-                   f"the credit waits on the ablation's own result; {counter_txt}",
-            evidence=evidence,
-        )
-    if cost.verdict == Verdict.PASS and no_hits:
+        return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the {p.claim} off costs the win, but whether {ablation} "
+                                              f"keeps it is undecided: the credit waits on the ablation's own result")
+    if cost.verdict == Verdict.PASS and c.no_hits:
         # the counters contradict the ablation: a cache that never hit did no work
-        return GateResult(
-            verdict=Verdict.INCONCLUSIVE,
-            reason=f"{numbers}; switching the cache off costs the win, but {subject} {made}: the difference is not "
-                   f"the cache's doing (drift between runs?); {counter_txt}",
-            evidence=evidence,
-        )
+        return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the cache off costs the win, but {subject} {c.made}: "
+                                              f"the difference is not the cache's doing (drift between runs?)")
     if cost.verdict == Verdict.PASS:
-        evidence["p_pass"] = max(win.evidence()["p_pass"], cost.evidence()["p_pass"], kept.evidence()["p_fail"])
-        return GateResult(
-            verdict=Verdict.PASS,
-            reason=f"{numbers}; switching the {p.claim} off costs the win: the win was the {p.claim}; {counter_txt}",
-            evidence=evidence,
-        )
-    notes = list(dict.fromkeys(n for c in (*kept.comparisons, *cost.comparisons) for n in c.notes))
+        evidence["p_pass"] = max(c.win.evidence()["p_pass"], cost.evidence()["p_pass"], kept.evidence()["p_fail"])
+        return c.result(Verdict.PASS, f"{numbers}; switching the {p.claim} off costs the win: the win was the {p.claim}")
+    notes = list(dict.fromkeys(n for comparison in (*kept.comparisons, *cost.comparisons) for n in comparison.notes))
     tail = f"; {'; '.join(notes)}" if notes else ""
-    return GateResult(
-        verdict=Verdict.INCONCLUSIVE,
-        reason=f"{numbers}; the ablation does not decide it: switching the {p.claim} off costs neither surely the {need(p)} win nor surely less while {ablation} keeps it{tail}; {counter_txt}",
-        evidence=evidence,
-    )
+    return c.result(Verdict.INCONCLUSIVE, f"{numbers}; the ablation does not decide it: switching the {p.claim} off costs "
+                                          f"neither surely the {need(p)} win nor surely less while {ablation} keeps it{tail}")
 
 
 def need(p: AttributionParams) -> str:

@@ -237,67 +237,34 @@ def _judge(
     bound: float | None, min_gain: float | None, rigor: Rigor, note: Any = None, faults: Any = None,
 ) -> GateResult:
     """Bounds per subject cell, then gains against every baseline on every common cell;
-    the worst verdict of all decides (`compare.worst`)."""
+    the worst verdict of all decides (`compare.worst`). A cell whose runs did not measure
+    the server alone (`faults`) makes the gate inconclusive."""
     for arm, cells in stats.items():
         if not cells:
             return pending(f"no canonical {what} for {arm} yet")
     verdicts: list[Verdict] = []
     parts: list[str] = []
     notes: list[str] = []
-    flagged: dict[tuple[str, str, str, int], list[str]] = {}  # (arm, probe, scenario, context) -> why its runs are not valid
-    if faults is not None:
-        for arm, cells in stats.items():
-            for cell in cells:
-                why = faults(arm, cell)
-                if why:
-                    flagged.setdefault((arm, cell.probe, cell.scenario, cell.context), []).extend(why)
-        found = [f for why in flagged.values() for f in why]
-        if found:
-            verdicts.append(Verdict.INCONCLUSIVE)
-            shown = found[:3] + ([f"{len(found) - 3} more"] if len(found) > 3 else [])
-            notes.append("not a valid measurement of the server: " + "; ".join(shown))
+    flagged = _faulted_cells(stats, faults) if faults is not None else {}
+    found = [f for why in flagged.values() for f in why]
+    if found:
+        verdicts.append(Verdict.INCONCLUSIVE)
+        shown = found[:3] + ([f"{len(found) - 3} more"] if len(found) > 3 else [])
+        notes.append("not a valid measurement of the server: " + "; ".join(shown))
     bounds: list[dict[str, Any]] = []
-    all_cells = [c for arm in gate.subjects for c in stats[arm]]
-    label = compare.cell_labeller(all_cells)
     if bound is not None:
-        op = ">=" if higher_is_better else "<="
-        shown = []
-        for arm in gate.subjects:
-            for cell, stat in stats[arm].items():
-                verdict, why = compare.judge_bound(stat, (lambda x: x >= bound - compare.EPS) if higher_is_better else (lambda x: x <= bound + compare.EPS), rigor)
-                verdicts.append(verdict)
-                where = label(cell)
-                shown.append(f"{arm}{' ' + where.rstrip(':') if where else ''} {compare.fmt_stat(stat)}")
-                if why:
-                    notes.append(why)
-                if note is not None and (extra := note(stat)):
-                    notes.append(extra)
-                    if verdict == Verdict.PASS:  # what the runs bound is not the quantile asked for
-                        verdict = Verdict.INCONCLUSIVE
-                        verdicts[-1] = verdict
-                bounds.append({**stat.evidence("subject"), "verdict": str(verdict), "bound": bound})
-        parts.append(f"{what}: {', '.join(shown)}; needs {op} {num(bound)}")
+        bound_verdicts, bound_notes, bounds, part = _judge_bounds(gate, stats, what, higher_is_better, bound, rigor, note)
+        verdicts += bound_verdicts
+        notes += bound_notes
+        parts.append(part)
     comparisons: list[Comparison] = []
     if min_gain is not None:
-        if not gate.baseline:
-            return pending(f"{metric} min_gain needs a baseline arm")
-        for s in gate.subjects:
-            for b in gate.baseline:
-                common = sorted(set(stats[s]) & set(stats[b]))
-                if not common:
-                    return pending(f"no common cell for {metric}: {s} has {compare.describe_cells(stats[s])}; {b} has {compare.describe_cells(stats[b])}")
-                for cell in common:
-                    subject, base = stats[s][cell], stats[b][cell]
-                    if base.median == 0 and higher_is_better:
-                        comparisons.append(_against_zero(subject, base, rigor))
-                    elif base.median == 0:
-                        return pending(f"{b} {metric} is 0 at {cell.key()}: no relative change can be computed")
-                    else:
-                        comparisons.append(compare.compare_cells(subject, base, higher_is_better, min_gain, rigor))
-        compare.holm_fails(comparisons, rigor)
-        outcome = compare.Outcome(metric=what, higher_is_better=higher_is_better, threshold=min_gain, rigor=rigor, stats=stats, comparisons=comparisons)
+        gains = _judge_gains(gate, stats, metric, what, higher_is_better, min_gain, rigor)
+        if isinstance(gains, GateResult):
+            return gains
+        comparisons, part = gains
         verdicts += [c.verdict for c in comparisons]
-        parts.append(outcome.text())
+        parts.append(part)
     reason = "; ".join(parts)
     tail = [n for n in dict.fromkeys(notes) if n not in reason]
     if tail:
@@ -309,6 +276,72 @@ def _judge(
              for c in bounds + compared]  # each cell says which of its runs did not measure the server alone
     evidence.update({"cells": cells, "bound": bound, "what": what})  # every cell read, once
     return GateResult(verdict=compare.worst(verdicts), reason=reason, evidence=evidence)
+
+
+def _faulted_cells(stats: dict[str, dict[Cell, CellStat]], faults: Any) -> dict[tuple[str, str, str, int], list[str]]:
+    """(arm, probe, scenario, context) -> why its runs are not a valid measurement."""
+    flagged: dict[tuple[str, str, str, int], list[str]] = {}
+    for arm, cells in stats.items():
+        for cell in cells:
+            why = faults(arm, cell)
+            if why:
+                flagged.setdefault((arm, cell.probe, cell.scenario, cell.context), []).extend(why)
+    return flagged
+
+
+def _judge_bounds(
+    gate: Any, stats: dict[str, dict[Cell, CellStat]], what: str, higher_is_better: bool, bound: float, rigor: Rigor, note: Any,
+) -> tuple[list[Verdict], list[str], list[dict[str, Any]], str]:
+    """Each subject cell against the bound: verdicts, notes, each cell's evidence and the
+    words. A cell whose runs bound another quantity than the one asked for (`note`) never
+    passes."""
+    verdicts: list[Verdict] = []
+    notes: list[str] = []
+    bounds: list[dict[str, Any]] = []
+    label = compare.cell_labeller([c for arm in gate.subjects for c in stats[arm]])
+    holds = (lambda x: x >= bound - compare.EPS) if higher_is_better else (lambda x: x <= bound + compare.EPS)
+    shown = []
+    for arm in gate.subjects:
+        for cell, stat in stats[arm].items():
+            verdict, why = compare.judge_bound(stat, holds, rigor)
+            where = label(cell)
+            shown.append(f"{arm}{' ' + where.rstrip(':') if where else ''} {compare.fmt_stat(stat)}")
+            if why:
+                notes.append(why)
+            if note is not None and (extra := note(stat)):
+                notes.append(extra)
+                if verdict == Verdict.PASS:  # what the runs bound is not the quantile asked for
+                    verdict = Verdict.INCONCLUSIVE
+            verdicts.append(verdict)
+            bounds.append({**stat.evidence("subject"), "verdict": str(verdict), "bound": bound})
+    op = ">=" if higher_is_better else "<="
+    return verdicts, notes, bounds, f"{what}: {', '.join(shown)}; needs {op} {num(bound)}"
+
+
+def _judge_gains(
+    gate: Any, stats: dict[str, dict[Cell, CellStat]], metric: str, what: str, higher_is_better: bool, min_gain: float, rigor: Rigor,
+) -> tuple[list[Comparison], str] | GateResult:
+    """Every subject against every baseline on every common cell, Holm-adjusted across
+    them; pending when a pair shares no cell or a baseline's 0 leaves no relative change."""
+    if not gate.baseline:
+        return pending(f"{metric} min_gain needs a baseline arm")
+    comparisons: list[Comparison] = []
+    for s in gate.subjects:
+        for b in gate.baseline:
+            common = sorted(set(stats[s]) & set(stats[b]))
+            if not common:
+                return pending(f"no common cell for {metric}: {s} has {compare.describe_cells(stats[s])}; {b} has {compare.describe_cells(stats[b])}")
+            for cell in common:
+                subject, base = stats[s][cell], stats[b][cell]
+                if base.median == 0 and higher_is_better:
+                    comparisons.append(_against_zero(subject, base, rigor))
+                elif base.median == 0:
+                    return pending(f"{b} {metric} is 0 at {cell.key()}: no relative change can be computed")
+                else:
+                    comparisons.append(compare.compare_cells(subject, base, higher_is_better, min_gain, rigor))
+    compare.holm_fails(comparisons, rigor)
+    outcome = compare.Outcome(metric=what, higher_is_better=higher_is_better, threshold=min_gain, rigor=rigor, stats=stats, comparisons=comparisons)
+    return comparisons, outcome.text()
 
 
 def load_goodput(rows: pd.DataFrame, gate: Any, p: LoadGoodputParams) -> GateResult:

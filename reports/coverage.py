@@ -19,7 +19,7 @@ from arms.probes import registry as probe_registry
 from campaign import metrics
 from campaign.metrics import CACHE_SCENARIOS
 from campaign.states import ItemState, Mode, ProbeName
-from campaign.units import context_label, num
+from campaign.units import context_label, num, ratio
 from reports import load_curve
 from reports.data import ReportData
 
@@ -176,7 +176,7 @@ def build(data: ReportData) -> Coverage:
         for s in scenarios:
             state = _state(scen_modes.get((aid, cache, s)), (aid, cache) in by_probe_planned, (aid, cache) in failed_probe)
             value = reuse.get((aid, cache, s))
-            text = _text(state, num(value) if value is not None and state in ("canonical", "greedy") else "")
+            text = _text(state, ratio(value) if value is not None and state in ("canonical", "greedy") else "")
             row.cells.append(Cell(state, text, _title(state, f"{s} reuse", why, failure)))
         r = json.loads(arm.recipe_json or "{}")
         if not r.get("speculative"):

@@ -364,3 +364,11 @@ def test_no_legend_is_clipped() -> None:
         ys = [float(y) for y in re.findall(r'<text[^>]*y="([\d.]+)"[^>]*>arm\d+ ', legends.group(0))]
         assert len(ys) == n
         assert top + max(ys) < height, f"{n} series: legend row at {top + max(ys):.0f} below the picture's {height:.0f}"
+
+
+def test_a_share_reads_to_the_thousandth() -> None:
+    """A cold request's reuse of 0.000489 is not shown to more places than a warm 0.996,
+    and 0.996 is not rounded up to a perfect 1.00."""
+    from campaign.units import ratio
+
+    assert [ratio(v) for v in (0.000489, 0.996, 0.98, 1.0)] == ["0.000", "0.996", "0.980", "1.000"]
