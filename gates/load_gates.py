@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import pandas as pd
 from pydantic import Field, model_validator
@@ -110,21 +110,34 @@ def run_faults(part: pd.DataFrame, arm: str, p: ClientValidity | None = None) ->
     return out
 
 
-class LoadGoodputParams(ClientValidity):
+class _BoundOrGain(ClientValidity):
+    """A load gate asks for a bound on the subject (`BOUND`: a floor or a ceiling), a gain
+    over the baseline (`min_gain`), or both; neither is a file mistake, said when loaded."""
+
+    BOUND: ClassVar[tuple[str, str]] = ("", "")  # (field, what it is)
+    GATE: ClassVar[str] = ""
+
+    @model_validator(mode="after")
+    def _something(self) -> Self:
+        field, what = self.BOUND
+        if getattr(self, field) is None and getattr(self, "min_gain") is None:
+            raise ValueError(f"{self.GATE} needs {field} ({what}), min_gain (against the baseline), or both")
+        return self
+
+
+class LoadGoodputParams(_BoundOrGain):
+    BOUND: ClassVar[tuple[str, str]] = ("min_rps", "a floor")
+    GATE: ClassVar[str] = "load_goodput"
     probe: str = "load"
     scenario: str = Field(default=SWEEP, description="a run's cell ('rate=2', 'concurrency=8') or 'sweep' for its max_goodput_rps")
     context: int | None = None
     min_rps: float | None = Field(default=None, ge=0, description="each subject's goodput must reach this (req/s)")
     min_gain: float | None = Field(default=None, description="each subject must beat each baseline arm by this (0.2 = +20%)")
 
-    @model_validator(mode="after")
-    def _something(self) -> LoadGoodputParams:
-        if self.min_rps is None and self.min_gain is None:
-            raise ValueError("load_goodput needs min_rps (a floor), min_gain (against the baseline), or both")
-        return self
 
-
-class LoadLatencyParams(ClientValidity):
+class LoadLatencyParams(_BoundOrGain):
+    BOUND: ClassVar[tuple[str, str]] = ("max_value", "a ceiling")
+    GATE: ClassVar[str] = "load_latency"
     metric: str = Field(default=metrics.TTFT_S.name, description="a per-request latency: ttft_s, tpot_s, e2e_s, itl_max_s")
     percentile: float = Field(default=99.0, gt=0, lt=100)
     probe: str = "load"
@@ -132,12 +145,6 @@ class LoadLatencyParams(ClientValidity):
     context: int | None = None
     max_value: float | None = Field(default=None, gt=0, description="each subject's percentile must stay at or below this")
     min_gain: float | None = Field(default=None, description="each subject's percentile must be this much lower than each baseline's (0.2 = -20%)")
-
-    @model_validator(mode="after")
-    def _something(self) -> LoadLatencyParams:
-        if self.max_value is None and self.min_gain is None:
-            raise ValueError("load_latency needs max_value (a ceiling), min_gain (against the baseline), or both")
-        return self
 
 
 # -- goodput -------------------------------------------------------------------------------------
