@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
 from datetime import UTC
+from typing import Any
 
-from campaign.processes import kill_orphan, process_start, same_process_alive
-from campaign.schema import CampaignSpec, QueueItem, file_digest
-from campaign.states import SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
 from campaign.liveness import holder_gone, on_this_machine, this_machine
+from campaign.loader import file_digest
+from campaign.processes import kill_orphan, process_start, same_process_alive
+from campaign.schema import CampaignSpec, QueueItem
+from campaign.states import SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
 from campaign.store import Store
 from campaign.tables import ArmRow, AttemptRow, CampaignRow, ProbeRunRow, QueueItemRow, RunnerRow, utcnow
 

@@ -21,8 +21,8 @@ from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_cam
 
 def _load_checked(file: Path) -> Any:
     """The campaign file, validated, its queue items' overrides included (exit 2)."""
-    from flows.resolve import load_campaign
     from flows.overrides import check_campaign
+    from flows.resolve import load_campaign
 
     spec = load_campaign(file)
     problems = check_campaign(spec)
@@ -37,7 +37,7 @@ def _name_in(file: Path | None, name: str | None) -> str | None:
     (the latest)."""
     if file is None or name is not None:
         return name
-    from campaign.schema import read_toml
+    from campaign.loader import read_toml
 
     try:
         named = read_toml(file).get("campaign", {}).get("name")
@@ -51,7 +51,7 @@ def _name_in(file: Path | None, name: str | None) -> str | None:
 def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> str | None:
     """A line saying the campaign is finished, or None if a run would do something."""
     from campaign import queue
-    from campaign.schema import file_digest
+    from campaign.loader import file_digest
 
     row = store.campaign(spec.campaign.name)
     if row is None or row.id is None or row.file_digest != file_digest(file):
@@ -278,8 +278,9 @@ class _quiet_heartbeat:
     A configured server keeps Prefect's heartbeats (its UI marks a silent run crashed)."""
 
     def __enter__(self) -> None:
-        from flows.prefect_api import configured_api_url
         from prefect.settings import temporary_settings
+
+        from flows.prefect_api import configured_api_url
 
         if configured_api_url():
             self._ctx = temporary_settings()
@@ -390,11 +391,10 @@ def rerun(
     for note in checked.notes:
         console.print(note, markup=False, highlight=False)
     with _runner(store, spec.campaign.name, "campaign rerun"):
+        from cli.prefect_server import begin
         from cli.progress_view import CampaignProgress
         from cli.status_view import render_status
         from flows.campaign_flow import rerun_flow
-
-        from cli.prefect_server import begin
 
         with begin() as prefect, _flow_session(prefect):
             with CampaignProgress(console, spec, items=1), _quiet_heartbeat():

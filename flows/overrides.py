@@ -25,9 +25,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from arms.probes import registry as probes
-from campaign.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, item_label
 from arms.probes.base import read_unchanged
 from arms.probes.registry import ITEM_FIELDS
+from campaign.loader import item_label
+from campaign.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe
 
 
 def probe_params(

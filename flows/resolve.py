@@ -18,9 +18,9 @@ run a shared arm with the same recipe needs no registry: `campaign.schema` check
 
 from __future__ import annotations
 
-import math
 import importlib
 import importlib.util
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,28 +31,15 @@ from arms.probes import registry as probe_registry
 from arms.runtimes import catalog as runtime_registry
 from arms.simulator.profile import SimProfile
 from campaign import metrics as metric_catalogue
+from campaign.loader import KnownNames, item_label, pooled_pairs, read_campaign, read_toml
 from campaign.mechanisms import MECHANISMS
-from campaign.schema import (
-    CampaignFileError,
-    CampaignSpec,
-    GateEntry,
-    KnownNames,
-    OverrideKeys,
-    QueueItem,
-    Recipe,
-    item_label,
-    pooled_pairs,
-    read_campaign,
-    read_toml,
-    recipe_differences,
-    recipe_value_text,
-)
+from campaign.schema import CampaignFileError, CampaignSpec, GateEntry, OverrideKeys, QueueItem, Recipe, recipe_differences, recipe_value_text
+from flows.overrides import FILE_OVERRIDES
 from gates import catalog as gate_predicates
 from gates.blockstats import pass_bar, sequential_pass_bar
 from gates.compare import DEFAULT_MIN_RUNS
 from gates.engine import read_items
 from gates.family import planned_members
-from flows.overrides import FILE_OVERRIDES
 
 
 def known_names() -> KnownNames:

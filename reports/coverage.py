@@ -178,26 +178,18 @@ def build(data: ReportData) -> Coverage:
             value = reuse.get((aid, cache, s))
             text = _text(state, ratio(value) if value is not None and state in ("canonical", "greedy") else "")
             row.cells.append(Cell(state, text, _title(state, f"{s} reuse", why, failure)))
-        r = json.loads(arm.recipe_json or "{}")
-        if not r.get("speculative"):
-            row.cells.append(Cell("off", "off", "speculative decoding off in the recipe"))
-        else:
-            state = _state(arm_modes.get((aid,)), any(k[0] == aid for k in by_probe_planned))
-            draft = r.get("draft") or "native"
-            acc = accept.get(aid)
-            text = f"{draft}" + (f" · accept {num(acc)}" if acc is not None else "") + ("" if state == "canonical" else f" · {STATE_TEXT[state]}")
-            row.cells.append(Cell(state, text, _title(state, "speculation", why)))
+        spec_state = _state(arm_modes.get((aid,)), any(k[0] == aid for k in by_probe_planned))
+        row.cells.append(_speculation_cell(arm.recipe_json, spec_state, accept.get(aid), why))
         for p in others:
             state = _state(probe_modes.get((aid, p)), (aid, p) in by_probe_planned, (aid, p) in failed_probe)
             details = []
-            if p in headline and state in ("canonical", "greedy"):
-                vals = [v for (a, pr, _s), v in headline[p].items() if a == aid and pr == p]
+            if state in ("canonical", "greedy"):
+                vals = [v for (a, pr, _s), v in headline.get(p, {}).items() if a == aid and pr == p]
                 if vals:
                     details.append(f"{num(max(vals))} {headlines[p].label}")
-            if p == load_curve.LOAD and state in ("canonical", "greedy") and aid in curves:
-                details.append(curves[aid])
-            text = _text(state, " · ".join(details))
-            row.cells.append(Cell(state, text, _title(state, p, why, failure)))
+                if p == load_curve.LOAD and aid in curves:
+                    details.append(curves[aid])
+            row.cells.append(Cell(state, _text(state, " · ".join(details)), _title(state, p, why, failure)))
         for c in contexts:
             state = _state(ctx_modes.get((aid, c)), (aid, c) in by_context_planned, (aid, c) in failed_context)
             probes = sorted(probes_at.get((aid, c), set())) if state in ("canonical", "greedy") else []
@@ -205,6 +197,17 @@ def build(data: ReportData) -> Coverage:
             row.cells.append(Cell(state, text, _title(state, f"context {context_label(c)}", why, failure)))
         rows.append(row)
     return Coverage(columns, rows)
+
+
+def _speculation_cell(recipe_json: str, state: str, accept: float | None, why: str) -> Cell:
+    """The recipe's speculation (its draft, or the model's own heads) and the acceptance
+    measured; off when the recipe does not speculate."""
+    recipe = json.loads(recipe_json or "{}")
+    if not recipe.get("speculative"):
+        return Cell("off", "off", "speculative decoding off in the recipe")
+    text = (recipe.get("draft") or "native") + (f" · accept {num(accept)}" if accept is not None else "")
+    text += "" if state == "canonical" else f" · {STATE_TEXT[state]}"
+    return Cell(state, text, _title(state, "speculation", why))
 
 
 def _text(state: str, detail: str = "") -> str:

@@ -14,7 +14,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from campaign.schema import CampaignSpec, parse_campaign
+from campaign.loader import parse_campaign
+from campaign.schema import CampaignSpec
 from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
 from campaign.store import Store
 from campaign.tables import (

@@ -124,7 +124,7 @@ def _stopped_at_the_first_settled_block(store: Store, path: Path) -> None:
     """Each block run is whole (both arms done once), the blocks are 0..n-1, the gate read
     on blocks 0..k is open for every k < n-1 past the least and settled at n-1, and the
     item's reason says n."""
-    from campaign.schema import read_campaign
+    from campaign.loader import read_campaign
     from flows.campaign_flow import settled
 
     spec = read_campaign(path)

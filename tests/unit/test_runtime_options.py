@@ -19,7 +19,8 @@ from arms.runtimes.llamacpp import DEFAULT_CACHE_REUSE, DEFAULT_LOG_VERBOSITY
 from arms.runtimes.mlx_model import MlxFolderOptions
 from arms.runtimes.options import option_problems
 from arms.runtimes.simulator import SimulatorAdapter, profile_for
-from campaign.schema import CampaignFileError, CampaignSpec, read_toml
+from campaign.loader import read_toml
+from campaign.schema import CampaignFileError, CampaignSpec
 from flows.resolve import load_campaign
 from tests.campaigns import arm, campaign_file, item, sim
 from tests.launches import argv_of, value_after
