@@ -20,10 +20,10 @@ from campaign.schema import GateEntry
 from campaign.states import Verdict
 from campaign.units import pct
 from gates import compare
-from gates.compare import Rigor, Selector
+from gates.cells import Selector
+from gates.compare import Rigor
 from gates.registry import register
 from gates.result import GateResult, pending
-
 
 # -- attribution: which mechanism earned the win, by ablation ----------------------------------------
 

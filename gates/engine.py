@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from campaign.schema import GateEntry
 from campaign.samples import without_warmups
+from campaign.schema import GateEntry
 from campaign.states import Mode, Verdict
 from gates import catalog, family
 from gates.intervals import CONFIDENCE

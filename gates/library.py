@@ -20,13 +20,13 @@ from campaign import metrics
 from campaign.samples import kinds
 from campaign.schema import GateEntry
 from campaign.states import TRACE_SCENARIO_PREFIX, SampleKind, Verdict
+from campaign.units import context_label, num, pct
 from gates import compare
-from campaign.units import num, pct
-from gates.compare import Cell, CellStat, Rigor, Selector
+from gates.cells import Cell, CellStat, Run, Selector, arm_errors, block_of, cell_stats, stat_from_runs
+from gates.compare import Rigor
 from gates.intervals import RATE_METHOD, rate_interval
 from gates.registry import Params, get, params_model, register
 from gates.result import GateResult, pending
-
 
 # -- control --------------------------------------------------------------------------------
 
@@ -65,7 +65,7 @@ def _no_common(metric: str, stats: dict[str, dict[Cell, CellStat]]) -> GateResul
         return GateResult(
             verdict=Verdict.INCONCLUSIVE,
             reason=f"no cell for {metric} that all of {'/'.join(stats)} measured under the same probe settings: "
-            f"{key[0]}/{key[1]}@{compare.context_label(key[2])} ran {who} (their items gave the probe other "
+            f"{key[0]}/{key[1]}@{context_label(key[2])} ran {who} (their items gave the probe other "
             f"parameters); runs at other settings are not compared",
         )
     have = "; ".join(f"{arm} has {compare.describe_cells(cells)}" for arm, cells in stats.items())
@@ -75,7 +75,7 @@ def _no_common(metric: str, stats: dict[str, dict[Cell, CellStat]]) -> GateResul
 def _arm_stats(
     rows: pd.DataFrame, sel: Selector, arms: list[str], confidence: float, sequential: bool = False,
 ) -> tuple[dict[str, dict[Cell, CellStat]], GateResult | None]:
-    stats = {arm: compare.cell_stats(rows, sel, arm, confidence=confidence, sequential=sequential) for arm in dict.fromkeys(arms)}
+    stats = {arm: cell_stats(rows, sel, arm, confidence=confidence, sequential=sequential) for arm in dict.fromkeys(arms)}
     for arm, cells in stats.items():
         if not cells:
             return stats, pending(f"no canonical {sel.metric} for {arm} yet")
@@ -223,7 +223,7 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
     guards: list[tuple[CellStat, Verdict, str]] = []
     for arm in gate.subjects:
         for scen in p.guard_scenarios or [None]:
-            stats = compare.cell_stats(rows, guard_sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential)
+            stats = cell_stats(rows, guard_sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential)
             if not stats:
                 return pending(f"no canonical {p.guard_metric}{' ' + scen if scen else ''} for {arm} yet")
             for stat in stats.values():
@@ -236,7 +236,7 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
             for scen in p.worse_scenarios or [None]:
                 wsel = Selector(metric=p.worse_metric, probe=p.guard_probe, scenario=scen, context=p.context)
                 for b in gate.baseline:
-                    a_stats, b_stats = compare.cell_stats(rows, wsel, arm), compare.cell_stats(rows, wsel, b)
+                    a_stats, b_stats = cell_stats(rows, wsel, arm), cell_stats(rows, wsel, b)
                     ratios += [a_stats[c].median / b_stats[c].median for c in set(a_stats) & set(b_stats) if b_stats[c].median]
             if ratios:
                 worse[arm] = (min(ratios), max(ratios))
@@ -365,7 +365,7 @@ def majority(rows: pd.DataFrame, gate: GateEntry, p: MajorityParams) -> GateResu
     (Clopper-Pearson) interval of each pass rate: pass when the whole interval is above
     `min_ratio`, fail when it is at or below it, inconclusive between -- which is where 3
     trials always land (2/3 has [0.09, 0.99]). The arm's error rate covers every request
-    it made (`gates.compare.arm_errors`). Several arms whose intervals overlap cannot be
+    it made (`gates.arm_errors`). Several arms whose intervals overlap cannot be
     told apart, and the reason says so."""
     results: dict[str, tuple[int, int, float, float]] = {}
     notes: list[str] = []
@@ -374,9 +374,9 @@ def majority(rows: pd.DataFrame, gate: GateEntry, p: MajorityParams) -> GateResu
         per_context = passes_of(rows, arm, p)
         if not per_context:
             return pending(f"no canonical tool-loop trials for {arm} yet")
-        errors = compare.arm_errors(rows, arm)
+        errors = arm_errors(rows, arm)
         for ctx, (k, n) in sorted(per_context.items()):
-            label = arm if len(per_context) == 1 else f"{arm} at {compare.context_label(ctx)}"
+            label = arm if len(per_context) == 1 else f"{arm} at {context_label(ctx)}"
             lo, hi = rate_interval(k, n)
             results[label] = (k, n, lo, hi)
             if errors.rate is not None and errors.rate > p.max_error_rate + compare.EPS:
@@ -422,7 +422,7 @@ class AcceptanceParams(Rigor):
     probe: str | None = None
 
 
-def _acceptance_runs(rows: pd.DataFrame, arm: str, p: AcceptanceParams) -> tuple[list[compare.Run], int, int]:
+def _acceptance_runs(rows: pd.DataFrame, arm: str, p: AcceptanceParams) -> tuple[list[Run], int, int]:
     """Per server run: accepted / drafted tokens from the server's counters."""
     mask = rows["arm_id"] == arm
     if p.probe:
@@ -431,13 +431,13 @@ def _acceptance_runs(rows: pd.DataFrame, arm: str, p: AcceptanceParams) -> tuple
     part = rows.loc[mask & rows["metric"].isin([drafts, accepts])]
     if part.empty:
         return [], 0, 0
-    part = part.assign(_block=compare.block_of(part))
+    part = part.assign(_block=block_of(part))
     runs = []
     for block, g in part.groupby("_block", sort=True):
         drafted = float(g.loc[g["metric"] == drafts, "value"].sum())
         accepted = float(g.loc[g["metric"] == accepts, "value"].sum())
         if drafted > 0:
-            runs.append(compare.Run(block=str(block), item=str(g["item_key"].iloc[0]) if "item_key" in g else "",
+            runs.append(Run(block=str(block), item=str(g["item_key"].iloc[0]) if "item_key" in g else "",
                                     attempt=int(g["attempt_id"].iloc[0]) if "attempt_id" in g else 0,
                                     value=accepted / drafted, requests=int(drafted)))
     drafted_all = int(part.loc[part["metric"] == drafts, "value"].sum())
@@ -475,10 +475,10 @@ def acceptance_rate(rows: pd.DataFrame, gate: GateEntry, p: AcceptanceParams) ->
         runs, drafted, accepted = _acceptance_runs(rows, arm, p)
         if not drafted:
             return pending(f"{arm} drafted no tokens (speculation off, or no counters)")
-        stat = compare.stat_from_runs(arm, Cell(p.probe or "", "server counters", 0, "canonical"), "acceptance_rate",
+        stat = stat_from_runs(arm, Cell(p.probe or "", "server counters", 0, "canonical"), "acceptance_rate",
                                       "accepted_tokens / draft_tokens", "summary rows (one per attempt)", runs,
                                       [r.value for r in runs], rigor.confidence, "ratio", rigor.sequential)
-        stat.arm_errors = compare.arm_errors(rows, arm)
+        stat.arm_errors = arm_errors(rows, arm)
         v, note = compare.judge_bound(stat, lambda x: x >= p.min_rate - compare.EPS, rigor)
         verdicts.append(v)
         if note:
@@ -518,14 +518,14 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
     stats: dict[str, CellStat] = {}
     judged: dict[str, tuple[Verdict, str]] = {}
     for arm in [*gate.subjects, *gate.baseline]:
-        cells = compare.cell_stats(rows, sel, arm, confidence=rigor.confidence, sequential=rigor.sequential)
+        cells = cell_stats(rows, sel, arm, confidence=rigor.confidence, sequential=rigor.sequential)
         if not cells:
             return pending(f"no canonical {p.metric} at {p.context} for {arm} yet")
         if len(cells) > 1:
             return pending(f"{arm} has {p.metric} in several cells at {p.context} ({compare.describe_cells(cells)}): name a scenario")
         stats[arm] = next(iter(cells.values()))
         judged[arm] = compare.judge_bound(stats[arm], lambda x: x >= p.min_value, rigor)
-    at = p.label or compare.context_label(p.context)
+    at = p.label or context_label(p.context)
     subj = " / ".join(f"{a} {compare.fmt_stat(stats[a])}" for a in gate.subjects)
     others = " / ".join(f"{a} {compare.fmt_stat(stats[a])}" for a in gate.baseline)
     collapse = [a for a in gate.baseline if judged[a][0] == Verdict.FAIL]
@@ -662,7 +662,7 @@ def goodput(rows: pd.DataFrame, gate: GateEntry, p: GoodputParams) -> GateResult
     contexts = {r["context"] for r in results}
     op = "<=" if p.lower_is_better else ">="
     parts = [
-        f"{r['arm']}{' at ' + compare.context_label(r['context']) if len(contexts) > 1 else ''} "
+        f"{r['arm']}{' at ' + context_label(r['context']) if len(contexts) > 1 else ''} "
         f"{r['share']:.0%} [{r['low']:.0%}, {r['high']:.0%}] of {r['requests']} requests ({r['failed']} failed)"
         for r in results
     ]

@@ -49,9 +49,10 @@ from pydantic import Field, model_validator
 from campaign import metrics
 from campaign.samples import kinds
 from campaign.states import SampleKind, Verdict, is_open_loop
-from gates import compare
 from campaign.units import num
-from gates.compare import Cell, CellStat, Comparison, Rigor, Selector
+from gates import compare
+from gates.cells import Cell, CellStat, Selector, arm_errors, block_of, cell_stats, runs_of, stat_from_runs
+from gates.compare import Comparison, Rigor
 from gates.intervals import needed_for_upper, quantile_interval
 from gates.result import GateResult, pending
 
@@ -98,7 +99,7 @@ def run_faults(part: pd.DataFrame, arm: str, p: ClientValidity | None = None) ->
     out = []
     if part.empty:
         return out
-    for (block, step), run in part.groupby([compare.block_of(part), part["scenario"]], observed=True):
+    for (block, step), run in part.groupby([block_of(part), part["scenario"]], observed=True):
         value = lambda metric: float(run.loc[run["metric"] == metric, "value"].max()) if (run["metric"] == metric).any() else 0.0  # noqa: E731
         lag, fallen, cpu = value(metrics.SCHEDULE_LAG_P99_S.name), value(metrics.STAMP_FALLBACKS.name), value(metrics.CLIENT_CPU_SHARE.name)
         if lag > p.max_schedule_lag_s and is_open_loop(str(step)):  # a closed loop's lag is its own overhead, no schedule
@@ -164,7 +165,7 @@ def _goodput_stat(rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: 
     part = _summary(rows, arm, p.probe, scenario, p.context)
     if part.empty:
         return out
-    counts = compare.cell_stats(rows, Selector(metric=metrics.REQUESTS_MET.name, probe=p.probe, scenario=scenario, context=p.context), arm, confidence=p.confidence, sequential=p.sequential)
+    counts = cell_stats(rows, Selector(metric=metrics.REQUESTS_MET.name, probe=p.probe, scenario=scenario, context=p.context), arm, confidence=p.confidence, sequential=p.sequential)
     for (context, mode), cell_rows in part.groupby(["context", "mode"], observed=True):
         total = lambda frame, metric: float(frame.loc[frame["metric"] == metric, "value"].sum())  # noqa: E731
         met, offered, window = (int(total(cell_rows, metrics.REQUESTS_MET.name)), int(total(cell_rows, metrics.REQUESTS.name)),
@@ -178,15 +179,15 @@ def _goodput_stat(rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: 
             w = total(g, metrics.WINDOW_S.name)
             return total(g, metrics.REQUESTS_MET.name) / w if w > 0 else math.nan
 
-        runs = [replace(r, requests=int(total(cell_rows[compare.block_of(cell_rows) == r.block], metrics.REQUESTS.name)))
-                for r in compare.runs_of(cell_rows[cell_rows["metric"].isin([metrics.REQUESTS_MET.name, metrics.WINDOW_S.name])], per_run)]
-        stat = compare.stat_from_runs(arm, cell, label, "requests met every target / window", "samples", runs,
+        runs = [replace(r, requests=int(total(cell_rows[block_of(cell_rows) == r.block], metrics.REQUESTS.name)))
+                for r in runs_of(cell_rows[cell_rows["metric"].isin([metrics.REQUESTS_MET.name, metrics.WINDOW_S.name])], per_run)]
+        stat = stat_from_runs(arm, cell, label, "requests met every target / window", "samples", runs,
                                       [r.value for r in runs], p.confidence, "req/s", p.sequential)
         stat.basis = f"{met} of {offered} requests over {num(window)} s"
         base = next((c for c in counts.values() if c.cell.loose() == cell.loose()), None)
         if base is not None:
             stat = replace(stat, requests=base.requests, failed=base.failed, errors_by_kind=base.errors_by_kind, retried=base.retried)
-        stat.arm_errors = compare.arm_errors(rows, arm)
+        stat.arm_errors = arm_errors(rows, arm)
         out[cell] = stat
     return out
 
@@ -213,7 +214,7 @@ def goodput_stats(rows: pd.DataFrame, arm: str, p: LoadGoodputParams) -> dict[Ce
                 out[cell] = replace(found, cell=cell)
                 continue
         # the maxima came from different runs (each block's own rates): one per run
-        by_attempt = compare.cell_stats(rows, Selector(metric=metrics.MAX_GOODPUT_RPS.name, probe=p.probe, scenario=SWEEP, context=int(context)), arm, confidence=p.confidence, sequential=p.sequential)
+        by_attempt = cell_stats(rows, Selector(metric=metrics.MAX_GOODPUT_RPS.name, probe=p.probe, scenario=SWEEP, context=int(context)), arm, confidence=p.confidence, sequential=p.sequential)
         if cell in by_attempt:
             out[cell] = by_attempt[cell]
     return out
@@ -378,7 +379,7 @@ def percentile_stats(rows: pd.DataFrame, arm: str, p: LoadLatencyParams) -> dict
     out: dict[Cell, CellStat] = {}
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
     mine = rows.loc[(rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (kinds(rows) == SampleKind.SAMPLE)] if not rows.empty else rows
-    for cell, stat in compare.cell_stats(rows, sel, arm, confidence=p.confidence, sequential=p.sequential).items():
+    for cell, stat in cell_stats(rows, sel, arm, confidence=p.confidence, sequential=p.sequential).items():
         if stat.basis != "samples" or not stat.runs:
             if stat.all_failed:
                 out[cell] = stat
@@ -386,9 +387,9 @@ def percentile_stats(rows: pd.DataFrame, arm: str, p: LoadLatencyParams) -> dict
         part = mine.loc[(mine["probe"] == cell.probe) & (mine["scenario"] == cell.scenario) & (mine["context"] == cell.context)]
         if "settings_hash" in part:
             part = part.loc[part["settings_hash"].astype(str) == cell.settings]
-        runs = compare.runs_of(part, lambda g: float(g["value"].astype(float).quantile(q)))  # linear, as arms.metrics.percentile
+        runs = runs_of(part, lambda g: float(g["value"].astype(float).quantile(q)))  # linear, as arms.metrics.percentile
         low, high, coverage = quantile_interval(stat.values, q)
-        new = compare.stat_from_runs(arm, cell, f"{p.metric} p{p.percentile:g}", p.metric, "samples", runs, stat.values, p.confidence, stat.unit, p.sequential)
+        new = stat_from_runs(arm, cell, f"{p.metric} p{p.percentile:g}", p.metric, "samples", runs, stat.values, p.confidence, stat.unit, p.sequential)
         new.request_low, new.request_high, new.request_coverage = low, high, coverage
         new.requests, new.failed, new.errors_by_kind, new.retried, new.arm_errors = stat.requests, stat.failed, stat.errors_by_kind, stat.retried, stat.arm_errors
         out[cell] = new

@@ -21,9 +21,10 @@ from pydantic import Field
 
 from campaign.schema import GateEntry
 from campaign.states import Verdict
+from campaign.units import context_label, num
 from gates import compare
-from campaign.units import num
-from gates.compare import Rigor, Selector
+from gates.cells import CellStat, Selector, cell_stats
+from gates.compare import Rigor
 from gates.registry import register
 from gates.result import GateResult, pending
 
@@ -151,10 +152,10 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     rigor = p.of()
     sel = p.selector()
     scenarios: list[str | None] = list(p.scenarios) or [None]
-    judged: list[tuple[compare.CellStat, Verdict, str]] = []
+    judged: list[tuple[CellStat, Verdict, str]] = []
     for arm in gate.subjects:
         for scen in scenarios:
-            stats = compare.cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential)
+            stats = cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential)
             if not stats:
                 return pending(f"no canonical {p.metric}{' ' + scen if scen else ''} for {arm} yet")
             for stat in stats.values():
@@ -162,11 +163,11 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
                 judged.append((stat, verdict, note))
     contexts = {s.cell.context for s, _, _ in judged}
 
-    def label(stat: compare.CellStat) -> str:
+    def label(stat: CellStat) -> str:
         """The scenario (when the gate names scenarios) and the context (when several)."""
         bits = [stat.cell.scenario] if p.scenarios else []
         if len(contexts) > 1:
-            bits.append(f"at {compare.context_label(stat.cell.context)}")
+            bits.append(f"at {context_label(stat.cell.context)}")
         return " ".join(bits) or p.metric
 
     by_arm: dict[str, list[str]] = {}
@@ -187,7 +188,7 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     partial: dict[str, dict[str, float]] = {}
     for arm in gate.subjects:
         for scen in p.partial_scenarios:
-            for stat in compare.cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential).values():
+            for stat in cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential).values():
                 partial.setdefault(scen, {})[arm] = stat.median
     for scen, vals in partial.items():
         lo, hi = min(vals.values()), max(vals.values())

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import AttemptState, ItemState, Verdict
 from campaign.processes import group_alive
+from campaign.states import AttemptState, ItemState, Verdict
 from campaign.store import Store
 from tests.campaigns import arm, campaign_file, gate, item, model, sim
 
@@ -46,7 +46,8 @@ CAMPAIGN = e2e_campaign()
 
 def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
     from flows.campaign_flow import campaign_flow
-    from gates.compare import Rigor, Selector, compare
+    from gates.cells import Selector
+    from gates.compare import Rigor, compare
 
     path = tmp_path / "e2e.toml"
     path.write_text(CAMPAIGN)

@@ -100,7 +100,8 @@ def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -
     verdict = verdicts["win"]
     assert verdict.verdict in ("pass", "fail", "inconclusive") and "ttft_later_median_s" in verdict.reason
     # every verdict is what the stored rows say, recomputed with the same primitive
-    from gates.compare import Rigor, Selector, compare
+    from gates.cells import Selector
+    from gates.compare import Rigor, compare
 
     sel = Selector(metric="ttft_later_median_s", probe="agent-load", scenario="summary")
     win = compare(frame[frame["mode"] == "canonical"], ["S3"], ["S1"], sel, higher_is_better=False, threshold=0.2, rigor=Rigor())

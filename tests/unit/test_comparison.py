@@ -18,8 +18,9 @@ from scipy import stats as st
 
 from campaign.schema import GateEntry
 from campaign.states import Verdict
-from gates import blockstats, compare
+from gates import blockstats
 from gates.catalog import params_model
+from gates.cells import Selector, arm_errors, cell_stats
 from gates.engine import evaluate
 from gates.intervals import median_interval, rate_interval
 
@@ -187,9 +188,9 @@ def test_errors_count_per_arm_over_every_cell_it_ran() -> None:
     result = evaluate(FLAKY_GATE, rows)
     assert result.verdict == Verdict.FAIL
     assert "FLAKY failed 5/20 requests (0.25, at most 0.491): http_503 5 > 0.05: cannot pass" in result.reason
-    errs = compare.arm_errors(rows, "FLAKY")
+    errs = arm_errors(rows, "FLAKY")
     assert (errs.requests, errs.failed, errs.kinds) == (20, 5, {"http_503": 5})
-    assert compare.arm_errors(rows, "SLOW").failed == 0
+    assert arm_errors(rows, "SLOW").failed == 0
 
 
 def test_a_cell_where_the_arm_failed_every_request_counts_against_it() -> None:
@@ -199,7 +200,7 @@ def test_a_cell_where_the_arm_failed_every_request_counts_against_it() -> None:
     rows = frame(cell("C", "decode_tps", scaled(base, [1.3] * 5)), cell("B", "decode_tps", base),
                  cell("B", "decode_tps", base, **at32), errors("C", 5, {"http_503": 5}, **at32), errors("B", 5, {}, **at32),
                  errors("C", 100, {}), errors("B", 100, {}))
-    stats = compare.cell_stats(rows, compare.Selector(metric="decode_tps"), "C")
+    stats = cell_stats(rows, Selector(metric="decode_tps"), "C")
     dead = next(s for c, s in stats.items() if c.context == 32768)
     assert dead.all_failed and dead.n == 0 and dead.size() == "0 runs (5/5 requests failed)"
     result = evaluate(gate("relative_improvement", {**REL, "max_error_rate": 0.2}, ["C"], ["B"]), rows)  # 5/105: under the arm's limit
