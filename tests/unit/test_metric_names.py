@@ -33,20 +33,26 @@ def _is_metric_column(node: ast.AST) -> bool:
     return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "metric"
 
 
+def _literal_names(tree: ast.AST, path: str = "") -> list[str]:
+    """Where `tree` names a metric by a literal: `metric="..."` in a call, or
+    `row["metric"]` compared with a string (or a tuple, list or set holding one)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            found += [f"{path}:{kw.value.lineno}: metric={ast.unparse(kw.value)}"
+                      for kw in node.keywords if kw.arg == "metric" and _is_text(kw.value)]
+        elif isinstance(node, ast.Compare) and _is_metric_column(node.left):
+            found += [f"{path}:{node.lineno}: {ast.unparse(node)}"
+                      for right in node.comparators
+                      if _is_text(right) or (isinstance(right, (ast.Tuple, ast.List, ast.Set)) and any(map(_is_text, right.elts)))]
+    return found
+
+
 def test_no_source_names_a_metric_by_a_literal() -> None:
     """`metric="ttft_s"` (a sink's row, a Selector) and `row["metric"] == "ttft_s"` are
     written with the catalogue's entry instead; a campaign file's gate parameters, the
     docs and the catalogue itself keep their strings (none of them is such a call)."""
-    found = []
-    for path, tree in _sources().items():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                found += [f"{path}:{kw.value.lineno}: metric={ast.unparse(kw.value)}"
-                          for kw in node.keywords if kw.arg == "metric" and _is_text(kw.value)]
-            elif isinstance(node, ast.Compare) and _is_metric_column(node.left):
-                found += [f"{path}:{node.lineno}: {ast.unparse(node)}"
-                          for right in node.comparators
-                          if _is_text(right) or (isinstance(right, (ast.Tuple, ast.List, ast.Set)) and any(map(_is_text, right.elts)))]
+    found = [hit for path, tree in _sources().items() for hit in _literal_names(tree, path)]
     assert not found, "name these through campaign.metrics (metrics.TTFT_S, or .name for a string):\n" + "\n".join(found)
 
 
@@ -54,17 +60,13 @@ def test_the_rule_catches_what_it_is_for() -> None:
     """The check above, on the shapes it forbids and the ones it allows."""
 
     def hits(source: str) -> bool:
-        tree = ast.parse(source)
-        return any(
-            (isinstance(n, ast.Call) and any(kw.arg == "metric" and _is_text(kw.value) for kw in n.keywords))
-            or (isinstance(n, ast.Compare) and _is_metric_column(n.left) and any(map(_is_text, n.comparators)))
-            for n in ast.walk(tree)
-        )
+        return bool(_literal_names(ast.parse(source)))
 
     assert hits('sink.measurement(metric="ttft_s", value=1)')
     assert hits('sink.measurement(metric=f"{prefix}ttft_s", value=1)')
     assert hits('Selector(metric="requests_met")')
     assert hits('m["metric"] == "ttft_s"')
+    assert hits('m["metric"] in ("ttft_s", "e2e_s")')
     assert not hits("sink.measurement(metric=metrics.TTFT_S, value=1)")
     assert not hits('Selector(metric=metrics.REQUESTS_MET.name)')
     assert not hits('text = \'params = { metric = "decode_tps" }\'')
