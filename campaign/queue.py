@@ -7,6 +7,7 @@ The flows call these functions; nothing here knows about Prefect.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -240,6 +241,16 @@ def finished_attempt(store: Store, campaign_id: int, item_key: str, arm_id: str,
     if attempts and attempts[-1].state == AttemptState.DONE:
         return attempts[-1]
     return None
+
+
+def next_block(store: Store, campaign_id: int, item_key: str, overrides: dict[str, Any]) -> int:
+    """The first block number no attempt of the item under these overrides has used: where
+    a rerun with unchanged settings adds its blocks to the same question (0 for settings
+    never run, a new question). Any attempt counts, finished or not, so a number is never
+    given to two blocks of one question."""
+    key = json.dumps(overrides, sort_keys=True)
+    repeats = [a.repeat for a in store.attempts(campaign_id, item_key) if a.overrides_json == key]
+    return max(repeats) + 1 if repeats else 0
 
 
 def work_left(store: Store, spec: CampaignSpec, campaign_id: int, recheck_blocked: bool) -> bool:

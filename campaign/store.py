@@ -455,11 +455,14 @@ class Store:
 
     # -- verdicts -----------------------------------------------------------------
 
-    def latest_verdicts(self, campaign_id: int) -> dict[str, VerdictRow]:
+    def verdicts(self, campaign_id: int) -> list[VerdictRow]:
+        """Every verdict computed for the campaign, oldest first: each gate's looks."""
         with self.session() as s:
-            rows = s.exec(select(VerdictRow).where(VerdictRow.campaign_id == campaign_id).order_by(VerdictRow.id)).all()
+            return list(s.exec(select(VerdictRow).where(VerdictRow.campaign_id == campaign_id).order_by(VerdictRow.id)).all())
+
+    def latest_verdicts(self, campaign_id: int) -> dict[str, VerdictRow]:
         latest: dict[str, VerdictRow] = {}
-        for row in rows:
+        for row in self.verdicts(campaign_id):
             latest[row.gate_id] = row
         return latest
 

@@ -371,7 +371,8 @@ def rerun(
     db: DbOption = None,
     workdir: Annotated[str, typer.Option(help="where server logs go")] = ".campaign",
 ) -> None:
-    """A new attempt of a finished item with overrides; history is kept, the newest counts."""
+    """Measure an item again: unchanged settings add blocks to the same question (its gate
+    then reads a confidence sequence over all of them); --set asks a new question."""
     store = open_store(db)
     if file is None:
         row = store.campaign()

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import Field as PydanticField
 
 from campaign import queue
-from campaign.schema import BlockBudget, CampaignFileError, CampaignSpec, OverrideKeys, QueueItem
+from campaign.schema import BlockBudget, CampaignFileError, CampaignSpec, GateEntry, OverrideKeys, QueueItem
 from arms.probes import registry as probes
 from flows.resolve import load_campaign, simulated_adapters
 from campaign.states import BUDGET_SPENT, SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, Verdict
@@ -38,7 +38,8 @@ from flows import overrides as override_keys
 from flows.devices import ensure_limits, release_lease
 from flows.overrides import digest, probe_params
 from flows.progress import emit
-from gates.engine import evaluate, evaluate_family, gate_rows
+from gates.engine import canonical_only, evaluate, evaluate_family, gate_arms, gate_rows, read_items
+from gates.looks import Look, added_after_look, look_at, sequence_reason
 from gates.family import planned_members
 from gates.compare import alpha_of
 
@@ -50,18 +51,33 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
     """Evaluate every gate from the stored numbers, the comparative ones as one family
     (`gates.engine.evaluate_family`: Holm over the gates measured so far, so a verdict
     can still move to inconclusive as more gates join); write a verdict row when it
-    changed."""
+    changed, with the look it was (`gates.looks`: which question, how many blocks, which
+    attempts). A gate whose blocks grew after an earlier complete look at the same
+    question, or that reads an adaptive item's rows, reads confidence sequences."""
     frame = store.measurements_frame(campaign_id)
     blocked = queue.blocked_arms(store, campaign_id)
     items = {row.key: row for row in store.items(campaign_id)}
     latest = store.latest_verdicts(campaign_id)
-    frames = {}
+    history = looks_of(store, campaign_id)
+    frames: dict[str, Any] = {}
+    current: dict[str, Look] = {}
+    sequential = set(spec.adaptive_gates())
+    because: dict[str, str] = {}
     for gate in spec.gates:
         feeding = [q for q in spec.queue if q.gate == gate.id]
         if feeding and not any(items[q.key].state in (ItemState.DONE, ItemState.BLOCKED, ItemState.FAILED) for q in feeding if q.key in items):
             continue  # nothing measured for it yet: stays pending
-        frames[gate.id] = gate_rows(gate, frame, [q.key for q in feeding])
-    results = evaluate_family(spec.gates, frames, blocked, spec.campaign.confidence, spec.adaptive_gates())
+        rows = gate_rows(gate, frame, [q.key for q in feeding])
+        frames[gate.id] = rows
+        look, reads_adaptive = _look(spec, gate, rows, feeding, items)
+        current[gate.id] = look
+        if reads_adaptive:
+            sequential.add(gate.id)
+        earlier = added_after_look(look, history.get(gate.id, []))
+        if earlier is not None and gate.id not in sequential:
+            sequential.add(gate.id)
+            because[gate.id] = sequence_reason(earlier, look)
+    results = evaluate_family(spec.gates, frames, blocked, spec.campaign.confidence, sorted(sequential))
     out = []
     for gate in spec.gates:
         if gate.id not in results:
@@ -71,7 +87,10 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
                  and items[q.key].reason.startswith(BUDGET_SPENT)]
         if spent and result.verdict == Verdict.INCONCLUSIVE:
             result = result.model_copy(update={"reason": f"inconclusive at budget ({spent[0]}): {result.reason}"})
-        evidence = json.dumps(result.evidence, default=str, sort_keys=True)
+        if gate.id in because:
+            result = result.model_copy(update={"reason": f"{result.reason}; {because[gate.id]}"})
+        look_evidence = {**current[gate.id].evidence(), "sequential": gate.id in sequential}
+        evidence = json.dumps({**result.evidence, "look": look_evidence}, default=str, sort_keys=True)
         previous = latest.get(gate.id)
         if previous and previous.verdict == result.verdict and previous.reason == result.reason and previous.evidence_json == evidence:
             out.append(previous)
@@ -82,6 +101,34 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
         emit("verdict", gate=gate.id, verdict=str(result.verdict), reason=result.reason)
         out.append(row)
     return out
+
+
+def looks_of(store: Store, campaign_id: int) -> dict[str, list[Look]]:
+    """Each gate's earlier looks, oldest first, from its stored verdicts."""
+    out: dict[str, list[Look]] = {}
+    for row in store.verdicts(campaign_id):
+        look = Look.from_evidence(json.loads(row.evidence_json or "{}"), str(row.verdict))
+        if look is not None:
+            out.setdefault(row.gate_id, []).append(look)
+    return out
+
+
+def _look(spec: CampaignSpec, gate: GateEntry, rows: Any, feeding: list[QueueItem], items: dict[str, Any]) -> tuple[Look, bool]:
+    """The look a verdict of `gate` from `rows` is, and whether those rows include an
+    adaptive item's (whose blocks were added after looks, whoever looked). Complete: every
+    item the gate reads (its feeding items, or every item running its arms where it reads
+    all) has finished."""
+    arms = set(gate_arms(gate))
+    mine = canonical_only(rows)
+    if not mine.empty:
+        mine = mine[mine["arm_id"].isin(arms)]
+    read = [q.key for q in feeding] if read_items(gate, [q.key for q in feeding]) is not None else [
+        q.key for q in spec.queue if arms & set(q.arms)
+    ]
+    complete = all(items[k].state in TERMINAL_ITEM_STATES for k in read if k in items)
+    keys = set(mine["item_key"].astype(str)) if not mine.empty else set()
+    adaptive = any(spec.blocks(q).adaptive for q in spec.queue if q.key in keys)
+    return look_at(gate.id, mine, complete), adaptive
 
 
 def settled(store: Store, spec: CampaignSpec, campaign_id: int, item: QueueItem, last_block: int) -> tuple[bool, str]:
@@ -178,9 +225,13 @@ def recipe_hash(spec: CampaignSpec, item: QueueItem, arm_id: str) -> str:
     })
 
 
-def block_plan(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any] | None = None) -> list[tuple[int, str, dict[str, Any]]]:
+def block_plan(
+    spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any] | None = None, blocks: Sequence[int] | None = None,
+) -> list[tuple[int, str, dict[str, Any]]]:
     """The item's schedule, block by block: (block, arm, what its attempt stores of the
-    block) for every arm of block 0 in its order (`block_order`), then block 1, ...
+    block) for every arm of its first block in its order (`block_order`), then the next,
+    ...; `blocks` are the block numbers (0 .. the item's budget - 1 unless given: a rerun
+    adds blocks after those run, `queue.next_block`).
     The block's number is the attempt's `repeat`; `block_id` is
     `{item}/b{block}/{settings_hash[:8]}`, the same for the arms of a block and new
     when the item runs under other settings (a rerun with `--set`), so a pairing by
@@ -190,7 +241,7 @@ def block_plan(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any] | 
     settings = settings_hash(spec, resolved, merged)
     recipes = {arm_id: recipe_hash(spec, resolved, arm_id) for arm_id in item.arms}
     plan = []
-    for block in range(spec.blocks(item).most):
+    for block in range(spec.blocks(item).most) if blocks is None else blocks:
         for place, arm_id in enumerate(block_order(spec.campaign.seed, item.key, block, item.arms)):
             plan.append((block, arm_id, {
                 "block_order": place, "block_id": f"{item.key}/b{block}/{settings[:8]}",
@@ -208,6 +259,7 @@ def run_item(
     overrides: dict[str, Any] | None = None,
     fresh: bool = False,
     retries: int = 0,
+    add_blocks: bool = False,
 ) -> ItemState:
     """Run every block of an item (`block_plan`: each block runs every arm once, in its
     own order), or, for an item with `max_blocks`, blocks until its gate is settled
@@ -215,7 +267,10 @@ def run_item(
     the plan's order.
 
     Without `fresh` (a run or a resume), an arm whose newest attempt for this item is done
-    is not run again, so a resumed item repeats nothing that was committed.
+    is not run again, so a resumed item repeats nothing that was committed; blocks a rerun
+    added under the same settings and left unfinished are finished too. With `add_blocks`
+    (a rerun with unchanged settings) the item's blocks come after every block its settings
+    already ran: the same question, asked with more blocks (`gates.looks`).
     """
     _start_item(store, campaign_id, item)
     merged = {**item.overrides, **(overrides or {})}
@@ -228,8 +283,9 @@ def run_item(
     def run(entries: list[tuple[int, str, dict[str, Any]]]) -> list[dict[str, Any]]:
         return _in_lanes(spec, entries, lambda e: one(*e))
 
-    plan = block_plan(spec, item, overrides)
     budget = spec.blocks(item)
+    ran = queue.next_block(store, campaign_id, item.key, merged)
+    plan = block_plan(spec, item, overrides, range(ran, ran + budget.most) if add_blocks else range(max(budget.most, ran)))
     if budget.adaptive:
         outcomes, note = _until_settled(run, plan, budget, store, spec, campaign_id, item)
     else:
@@ -415,18 +471,19 @@ def _until_settled(
     least on, after each block the gate decides whether to go on (`settled`). Returns the
     outcomes and how it ended: settled after n blocks, or its budget spent."""
     outcomes: list[ArmOutcome] = []
-    for number in range(budget.most):
+    numbers = sorted({e[0] for e in plan})
+    for count, number in enumerate(numbers, start=1):
         got = run([e for e in plan if e[0] == number])
         outcomes += got
         if interrupt.requested() or any(o.state != AttemptState.DONE for o in got):
             return outcomes, ""
-        if number + 1 < budget.least:
+        if count < budget.least:
             continue
         done, line = settled(store, spec, campaign_id, item, number)
-        emit("block-check", item=item.key, gate=item.gate, blocks=number + 1, most=budget.most, settled=done, verdict=line)
+        emit("block-check", item=item.key, gate=item.gate, blocks=count, most=len(numbers), settled=done, verdict=line)
         if done:
-            return outcomes, f"{SETTLED} {number + 1} of at most {budget.most} blocks ({item.gate} {line.split(':')[0]})"
-    return outcomes, f"{BUDGET_SPENT}: {budget.most} blocks, {item.gate} still open"
+            return outcomes, f"{SETTLED} {count} of at most {len(numbers)} blocks ({item.gate} {line.split(':')[0]})"
+    return outcomes, f"{BUDGET_SPENT}: {len(numbers)} blocks, {item.gate} still open"
 
 
 def _end_item(store: Store, campaign_id: int, item: QueueItem, outcomes: list[ArmOutcome], note: str) -> ItemState:
@@ -596,9 +653,13 @@ def with_item_overrides(spec: CampaignSpec, item_key: str, overrides: dict[str, 
 
 @flow(name="rerun", flow_run_name="rerun {item_key}", log_prints=False, persist_result=False)
 def rerun_flow(campaign_path: str, store_url: str, item_key: str, overrides: dict[str, Any], workdir: str = ".campaign") -> dict[str, Any]:
-    """A new attempt of a finished item with overrides; older attempts stay as history and
-    the newest is what verdicts read. `overrides` are as `flows.overrides.check_rerun`
-    makes them (bare recipe fields as recipe.<field>); anything else is refused here."""
+    """New attempts of a finished item. With the settings it ran under (no overrides, or the
+    same ones again) they are more blocks of the same question: added after the blocks
+    already run, and its gate then reads a confidence sequence over all of them
+    (`gates.looks`). With other settings they are a new question, which verdicts read
+    instead of the old one; older attempts stay as history. `overrides` are as
+    `flows.overrides.check_rerun` makes them (bare recipe fields as recipe.<field>);
+    anything else is refused here."""
     file_spec = load_campaign(campaign_path)
     problems = override_keys.check(file_spec, file_spec.item(item_key), overrides, "overrides")
     if problems:
@@ -615,7 +676,7 @@ def rerun_flow(campaign_path: str, store_url: str, item_key: str, overrides: dic
         ensure_device_limits(spec)
         store.log_event(campaign_id, "rerun", json.dumps(overrides, sort_keys=True), item_key)
         try:
-            state = run_item(store, spec, campaign_id, item, workdir, fresh=True)
+            state = run_item(store, spec, campaign_id, item, workdir, fresh=True, add_blocks=True)
         except interrupt.CampaignInterrupted as exc:
             return {"item": item_key, "interrupted": str(exc)}
         verdicts = compute_verdicts(store, file_spec, campaign_id)

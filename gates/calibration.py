@@ -37,6 +37,7 @@ from campaign import metrics
 from campaign.schema import GateEntry
 from campaign.states import SampleKind, Verdict
 from gates.engine import evaluate
+from gates.looks import Look, added_after_look, look_at
 
 
 @dataclass(frozen=True)
@@ -207,3 +208,63 @@ def run_adaptive(
         tally.add(verdict)
         tally.blocks += used
     return tally
+
+
+# -- a user's moves: rerunning, adding blocks after a look --------------------------------------
+
+
+def _look(gate: GateEntry, frame: pd.DataFrame, history: list[Look]) -> Verdict:
+    """One complete look at `frame` by the rule the campaign flow applies (`gates.looks`):
+    a fixed-design test unless blocks were added after an earlier look at the same question."""
+    look = look_at(gate.id, frame, complete=True)
+    verdict = evaluate(gate, frame, sequential=added_after_look(look, history) is not None).verdict
+    history.append(Look(look.question, look.blocks, True, str(verdict)))
+    return verdict
+
+
+def rerun_until_pass(
+    gate: GateEntry, design: Design, model: VariationModel, campaigns: int, seed: int, tries: int, replace: bool = False,
+) -> Tally:
+    """`campaigns` campaigns in which the user reruns the item (`design.blocks` blocks a try)
+    until the gate passes, at most `tries` times. A rerun with unchanged settings adds its
+    blocks to the question (what `campaign rerun` does); with `replace` each try is judged
+    alone on its own fresh blocks, as if it were the first (for comparison)."""
+    rng = np.random.default_rng(seed)
+    tally = Tally()
+    per_try = design.blocks
+    for _ in range(campaigns):
+        frame = block_frame(replace_blocks(design, per_try * tries), model, rng)
+        history: list[Look] = []
+        verdict = Verdict.INCONCLUSIVE
+        for attempt in range(tries):
+            if replace:
+                part = frame[(frame["repeat"] >= attempt * per_try) & (frame["repeat"] < (attempt + 1) * per_try)]
+                verdict = evaluate(gate, part).verdict
+            else:
+                verdict = _look(gate, frame[frame["repeat"] < (attempt + 1) * per_try], history)
+            if verdict == Verdict.PASS:
+                break
+        tally.add(verdict)
+    return tally
+
+
+def blocks_after_look(gate: GateEntry, design: Design, model: VariationModel, campaigns: int, seed: int, more: int,
+                      rule: bool = True) -> Tally:
+    """`campaigns` campaigns of `design.blocks` blocks; where the gate is inconclusive the
+    user raises `repeats` to `more` and looks again. With `rule` the second look follows
+    `gates.looks` (a confidence sequence over all blocks); without, it is judged by the
+    fixed-design test, as if `more` had been planned from the start."""
+    rng = np.random.default_rng(seed)
+    tally = Tally()
+    for _ in range(campaigns):
+        frame = block_frame(replace_blocks(design, more), model, rng)
+        history: list[Look] = []
+        verdict = _look(gate, frame[frame["repeat"] < design.blocks], history)
+        if verdict not in (Verdict.PASS, Verdict.FAIL):
+            verdict = _look(gate, frame, history) if rule else evaluate(gate, frame).verdict
+        tally.add(verdict)
+    return tally
+
+
+def replace_blocks(design: Design, blocks: int) -> Design:
+    return Design(design.arms, dict(design.gains), blocks, design.cells, design.requests_per_run, design.metric, design.probe, design.base)

@@ -31,6 +31,16 @@ def read_items(gate: GateEntry, feeding: Sequence[str]) -> list[str] | None:
     return list(feeding) if feeding and gate.reads == "own-items" else None
 
 
+def gate_arms(gate: GateEntry) -> list[str]:
+    """Every arm a gate's verdict reads: its subjects and baseline, and those an all_of
+    check names of its own."""
+    arms = [*gate.subjects, *gate.baseline]
+    for check in gate.params.get("checks", []) if gate.predicate == "all_of" else []:
+        if isinstance(check, dict):
+            arms += [*(check.get("subjects") or []), *(check.get("baseline") or [])]
+    return list(dict.fromkeys(arms))
+
+
 def gate_rows(gate: GateEntry, frame: pd.DataFrame, feeding: Sequence[str]) -> pd.DataFrame:
     """`frame` cut to the rows `gate` reads (`read_items`)."""
     items = read_items(gate, feeding)
