@@ -17,6 +17,16 @@ designs (5 and 10 blocks), naive re-testing of the fixed design's t interval aft
 block from 3 to 10, and the confidence sequence the flow uses (3 to 10 and 3 to 20
 blocks), all on the same draws. Each row: pass and fail rates and the mean blocks run.
 
+Part 4 (`--user N`, default 400; 0 skips it) follows a user's moves on identical arms
+through an any-gain gate, 3 blocks a look, judged by the rule the campaign flow applies
+(`gates.looks`): rerunning the item until the gate passes (up to 3 tries, each rerun
+adding its blocks to the question), and raising `repeats` from 3 to 6 after an
+inconclusive look. Beside each, the rate when every look is judged as if it were the
+first (a rerun replacing the old blocks, a fixed-design t on the 6). Its rows read
+
+    rerun until pass: false pass X.X% [..] (up to 3 tries of 3 blocks) ...
+    blocks added after a look: false pass X.X% [..] (3 then 6 blocks) ...
+
 Every rate is printed with its exact (Clopper-Pearson) 95% interval. The last line is
 
     false pass X.X% (N campaigns), false fail Y.Y%, power Z.Z% at +15% vs +10%
@@ -26,6 +36,7 @@ the campaigns they came from. The goal is X <= 5 and Y <= 5.
 
     python benchmarks/verdict_calibration.py [--campaigns 400] [--e2e 20] [--blocks 5] [--adaptive 200]
     python benchmarks/verdict_calibration.py --adaptive-only [--adaptive 200]
+    python benchmarks/verdict_calibration.py --user-only [--user 400]
 """
 
 from __future__ import annotations
@@ -42,7 +53,9 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gates.calibration import VariationModel, calibrate, gates_for, Design, run_adaptive  # noqa: E402
+from gates.calibration import (  # noqa: E402
+    Design, VariationModel, blocks_after_look, calibrate, gates_for, rerun_until_pass, run_adaptive,
+)
 from tests.campaigns import arm, campaign_file, gate, model, simulator  # noqa: E402
 
 
@@ -118,6 +131,22 @@ def adaptive(campaigns: int, model: VariationModel) -> list[tuple[str, float, ob
     return out
 
 
+def user_moves(campaigns: int, model: VariationModel) -> list[float]:
+    """Part 4: a user's moves on identical arms; the false pass rates under the rule."""
+    design = Design(blocks=3)
+    gate, _ = gates_for(design)["relative_improvement(any gain)"]
+    print(f"a user's moves: identical arms, an any-gain gate, 3 blocks a look, {campaigns} campaigns per row")
+    rerun = rerun_until_pass(gate, design, model, campaigns, seed=41, tries=3)
+    first = rerun_until_pass(gate, design, model, campaigns, seed=41, tries=3, replace=True)
+    print(f"rerun until pass: false pass {ci(rerun.passed, rerun.campaigns)} (up to 3 tries of 3 blocks); "
+          f"each try judged as a first look: {ci(first.passed, first.campaigns)}", flush=True)
+    added = blocks_after_look(gate, design, model, campaigns, seed=42, more=6)
+    fixed = blocks_after_look(gate, design, model, campaigns, seed=42, more=6, rule=False)
+    print(f"blocks added after a look: false pass {ci(added.passed, added.campaigns)} (3 then 6 blocks); "
+          f"fixed-design t on the 6: {ci(fixed.passed, fixed.campaigns)}", flush=True)
+    return [rerun.pass_rate, added.pass_rate]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--campaigns", type=int, default=400)
@@ -126,6 +155,8 @@ def main() -> None:
     ap.add_argument("--e2e-only", action="store_true", help="part 2 alone (part 1's line is not printed)")
     ap.add_argument("--adaptive", type=int, default=200, help="campaigns per row of part 3 (0 skips it)")
     ap.add_argument("--adaptive-only", action="store_true", help="part 3 alone")
+    ap.add_argument("--user", type=int, default=400, help="campaigns per row of part 4 (0 skips it)")
+    ap.add_argument("--user-only", action="store_true", help="part 4 alone")
     ap.add_argument("--run-sd", type=float, default=VariationModel.run_sd)
     ap.add_argument("--request-sd", type=float, default=VariationModel.request_sd)
     args = ap.parse_args()
@@ -137,6 +168,9 @@ def main() -> None:
     model = VariationModel(run_sd=args.run_sd, request_sd=args.request_sd)
     if args.adaptive_only:
         adaptive(args.adaptive, model)
+        return
+    if args.user_only:
+        user_moves(args.user, model)
         return
     print(f"variation: run_sd {model.run_sd:.3f}, drift_sd {model.drift_sd:.3f}, request_sd {model.request_sd:.3f} (log scale); "
           f"{args.blocks} blocks x 30 requests; {args.campaigns} campaigns per row")
@@ -163,6 +197,8 @@ def main() -> None:
         print(f"  {n} campaigns: pass {ci(p, n)}, fail {ci(f, n)}")
     if args.adaptive:
         adaptive(args.adaptive, model)
+    if args.user:
+        user_moves(args.user, model)
     print(f"false pass {worst_pass:.1%} ({total} campaigns), false fail {worst_fail:.1%}, power {power.pass_rate:.1%} at +15% vs +10%")
 
 
