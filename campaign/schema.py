@@ -11,7 +11,7 @@ pooling, cycles) are `campaign.loader`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -72,12 +72,13 @@ class CampaignMeta(_Strict):
     )
     min_blocks: int = Field(
         default=3, ge=2, le=50,
-        description="with max_blocks: the blocks an item runs before its gate is first looked at",
+        description="the blocks an item with a gate and no repeats runs (fewer cannot decide a comparison); with max_blocks, "
+        "the blocks it runs before its gate is first looked at",
     )
     max_blocks: int | None = Field(
         default=None, ge=2, le=50,
-        description="every item with a gate and no repeats above 1 adds blocks until that gate is settled, at most this many "
-        "(its verdicts then use confidence sequences); unset: each item runs its repeats",
+        description="every item with a gate and no repeats adds blocks until that gate is settled, at most this many "
+        "(its verdicts then use confidence sequences); unset: each item runs its repeats, min_blocks where it sets none",
     )
     keep_servers: bool = Field(
         default=True,
@@ -224,6 +225,16 @@ class GateEntry(_Strict):
     )
 
 
+def read_items(gate: GateEntry, feeding: Sequence[str]) -> list[str] | None:
+    """The queue items whose rows a gate reads, given the keys of the items feeding it;
+    None for every item's. With `reads = "own-items"` (the default) a gate fed by items
+    reads only theirs, so another item's runs of the same arms (other settings, another
+    question) never enter its verdict; a gate nobody feeds, or `reads = "all"`, reads all.
+    One definition for the verdicts (`gates.engine.gate_rows`) and the checks of what a
+    gate pools (`campaign.loader.pooled_pairs`)."""
+    return list(feeding) if feeding and gate.reads == "own-items" else None
+
+
 RECIPE_PREFIX, SIM_PREFIX = "recipe.", "sim."
 
 
@@ -284,9 +295,10 @@ class QueueItem(_Strict):
         description="probe parameters (max_tokens, prompt_tokens, repeats, ...), recipe.<field>, and on the simulator "
         "sim.<field>; any other key is refused with the valid ones listed",
     )
-    repeats: int = Field(
-        default=1, ge=1, le=50,
-        description="blocks: in each, every arm gets its own server start, in an order randomised from campaign.seed",
+    repeats: int | None = Field(
+        default=None, ge=1, le=50,
+        description="blocks: in each, every arm gets its own server start, in an order randomised from campaign.seed "
+        "(unset: campaign.min_blocks for an item with a gate, else 1)",
     )
     min_blocks: int | None = Field(
         default=None, ge=2, le=50, description="with max_blocks: the blocks run before the gate is first looked at (default campaign.min_blocks)",
@@ -302,7 +314,7 @@ class QueueItem(_Strict):
 
     @model_validator(mode="after")
     def _blocks(self) -> QueueItem:
-        if self.max_blocks is not None and self.repeats != 1:
+        if self.max_blocks is not None and self.repeats is not None:
             raise ValueError(
                 f"repeats = {self.repeats} is a fixed number of blocks and max_blocks = {self.max_blocks} an adaptive budget: set one"
             )
@@ -363,12 +375,15 @@ class CampaignSpec(_Strict):
     def blocks(self, item: QueueItem) -> BlockBudget:
         """How many blocks an item runs: its repeats (fixed), or, adaptive, from min to max
         blocks (its own or the campaign's `max_blocks`; the campaign's applies to an item
-        that has a gate and no repeats above 1). The one place for that fact."""
+        that has a gate and no repeats). An item with a gate and neither runs
+        `campaign.min_blocks` blocks: one block cannot decide a comparison, so the default
+        design is one that can. The one place for that fact."""
         budget = item.max_blocks
-        if budget is None and self.campaign.max_blocks is not None and item.gate and item.repeats == 1:
+        if budget is None and self.campaign.max_blocks is not None and item.gate and item.repeats is None:
             budget = self.campaign.max_blocks
         if budget is None:
-            return BlockBudget(item.repeats, item.repeats, False)
+            fixed = item.repeats if item.repeats is not None else (self.campaign.min_blocks if item.gate else 1)
+            return BlockBudget(fixed, fixed, False)
         least = item.min_blocks if item.min_blocks is not None else min(self.campaign.min_blocks, budget)
         return BlockBudget(least, budget, True)
 
