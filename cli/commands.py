@@ -104,6 +104,9 @@ def plan_lines(spec: Any, history: dict[tuple[str, str], Any] | None = None) -> 
     lines.append(
         f"{len(spec.queue)} queue items, {len(spec.arms)} arms, {len(spec.gates)} gates, {span} server starts in all"
     )
+    from flows.resolve import detectable_lines
+
+    lines += detectable_lines(spec)
     if history is not None:
         lines.append(time_estimate(spec, history))
     return lines

@@ -38,7 +38,10 @@ from flows.overrides import FILE_OVERRIDES
 from gates import catalog as gate_predicates
 from gates.blockstats import pass_bar, sequential_pass_bar
 from gates.compare import DEFAULT_MIN_RUNS
+from gates.calibration import VariationModel
+from gates.engine import params_for as gate_params_for
 from gates.engine import read_items
+from gates.power import detectable_gain, detectable_margin
 from gates.family import planned_members
 
 
@@ -281,6 +284,37 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
             text += (f"; with {better} blocks ({what}) a pass needs {bar_of(better, family, confidence):.1f} "
                      "spreads" + ("" if n >= min_runs else f" ({holm})"))
         out.append(text)
+    return out
+
+
+def detectable_lines(spec: CampaignSpec) -> list[str]:
+    """For each comparative gate with a gain threshold, the smallest true gain its planned
+    design passes 80% of the time under the calibrated restart noise (`gates.power`), so
+    that a user sees before the run whether the blocks can settle the question."""
+    family = len(planned_members(spec.gates))
+    adaptive = spec.adaptive_gates()
+    run_sd = VariationModel.run_sd
+    out = []
+    for gate in planned_members(spec.gates):
+        if gate.predicate in ("control", "equivalence"):
+            continue  # their claims are bounds on an advantage, not a gain to detect
+        found = _paired_blocks(spec, gate)
+        if found is None:
+            continue
+        n = found[0]
+        params = gate_params_for(gate, spec.campaign.confidence)
+        confidence = float(params.get("confidence", spec.campaign.confidence))
+        higher = bool(params.get("higher_is_better", not params.get("lower_is_better", False)))
+        threshold = float(params.get("min_gain", 0.0) or 0.0)
+        margin = detectable_margin(n, max(family, 1), confidence, run_sd, sequential=gate.id in adaptive)
+        blocks = f"{'at most ' if gate.id in adaptive else ''}{n} block{'s' if n != 1 else ''}"
+        need = "any gain" if threshold == 0 else (f"{threshold:+.0%}" if higher else f"{-threshold:+.0%}")
+        if math.isinf(margin):
+            text = f"{gate.id}: over {blocks} no true gain passes (needs {need})"
+        else:
+            true = detectable_gain(threshold, margin, higher)
+            text = f"{gate.id}: over {blocks} detects a true {true:+.0%} or {'more' if higher else 'better'} (needs {need})"
+        out.append(f"{text}; 80% power at {run_sd:.0%} restart noise{', Holm over ' + str(family) if family > 1 else ''}")
     return out
 
 
