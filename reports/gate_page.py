@@ -105,7 +105,7 @@ def build(data: ReportData, gate: GateView) -> GatePage:
         read_cells=read_cells,
         read_comparisons=[_comparison_row(c) for c in gate.read("comparisons")],
         chart=_read_chart(data, gate, read_cells, role, metric) if read_cells else _chart(data, gate, arm_ids, role, params),
-        history=data.verdicts.get(gate.id, []),
+        history=history_rows(data.verdicts.get(gate.id, [])),
         attempts=attempts,
         classes=sorted({a["klass"] for a in arms if a["klass"]}),
         params=params,
@@ -113,6 +113,28 @@ def build(data: ReportData, gate: GateView) -> GatePage:
         ci=ci_label(float(gate.evidence.get("confidence") or data.summary.spec.campaign.confidence), bool(gate.evidence.get("sequential"))),
         reruns=_reruns(data, gate.id),
     )
+
+
+def history_rows(verdicts: list[Any]) -> list[dict[str, Any]]:
+    """Each look at the gate, oldest first: when, what it said, how many blocks it read,
+    whether by a fixed-design CI or a confidence sequence (blocks added after a look), and
+    which question it answered (numbered; a rerun with other settings starts the next)."""
+    out: list[dict[str, Any]] = []
+    questions: dict[str, int] = {}
+    for row in verdicts:
+        try:
+            look = json.loads(row.evidence_json or "{}").get("look") or {}
+        except ValueError:
+            look = {}
+        question = str(look.get("question", ""))
+        if question and question not in questions:
+            questions[question] = len(questions) + 1
+        out.append({
+            "computed_at": row.computed_at, "verdict": row.verdict, "reason": row.reason,
+            "blocks": look.get("blocks", ""), "test": ("CS" if look.get("sequential") else "CI") if look else "",
+            "question": questions.get(question, ""), "complete": look.get("complete", True),
+        })
+    return out
 
 
 def _reruns(data: ReportData, gate_id: str) -> int:

@@ -137,3 +137,21 @@ def test_a_trace_replay_is_drawn_over_time_from_its_request_rows() -> None:
     assert line.ttft[0] is not None and line.ttft[1] is not None and line.ttft[1] > line.ttft[0] > 0.05 == line.ttft[16]
     assert line.ttft[2] is None  # nothing sent there: a gap, not a zero
     assert trace_replay.runs(read, frame, "B", "arm-b") == []
+
+
+def test_the_gate_history_shows_each_look_with_its_blocks_test_and_question() -> None:
+    import json as _json
+    from types import SimpleNamespace
+
+    from reports.gate_page import history_rows
+
+    def row(verdict: str, look: dict | None) -> SimpleNamespace:
+        return SimpleNamespace(computed_at=None, verdict=verdict, reason="r", evidence_json=_json.dumps({"look": look} if look else {}))
+
+    rows = history_rows([
+        row("pending", None),
+        row("inconclusive", {"question": "q1", "blocks": 3, "complete": True, "sequential": False}),
+        row("pass", {"question": "q1", "blocks": 6, "complete": True, "sequential": True}),
+        row("inconclusive", {"question": "q2", "blocks": 3, "complete": True, "sequential": False}),
+    ])
+    assert [(r["question"], r["blocks"], r["test"]) for r in rows] == [("", "", ""), (1, 3, "CI"), (1, 6, "CS"), (2, 3, "CI")]
