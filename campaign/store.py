@@ -47,10 +47,18 @@ ATTEMPT_FRAME_COLUMNS = {
     "settings_hash": "COALESCE(NULLIF(r.settings_hash, ''), t.settings_hash)",
     "recipe_hash": "t.recipe_hash",
     "attempt_number": "t.number",
+    "server_block": "COALESCE(NULLIF(t.server_block, ''), t.block_id)",  # the start it ran on (`gates.cells.block_of`)
+    # where it ran and what it served: an ablation must share its subject's placement and model
+    "host": "t.host",
+    "machine": "t.machine",
+    "device_lease": "t.device_lease",  # '<device limit>/<lease id>': the limit names the device
+    "served_model": "t.served_model",
+    "fingerprint": "t.fingerprint",
 }
 FRAME_COLUMNS = [*MEASUREMENT_COLUMNS, *ATTEMPT_FRAME_COLUMNS]
 MEASUREMENT_TEXT_COLUMNS = (
     "item_key", "arm_id", "probe", "scenario", "mode", "kind", "metric", "unit", "source", "block_id", "settings_hash", "recipe_hash",
+    "host", "machine", "device_lease", "served_model", "fingerprint", "server_block",
 )
 _MEASUREMENTS_SQL = """
 SELECT {columns} FROM measurement m

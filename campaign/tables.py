@@ -132,10 +132,14 @@ class AttemptRow(SQLModel, table=True):
     block_id: str = ""
     settings_hash: str = ""
     recipe_hash: str = ""
+    # the server start it ran on, for an attempt chained onto a kept server: the block of
+    # the attempt that started it ('' = a start of its own, its `block_id`). One start is
+    # one run however many items it served (`gates.cells.block_of`).
+    server_block: str = ""
 
 
 # what an attempt is told about its block when it is made (`Store.claim_attempt`)
-BLOCK_FIELDS = ("block_order", "block_id", "settings_hash", "recipe_hash")
+BLOCK_FIELDS = ("block_order", "block_id", "settings_hash", "recipe_hash", "server_block")
 
 
 class ProbeRunRow(SQLModel, table=True):

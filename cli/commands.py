@@ -100,13 +100,13 @@ def plan_lines(spec: Any, history: dict[tuple[str, str], Any] | None = None) -> 
         else:
             blocks = f"{budget.most} block{'s' if budget.most != 1 else ''}, {n} server start{'s' if n != 1 else ''}"
         lines.append(f"{item.key}: {'/'.join(item.arms)} x {', '.join(str(p) for p in item.probes)} at {contexts}; {blocks}{feeds}{after}")
+    from flows.resolve import detectable_lines
+
+    lines += detectable_lines(spec)
     span = f"{least_starts} to {starts}" if least_starts != starts else f"{starts}"
     lines.append(
         f"{len(spec.queue)} queue items, {len(spec.arms)} arms, {len(spec.gates)} gates, {span} server starts in all"
     )
-    from flows.resolve import detectable_lines
-
-    lines += detectable_lines(spec)
     if history is not None:
         lines.append(time_estimate(spec, history))
     return lines

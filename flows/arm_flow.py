@@ -25,7 +25,7 @@ from arms.runtimes.launching import LaunchContext, LaunchSpec
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.liveness import AttemptHeartbeat
 from campaign.processes import rss_of_group
-from campaign.schema import CampaignSpec, QueueItem
+from campaign.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, recipe_value_text
 from campaign.states import AttemptState, ProbeRunState
 from campaign.store import RequestOutcome, Store
 from campaign.tables import AttemptRow, ProbeRunRow, utcnow
@@ -109,6 +109,59 @@ def _launch_context(
         tools=tools,
         run_seed=start_seed,
     )
+
+
+_UNSET = object()
+
+
+def launch_settings(spec: CampaignSpec, item: QueueItem, arm_id: str) -> dict[str, Any]:
+    """Everything of `item` that reaches its arm's server launch (`_launch_context`): the
+    recipe as the item runs it (`recipe.*` overrides, a confirmatory change), whether its
+    probes need the tool flags, and the `sim.*` overrides the simulator's profile takes.
+    The rest of a launch is the arm's own (model, runtime, context, `simulate`), the same
+    for every item, or the start's (port, run seed). A kept server serves an item only
+    where all of these match: launched with other ones, it would measure another server
+    than the one the item's rows are stored under."""
+    recipe = spec.recipe_for(arm_id, item)
+    return {
+        **{f"recipe.{name}": getattr(recipe, name) for name in Recipe.model_fields},
+        "tools": "on" if probes.needs_tools(item.probes) else "off",
+        **OverrideKeys.of(item.overrides).sim_keys(),
+    }
+
+
+def launch_differences(spec: CampaignSpec, lead: QueueItem, item: QueueItem, arms: list[str]) -> list[str]:
+    """What of `item`'s launch on `arms` differs from `lead`'s (`launch_settings`), one
+    phrase per setting with both values, lead's first: "sim.decode_tps differs (40 vs 80)",
+    or per arm where the arms differ apart ("recipe.slots differs (A: 1 vs 4, B: 2 vs 4)")."""
+    pairs: dict[str, dict[str, tuple[Any, Any]]] = {}
+    for arm_id in arms:
+        a, b = launch_settings(spec, lead, arm_id), launch_settings(spec, item, arm_id)
+        for key in [*a, *(k for k in b if k not in a)]:
+            if a.get(key, _UNSET) != b.get(key, _UNSET):
+                pairs.setdefault(key, {})[arm_id] = (a.get(key, _UNSET), b.get(key, _UNSET))
+    out = []
+    for key, by_arm in pairs.items():
+        field = key.removeprefix("recipe.") if key.startswith("recipe.") else ""
+        text = {arm_id: " vs ".join("unset" if v is _UNSET else recipe_value_text(field, v) for v in pair)
+                for arm_id, pair in by_arm.items()}
+        alike = len(by_arm) == len(arms) and len(set(text.values())) == 1
+        out.append(f"{key} differs ({next(iter(text.values())) if alike else ', '.join(f'{a}: {t}' for a, t in text.items())})")
+    return out
+
+
+def launch_refusal(spec: CampaignSpec, store: Store, campaign_id: int, link: Link, arm_id: str, lead: QueueItem, fresh: bool) -> str:
+    """Why the chained attempt `link` may not run on the server `lead` launched ('' when it
+    may): the settings that differ. The attempt runs with the overrides stored on it when it
+    is continued (an interrupted one, not `fresh`: a rerun's `--set` values), else the
+    link's, as `_run_link` runs it."""
+    overrides = link.overrides
+    newest = store.attempts(campaign_id, link.item_key, arm_id)
+    newest = [a for a in newest if a.repeat == link.repeat]
+    if not fresh and newest and newest[-1].state == AttemptState.INTERRUPTED:
+        overrides = stored_overrides(newest[-1])
+    item = spec.item(link.item_key).model_copy(update={"overrides": overrides})
+    return "; ".join(launch_differences(spec, lead, item, [arm_id]))
 
 
 def _identity_flags(spec: CampaignSpec, arm_id: str, identity: dict[str, Any]) -> list[str]:
@@ -243,7 +296,8 @@ def _hold_and_run(
     except interrupt.CampaignInterrupted:  # stopped while waiting for the device
         outcome = attempt.interrupted()
     ran = {o.item_key for o in chained}
-    chained += [_not_run(arm_id, link, f"{item_key}/{arm_id} ended {outcome.state}") for link in links if link.item_key not in ran]
+    last = f"{chained[-1].item_key}/{arm_id} before it ended {chained[-1].state}" if chained else f"{item_key}/{arm_id} ended {outcome.state}"
+    chained += [_not_run(arm_id, link, last) for link in links if link.item_key not in ran]
     return outcome.chained(chained)
 
 
@@ -272,6 +326,7 @@ def _run_arm(
     base_url = adapter.base_url(ctx)
     log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-r{row.repeat}-attempt{row.id}.log"
     attempt.started()
+    start_block = _on_start(store, attempt, "") or row.block_id
 
     server_facts: dict[str, Any] = {}  # what the attempt row records of its server, for chained attempts too
 
@@ -306,7 +361,8 @@ def _run_arm(
                     return attempt.failed(f"{exc}: {verdict.message}")
 
             speaks, target, identity = _attach(spec, arm_id, adapter, base_url, launch, log_path)
-            served = Served(server, adapter, speaks, target, identity, attempt.campaign_id, attempt.id, server_facts, arm.recipe.slots)
+            served = Served(server, adapter, speaks, target, identity, attempt.campaign_id, attempt.id, server_facts, arm.recipe.slots,
+                            start_block, item)
             outcome = _probe_attempt(spec, store, item, attempt, overrides, served)
         except Exception as exc:
             return _ended_by(exc, attempt, server)  # read before the server is stopped
@@ -383,6 +439,8 @@ class Served:
     started_by: int  # the attempt that started it
     server_facts: dict[str, Any]  # its process group, command line and log, as that attempt recorded them
     slots: int
+    block: str  # the start's block: what the attempts chained onto it store as their `server_block`
+    item: QueueItem  # the item its launch was for, with the overrides it ran with (`launch_settings`)
 
 
 def _probe_attempt(
@@ -435,13 +493,19 @@ def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: 
     from prefect.runtime import flow_run
 
     item = spec.item(link.item_key)
+    differs = launch_refusal(spec, store, served.campaign_id, link, arm_id, served.item, fresh)
+    if differs:
+        store.log_event(served.campaign_id, SERVER_NOT_KEPT, f"not on the kept server of attempt {served.started_by}: {differs}",
+                        link.item_key, arm_id)
+        return _not_run(arm_id, link, differs)
     attempt = Attempt.claim(store, served.campaign_id, link.item_key, arm_id, link.overrides, link.repeat, fresh,
-                            link.block, flow_run_id=str(flow_run.id or ""))
+                            {**link.block, "server_block": served.block}, flow_run_id=str(flow_run.id or ""))
     if attempt.how == "done":
         return attempt.outcome(AttemptState.DONE)
     overrides = stored_overrides(attempt.row) if attempt.how == "resumed" else link.overrides
     item = item.model_copy(update={"overrides": overrides})
     attempt.started()
+    _on_start(store, attempt, served.block)
     with AttemptHeartbeat(store, attempt.id):
         try:
             if served.server_facts:
@@ -456,8 +520,24 @@ def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: 
             return _ended_by(exc, attempt, served.server)
 
 
-# events of a chained attempt: the server it ran on was kept, and its cache emptied
-SERVER_KEPT, CACHE_FLUSHED = "server-kept", "cache-flushed"
+# events of a chained attempt: the server it ran on was kept, and its cache emptied; or it
+# was not run there, its launch settings differing (`launch_differences`)
+SERVER_KEPT, CACHE_FLUSHED, SERVER_NOT_KEPT = "server-kept", "cache-flushed", "server-not-kept"
+
+
+def _on_start(store: Store, attempt: Attempt, block: str) -> str:
+    """The start `attempt` runs on now (`block`, the starting attempt's block; '' for a
+    start of its own), as its `server_block` says, which is returned. A continued attempt
+    made for another start (chained before, alone now, or the reverse) takes this one's
+    while none of its probe runs has finished: its rows all come from this start. Once
+    one has, the label stays with the start its first rows came from, as a continued
+    attempt's rows are one run wherever its server restarted."""
+    row = attempt.row
+    if row.server_block == block or any(r.state == ProbeRunState.DONE for r in store.probe_runs(attempt.id)):
+        return row.server_block
+    store.update(AttemptRow, attempt.id, server_block=block)
+    row.server_block = block
+    return block
 
 
 def _ended_by(exc: Exception, attempt: Attempt, server: ServerProcess | None) -> ArmOutcome:

@@ -12,6 +12,7 @@ import json
 import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from campaign.summary import PREFECT_API_EVENT
 from flows.prefect_api import configured_api_url
 from flows import placement
 from arms.runtimes import catalog as runtime_adapters
-from flows.arm_flow import arm_flow, outcome_of
+from flows.arm_flow import SERVER_NOT_KEPT, arm_flow, launch_differences, outcome_of
 from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, ArmRun, Link
 from flows.artifacts import artifact_key, publish
 from flows import interrupt
@@ -347,18 +348,24 @@ def server_group(store: Store, spec: CampaignSpec, campaign_id: int, first: Queu
     """`first`, then the queue items right after it (finished ones skipped) that can run
     on its arms' servers: one server start per arm and block serves them all.
 
-    Sound only where nothing a verdict reads can tell: the same arms with the same
-    recipes (`recipe_hash`) and launch (tool flags), the same fixed number of blocks, every
-    arm local, no retries, ready now (so none depends on another of the group), and no two
-    feeding one gate (a gate's runs must be separate server runs, and with a kept server
-    two items' block k would be one). Each arm of a block serves every item in the same
+    Sound only where nothing a verdict reads can tell: the same arms launched alike
+    (every launch setting, `flows.arm_flow.launch_settings`: the recipe, the tool flags,
+    the simulator's `sim.*` overrides), the same fixed number of blocks, every arm local,
+    no retries, ready now (so none depends on another of the group), and no two feeding
+    one gate (a gate's runs must be separate server runs, and with a kept server two
+    items' block k would be one). Each arm of a block serves every item in the same
     state (the items before, on the same server), so the items' comparisons stay fair. A
     probe that needs a cold cache runs on a kept server only where the runtime can empty
-    it (`RuntimeAdapter.cache_flush`). `campaign.keep_servers = false` turns it off."""
+    it (`RuntimeAdapter.cache_flush`). `campaign.keep_servers = false` turns it off. The
+    first ready item on the same arms that cannot join is told why, in an event
+    (`SERVER_NOT_KEPT`): it gets servers of its own."""
     states = {row.key: row.state for row in store.items(campaign_id)}
     keys = [q.key for q in spec.queue]
     after = [q for q in spec.queue[keys.index(first.key) + 1:] if states.get(q.key) not in TERMINAL_ITEM_STATES]
-    return _group(spec, first, after, lambda q: queue.readiness(spec, states, q).ready)
+    grouped = _group(spec, first, after, lambda q: queue.readiness(spec, states, q).ready)
+    if grouped.apart is not None:
+        store.log_event(campaign_id, SERVER_NOT_KEPT, f"not on {first.key}'s kept servers: {grouped.why}", grouped.apart.key)
+    return list(grouped.items)
 
 
 def planned_groups(spec: CampaignSpec) -> list[list[QueueItem]]:
@@ -369,51 +376,82 @@ def planned_groups(spec: CampaignSpec) -> list[list[QueueItem]]:
     passed: set[str] = set()
     left = list(spec.queue)
     while left:
-        group = _group(spec, left[0], left[1:], lambda q: set(q.depends_on) <= passed)
+        group = list(_group(spec, left[0], left[1:], lambda q: set(q.depends_on) <= passed).items)
         groups.append(group)
         passed |= {q.key for q in group}
         left = [q for q in left if q.key not in passed]
     return groups
 
 
-def _group(spec: CampaignSpec, first: QueueItem, after: list[QueueItem], ready: Callable[[QueueItem], bool]) -> list[QueueItem]:
+@dataclass(frozen=True)
+class _Grouped:
+    """A server group, and the first ready item on its arms left out of it, with why."""
+
+    items: tuple[QueueItem, ...]
+    apart: QueueItem | None = None
+    why: str = ""
+
+
+def _group(spec: CampaignSpec, first: QueueItem, after: list[QueueItem], ready: Callable[[QueueItem], bool]) -> _Grouped:
     group = [first]
     if not spec.campaign.keep_servers or not _may_lead(spec, first):
-        return group
+        return _Grouped((first,))
     for nxt in after:
-        if not ready(nxt) or not _joins(spec, group, nxt):
+        if not ready(nxt):
             break
+        why = _apart(spec, group, nxt)
+        if why:
+            same_arms = set(nxt.arms) == set(first.arms)
+            return _Grouped(tuple(group), nxt if same_arms else None, why if same_arms else "")
         group.append(nxt)
-    return group
+    return _Grouped(tuple(group))
 
 
 def _may_lead(spec: CampaignSpec, item: QueueItem) -> bool:
-    budget = spec.blocks(item)
-    return not budget.adaptive and item.retries == 0 and all(not spec.host_of(a) for a in item.arms)
+    return not _not_kept(spec, item)
 
 
-def _joins(spec: CampaignSpec, group: list[QueueItem], item: QueueItem) -> bool:
+def _not_kept(spec: CampaignSpec, item: QueueItem) -> str:
+    """Why `item` never runs on a kept server ('' when it may): what it does between
+    blocks or where its arms run would differ from the group's."""
+    if spec.blocks(item).adaptive:
+        return "it adds blocks until its gate is settled"
+    if item.retries:
+        return f"it retries ({item.retries})"
+    remote = [a for a in item.arms if spec.host_of(a)]
+    return f"{', '.join(remote)} run{'s' if len(remote) == 1 else ''} on another host" if remote else ""
+
+
+def _apart(spec: CampaignSpec, group: list[QueueItem], item: QueueItem) -> str:
+    """Why `item` cannot run on the servers of `group` ('' when it can), with the values
+    that differ."""
     first = group[0]
-    if not _may_lead(spec, item) or set(item.arms) != set(first.arms):
-        return False
+    if _not_kept(spec, item):
+        return _not_kept(spec, item)
+    if set(item.arms) != set(first.arms):
+        return f"other arms ({', '.join(first.arms)} vs {', '.join(item.arms)})"
     if spec.blocks(item).most != spec.blocks(first).most:
-        return False
+        return f"other blocks ({spec.blocks(first).most} vs {spec.blocks(item).most})"
     if item.gate and item.gate in {q.gate for q in group}:
-        return False
-    if probes.needs_tools(item.probes) != probes.needs_tools(first.probes):
-        return False
-    if any(recipe_hash(spec, item, a) != recipe_hash(spec, first, a) for a in item.arms):
-        return False
-    cold = any(probes.get(p).cold_cache for p in item.probes)
-    return not cold or all(runtime_adapters.get(spec.runtime(spec.arm(a).runtime).adapter).cache_flush for a in item.arms)
+        return f"it feeds {item.gate} too: one server run would count twice"
+    differs = launch_differences(spec, first, item, list(first.arms))
+    if differs:
+        return "; ".join(differs)
+    cold = [str(p) for p in item.probes if probes.get(p).cold_cache]
+    runtimes = {spec.arm(a).runtime for a in item.arms}
+    stuck = sorted(r for r in runtimes if not runtime_adapters.get(spec.runtime(r).adapter).cache_flush)
+    if cold and stuck:
+        return f"{', '.join(cold)} needs a cold cache, which {', '.join(stuck)} cannot empty"
+    return ""
 
 
 def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[QueueItem], workdir: str) -> None:
     """Run a `server_group`: block by block, each arm in the first item's order for that
     block, its server started once for the first item's attempt and kept for the
     others' (`ArmRun.then`, each an attempt of its own with its own block fields,
-    its place in the block the one it really ran at). A chained attempt the arm flow did
-    not run (its server's first attempt did not end done) runs on a server of its own."""
+    its place in the block the one it really ran at, and the start it ran on). A chained
+    attempt the arm flow did not run (its server's first attempt did not end done, or
+    its launch settings differ) runs on a server of its own."""
     if len(group) == 1:
         run_item(store, spec, campaign_id, group[0], workdir)
         return

@@ -32,7 +32,9 @@ class Link(_Frozen):
     """A later queue item's attempt chained onto an arm's server (`ArmRun.then`): run on
     the same server after the arm's own attempt is done, its cache emptied first where a
     probe of it needs a cold one (`flows.campaign_flow.server_group` says when that is
-    sound)."""
+    sound), and only while its launch settings are the server's
+    (`flows.arm_flow.launch_settings`). Its attempt stores `block` and, as its
+    `server_block`, the block of the start it ran on."""
 
     item_key: str
     repeat: int

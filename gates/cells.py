@@ -246,12 +246,19 @@ def _grouped(rows: pd.DataFrame) -> dict[Cell, pd.DataFrame]:
     return out
 
 
+_NO_TEXT = ("", "nan", "None", "<NA>")  # an empty text cell, however the frame holds it
+
+
 def block_of(rows: pd.DataFrame) -> pd.Series:
-    """Each row's block: its attempt's `block_id`, else (item, repeat), which is what a
-    block was before ids were stored."""
-    ids = _col(rows, "block_id", "").astype(str)
-    fallback = _col(rows, "item_key", "").astype(str) + "/b" + _col(rows, "repeat", 0).astype(int).astype(str)
-    return ids.where(ids != "", fallback)
+    """Each row's block: the server start it was measured on. A chained attempt on a kept
+    server ran on the start of the attempt that started it (`server_block`, that
+    attempt's block): rows of several items from one start are one run, so a gate reading
+    those items counts the start once, and pairs arms by start, not by item. Else its
+    attempt's own `block_id`; else (item, repeat), for rows stored before block ids."""
+    ids = _col(rows, "block_id", "").astype(str).fillna("")
+    own = ids.where(~ids.isin(_NO_TEXT), _col(rows, "item_key", "").astype(str) + "/b" + _col(rows, "repeat", 0).astype(int).astype(str))
+    start = _col(rows, "server_block", "").astype(str).fillna("")
+    return start.where(~start.isin(_NO_TEXT), own)
 
 
 def runs_of(part: pd.DataFrame, value: Any = None) -> list[Run]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from campaign.samples import without_warmups
-from campaign.schema import GateEntry
+from campaign.schema import GateEntry, read_items
 from campaign.states import Mode, Verdict
 from gates import catalog, family
 from gates.intervals import CONFIDENCE
@@ -21,14 +21,6 @@ def canonical_only(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame
     return without_warmups(frame[frame["mode"] == Mode.CANONICAL.value]).reset_index(drop=True)
-
-
-def read_items(gate: GateEntry, feeding: Sequence[str]) -> list[str] | None:
-    """The queue items whose rows a gate reads, given the keys of the items feeding it;
-    None for every item's. With `reads = "own-items"` (the default) a gate fed by items
-    reads only theirs, so another item's runs of the same arms (other settings, another
-    question) never enter its verdict; a gate nobody feeds, or `reads = "all"`, reads all."""
-    return list(feeding) if feeding and gate.reads == "own-items" else None
 
 
 def gate_arms(gate: GateEntry) -> list[str]:

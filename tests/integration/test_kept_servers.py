@@ -1,8 +1,8 @@
 """Kept servers through real flows: two consecutive items on the same arms, recipes and
 blocks, feeding different gates, run on one simulator start per arm and block; the second
 item's cache is emptied through the simulator's /flush_cache before its cache probe, and
-each attempt records the server it ran on. A chained attempt left unfinished runs again on
-a server of its own."""
+each attempt records the server it ran on (and its start's block, `server_block`). A chained
+attempt left unfinished runs again on a server of its own."""
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ def test_consecutive_items_run_on_one_start_per_arm_and_block(tmp_path: Path, pr
         assert att.started_at >= lead.ended_at  # after it, on the same server
         assert att.block_order == lead.block_order  # its place in the block is the one it ran at
         assert att.block_id.startswith(f"cache/b{att.repeat}/") and att.block_id != lead.block_id
+        assert (att.server_block, lead.server_block) == (lead.block_id, "")  # the start it ran on: one run with the lead's
     assert len({a.server_log for a in attempts}) == 2 * BLOCKS
     assert run_cost(store, "kept", attempts[0].started_at).server_starts == 2 * BLOCKS
 
@@ -73,6 +74,7 @@ def test_consecutive_items_run_on_one_start_per_arm_and_block(tmp_path: Path, pr
     frame = store.measurements_frame(camp.id)
     reuse = frame[(frame["item_key"] == "cache") & (frame["metric"] == "reuse") & (frame["scenario"] == "identical")]
     assert len(reuse) == 2 * BLOCKS and reuse["value"].min() >= 0.9
+    assert {str(b).split("/")[0] for b in frame["server_block"]} == {"decode"}  # every row names its start, the decode item's
 
     # the arm page says which attempts ran on a kept server, and whose
     from reports.site import write_site
@@ -95,6 +97,7 @@ def test_consecutive_items_run_on_one_start_per_arm_and_block(tmp_path: Path, pr
     resumed = next(a for a in after if a.id == chained.id)
     assert resumed.state == AttemptState.DONE
     assert resumed.server_log != first[("B", 1)].server_log and "decode-B" not in resumed.server_log
+    assert resumed.server_block == ""  # nothing of it was measured on the kept server: its rows are its own start's
 
 
 @pytest.mark.integration
