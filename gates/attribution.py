@@ -1,10 +1,12 @@
 """Attribution: which mechanism earned a win, decided by ablation (seed 000: "the win was
 four slots, not the prefix cache": the cache had zero hits).
 
-Why a module of its own: it is the one predicate that reads two kinds of evidence, the
+Why a module of its own: it is the one predicate that reads three kinds of evidence, the
 comparisons of `gates.compare` (the win, the ablation's own win, what switching the
-mechanism off costs) and the server's counters (cache hits, with their unit), and it
-must never credit a mechanism the counters say did no work.
+mechanism off costs), the server's counters (cache hits, with their unit; drafted and
+accepted tokens) and where each attempt ran and what it served. It must never credit a
+mechanism the counters say did no work, and never an ablation that differs from its
+subject in more than the mechanism: a slower host or another model loses a win by itself.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from campaign.schema import GateEntry
 from campaign.states import Verdict
 from campaign.units import pct
 from gates import compare
-from gates.cells import Selector
+from gates.cells import Selector, block_of
 from gates.compare import Rigor
 from gates.registry import register
 from gates.result import GateResult, pending
@@ -40,8 +42,28 @@ class AttributionParams(Rigor):
     context: int | None = None
     lower_is_better: bool = True
     min_gain: float = Field(default=0.2, description="the win must be at least this large to credit anything")
-    counter_scenario: str = "load"
+    counter_scenario: str = "load"  # cache_hits / cache_lookups, and draft_tokens / accepted_tokens for speculation
     min_hits: int = Field(default=1, ge=1)
+
+
+# What an ablation must share with its subject, as frame columns (the attempt's, joined by
+# `Store.measurements_frame`): where it ran and what it served. Each with how a reason says
+# it for the subject and for the ablation, and which rule a difference breaks.
+PLACEMENT = "an ablation must share the subject's placement"
+MODEL = "an ablation must serve the subject's model"
+SHARED: tuple[tuple[str, str, str, str], ...] = (
+    ("host", "ran on", "on", PLACEMENT),
+    ("machine", "ran on machine", "on machine", PLACEMENT),
+    ("device_lease", "held device", "device", PLACEMENT),
+    ("served_model", "served", "", MODEL),
+    ("fingerprint", "answered with fingerprint", "with", MODEL),
+)
+
+
+def _device(lease: str) -> str:
+    """The device a lease was held on: a lease is `<device limit>/<lease id>`
+    (`flows.devices.DeviceLock.token`), the id new for every lease, the limit one per device."""
+    return lease.rpartition("/")[0] or lease
 
 
 def _counter(rows: pd.DataFrame, arm: str, metric: str, probe: str, scenario: str) -> tuple[float, str] | None:
@@ -66,6 +88,23 @@ def _counters(rows: pd.DataFrame, arm: str, p: AttributionParams) -> dict[str, A
     return {"hits": hits[0], "lookups": lookups[0], "unit": hits[1] or "count"}
 
 
+def _drafts(rows: pd.DataFrame, arm: str, p: AttributionParams) -> dict[str, float] | None:
+    """Speculation's own counters on an arm: tokens drafted and accepted, summed over its attempts."""
+    drafted = _counter(rows, arm, metrics.DRAFT_TOKENS.name, p.probe, p.counter_scenario)
+    accepted = _counter(rows, arm, metrics.ACCEPTED_TOKENS.name, p.probe, p.counter_scenario)
+    if drafted is None or accepted is None:
+        return None
+    return {"drafted": drafted[0], "accepted": accepted[0]}
+
+
+def _draft_text(subject: str, drafts: dict[str, dict[str, float] | None], p: AttributionParams) -> str:
+    counted = ", ".join(f"{arm} {int(d['accepted']):,} of {int(d['drafted']):,}" for arm, d in drafts.items() if d is not None)
+    if drafts[subject] is None:
+        missing = f"{subject} reports no draft counters ({p.probe}/{p.counter_scenario})"
+        return f"{missing} (draft tokens accepted: {counted})" if counted else missing
+    return f"draft tokens accepted: {counted}"
+
+
 def _counter_text(arm: str, c: dict[str, Any] | None) -> str:
     if c is None:
         return f"{arm} reports no cache counters"
@@ -84,6 +123,73 @@ def _counters_compared(counters: dict[str, dict[str, Any] | None]) -> str:
     return "; ".join(parts)
 
 
+def _values(part: pd.DataFrame, column: str) -> pd.Series:
+    """A placement column as text, '' where it is missing (a frame joined from rows without it)."""
+    raw = part[column]
+    values = raw.astype(object).where(raw.notna(), "").astype(str)
+    return values.map(_device) if column == "device_lease" else values
+
+
+def _placement(rows: pd.DataFrame, subject: str, ablation: str, p: AttributionParams) -> tuple[list[str], dict[str, Any]]:
+    """How the ablation's attempts differ from the subject's in where they ran and what they
+    served (`SHARED`), in the gate's probe: the reasons, and each column's values per arm.
+
+    Empty values say nothing (rows from before they were recorded, a runtime that reports
+    no model) and are left out. Arms that each ran in one place must have run in the same
+    one; arms spread over several must hold the same places and, in every block both ran,
+    the same one: a paired ratio across two hosts is partly the hosts' ratio."""
+    if rows.empty or "arm_id" not in rows:
+        return [], {}
+    mask = rows["arm_id"].isin([subject, ablation])
+    if "probe" in rows:
+        mask &= rows["probe"] == p.probe
+    part = rows.loc[mask]
+    arm, blocks = part["arm_id"].astype(str), block_of(part)
+    said: dict[str, list[str]] = {}
+    found: dict[str, Any] = {}
+    for column, verb, short, rule in SHARED:
+        if column not in part:
+            continue
+        values = _values(part, column)
+        known = values != ""
+        held = {a: sorted(set(values[known & (arm == a)])) for a in (subject, ablation)}
+        if not held[subject] or not held[ablation]:
+            continue
+        found[column] = held
+
+        def say(mine: list[str], its: list[str], verb: str = verb, short: str = short) -> str:
+            return f"{subject} {verb} {' and '.join(mine)}, its ablation {ablation} {short + ' ' if short else ''}{' and '.join(its)}"
+
+        if held[subject] != held[ablation]:
+            said.setdefault(rule, []).append(say(held[subject], held[ablation]))
+            continue
+        if len(held[subject]) == 1:
+            continue
+        for block in sorted(set(blocks[known])):
+            here = known & (blocks == block)
+            mine, its = sorted(set(values[here & (arm == subject)])), sorted(set(values[here & (arm == ablation)]))
+            if mine and its and mine != its:
+                said.setdefault(rule, []).append(f"in block {block} {say(mine, its)}")
+                break
+    return [f"{'; '.join(texts)}: {rule}" for rule, texts in said.items()], found
+
+
+def _engagement(p: AttributionParams, arm: str, counters: dict[str, Any] | None, drafts: dict[str, float] | None) -> tuple[str, str]:
+    """What the claimed mechanism's own counters say it did on `arm`, when they say it did no
+    work (fewer than `min_hits` cache hits, no drafted token accepted, or no counters to show
+    otherwise), and the words that lead the conclusion; ('', '') when they show it working,
+    or when the mechanism has no counter (slots)."""
+    if p.claim == "cache" and (counters is None or counters["hits"] < p.min_hits):
+        return ("reports no cache counters" if counters is None else f"made {int(counters['hits'])} cache hits"), ""
+    if p.claim == "speculation":
+        if drafts is None:
+            return f"reports no draft counters ({p.probe}/{p.counter_scenario})", "nothing shows speculation engaged, so "
+        if drafts["accepted"] < 1:
+            return (f"accepted {int(drafts['accepted']):,} of {int(drafts['drafted']):,} drafted tokens",
+                    "speculation never engaged, so ")
+    return "", ""
+
+
 @register("attribution", AttributionParams)
 def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> GateResult:
     """Which mechanism earned a win, decided by ablation (seed 000: "the win was four slots,
@@ -93,12 +199,20 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
     error rates and n as in `gates.compare`). With an ablation arm (the subject's recipe
     with the claimed mechanism off) the mechanism is credited (`pass`) only when switching
     it off costs the win: the subject beats its ablation by at least `min_gain` (the gain's
-    whole interval), the ablation does not itself keep the win, and, for the cache, its
-    counters do not say it never hit (then the difference came from elsewhere, such as load
-    drifting between runs, and the verdict is inconclusive). When the ablation
+    whole interval), the ablation does not itself keep the win, and the mechanism's own
+    counters do not say it never engaged on the subject -- the cache with fewer than
+    `min_hits` hits, speculation with no drafted token accepted (`counter_scenario`'s
+    counters), either with no counters at all: then the difference came from elsewhere,
+    such as load drifting between runs, and the verdict is inconclusive. When the ablation
     keeps the win (its own gain over the baseline clears `min_gain`) and switching off
     costs less than that, the claim fails. Anything between -- the mechanism worth part of
     the win -- is inconclusive.
+
+    An ablation measures the mechanism only when nothing else differs, so before any of
+    that the ablation's attempts must have run where the subject's did (host, machine,
+    device) and served the same model (served name, greedy fingerprint), and a speculation
+    ablation must have accepted no drafts; otherwise the verdict is inconclusive, naming
+    what differs. Empty values (rows from before they were recorded) are no difference.
 
     Without an ablation arm the verdict is never `pass`: counters (cache hits, with their
     unit) can only argue by elimination ("0 hits: the cache did no work"), so that argument
@@ -125,28 +239,40 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
         **win.evidence(), "claim": p.claim, "subject": subject, "reference": reference, "ablation": p.ablation,
         "counters": counters,
     }
-    counter_txt = _counter_text(subject, counters[subject])
-    compared = _counters_compared(counters)
-    if compared:
-        counter_txt += f" ({compared})"
+    drafts = {a: _drafts(rows, a, p) for a in arms} if p.claim == "speculation" else {}
+    if drafts:
+        evidence["drafts"] = drafts
+        counter_txt = _draft_text(subject, drafts, p)
+    else:
+        counter_txt = _counter_text(subject, counters[subject])
+        compared = _counters_compared(counters)
+        if compared:
+            counter_txt += f" ({compared})"
     head = win.text()
     if win.verdict == Verdict.FAIL:
         return GateResult(verdict=Verdict.FAIL, reason=f"{head}: no win to credit to anything", evidence=evidence)
     if win.verdict != Verdict.PASS:
         return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}: the win itself is not established", evidence=evidence)
     if p.ablation is None:
-        return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}; {_elimination(p, subject, counters[subject])}; {counter_txt}", evidence=evidence)
-    no_hits = p.claim == "cache" and (counters[subject] is None or counters[subject]["hits"] < p.min_hits)
-    made = ("reports no cache counters" if counters[subject] is None else f"made {int(counters[subject]['hits'])} cache hits") if no_hits else ""
-    claim = _Claim(p, subject, p.ablation, reference, sel, rigor, win, evidence, head, counter_txt, no_hits, made)
+        elimination = _elimination(p, subject, counters[subject], drafts.get(subject))
+        return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}; {elimination}; {counter_txt}", evidence=evidence)
+    differs, evidence["placement"] = _placement(rows, subject, p.ablation, p)
+    still = drafts.get(p.ablation)
+    if still is not None and still["accepted"] >= 1:
+        differs.append(f"{p.ablation} accepted {int(still['accepted']):,} of {int(still['drafted']):,} drafted tokens: "
+                       f"speculation was not off in the ablation")
+    idle, never = _engagement(p, subject, counters[subject], drafts.get(subject))
+    claim = _Claim(p, subject, p.ablation, reference, sel, rigor, win, evidence, head, counter_txt, "; ".join(differs), idle, never)
     return _credit_sole(claim) if sole else _credit_by_ablation(rows, claim)
 
 
 @dataclass(frozen=True)
 class _Claim:
     """What deciding a credit by ablation reads: the gate's parameters, the arms, the
-    established win (`head` its words), the evidence so far and the subject's counters
-    (`no_hits`: a cache claim whose cache never hit, `made` says so)."""
+    established win (`head` its words), the evidence so far, how the ablation differs
+    from the subject in more than the mechanism (`differs`, '' when it does not) and what
+    the mechanism's own counters say of the subject (`idle`: how they show it did no work,
+    '' when they do not; `never`: the words that lead the conclusion)."""
 
     p: AttributionParams
     subject: str
@@ -158,8 +284,9 @@ class _Claim:
     evidence: dict[str, Any]
     head: str
     counter_txt: str
-    no_hits: bool
-    made: str
+    differs: str
+    idle: str
+    never: str
 
     def result(self, verdict: Verdict, reason: str) -> GateResult:
         return GateResult(verdict=verdict, reason=f"{reason}; {self.counter_txt}", evidence=self.evidence)
@@ -167,10 +294,13 @@ class _Claim:
 
 def _credit_sole(c: _Claim) -> GateResult:
     """The ablation is the only baseline: the subject differs from it by the mechanism
-    alone, so switching it off costs the whole win, unless a cache that never hit did no
-    work (the difference came from elsewhere)."""
-    if c.no_hits:
-        return c.result(Verdict.INCONCLUSIVE, f"{c.head}; but {c.subject} {c.made}: the cache cannot be credited (drift between runs?)")
+    alone, so switching it off costs the whole win, unless the mechanism never engaged
+    (the difference came from elsewhere) or the ablation differs in more than it."""
+    if c.differs:
+        return c.result(Verdict.INCONCLUSIVE, f"{c.head}; but {c.differs}")
+    if c.idle:
+        return c.result(Verdict.INCONCLUSIVE, f"{c.head}; but {c.subject} {c.idle}: {c.never}the {c.p.claim} cannot be "
+                                              f"credited (drift between runs?)")
     return c.result(Verdict.PASS, f"{c.head}; {c.ablation} is {c.subject} with {c.p.claim} off, so switching it off costs "
                                   f"the whole win: the win was the {c.p.claim}")
 
@@ -189,6 +319,8 @@ def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
     evidence["subject_vs_ablation"] = cost.evidence()
     off = f"{ablation} ({p.claim} off)"
     numbers = f"{c.head}; {off}: {kept.text(need=False).split(': ', 1)[1]}; {subject} vs {ablation}: {cost.text(need=False).split(': ', 1)[1]}"
+    if c.differs:  # whatever the numbers say, they are not the mechanism's alone
+        return c.result(Verdict.INCONCLUSIVE, f"{numbers}; but {c.differs}")
     ablation_stats = [s for s in kept.used_cells() if s.arm == ablation]
     if any(compare.flaky(s, c.rigor) for s in ablation_stats):
         note = "; ".join(compare.error_note(s, c.rigor) for s in ablation_stats if compare.flaky(s, c.rigor))
@@ -203,10 +335,10 @@ def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
     if cost.verdict == Verdict.PASS and kept.verdict != Verdict.FAIL:
         return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the {p.claim} off costs the win, but whether {ablation} "
                                               f"keeps it is undecided: the credit waits on the ablation's own result")
-    if cost.verdict == Verdict.PASS and c.no_hits:
-        # the counters contradict the ablation: a cache that never hit did no work
-        return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the cache off costs the win, but {subject} {c.made}: "
-                                              f"the difference is not the cache's doing (drift between runs?)")
+    if cost.verdict == Verdict.PASS and c.idle:
+        # the counters contradict the ablation: a mechanism that never engaged did no work
+        return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the {p.claim} off costs the win, but {subject} {c.idle}: "
+                                              f"{c.never}the difference is not the {p.claim}'s doing (drift between runs?)")
     if cost.verdict == Verdict.PASS:
         evidence["p_pass"] = max(c.win.evidence()["p_pass"], cost.evidence()["p_pass"], kept.evidence()["p_fail"])
         return c.result(Verdict.PASS, f"{numbers}; switching the {p.claim} off costs the win: the win was the {p.claim}")
@@ -220,9 +352,16 @@ def need(p: AttributionParams) -> str:
     return pct(-p.min_gain if p.lower_is_better else p.min_gain)
 
 
-def _elimination(p: AttributionParams, subject: str, c: dict[str, Any] | None) -> str:
-    """The argument from counters alone, labelled: it can rule a cache out, never credit."""
+def _elimination(p: AttributionParams, subject: str, c: dict[str, Any] | None, drafts: dict[str, float] | None) -> str:
+    """The argument from counters alone, labelled: it can rule a mechanism out, never credit."""
     label = "by elimination only (no ablation arm)"
+    if p.claim == "speculation":
+        if drafts is None:
+            return f"{label}: {subject} reports no draft counters, so not even that can be argued"
+        if drafts["accepted"] < 1:
+            return (f"{label}: speculation accepted {int(drafts['accepted']):,} of {int(drafts['drafted']):,} drafted tokens, "
+                    f"so it did no work on {subject}; an ablation arm would decide it")
+        return f"{label}: drafts were accepted, but only an ablation arm can say whether they earned the win"
     if c is None:
         return f"{label}: {subject} reports no cache counters, so not even that can be argued"
     if p.claim == "cache":
