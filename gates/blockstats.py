@@ -24,9 +24,11 @@ Each comes with the one-sided p-values of "the true value clears the threshold" 
 2.5% error, wholly below is a fail at 2.5%. Equivalence ("within 5%") is two one-sided
 tests (TOST): both sides rejected at (1 - confidence) / 2.
 
-The t quantiles and tail probabilities are scipy.stats'. Their coverage is exact when the
-log run values are normal; `benchmarks/verdict_calibration.py` measures the real false
-verdict rates on the simulator's variation model.
+The t quantiles and tail probabilities are scipy's (`scipy.special.stdtr` and `stdtrit`,
+which `scipy.stats.t` computes them by, called directly: a gate asks for thousands).
+Their coverage is exact when the log run values are normal;
+`benchmarks/verdict_calibration.py` measures the real false verdict rates on the
+simulator's variation model.
 
 **Sequential** (an item that adds blocks until its gate is settled, `max_blocks`): a
 t interval looked at after every block and acted on when it excludes the threshold is
@@ -67,8 +69,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import optimize
-from scipy import stats as st
+from scipy import optimize, special
 
 PAIRED_METHOD = "paired t over shared blocks, on log ratios of run medians"
 UNPAIRED_METHOD = "Welch t over runs, on log run medians (the arms shared no block)"
@@ -112,32 +113,51 @@ class Estimate:
         if self.sequential:
             half = sequential_t(self.n_eff, self.df, (1.0 - confidence) / 2) * self.se
         else:
-            half = float(st.t.ppf(0.5 + confidence / 2, self.df)) * self.se
+            half = t_quantile(0.5 + confidence / 2, self.df) * self.se
         return self.center - half, self.center + half
 
     def p_above(self, bound: float) -> float:
         """One-sided p of H0 "true <= bound" (small: the value surely exceeds it).
         Sequential: 1 / the Bayes factor, an anytime-valid p (P(p <= a) <= a at any
-        stopping time)."""
-        if self.df <= 0 or math.isnan(self.se):
-            return 1.0
-        if self.se < FLAT:  # on the bound counts as reaching it, as "gain >= threshold" says
-            return 0.0 if self.center >= bound - TIE else 1.0
-        t = (self.center - bound) / self.se
-        if self.sequential:
-            return 1.0 if t <= 0 else min(1.0, 1.0 / one_sided_factor(t, self.n_eff, self.df))
-        return float(st.t.sf(t, self.df))
-
-    def p_below(self, bound: float) -> float:
-        """One-sided p of H0 "true >= bound" (small: the value surely falls short)."""
+        stopping time). With no spread (`FLAT`) the values decide by themselves: a centre
+        beyond the bound by more than `TIE` gives p 0, one on it (`on_bound`) gives 1 both
+        ways: a tie in every block is no evidence of a difference in either direction."""
+        if math.isinf(bound):
+            return 0.0 if bound < 0 else 1.0
         if self.df <= 0 or math.isnan(self.se):
             return 1.0
         if self.se < FLAT:
-            return 0.0 if self.center <= bound + TIE else 1.0
+            return 0.0 if self.center > bound + TIE else 1.0
+        t = (self.center - bound) / self.se
+        if self.sequential:
+            return 1.0 if t <= 0 else min(1.0, 1.0 / one_sided_factor(t, self.n_eff, self.df))
+        return float(special.stdtr(self.df, -t))
+
+    def on_bound(self, bound: float) -> bool:
+        """Every block gave the same value, and it is the bound's (within `TIE`): the case
+        in which neither side of the bound can be claimed."""
+        return self.df > 0 and not math.isnan(self.se) and self.se < FLAT and abs(self.center - bound) <= TIE
+
+    def p_below(self, bound: float) -> float:
+        """One-sided p of H0 "true >= bound" (small: the value surely falls short); as
+        `p_above`, mirrored."""
+        if math.isinf(bound):
+            return 0.0 if bound > 0 else 1.0
+        if self.df <= 0 or math.isnan(self.se):
+            return 1.0
+        if self.se < FLAT:
+            return 0.0 if self.center < bound - TIE else 1.0
         t = (self.center - bound) / self.se
         if self.sequential:
             return 1.0 if t >= 0 else min(1.0, 1.0 / one_sided_factor(t, self.n_eff, self.df))
-        return float(st.t.cdf(t, self.df))
+        return float(special.stdtr(self.df, t))
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(q: float, df: float) -> float:
+    """The t distribution's q-quantile on `df` degrees of freedom. Cached: the same few
+    (level, df) pairs are asked for by every interval and `blocks_to_decide`'s search."""
+    return float(special.stdtrit(df, q))
 
 
 def mixture_bf(t: float, n_eff: float, df: float, g: float = PRIOR_G) -> float:
@@ -267,7 +287,7 @@ def pass_bar(blocks: int, family: int, confidence: float) -> float:
     if blocks < 2 or family < 1:
         return math.inf
     alpha = (1.0 - confidence) / 2 / family
-    return float(st.t.ppf(1.0 - alpha, blocks - 1)) / math.sqrt(blocks)
+    return t_quantile(1.0 - alpha, blocks - 1) / math.sqrt(blocks)
 
 
 MOST_BLOCKS = 50  # the schema's largest repeats / max_blocks
@@ -286,7 +306,7 @@ def blocks_to_decide(est: Estimate, bound: float, alpha: float, most: int = MOST
         return None
     sd = est.se * math.sqrt(est.n)
     for n in range(est.n + 1, most + 1):
-        t = sequential_t(n, n - 1, alpha) if est.sequential else float(st.t.ppf(1.0 - alpha, n - 1))
+        t = sequential_t(n, n - 1, alpha) if est.sequential else t_quantile(1.0 - alpha, n - 1)
         if t * sd / math.sqrt(n) < gap:
             return n
     return None

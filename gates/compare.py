@@ -18,16 +18,20 @@ here (how rows become cells and runs is `gates.cells`, the estimators `gates.blo
    are compared unpaired (Welch), and the method says so. Fewer than `min_runs` runs on
    either side is inconclusive, and the reason says how many there are and are needed.
 4. **Errors at arm level.** An arm's error rate covers every request it made in the rows
-   the gate reads (every probe, cell and turn), with its exact upper bound. A subject over
-   `max_error_rate` cannot pass (fail); a baseline or control over it makes the gate
-   inconclusive, never fail for the subject. A cell where the arm failed every request
-   counts against it instead of dropping out.
+   the gate reads (every probe, cell and turn), with its exact interval. A subject surely
+   over `max_error_rate` (the interval's lower end above it) fails; one over it at its
+   point but not surely cannot pass and is not failed: inconclusive (`error_rule`). A
+   baseline or control over it makes the gate inconclusive, never fail for the subject.
+   A cell where the arm failed every request counts against it instead of dropping out.
 5. **Error rates, measured.** A comparison passes when its CI (at the campaign's
    confidence, 95% by default) lies wholly beyond the threshold, fails when wholly short
-   of it: a one-sided test at (1 - confidence) / 2 each way. A gate passes only when all
-   its comparisons pass (no adjustment needed: all must hold); its fails are
-   Holm-adjusted over its cells, so eight contexts fail identical arms no more often than
-   one. Across gates, `gates.family` controls the family-wise rate (Holm).
+   of it: a one-sided test at (1 - confidence) / 2 each way; with no spread between
+   runs, a ratio exactly on the threshold in every block is no evidence either way. A
+   gate passes only when all its claims pass (no adjustment needed: all must hold); it
+   fails when any fails, so its fails are Holm-adjusted over all of them (cells, and the
+   guards and bounds it also rests on: `Claim`), and eight contexts fail identical arms
+   no more often than one. Across gates, `gates.family` controls the family-wise rate
+   (Holm), from each gate's p-values (`gate_p`).
 
 Evidence (`Outcome.evidence()`) lists exactly the cells, runs, items, blocks, attempts,
 intervals and error rates a verdict came from.
@@ -47,7 +51,7 @@ from campaign.states import Verdict
 from campaign.units import context_label, num, pct
 from gates import blockstats
 from gates.blockstats import Estimate
-from gates.cells import Cell, CellStat, Selector, cell_stats
+from gates.cells import ArmErrors, Cell, CellStat, Selector, cell_stats
 from gates.holm import holm
 from gates.intervals import CONFIDENCE, MEDIAN_METHOD
 
@@ -182,6 +186,10 @@ class Comparison:
             return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)}, {none}: {how}, {self.subject.size()})"
         return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)} [{pct(lo)}, {pct(hi)}] {ci_label(self.subject.confidence, seq)}, {how}, {self.subject.size()})"
 
+    def unsure_fail(self, m: int, noun: str) -> str:
+        """The note of a fail that does not survive Holm over the gate's `m` claims."""
+        return f"short of the threshold at {self.subject.cell.key()}, but not over {m} {noun} (Holm)"
+
     def evidence(self) -> dict[str, Any]:
         c, lo, hi = self.change
         return {
@@ -195,20 +203,89 @@ class Comparison:
         }
 
 
+@dataclass
+class Claim:
+    """One claim a gate's verdict rests on besides its comparisons: a bound on one arm's
+    value, a pass rate, a share of requests met. It carries what a `Comparison` carries
+    for the gate's rules: its verdict alone, the one-sided p-values of "it holds" and "it
+    does not", and whether a test made the verdict or a rule (errors, too few runs), so
+    that a gate's Holm over its fail claims (`holm_fails`) and its p-values for the
+    campaign's family (`gate_p`) read every part of it alike."""
+
+    what: str  # the claim in a few words, for the reason ("B reuse at cache-probe/identical@4K")
+    verdict: Verdict
+    p_pass: float = 1.0
+    p_fail: float = 1.0
+    statistical: bool = True
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def note(self) -> str:
+        return "; ".join(self.notes)
+
+    def unsure_fail(self, m: int, noun: str) -> str:
+        return f"{self.what} fails alone, but not over {m} {noun} (Holm)"
+
+    def evidence(self) -> dict[str, Any]:
+        return {"verdict": str(self.verdict), "p_pass": self.p_pass, "p_fail": self.p_fail, "statistical": self.statistical}
+
+
+Judged = Comparison | Claim  # what a gate's verdict is combined from
+
+
 def oriented_gain(value: float, base: float, higher_is_better: bool) -> float:
     return (value - base) / base if higher_is_better else (base - value) / base
 
 
+def error_counts(stat: CellStat) -> ArmErrors | None:
+    """What an arm's error limit is judged on: every request the arm made in the rows the
+    gate reads (`ArmErrors`), else the cell's own request counters; None when neither
+    was counted."""
+    if stat.arm_errors is not None and stat.arm_errors.requests:
+        return stat.arm_errors
+    if stat.requests:
+        return ArmErrors(stat.arm, stat.requests, stat.failed or 0, dict(stat.errors_by_kind))
+    return None
+
+
 def flaky(stat: CellStat, rigor: Rigor) -> bool:
-    rate = stat.error_rate
-    return rate is not None and rate > rigor.max_error_rate + EPS
+    """The arm's failure rate is over the limit at its point: a baseline's or a control's
+    numbers cannot decide then (the gate is inconclusive, never a fail for the subject)."""
+    errors = error_counts(stat)
+    return errors is not None and (errors.rate or 0.0) > rigor.max_error_rate + EPS
+
+
+def error_rule(errors: ArmErrors | None, limit: float, confidence: float, consequence: str = "cannot pass") -> tuple[Verdict, str] | None:
+    """The error limit for an arm whose verdict is claimed (a subject), by the exact
+    interval of its failure rate, each end at (1 - confidence) / 2: a fail (a rule, no p)
+    only when the rate is surely over `limit` (the lower end above it); inconclusive when
+    it is over at its point but not surely; None within it.
+
+    Why not the point rate: at 30 requests a subject failing 4% of them (limit 5%) has 2
+    or more failures 34% of the time. Why not also "surely within" for a pass: with no
+    failure at all the exact upper end falls under 5% only from 72 requests, more than
+    most gated items make, so every pass of a short item would turn inconclusive; a
+    subject failing 10% of 30 requests still shows at most 1 failure 18% of the time, and
+    nothing here stops that."""
+    if errors is None or not errors.requests or (errors.rate or 0.0) <= limit + EPS:
+        return None
+    found = errors.interval(confidence)
+    if found is not None and found[0] > limit + EPS:
+        return Verdict.FAIL, f"{errors.text(confidence)} > {num(limit)}: {consequence}"
+    return Verdict.INCONCLUSIVE, f"{errors.text(confidence)}: over {num(limit)}, but not surely: cannot decide"
+
+
+def subject_errors(stat: CellStat, rigor: Rigor, consequence: str = "cannot pass") -> tuple[Verdict, str] | None:
+    """`error_rule` for a subject's cell."""
+    return error_rule(error_counts(stat), rigor.max_error_rate, rigor.confidence, consequence)
 
 
 def error_note(stat: CellStat, rigor: Rigor) -> str:
-    if stat.arm_errors is not None and stat.arm_errors.requests:
-        return f"{stat.arm_errors.text()} > {num(rigor.max_error_rate)}"
-    kinds = ", ".join(f"{k} {v}" for k, v in stat.errors_by_kind.items())
-    return f"{stat.arm} error rate {num(stat.error_rate)} > {num(rigor.max_error_rate)}" + (f" ({kinds})" if kinds else "")
+    """'B failed 4/10 requests (0.40 [0.122, 0.738] 95% CI): read_timeout 4 > 0.05'."""
+    errors = error_counts(stat)
+    if errors is None:
+        return f"{stat.arm} error rate {num(stat.error_rate)} > {num(rigor.max_error_rate)}"
+    return f"{errors.text(rigor.confidence)} > {num(rigor.max_error_rate)}"
 
 
 def _bound_log(threshold: float, higher_is_better: bool) -> float:
@@ -264,14 +341,16 @@ def _estimate(cmp: Comparison, rigor: Rigor) -> None:
 
 
 def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
-    """The rules, in order: the subject's errors, the baseline's, mixed recipes, the
-    runs, then the test at (1 - confidence) / 2 each way."""
+    """The rules, in order: the subject's errors (`error_rule`), the baseline's, mixed
+    recipes, the runs, then the test at (1 - confidence) / 2 each way."""
     s, b = cmp.subject, cmp.baseline
-    if cmp.subject_flaky or s.all_failed:
+    if s.all_failed:
         cmp.statistical, cmp.p_fail, cmp.p_pass = False, 0.0, 1.0
-        if s.all_failed:
-            return Verdict.FAIL, [f"{s.arm} failed every request at {s.cell.key()} ({s.failed}/{s.requests}): cannot pass"]
-        return Verdict.FAIL, [error_note(s, rigor) + ": cannot pass"]
+        return Verdict.FAIL, [f"{s.arm} failed every request at {s.cell.key()} ({s.failed}/{s.requests}): cannot pass"]
+    rule = subject_errors(s, rigor)
+    if rule is not None:
+        cmp.statistical, cmp.p_fail, cmp.p_pass = False, 0.0 if rule[0] == Verdict.FAIL else 1.0, 1.0
+        return rule[0], [rule[1]]
     if cmp.baseline_flaky or b.all_failed:
         cmp.statistical = False
         what = f"{b.arm} failed every request at {b.cell.key()}" if b.all_failed else error_note(b, rigor)
@@ -287,6 +366,8 @@ def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
         return Verdict.PASS, []
     if cmp.p_fail <= rigor.alpha:
         return Verdict.FAIL, []
+    if cmp.estimate is not None and cmp.estimate.on_bound(cmp.bound):
+        return Verdict.INCONCLUSIVE, [tie_note(cmp)]
     notes = [f"{s.arm}'s {'CS' if is_sequential(cmp) else 'CI'} straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}"]
     if cmp.estimate is not None and not math.isnan(cmp.bound):
         need = blockstats.blocks_to_decide(cmp.estimate, cmp.bound, rigor.alpha)
@@ -297,14 +378,24 @@ def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
     return Verdict.INCONCLUSIVE, notes
 
 
-def holm_fails(comparisons: Sequence[Comparison], rigor: Rigor) -> int:
-    """Holm over a gate's statistical fail claims: a fail stays only where its adjusted
-    p-value is within alpha, so many cells do not make identical arms fail more often
-    than one. Returns the family size; a fail that does not survive becomes
-    inconclusive, saying why. (statsmodels does the step-down, `gates.holm`; it is only called when
-    some fail is in question, since it is slow for a hot loop, and the smallest adjusted
-    p-value is m times the smallest raw one either way.)"""
-    tested = [c for c in comparisons if c.statistical]
+def tie_note(cmp: Comparison, claimed: str = "gain") -> str:
+    """Why a comparison whose every block gave the same ratio, the threshold's, claims
+    nothing: zero spread is no evidence that the arms differ either way (`Estimate.p_above`)."""
+    s, b = cmp.subject.arm, cmp.baseline.arm
+    if cmp.threshold == 0:
+        return f"{s} and {b} gave identical values in every block: no {claimed} to claim"
+    return f"{s} vs {b} was exactly {pct(cmp.change[0])} in every block, on the threshold: no claim either way"
+
+
+def holm_fails(claims: Sequence[Judged], rigor: Rigor, noun: str = "cells") -> int:
+    """Holm over a gate's statistical fail claims (its comparisons, and the bounds or rates
+    it also rests on): a fail stays only where its adjusted p-value is within alpha, so many
+    cells or claims do not make a gate on identical arms fail more often than one. Returns
+    the number of claims tested; a fail that does not survive becomes inconclusive, saying
+    why, and every p_fail is left adjusted. (The step-down is `gates.holm`; it is only
+    called when some fail is in question, and the smallest adjusted p-value is m times the
+    smallest raw one either way.) Call it once per gate, over all of its fail claims."""
+    tested = [c for c in claims if c.statistical]
     m = len(tested)
     if m < 2:
         return m
@@ -316,18 +407,20 @@ def holm_fails(comparisons: Sequence[Comparison], rigor: Rigor) -> int:
         c.p_fail = float(adj)
         if c.verdict == Verdict.FAIL and not ok:
             c.verdict = Verdict.INCONCLUSIVE
-            c.notes = [*c.notes, f"short of the threshold at {c.subject.cell.key()}, but not over {m} cells (Holm)"]
+            c.notes = [*c.notes, c.unsure_fail(m, noun)]
     return m
 
 
-def gate_p(comparisons: Sequence[Comparison]) -> dict[str, Any]:
-    """A gate's own p-values for the campaign's family (`gates.family`): a pass needs every
-    comparison to pass (the largest p_pass), a fail any (the smallest Holm-adjusted
-    p_fail). Rule-made verdicts (errors, too few runs) carry no p and are not adjusted."""
-    tested = [c for c in comparisons if c.statistical]
-    ruled_fail = any(not c.statistical and c.verdict == Verdict.FAIL for c in comparisons)
+def gate_p(claims: Sequence[Judged]) -> dict[str, Any]:
+    """A gate's own p-values for the campaign's family (`gates.family`), from every claim
+    its verdict rests on, each Holm-adjusted within the gate by `holm_fails`: a pass needs
+    every claim to pass (the largest p_pass), a fail any (the smallest adjusted p_fail).
+    Rule-made verdicts (errors, too few runs) carry no p: a rule's fail is not adjusted
+    (`statistical_fail` false), and a gate with a claim a rule left open cannot pass."""
+    tested = [c for c in claims if c.statistical]
+    ruled_fail = any(not c.statistical and c.verdict == Verdict.FAIL for c in claims)
     return {
-        "p_pass": max((c.p_pass for c in tested), default=1.0) if tested and len(tested) == len(comparisons) else 1.0,
+        "p_pass": max((c.p_pass for c in tested), default=1.0) if tested and len(tested) == len(claims) else 1.0,
         "p_fail": 0.0 if ruled_fail else min((c.p_fail for c in tested), default=1.0),
         "statistical_fail": not ruled_fail,
     }
@@ -473,8 +566,11 @@ def compare(
     higher_is_better: bool,
     threshold: float,
     rigor: Rigor,
+    holm: bool = True,
 ) -> Outcome:
-    """Every subject against every baseline on every cell they share (see the module doc)."""
+    """Every subject against every baseline on every cell they share (see the module doc).
+    Its fails are Holm-adjusted over the comparisons unless `holm` is false: a gate that
+    also rests on other claims adjusts over all of them at once (`holm_fails`)."""
     stats = {arm: cell_stats(rows, sel, arm, confidence=rigor.confidence, sequential=rigor.sequential) for arm in dict.fromkeys([*subjects, *baselines])}
     out = Outcome(metric=sel.metric, higher_is_better=higher_is_better, threshold=threshold, rigor=rigor, stats=stats)
     for arm in [*baselines, *subjects]:
@@ -496,25 +592,45 @@ def compare(
             for cell in common:
                 out.comparisons.append(compare_cells(stats[s][cell], stats[b][cell], higher_is_better, threshold, rigor))
     out.unmatched = "; ".join(dict.fromkeys(unmatched))
-    holm_fails(out.comparisons, rigor)
+    if holm:
+        holm_fails(out.comparisons, rigor)
     return out
 
 
 # -- one arm against a fixed bound -----------------------------------------------------------
 
 
-def judge_bound(stat: CellStat, holds: Any, rigor: Rigor) -> tuple[Verdict, str]:
-    """Whether a cell's value satisfies a bound (`holds(x) -> bool`, a half-line): pass
-    when its whole CI over runs does, fail when none of it does, else inconclusive."""
-    if flaky(stat, rigor) or stat.all_failed:
-        return Verdict.FAIL, error_note(stat, rigor) + ": cannot pass"
+def check_bound(stat: CellStat, value: float, higher_is_better: bool, rigor: Rigor) -> Claim:
+    """Whether a cell's value clears a fixed bound (`value`; at or above it when
+    `higher_is_better`, else at or below), by the one-sided t tests over its runs that
+    its CI is the interval of (`gates.blockstats.one_arm`, a confidence sequence when
+    sequential): pass when the whole CI clears the bound, fail when none of it does, else
+    inconclusive. With no spread between runs the values decide by themselves, and every
+    run exactly on the bound decides nothing (`Estimate.p_above`). A subject over the
+    error limit (`error_rule`), too few runs or mixed recipes are rules: no p."""
+    what = f"{stat.arm} {stat.metric} at {stat.cell.key()}"
+    if stat.all_failed:
+        return Claim(what, Verdict.FAIL, 1.0, 0.0, False, [f"{stat.arm} failed every request at {stat.cell.key()} ({stat.failed}/{stat.requests}): cannot pass"])
+    rule = subject_errors(stat, rigor)
+    if rule is not None:
+        return Claim(what, rule[0], 1.0, 0.0 if rule[0] == Verdict.FAIL else 1.0, False, [rule[1]])
     if stat.n < rigor.min_runs:
-        return Verdict.INCONCLUSIVE, runs_note([stat], rigor)
+        return Claim(what, Verdict.INCONCLUSIVE, statistical=False, notes=[runs_note([stat], rigor)])
     if len(stat.recipes) > 1:
-        return Verdict.INCONCLUSIVE, f"{stat.arm} ran {len(stat.recipes)} recipes in {', '.join(stat.items)}: not pooled"
-    lo_ok, hi_ok = bool(holds(stat.low)), bool(holds(stat.high))
-    if lo_ok and hi_ok:
-        return Verdict.PASS, ""
-    if not lo_ok and not hi_ok:
-        return Verdict.FAIL, ""
-    return Verdict.INCONCLUSIVE, f"{stat.arm}'s {ci_label(stat.confidence, is_sequential(stat))} [{num(stat.low)}, {num(stat.high)}] straddles the bound"
+        return Claim(what, Verdict.INCONCLUSIVE, statistical=False,
+                     notes=[f"{stat.arm} ran {len(stat.recipes)} recipes in {', '.join(stat.items)}: not pooled"])
+    est = stat.estimate
+    if est is None:
+        return Claim(what, Verdict.INCONCLUSIVE, statistical=False, notes=["no estimate"])
+    bound = (math.log(value) if value > 0 else -math.inf) if est.log else value
+    above, below = est.p_above(bound), est.p_below(bound)
+    p_pass, p_fail = (above, below) if higher_is_better else (below, above)
+    if p_pass <= rigor.alpha:
+        return Claim(what, Verdict.PASS, p_pass, p_fail)
+    if p_fail <= rigor.alpha:
+        return Claim(what, Verdict.FAIL, p_pass, p_fail)
+    if est.on_bound(bound):
+        note = f"every run of {stat.arm} gave exactly {num(value)}, the bound: no claim either way"
+    else:
+        note = f"{stat.arm}'s {ci_label(stat.confidence, is_sequential(stat))} [{num(stat.low)}, {num(stat.high)}] straddles the bound"
+    return Claim(what, Verdict.INCONCLUSIVE, p_pass, p_fail, notes=[note])

@@ -44,15 +44,17 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
         "Each subject's value satisfies `metric op value`, in each named scenario and each context: "
         "pass when its whole CI over runs does, fail when none of it does, inconclusive when the CI "
         "straddles `value`. `partial_scenarios` are reported beside, never required. No baseline.",
-        "no (a bound)",
+        "yes (a bound)",
     ),
     "control": (
         "no control arm beats the subjects by more than `max_advantage`",
-        "Subjects against control arms (listed in `baseline`), per common cell: the subjects are "
-        "promoted (pass) when no control's advantage over the best subject can exceed "
-        "`max_advantage` (the advantage's CI wholly below it); a control surely ahead by more fails "
-        "them; else inconclusive. With `role = \"control\"` the gate only characterises: its verdict is "
-        "`control`, with the numbers in the reason.",
+        "Subjects against control arms (listed in `baseline`), per common cell, each control against "
+        "each subject: the subjects are promoted (pass) when no control's advantage over the best "
+        "subject can exceed `max_advantage` (the advantage's CI over some subject wholly below it, "
+        "at the level divided by the number of subjects: which subject is best is not known before "
+        "the runs); a control surely ahead of every subject by more fails them; else inconclusive. "
+        "With `role = \"control\"` the gate only characterises: its verdict is `control`, with the "
+        "numbers in the reason.",
         "yes (role promote)",
     ),
     "regression_guard": (
@@ -60,8 +62,9 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
         "A gain on `metric` against every baseline arm (as `relative_improvement`, by `min_gain`) "
         "that must not cost another metric: each subject's `guard_metric` must hold at or above "
         "`guard_min`, per guard scenario and context, with its whole CI. A guard surely broken "
-        "fails the gate whatever the gain, and the reason then adds how many times worse "
-        "`worse_metric` got than on the baseline. Needs a baseline.",
+        "fails the gate whatever the gain (its fail is the guard's own test, Holm-adjusted with the "
+        "gain's), and the reason then adds how many times worse `worse_metric` got than on the "
+        "baseline. Needs a baseline.",
         "yes",
     ),
     "best_of": (
@@ -73,35 +76,39 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
     ),
     "majority": (
         "the tool-loop pass rate is above `min_ratio`",
-        "Tool-loop trials: each subject's pass rate per context, with its exact (Clopper-Pearson) "
-        "95% interval: pass when the whole interval is above `min_ratio`, fail when it is at or "
-        "below it, else inconclusive (3 trials always land here: 2/3 has [0.09, 0.99]). Trials, "
-        "not server runs, are the unit.",
-        "no (a bound)",
+        "Tool-loop trials: each subject's pass rate per cell (context, and the settings the trials "
+        "ran under: never pooled), with its exact (Clopper-Pearson) interval: pass when the whole "
+        "interval is above `min_ratio`, fail when it is at or below it, else inconclusive (3 "
+        "trials always land here: 2/3 has [0.09, 0.99]). Trials, each its own draw of the model's "
+        "sampling, not server runs, are the unit.",
+        "yes (a bound)",
     ),
     "acceptance_rate": (
         "draft acceptance is at least `min_rate`",
         "Speculative decoding: accepted / drafted tokens from the server's counters, one rate per "
-        "server run: pass when the whole CI over runs is at or above `min_rate`, fail when wholly "
-        "below, else inconclusive; pending while a subject drafted nothing. Counters from a trace replay "
-        "(scenario `trace=...`) are not read: its prompts are random words, and a gate with only those is "
-        "inconclusive saying so.",
-        "no (a bound)",
+        "server run, per cell (probe, context and settings: never pooled): pass when the whole CI "
+        "over runs is at or above `min_rate`, fail when wholly below, else inconclusive; pending "
+        "while a subject drafted nothing. Counters from a trace replay (scenario `trace=...`) are "
+        "not read: its prompts are random words, and a gate with only those is inconclusive saying so.",
+        "yes (a bound)",
     ),
     "holds_at_ceiling": (
         "subjects hold `min_value` at the ceiling context",
         "At the ceiling `context`, each subject's value holds `min_value` with its whole CI (pass), "
         "or fails when the CI is wholly below; baseline arms are shown beside, and called collapsed "
         "when all of theirs are wholly below.",
-        "no (a bound)",
+        "yes (a bound)",
     ),
     "goodput": (
         "a share of requests meets a latency target",
-        "A latency `target` met by at least `min_share` of requests, failed requests counting as "
-        "misses, per subject and context, with the exact (Clopper-Pearson) interval of the share: "
-        "pass when the whole interval reaches `min_share`, fail when it is wholly below, else "
-        "inconclusive (also under `min_n` requests). Requests, not server runs, are the unit.",
-        "no (a bound)",
+        "A latency `target` met by at least `min_share` of a typical server run's requests, failed "
+        "requests counting as misses, per subject and cell (probe, context, settings). The server "
+        "run is the unit: one share per run, and the t interval over the runs' shares on the "
+        "probit scale (where a run's latency shift moves its share), widened to at least the exact "
+        "(Clopper-Pearson) interval of the pooled requests: pass when the whole interval reaches "
+        "`min_share`, fail when it is wholly below, else inconclusive (also under `min_runs` runs "
+        "or `min_n` requests).",
+        "yes (a bound)",
     ),
     "load_goodput": (
         "a load run's goodput: a floor, a gain, or both",
@@ -109,7 +116,7 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
         "load was offered over), or with `scenario = \"sweep\"` a sweep's `max_goodput_rps`: a "
         "floor `min_rps`, a gain `min_gain` over each baseline arm, or both (one is required). "
         "One value per server run, CI over runs.",
-        "yes, with min_gain",
+        "yes",
     ),
     "load_latency": (
         "a load run's latency percentile: a ceiling, a cut, or both",
@@ -117,7 +124,7 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
         "run's cell, one value per server run: a ceiling `max_value`, a cut `min_gain` against "
         "each baseline arm (lower is better), or both (one is required). Runs too short for that "
         "percentile stay inconclusive, and the reason says how many requests a run needs.",
-        "yes, with min_gain",
+        "yes",
     ),
     "attribution": (
         "credits a win to a mechanism, by ablation",
@@ -138,7 +145,8 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
         "Several judgements (`checks`) that must all pass; the reason joins theirs. Each check is a "
         "table with `predicate` (not all_of), `params`, and optionally its own `subjects`, "
         "`baseline` and `report_only = true` (shown, never deciding). The verdict is the first of "
-        "pending, fail, inconclusive, control among the deciding checks, else pass.",
+        "pending, fail, inconclusive, control among the deciding checks, else pass; a check's "
+        "statistical fail fails the whole only where it survives Bonferroni over the deciding checks.",
         "yes, as one claim, when a deciding check is",
     ),
 }
@@ -175,12 +183,12 @@ VERDICTS: dict[Verdict, str] = {
     Verdict.PASS: "The claim holds at the stated error rate: every comparison's CI lies wholly on the "
     "passing side, and a comparative gate's pass survives the family's Holm adjustment.",
     Verdict.FAIL: "The claim is refuted: the CI lies wholly on the failing side (surviving Holm), or a "
-    "rule failed it: a subject over `max_error_rate`, or one that failed every request in a cell. "
+    "rule failed it: a subject surely over `max_error_rate`, or one that failed every request in a cell. "
     "A failed gate leaves its queue item `done`.",
     Verdict.INCONCLUSIVE: "The numbers cannot decide, and the reason says why and what is needed: the CI "
-    "straddles the threshold, fewer than `min_runs` server runs, a baseline or control over "
-    "`max_error_rate`, an arm whose cell mixes recipes, a rerun one arm has not finished, or a "
-    "decision that does not survive Holm over the family.",
+    "straddles the threshold, every block exactly on it, fewer than `min_runs` server runs, a subject "
+    "over `max_error_rate` but not surely, a baseline or control over it, an arm whose cell mixes "
+    "recipes, a rerun one arm has not finished, or a decision that does not survive Holm over the family.",
     Verdict.PENDING: "Nothing to judge yet: no canonical rows of the metric for an arm, no cell the arms "
     "share, or a predicate that needs a baseline arm has none.",
     Verdict.BLOCKED: "An arm of the gate could not be measured for an external reason (a missing build "
@@ -230,8 +238,8 @@ ablation that is not the subject with one mechanism switched off are refused (ex
   `campaign.seed`. Each (arm, block, cell) is one number, the median of that run's
   requests: the requests of one run share its start's speed, so they are not
   independent evidence. Request-level spreads are shown in the report, never decide.
-  (`majority` and `goodput` count trials and requests instead, with exact binomial
-  intervals.)
+  (`majority` counts trials instead, each its own draw of the model's sampling, with
+  exact binomial intervals; `goodput` takes one share of requests met per run.)
 
 ## Direction
 
@@ -263,26 +271,37 @@ param overrides it) over server runs:
   (blocks, each its own server start)").
 
 A comparison passes when its CI lies wholly beyond the threshold and fails when it lies
-wholly short of it: a one-sided test at (1 - confidence) / 2, 2.5% each way at 95%.
-`equivalence` is two one-sided tests. A gate passes only when every one of its
-comparisons (every subject, baseline arm and cell) passes; its fails are Holm-adjusted
-over its cells, so many cells do not make identical arms fail more often than one.
+wholly short of it: a one-sided test at (1 - confidence) / 2, 2.5% each way at 95%. A
+bound on one arm (`threshold`, a guard, ...) is tested the same way against its value.
+With no spread between runs (every block the same value) the values decide by
+themselves, and a value exactly on the threshold in every block decides nothing: two arms
+that gave identical values in every block are no evidence of a gain, nor of its absence.
+`equivalence` is two one-sided tests. A gate passes only when every one of its claims
+(every subject, baseline arm and cell, and any guard or bound it also rests on) passes;
+it fails when any fails, so its fails are Holm-adjusted over all of them, and many cells
+do not make identical arms fail more often than one.
 
 **Errors.** An arm's error rate covers every request it made in the rows the gate
-reads, with its exact upper bound. A subject over `max_error_rate` (default 0.05)
-cannot pass: it fails. A baseline or control over it makes the gate `inconclusive`,
-never a fail for the subject.
+reads, with its exact (Clopper-Pearson) interval. A subject surely over
+`max_error_rate` (default 0.05; the interval's lower end above it) fails. One over it at
+its point but not surely cannot pass and is not failed either: `inconclusive` ("B failed
+2/30 requests (0.0667 [0.00818, 0.221] 95% CI): over 0.05, but not surely"). At 30
+requests the point rate alone failed a subject with a true 4% a third of the time. The
+pass side still reads the point rate: showing a rate surely within 5% takes at least 72
+requests without a failure, more than most items make. A baseline or control over the
+limit makes the gate `inconclusive`, never a fail for the subject.
 
-**The family.** A campaign's comparative gates (the "in the family" column below) are
-one family, unless a gate sets `exploratory = true`. Their pass claims and their fail
-claims are each adjusted by Holm's step-down method at (1 - confidence) / 2, which holds
-the family-wise error at that level without assuming the gates independent. A verdict
-that does not survive becomes `inconclusive` ("passes alone, but not over the family of 4
-comparative gates, Holm"); adjustment never turns an inconclusive verdict into a
-decision. In a family of more than one gate each member's reason says its size. An
-exploratory gate stands outside, and its reason says "exploratory: outside the family,
-no multiplicity control". Bounds on one arm (`threshold`, `majority`, ...) are not in
-the family.
+**The family.** A campaign's gates (the "in the family" column below: the comparative
+ones, and the bounds on one arm with the p-values of their own tests) are one family,
+unless a gate sets `exploratory = true`. Their pass claims and their fail claims are each
+adjusted by Holm's step-down method at (1 - confidence) / 2, which holds the family-wise
+error at that level without assuming the gates independent. Each gate's p-values are
+those of the claims that decide it: a guard broken beyond doubt fails its gate by the
+guard's own test, whatever the gain's. A verdict that does not survive becomes
+`inconclusive` ("passes alone, but not over the family of 4 gates, Holm"); adjustment
+never turns an inconclusive verdict into a decision. In a family of more than one gate
+each member's reason says its size. An exploratory gate stands outside, and its reason
+says "exploratory: outside the family, no multiplicity control".
 
 **Enough blocks to pass.** Holm's strictest level is alpha / (family size), and a paired
 test over n blocks has n - 1 degrees of freedom, so few blocks in a large family can pass

@@ -1,14 +1,16 @@
-"""The campaign's comparative gates as one family: Holm's method over their claims.
+"""The campaign's claims as one family: Holm's method over the gates' p-values.
 
-Why: each comparative gate decides at (1 - confidence) / 2 per claim, so a campaign of
-ten gates on identical arms would pass one of them far more often than that. The
-comparative gates of a campaign (those whose evidence carries `p_pass`, written by
-`gates.compare.gate_p`) are one family unless a gate is marked `exploratory`; the pass
-claims and the fail claims are each adjusted by Holm's step-down method
-(statsmodels.stats.multitest), which controls the family-wise error at alpha without
-assuming the gates independent. A verdict that does not survive becomes inconclusive;
-adjustment never turns an inconclusive verdict into a decision. Every member's reason says
-how large the family is.
+Why: each gate decides at (1 - confidence) / 2 per claim, so a campaign of ten gates on
+identical arms would pass one of them far more often than that. Every gate whose
+evidence carries `p_pass` and `p_fail` (`gates.compare.gate_p`: the comparative gates,
+and the bounds on one arm, each with the p-values of its own tests) is a member of one
+family unless it is marked `exploratory`; the pass claims and the fail claims are each
+adjusted by Holm's step-down method (`gates.holm`), which controls the family-wise error
+at alpha without assuming the gates independent. A gate's p-values are those of the
+claims that decide it (a guard's fail is the guard's test, not the gain's), so what
+fails alone for a reason the family can see still fails over it. A verdict that does not
+survive becomes inconclusive; adjustment never turns an inconclusive verdict into a
+decision. Every member's reason says how large the family is.
 """
 
 from __future__ import annotations
@@ -21,12 +23,20 @@ from gates.compare import alpha_of
 from gates.holm import holm
 from gates.result import GateResult
 
+# Predicates that claim a bound on their subjects alone (no baseline needed): members too.
+BOUND_PREDICATES = frozenset({"threshold", "holds_at_ceiling", "majority", "acceptance_rate", "goodput", "load_goodput", "load_latency"})
+
 
 def planned_members(gates: Sequence[GateEntry]) -> list[GateEntry]:
-    """The gates that can join the family: those comparing arms against a baseline and not
-    exploratory. An upper bound on its size before anything ran (Holm adjusts only over
-    the members measured so far)."""
-    return [g for g in gates if g.baseline and not g.exploratory]
+    """The gates that can join the family: those not exploratory that compare arms against
+    a baseline, claim a bound (`BOUND_PREDICATES`) or combine checks (`all_of`), less a
+    `control` gate that only characterises. An upper bound on its size before anything
+    ran (Holm adjusts only over the members measured so far)."""
+    return [
+        g for g in gates
+        if not g.exploratory and (g.baseline or g.predicate in BOUND_PREDICATES or g.predicate == "all_of")
+        and not (g.predicate == "control" and g.params.get("role") == "control")
+    ]
 
 
 def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confidence: float) -> dict[str, GateResult]:
@@ -50,7 +60,7 @@ def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confid
     for gid, (pass_ok, p_pass_adj), (fail_ok, p_fail_adj) in zip(members, passes, fails):
         r = results[gid]
         verdict, reason = r.verdict, r.reason
-        family = f"family of {m} comparative gate{'s' if m != 1 else ''}, Holm"
+        family = f"family of {m} gate{'s' if m != 1 else ''}, Holm"
         if verdict == Verdict.PASS and not pass_ok:
             verdict, reason = Verdict.INCONCLUSIVE, f"{reason}; passes alone, but not over the {family} (adjusted p {p_pass_adj:.3f} > {alpha:.3f})"
         elif verdict == Verdict.FAIL and r.evidence.get("statistical_fail", True) and not fail_ok:

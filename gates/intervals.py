@@ -20,6 +20,8 @@ import functools
 import math
 from collections.abc import Sequence
 
+from scipy import special
+
 CONFIDENCE = 0.95
 MEDIAN_METHOD = "exact order-statistic interval of the median (binomial, distribution-free)"
 RATE_METHOD = "Clopper-Pearson exact binomial interval"
@@ -71,25 +73,25 @@ def _median_coverages(n: int) -> tuple[float, ...]:
 
 
 def rate_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Clopper-Pearson interval of a pass rate, k passes in n trials."""
+    """Clopper-Pearson interval of a pass rate, k passes in n trials: each end is the rate
+    at which k or more (fewer) passes have probability (1 - confidence) / 2, the beta
+    quantiles of the binomial tails (`scipy.special.betaincinv`)."""
     if n <= 0:
         raise ValueError("no trials")
-    alpha = 1.0 - confidence
-
-    def root(f, target: float, increasing: bool) -> float:
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            if (f(mid) < target) == increasing:
-                lo = mid
-            else:
-                hi = mid
-        return (lo + hi) / 2
-
-    # lower: P(X >= k | p) = alpha/2 (rises with p); upper: P(X <= k | p) = alpha/2 (falls with p)
-    lower = 0.0 if k == 0 else root(lambda p: 1.0 - binom_cdf(k - 1, n, p), alpha / 2, True)
-    upper = 1.0 if k == n else root(lambda p: binom_cdf(k, n, p), alpha / 2, False)
+    tail = (1.0 - confidence) / 2
+    lower = 0.0 if k == 0 else float(special.betaincinv(k, n - k + 1, tail))
+    upper = 1.0 if k == n else float(special.betaincinv(k + 1, n - k, 1.0 - tail))
     return lower, upper
+
+
+def rate_p(k: int, n: int, rate: float) -> tuple[float, float]:
+    """The exact one-sided p-values of k passes in n trials at a true `rate`: P(X >= k),
+    small when the true rate is surely above `rate`, and P(X <= k), small when surely
+    below. At a one-sided level a they decide as `rate_interval` at confidence 1 - 2a
+    does: its lower end is above `rate` exactly when the first is below a."""
+    above = 1.0 if k <= 0 else float(special.bdtrc(k - 1, n, rate))
+    below = 1.0 if k >= n else float(special.bdtr(k, n, rate))
+    return above, below
 
 
 def quantile_interval(values: Sequence[float], q: float, confidence: float = CONFIDENCE) -> tuple[float, float, float]:

@@ -229,8 +229,8 @@ def _against_zero(s: CellStat, b: CellStat, rigor: Rigor) -> Comparison:
         pairs=0, coverage=s.coverage, n_ok=s.n >= rigor.min_runs, subject_flaky=compare.flaky(s, rigor), baseline_flaky=compare.flaky(b, rigor),
         statistical=False,
     )
-    if cmp.subject_flaky:
-        cmp.verdict, cmp.notes = Verdict.FAIL, [compare.error_note(s, rigor) + ": cannot pass"]
+    if (ruled := compare.subject_errors(s, rigor)) is not None:
+        cmp.verdict, cmp.notes = ruled[0], [ruled[1]]
     elif not cmp.n_ok:
         cmp.verdict, cmp.notes = Verdict.INCONCLUSIVE, [compare.runs_note([s], rigor)]
     elif s.low > 0:
@@ -245,7 +245,9 @@ def _judge(
     bound: float | None, min_gain: float | None, rigor: Rigor, note: Any = None, faults: Any = None,
 ) -> GateResult:
     """Bounds per subject cell, then gains against every baseline on every common cell;
-    the worst verdict of all decides (`compare.worst`). A cell whose runs did not measure
+    the worst verdict of all decides (`compare.worst`). Any of them failing fails the gate,
+    so their fails are Holm-adjusted together, and the gate's p-values for the campaign's
+    family come from all of them (`compare.gate_p`). A cell whose runs did not measure
     the server alone (`faults`) makes the gate inconclusive."""
     for arm, cells in stats.items():
         if not cells:
@@ -259,20 +261,24 @@ def _judge(
         verdicts.append(Verdict.INCONCLUSIVE)
         shown = found[:3] + ([f"{len(found) - 3} more"] if len(found) > 3 else [])
         notes.append("not a valid measurement of the server: " + "; ".join(shown))
-    bounds: list[dict[str, Any]] = []
+    checked: list[tuple[CellStat, compare.Claim]] = []
     if bound is not None:
-        bound_verdicts, bound_notes, bounds, part = _judge_bounds(gate, stats, what, higher_is_better, bound, rigor, note)
-        verdicts += bound_verdicts
-        notes += bound_notes
+        checked, part = _judge_bounds(gate, stats, what, higher_is_better, bound, rigor, note)
         parts.append(part)
     comparisons: list[Comparison] = []
     if min_gain is not None:
         gains = _judge_gains(gate, stats, metric, what, higher_is_better, min_gain, rigor)
         if isinstance(gains, GateResult):
             return gains
-        comparisons, part = gains
-        verdicts += [c.verdict for c in comparisons]
-        parts.append(part)
+        comparisons = gains
+    claims: list[compare.Judged] = [*(c for _, c in checked), *comparisons]
+    compare.holm_fails(claims, rigor, "claims (bounds and gains)")
+    verdicts += [c.verdict for c in claims]
+    notes += [n for _, c in checked for n in c.notes]
+    bounds = [{**stat.evidence("subject"), **c.evidence(), "bound": bound} for stat, c in checked]
+    if min_gain is not None:
+        parts.append(compare.Outcome(metric=what, higher_is_better=higher_is_better, threshold=min_gain, rigor=rigor, stats=stats,
+                                     comparisons=comparisons).text())
     reason = "; ".join(parts)
     tail = [n for n in dict.fromkeys(notes) if n not in reason]
     if tail:
@@ -283,6 +289,8 @@ def _judge(
     cells = [{**c, "faults": flagged[key]} if (key := (c["arm"], c["probe"], c["scenario"], c["context"])) in flagged else c
              for c in bounds + compared]  # each cell says which of its runs did not measure the server alone
     evidence.update({"cells": cells, "bound": bound, "what": what})  # every cell read, once
+    if claims:
+        evidence.update(compare.gate_p(claims))
     return GateResult(verdict=compare.worst(verdicts), reason=reason, evidence=evidence)
 
 
@@ -299,38 +307,34 @@ def _faulted_cells(stats: dict[str, dict[Cell, CellStat]], faults: Any) -> dict[
 
 def _judge_bounds(
     gate: Any, stats: dict[str, dict[Cell, CellStat]], what: str, higher_is_better: bool, bound: float, rigor: Rigor, note: Any,
-) -> tuple[list[Verdict], list[str], list[dict[str, Any]], str]:
-    """Each subject cell against the bound: verdicts, notes, each cell's evidence and the
-    words. A cell whose runs bound another quantity than the one asked for (`note`) never
-    passes."""
-    verdicts: list[Verdict] = []
-    notes: list[str] = []
-    bounds: list[dict[str, Any]] = []
+) -> tuple[list[tuple[CellStat, compare.Claim]], str]:
+    """Each subject cell against the bound (`compare.check_bound`), and the words. A cell
+    whose runs bound another quantity than the one asked for (`note`) never passes: its
+    pass claim is withdrawn (p_pass 1), its fail claim stands."""
+    checked: list[tuple[CellStat, compare.Claim]] = []
     label = compare.cell_labeller([c for arm in gate.subjects for c in stats[arm]])
-    holds = (lambda x: x >= bound - compare.EPS) if higher_is_better else (lambda x: x <= bound + compare.EPS)
     shown = []
     for arm in gate.subjects:
         for cell, stat in stats[arm].items():
-            verdict, why = compare.judge_bound(stat, holds, rigor)
+            claim = compare.check_bound(stat, bound, higher_is_better, rigor)
             where = label(cell)
             shown.append(f"{arm}{' ' + where.rstrip(':') if where else ''} {compare.fmt_stat(stat)}")
-            if why:
-                notes.append(why)
             if note is not None and (extra := note(stat)):
-                notes.append(extra)
-                if verdict == Verdict.PASS:  # what the runs bound is not the quantile asked for
-                    verdict = Verdict.INCONCLUSIVE
-            verdicts.append(verdict)
-            bounds.append({**stat.evidence("subject"), "verdict": str(verdict), "bound": bound})
+                claim.notes.append(extra)
+                claim.p_pass = 1.0
+                if claim.verdict == Verdict.PASS:  # what the runs bound is not the quantile asked for
+                    claim.verdict = Verdict.INCONCLUSIVE
+            checked.append((stat, claim))
     op = ">=" if higher_is_better else "<="
-    return verdicts, notes, bounds, f"{what}: {', '.join(shown)}; needs {op} {num(bound)}"
+    return checked, f"{what}: {', '.join(shown)}; needs {op} {num(bound)}"
 
 
 def _judge_gains(
     gate: Any, stats: dict[str, dict[Cell, CellStat]], metric: str, what: str, higher_is_better: bool, min_gain: float, rigor: Rigor,
-) -> tuple[list[Comparison], str] | GateResult:
-    """Every subject against every baseline on every common cell, Holm-adjusted across
-    them; pending when a pair shares no cell or a baseline's 0 leaves no relative change."""
+) -> list[Comparison] | GateResult:
+    """Every subject against every baseline on every common cell (Holm-adjusted by
+    `_judge`, with the bounds); pending when a pair shares no cell or a baseline's 0
+    leaves no relative change."""
     if not gate.baseline:
         return pending(f"{metric} min_gain needs a baseline arm")
     comparisons: list[Comparison] = []
@@ -347,9 +351,7 @@ def _judge_gains(
                     return pending(f"{b} {metric} is 0 at {cell.key()}: no relative change can be computed")
                 else:
                     comparisons.append(compare.compare_cells(subject, base, higher_is_better, min_gain, rigor))
-    compare.holm_fails(comparisons, rigor)
-    outcome = compare.Outcome(metric=what, higher_is_better=higher_is_better, threshold=min_gain, rigor=rigor, stats=stats, comparisons=comparisons)
-    return comparisons, outcome.text()
+    return comparisons
 
 
 def load_goodput(rows: pd.DataFrame, gate: Any, p: LoadGoodputParams) -> GateResult:

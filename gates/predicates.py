@@ -12,8 +12,6 @@ the rule, then whatever made the verdict fail or stay inconclusive.
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Callable
 from typing import Any, Literal
 
 import pandas as pd
@@ -50,21 +48,26 @@ def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams)
     if not gate.baseline:
         return pending("relative_improvement needs a baseline arm")
     rigor = p.of()
-    main = compare.compare(rows, gate.subjects, gate.baseline, p.selector(), higher_is_better=p.higher_is_better, threshold=p.min_gain, rigor=rigor)
+    main = compare.compare(rows, gate.subjects, gate.baseline, p.selector(), higher_is_better=p.higher_is_better, threshold=p.min_gain,
+                           rigor=rigor, holm=not p.also_metric)
     if main.missing:
         return pending(main.missing, **main.evidence())
-    evidence: dict[str, Any] = {**main.evidence(), "how": _how(gate)}
-    reason = main.text()
-    verdict = main.verdict
+    also: compare.Outcome | None = None
     if p.also_metric:
         also_sel = Selector(metric=p.also_metric, probe=p.also_probe, scenario=p.also_scenario, context=p.context)
         also = compare.compare(
             rows, gate.subjects, gate.baseline, also_sel,
-            higher_is_better=p.also_higher_is_better, threshold=p.also_min_gain, rigor=rigor,
+            higher_is_better=p.also_higher_is_better, threshold=p.also_min_gain, rigor=rigor, holm=False,
         )
         if also.missing:
-            return pending(also.missing, **evidence)
+            return pending(also.missing, **main.evidence(), how=_how(gate))
+        compare.holm_fails([*main.comparisons, *also.comparisons], rigor)  # a fail on either metric fails the gate
+    evidence: dict[str, Any] = {**main.evidence(), "how": _how(gate)}
+    reason = main.text()
+    verdict = main.verdict
+    if also is not None:
         evidence["also"] = also.evidence()
+        evidence.update(compare.gate_p([*main.comparisons, *also.comparisons]))
         joint = compare.worst([verdict, also.verdict])
         if verdict == Verdict.PASS and also.verdict == Verdict.FAIL:
             reason = f"{reason}, but {also.text()}"
@@ -128,14 +131,6 @@ def equivalence(rows: pd.DataFrame, gate: GateEntry, p: EquivalenceParams) -> Ga
 
 # -- threshold ------------------------------------------------------------------------
 
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge,
-    ">": operator.gt,
-    "<=": operator.le,
-    "<": operator.lt,
-}
-
-
 class ThresholdParams(Selector, Rigor):
     op: Literal[">=", ">", "<=", "<"] = ">="
     value: float
@@ -148,19 +143,18 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     """Each subject's median must satisfy `metric op value` in each named scenario and each
     context (never pooled): pass when the median's whole interval does, fail when none of
     it does, inconclusive when it straddles the value or n < min_n."""
-    check = _OPS[p.op]
     rigor = p.of()
     sel = p.selector()
     scenarios: list[str | None] = list(p.scenarios) or [None]
-    judged: list[tuple[CellStat, Verdict, str]] = []
+    claims: list[tuple[CellStat, compare.Claim]] = []
     for arm in gate.subjects:
         for scen in scenarios:
             stats = cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential)
             if not stats:
                 return pending(f"no canonical {p.metric}{' ' + scen if scen else ''} for {arm} yet")
-            for stat in stats.values():
-                verdict, note = compare.judge_bound(stat, lambda x: check(x, p.value), rigor)
-                judged.append((stat, verdict, note))
+            claims += [(stat, compare.check_bound(stat, p.value, p.op in (">=", ">"), rigor)) for stat in stats.values()]
+    compare.holm_fails([c for _, c in claims], rigor)  # any cell failing fails the gate
+    judged = [(stat, c.verdict, c.note) for stat, c in claims]
     contexts = {s.cell.context for s, _, _ in judged}
 
     def label(stat: CellStat) -> str:
@@ -199,7 +193,7 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
         evidence={
             "metric": p.metric, "op": p.op, "threshold": p.value, "min_runs": p.min_runs, "max_error_rate": p.max_error_rate, "confidence": p.confidence,
             "interval_method": compare.INTERVAL_METHOD,
-            "cells": [{**s.evidence("subject"), "verdict": str(v)} for s, v, _ in judged],
-            "partial": partial,
+            "cells": [{**s.evidence("subject"), **c.evidence()} for s, c in claims],
+            "partial": partial, **compare.gate_p([c for _, c in claims]),
         },
     )

@@ -156,7 +156,8 @@ def test_a_fast_arm_that_fails_a_third_of_its_requests_does_not_pass(tmp_path: P
     assert flaky["errors_by_kind"].get("http_503") and flaky["error_rate"] > 0.2
     # the error rate is the arm's, over every request it made in the rows the gate read
     assert flaky["arm_failed"] >= flaky["failed"] and flaky["arm_requests"] >= flaky["requests"]
-    arm_text = f"FLAKY failed {flaky['arm_failed']}/{flaky['arm_requests']} requests ({num(flaky['error_rate'])}, at most {num(flaky['arm_error_upper'])})"
+    arm_text = (f"FLAKY failed {flaky['arm_failed']}/{flaky['arm_requests']} requests ({num(flaky['error_rate'])} "
+                f"[{num(flaky['arm_error_lower'])}, {num(flaky['arm_error_upper'])}] 95% CI)")
     assert arm_text in faster.reason and "> 0.05: cannot pass" in faster.reason
     # its answered requests are fast: over its three server runs, paired with SLOW's in the
     # same blocks, the latency alone would have passed

@@ -169,7 +169,7 @@ def test_a_flaky_subject_cannot_pass() -> None:
     slow = cell("SLOW", "ttft_later_s", [0.66, 0.70, 0.62, 0.65, 0.68, 0.66], **AGENT)
     result = evaluate(FLAKY_GATE, frame(fast, slow, errors("FLAKY", 9, {"http_503": 3}, **AGENT), errors("SLOW", 9, {}, **AGENT)))
     assert result.verdict == Verdict.FAIL
-    assert "FLAKY failed 3/9 requests (0.333, at most 0.701): http_503 3 > 0.05: cannot pass" in result.reason
+    assert "FLAKY failed 3/9 requests (0.333 [0.0749, 0.701] 95% CI): http_503 3 > 0.05: cannot pass" in result.reason
     flaky = next(c for c in result.evidence["cells"] if c["arm"] == "FLAKY")
     assert flaky["errors_by_kind"] == {"http_503": 3} and flaky["requests"] == 9 and flaky["arm_failed"] == 3
     assert result.evidence["statistical_fail"] is False  # a rule's fail: no p-value for the family to adjust
@@ -187,7 +187,7 @@ def test_errors_count_per_arm_over_every_cell_it_ran() -> None:
     rows = frame(fast, slow, errors("FLAKY", 9, {}, **AGENT), errors("FLAKY", 11, {"http_503": 5}, **elsewhere), errors("SLOW", 20, {}, **AGENT))
     result = evaluate(FLAKY_GATE, rows)
     assert result.verdict == Verdict.FAIL
-    assert "FLAKY failed 5/20 requests (0.25, at most 0.491): http_503 5 > 0.05: cannot pass" in result.reason
+    assert "FLAKY failed 5/20 requests (0.25 [0.0866, 0.491] 95% CI): http_503 5 > 0.05: cannot pass" in result.reason
     errs = arm_errors(rows, "FLAKY")
     assert (errs.requests, errs.failed, errs.kinds) == (20, 5, {"http_503": 5})
     assert arm_errors(rows, "SLOW").failed == 0
@@ -214,7 +214,7 @@ def test_a_flaky_baseline_cannot_make_a_subject_fail() -> None:
     rows = frame(c, cell("B", "decode_tps", base), errors("B", 10, {"read_timeout": 4}))
     result = evaluate(gate("relative_improvement", REL, ["C"], ["B"]), rows)
     assert result.verdict == Verdict.INCONCLUSIVE
-    assert "baseline B failed 4/10 requests (0.40, at most 0.738): read_timeout 4 > 0.05: its numbers cannot decide" in result.reason
+    assert "baseline B failed 4/10 requests (0.40 [0.122, 0.738] 95% CI): read_timeout 4 > 0.05: its numbers cannot decide" in result.reason
     # the same numbers from a healthy baseline: C surely falls short, a fail
     assert evaluate(gate("relative_improvement", REL, ["C"], ["B"]), frame(c, cell("B", "decode_tps", base), errors("B", 10, {}))).verdict == Verdict.FAIL
 
@@ -367,25 +367,28 @@ def test_majority_reports_the_interval_and_three_trials_cannot_decide() -> None:
     assert split.verdict == Verdict.FAIL and "R at 32K 1/10" in split.reason
     # the arm's errors over every request it made: 18/20 answered right, but 6 of 26 requests failed
     flaky = evaluate(gate("majority", {}, ["R"]), frame(trials("R", [1] * 18 + [0] * 2), errors("R", 26, {"http_503": 6}, **tool)))
-    assert flaky.verdict == Verdict.FAIL and "R failed 6/26 requests (0.231, at most 0.436): http_503 6 > 0.05: cannot pass" in flaky.reason
+    assert flaky.verdict == Verdict.FAIL and "R failed 6/26 requests (0.231 [0.0897, 0.436] 95% CI): http_503 6 > 0.05: cannot pass" in flaky.reason
 
 
 def test_goodput_counts_failures_as_misses() -> None:
     where = {"probe": "agent-load", "context": 0}
 
-    def turns(arm: str, ok: int, failed: int) -> list[dict[str, Any]]:
+    def turns(arm: str, ok: int, failed: int, runs: int = 4) -> list[dict[str, Any]]:
+        """Request i in server run i % runs (the run is the unit: one share each)."""
         rows = []
         for i in range(ok):
-            rows += cell(arm, "ttft_s", [0.5], scenario=f"c{i}-t1", trial=1, **where)
+            rows += cell(arm, "ttft_s", [0.5], scenario=f"c{i}-t1", trial=1, repeat=i % runs, **where)
         for i in range(failed):
-            rows += cell(arm, "errors", [1], scenario=f"c{ok + i}-t1", trial=1, **where)
+            rows += cell(arm, "errors", [1], scenario=f"c{ok + i}-t1", trial=1, repeat=i % runs, **where)
         return rows
 
     g = gate("goodput", {"metric": "ttft_s", "probe": "agent-load", "scenario_pattern": r"c\d+-t[1-9]\d*", "target": 2.0, "min_share": 0.8}, ["B"])
     assert evaluate(g, frame(turns("B", 20, 0))).verdict == Verdict.PASS
     result = evaluate(g, frame(turns("B", 40, 20)))  # every answered request is fast; a third failed
     assert result.verdict == Verdict.FAIL
-    assert result.reason.startswith("ttft_s <= 2.00 for B 67% [53%, 78%] of 60 requests (20 failed); needs 80%")
+    assert result.reason.startswith("ttft_s <= 2.00 for B 66% [53%, 78%] 95% CI in a typical run (40/60 requests in 4 runs, 20 failed); needs 80%")
+    one_run = evaluate(g, frame(turns("B", 40, 20, runs=1)))  # the requests of one server start are not independent trials
+    assert one_run.verdict == Verdict.INCONCLUSIVE and "has 1 run; needs 3" in one_run.reason
 
 
 def test_control_best_of_and_ceiling_use_intervals() -> None:

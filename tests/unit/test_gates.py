@@ -41,10 +41,9 @@ def test_relative_improvement_pass_fail_and_edge() -> None:
     assert passing.reason == "decode_tps: C 60.1 (+20% [+19%, +21%] 95% CI, paired over 4 blocks, 4 runs x 1 requests) vs B 50.1; needs +10% or more"
     failing = evaluate(REL, frame(base + decode("C", [52, 53.2, 50.8, 52.3])))
     assert failing.verdict == Verdict.FAIL
-    # edge: +10% in every run, no spread, meets "at least +10%" (log(55/50) happens to round just
-    # above log(1.1); see test_predicates' control edge for a ratio that rounds the other way)
+    # edge: exactly +10% in every run, no spread: on the threshold, no claim either way
     edge = evaluate(REL, frame(decode("B", [50] * 3) + decode("C", [55] * 3)))
-    assert edge.verdict == Verdict.PASS
+    assert edge.verdict == Verdict.INCONCLUSIVE and "exactly +10% in every block" in edge.reason
     assert abs(edge.evidence["comparisons"][0]["gain"] - 0.1) < 1e-9
 
 

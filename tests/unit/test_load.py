@@ -313,10 +313,13 @@ def test_goodput_gate_interval_errors_and_the_sweep_cell() -> None:
     # one run is no spread: however clear its goodput, it cannot decide
     one = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 0.5}, ["B"]), pd.DataFrame(run_rows("B", "rate=2", met=40, offered=40, window=20)))
     assert one.verdict == Verdict.INCONCLUSIVE and "B has 1 run; needs 3" in one.reason, one.reason
-    # a subject failing more than the limit cannot pass, however much goodput it shows (3/40 = 7.5% > 5% in every run)
-    flaky = pd.DataFrame(runs_rows("B", "rate=2", b_met, offered=40, window=20, failed=3))
+    # a subject surely failing more than the limit cannot pass, however much goodput it shows (6/40 = 15% in every run);
+    # 3/40 (7.5%) is over it at its point but not surely: it cannot pass either, nor is it failed
+    flaky = pd.DataFrame(runs_rows("B", "rate=2", b_met, offered=40, window=20, failed=6))
     bad = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 0.5}, ["B"]), flaky)
-    assert bad.verdict == Verdict.FAIL and "B failed 12/160 requests" in bad.reason, bad.reason
+    assert bad.verdict == Verdict.FAIL and "B failed 24/160 requests" in bad.reason, bad.reason
+    unsure = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 0.5}, ["B"]), pd.DataFrame(runs_rows("B", "rate=2", b_met, offered=40, window=20, failed=3)))
+    assert unsure.verdict == Verdict.INCONCLUSIVE and "B failed 12/160 requests" in unsure.reason and "but not surely" in unsure.reason, unsure.reason
     # ... and a baseline over it cannot decide against the subject
     against_flaky = pd.DataFrame(runs_rows("B", "rate=2", b_met, offered=40, window=20) + runs_rows("A", "rate=2", a_met, offered=40, window=20, failed=3))
     shaky = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_gain": 0.2}, ["B"], ["A"]), against_flaky)

@@ -133,7 +133,7 @@ def test_holm_over_the_family_keeps_only_what_survives() -> None:
     out = family.adjust(results, _gates("g1", "g2", "g3"), 0.95)
     assert out["g3"].verdict == Verdict.PASS
     assert out["g2"].verdict == Verdict.INCONCLUSIVE and out["g1"].verdict == Verdict.INCONCLUSIVE
-    assert "family of 3 comparative gates" in out["g1"].reason and "family of 3" in out["g3"].reason
+    assert "family of 3 gates" in out["g1"].reason and "family of 3" in out["g3"].reason
 
 
 def test_an_exploratory_gate_is_outside_the_family() -> None:
