@@ -39,6 +39,7 @@ intervals and error rates a verdict came from.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -370,9 +371,13 @@ def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
         return Verdict.INCONCLUSIVE, [tie_note(cmp)]
     notes = [f"{s.arm}'s {'CS' if is_sequential(cmp) else 'CI'} straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}"]
     if cmp.estimate is not None and not math.isnan(cmp.bound):
-        need = blockstats.blocks_to_decide(cmp.estimate, cmp.bound, rigor.alpha)
+        # blocks added after this look are read by the confidence sequence (`gates.looks`),
+        # so the count is the sequence's, never the fixed design's the user would be misled by
+        more = dataclasses.replace(cmp.estimate, sequential=True)
+        need = blockstats.blocks_to_decide(more, cmp.bound, rigor.alpha)
         if need is not None:
-            notes.append(f"at this gain and spread, about {need} blocks in all would decide it (alone, before Holm)")
+            notes.append(f"at this gain and spread, about {need} blocks in all would decide it (alone, before Holm; "
+                         "added blocks are read as a confidence sequence)")
         elif cmp.estimate.n_eff == cmp.estimate.n and cmp.estimate.df > 0:
             notes.append(f"at this gain and spread, more than {blockstats.MOST_BLOCKS} blocks would be needed")
     return Verdict.INCONCLUSIVE, notes

@@ -103,3 +103,32 @@ def test_raising_repeats_after_an_inconclusive_look_stays_within_twice_alpha() -
         assert sequential
         passed += _passes(ratios, True)
     assert passed / campaigns <= 0.05
+
+
+def test_an_open_verdict_counts_the_blocks_the_sequence_needs() -> None:
+    """"About N blocks would decide it" is what a user acts on by adding blocks, which the
+    gate then reads as a confidence sequence: N is the sequence's count, larger than the
+    fixed design's (which would promise a decision the added blocks cannot give)."""
+    import dataclasses
+    import re
+
+    from gates import compare
+    from gates.calibration import Design, VariationModel, block_frame
+    from gates.cells import Selector
+
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        frame = block_frame(Design(blocks=3, gains={"A": 1.12}), VariationModel(), rng)
+        out = compare.compare(frame, ["A"], ["B"], Selector(metric="decode_tps", probe="decode"), higher_is_better=True,
+                              threshold=0.10, rigor=compare.Rigor())
+        cmp = out.comparisons[0]
+        said = re.search(r"about (\d+) blocks in all", out.text())
+        if cmp.verdict != Verdict.INCONCLUSIVE or said is None:
+            continue
+        est = cmp.estimate
+        assert est is not None and not est.sequential
+        fixed = blockstats.blocks_to_decide(est, cmp.bound, ALPHA)
+        sequence = blockstats.blocks_to_decide(dataclasses.replace(est, sequential=True), cmp.bound, ALPHA)
+        assert int(said.group(1)) == sequence and fixed is not None and sequence > fixed
+        return
+    raise AssertionError("no open verdict with a block count in 50 campaigns")
