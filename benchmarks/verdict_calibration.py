@@ -14,8 +14,10 @@ Part 3 (`--adaptive N`, default 200; 0 skips it) adds blocks until the verdict i
 as an item with `max_blocks` does: a +10% relative_improvement gate, true effects of 0%,
 +5%, +10% (the boundary: any verdict is false), +15% and +50%, side by side for the fixed
 designs (5 and 10 blocks), naive re-testing of the fixed design's t interval after every
-block from 3 to 10, and the confidence sequence the flow uses (3 to 10 and 3 to 20
-blocks), all on the same draws. Each row: pass and fail rates and the mean blocks run.
+block from 3 to 10, the confidence sequence (3 to 8, 3 to 10 and 3 to 20 blocks) and
+Bonferroni over the planned looks (3 to 8 and 3 to 10: what the flow uses for an item
+with max_blocks where it is the sharper test, `gates.looks.planned_looks`), all on the
+same draws. Each row: pass and fail rates and the mean blocks run.
 
 Part 4 (`--user N`, default 400; 0 skips it) follows a user's moves on identical arms
 through an any-gain gate, 3 blocks a look, judged by the rule the campaign flow applies
@@ -105,12 +107,15 @@ def e2e(n: int, blocks: int) -> tuple[int, int, int]:
 
 
 EFFECTS = (1.0, 1.05, 1.10, 1.15, 1.50)  # true A/B against a +10% gate; 1.10 is its boundary
-WAYS = (  # (label, least blocks, most blocks, sequential); least == most is a fixed design
-    ("fixed 5 blocks", 5, 5, False),
-    ("fixed 10 blocks", 10, 10, False),
-    ("naive re-test 3..10", 3, 10, False),
-    ("sequence 3..10", 3, 10, True),
-    ("sequence 3..20", 3, 20, True),
+WAYS = (  # (label, least blocks, most blocks, sequential, looks); least == most is a fixed design
+    ("fixed 5 blocks", 5, 5, False, 1),
+    ("fixed 10 blocks", 10, 10, False, 1),
+    ("naive re-test 3..10", 3, 10, False, 1),
+    ("sequence 3..8", 3, 8, True, 1),
+    ("planned looks 3..8", 3, 8, False, 6),
+    ("sequence 3..10", 3, 10, True, 1),
+    ("planned looks 3..10", 3, 10, False, 8),
+    ("sequence 3..20", 3, 20, True, 1),
 )
 
 
@@ -121,10 +126,11 @@ def adaptive(campaigns: int, model: VariationModel) -> list[tuple[str, float, ob
           f"(truth A/B; at 1.1 every verdict is false; 'wrong' is a pass below 1.1 or a fail above it)")
     print(f"{'way':22s} {'truth':>5s}  {'pass':>22s}  {'fail':>22s}  {'blocks':>6s}")
     out = []
-    for label, least, most, sequential in WAYS:
+    for label, least, most, sequential, looks in WAYS:
         for gain in EFFECTS:
             design = Design(blocks=most, gains={"A": gain})
-            tally = run_adaptive(gate, design, model, campaigns, seed=int(gain * 1000), least=least, sequential=sequential)
+            tally = run_adaptive(gate, design, model, campaigns, seed=int(gain * 1000), least=least, sequential=sequential,
+                                 looks=looks)
             out.append((label, gain, tally))
             print(f"{label:22s} {gain:5.2f}  {ci(tally.passed, tally.campaigns)}  {ci(tally.failed, tally.campaigns)}  "
                   f"{tally.mean_blocks:6.1f}", flush=True)

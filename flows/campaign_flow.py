@@ -40,7 +40,7 @@ from flows.devices import ensure_limits, release_lease
 from flows.overrides import digest, probe_params
 from flows.progress import emit
 from gates.engine import canonical_only, evaluate, evaluate_family, gate_arms, gate_rows, read_items
-from gates.looks import Look, added_after_look, look_at, sequence_reason
+from gates.looks import Look, added_after_look, look_at, looks_for, sequence_reason
 from gates.family import planned_members
 from gates.compare import alpha_of
 
@@ -53,8 +53,7 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
     (`gates.engine.evaluate_family`: Holm over the gates measured so far, so a verdict
     can still move to inconclusive as more gates join); write a verdict row when it
     changed, with the look it was (`gates.looks`: which question, how many blocks, which
-    attempts). A gate whose blocks grew after an earlier complete look at the same
-    question, or that reads an adaptive item's rows, reads confidence sequences."""
+    attempts) and the test its looks allow (`design_of`)."""
     frame = store.measurements_frame(campaign_id)
     blocked = queue.blocked_arms(store, campaign_id)
     items = {row.key: row for row in store.items(campaign_id)}
@@ -62,23 +61,19 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
     history = looks_of(store, campaign_id)
     frames: dict[str, Any] = {}
     current: dict[str, Look] = {}
-    sequential = set(spec.adaptive_gates())
-    because: dict[str, str] = {}
+    designs: dict[str, Design] = {}
     for gate in spec.gates:
         feeding = [q for q in spec.queue if q.gate == gate.id]
         if feeding and not any(items[q.key].state in (ItemState.DONE, ItemState.BLOCKED, ItemState.FAILED) for q in feeding if q.key in items):
             continue  # nothing measured for it yet: stays pending
         rows = gate_rows(gate, frame, [q.key for q in feeding])
         frames[gate.id] = rows
-        look, reads_adaptive = _look(spec, gate, rows, feeding, items)
+        look, adaptive = _look(spec, gate, rows, feeding, items)
         current[gate.id] = look
-        if reads_adaptive:
-            sequential.add(gate.id)
-        earlier = added_after_look(look, history.get(gate.id, []))
-        if earlier is not None and gate.id not in sequential:
-            sequential.add(gate.id)
-            because[gate.id] = sequence_reason(earlier, look)
-    results = evaluate_family(spec.gates, frames, blocked, spec.campaign.confidence, sorted(sequential))
+        designs[gate.id] = design_of(spec, gate, look, adaptive, history.get(gate.id, []))
+    sequential = sorted(g for g, d in designs.items() if d.sequential)
+    looks = {g: d.looks for g, d in designs.items() if d.looks > 1}
+    results = evaluate_family(spec.gates, frames, blocked, spec.campaign.confidence, sequential, looks)
     out = []
     for gate in spec.gates:
         if gate.id not in results:
@@ -88,9 +83,10 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
                  and items[q.key].reason.startswith(BUDGET_SPENT)]
         if spent and result.verdict == Verdict.INCONCLUSIVE:
             result = result.model_copy(update={"reason": f"inconclusive at budget ({spent[0]}): {result.reason}"})
-        if gate.id in because:
-            result = result.model_copy(update={"reason": f"{result.reason}; {because[gate.id]}"})
-        look_evidence = {**current[gate.id].evidence(), "sequential": gate.id in sequential}
+        design = designs[gate.id]
+        if design.why:
+            result = result.model_copy(update={"reason": f"{result.reason}; {design.why}"})
+        look_evidence = {**current[gate.id].evidence(), "sequential": design.sequential, "planned_looks": design.looks}
         evidence = json.dumps({**result.evidence, "look": look_evidence}, default=str, sort_keys=True)
         previous = latest.get(gate.id)
         if previous and previous.verdict == result.verdict and previous.reason == result.reason and previous.evidence_json == evidence:
@@ -114,11 +110,41 @@ def looks_of(store: Store, campaign_id: int) -> dict[str, list[Look]]:
     return out
 
 
-def _look(spec: CampaignSpec, gate: GateEntry, rows: Any, feeding: list[QueueItem], items: dict[str, Any]) -> tuple[Look, bool]:
-    """The look a verdict of `gate` from `rows` is, and whether those rows include an
-    adaptive item's (whose blocks were added after looks, whoever looked). Complete: every
-    item the gate reads (its feeding items, or every item running its arms where it reads
-    all) has finished."""
+@dataclass(frozen=True)
+class Design:
+    """How a gate's blocks are judged, given how they were looked at: a fixed-design
+    test, Bonferroni over an adaptive item's planned `looks`, or a confidence sequence;
+    `why` is said in the reason when it is not the fixed design."""
+
+    sequential: bool = False
+    looks: int = 1
+    why: str = ""
+
+
+def design_of(spec: CampaignSpec, gate: GateEntry, look: Look, adaptive: Sequence[QueueItem], earlier: Sequence[Look]) -> Design:
+    """The test `gate` reads now (`gates.looks`): a confidence sequence when blocks were
+    added after an earlier complete look at the same question; Bonferroni over the planned
+    looks when its rows include adaptive items' (each a look after every block from its
+    least to its most) and that is the sharper test at their budget, else the sequence;
+    otherwise the fixed design."""
+    before = added_after_look(look, earlier)
+    if before is not None:
+        return Design(sequential=True, why=sequence_reason(before, look))
+    if not adaptive:
+        return Design()
+    members = max(1, len(planned_members(spec.gates)))
+    alpha = alpha_of(float(gate.params.get("confidence", spec.campaign.confidence))) / members
+    total = looks_for([(spec.blocks(q).least, spec.blocks(q).most) for q in adaptive], alpha)
+    if total > 1:
+        return Design(looks=total, why=f"{total} planned looks (a look after each block), each claim at alpha/{total}")
+    return Design(sequential=True)
+
+
+def _look(spec: CampaignSpec, gate: GateEntry, rows: Any, feeding: list[QueueItem], items: dict[str, Any]) -> tuple[Look, list[QueueItem]]:
+    """The look a verdict of `gate` from `rows` is, and the adaptive items whose rows it
+    includes (their blocks were added after looks, whoever looked). Complete: every item
+    the gate reads (its feeding items, or every item running its arms where it reads all)
+    has finished."""
     arms = set(gate_arms(gate))
     mine = canonical_only(rows)
     if not mine.empty:
@@ -128,7 +154,7 @@ def _look(spec: CampaignSpec, gate: GateEntry, rows: Any, feeding: list[QueueIte
     ]
     complete = all(items[k].state in TERMINAL_ITEM_STATES for k in read if k in items)
     keys = set(mine["item_key"].astype(str)) if not mine.empty else set()
-    adaptive = any(spec.blocks(q).adaptive for q in spec.queue if q.key in keys)
+    adaptive = [q for q in spec.queue if q.key in keys and spec.blocks(q).adaptive]
     return look_at(gate.id, mine, complete), adaptive
 
 
@@ -142,11 +168,13 @@ def settled(store: Store, spec: CampaignSpec, campaign_id: int, item: QueueItem,
     Rows of this item's later blocks (an earlier, interrupted run may have left some) are
     cut, so a resumed run stops exactly where an uninterrupted one would."""
     gate = spec.gate(str(item.gate))
-    feeding = [q.key for q in spec.queue if q.gate == gate.id]
-    rows = gate_rows(gate, store.measurements_frame(campaign_id), feeding)
+    feeding = [q for q in spec.queue if q.gate == gate.id]
+    rows = gate_rows(gate, store.measurements_frame(campaign_id), [q.key for q in feeding])
     if not rows.empty:
         rows = rows[(rows["item_key"] != item.key) | (rows["repeat"] <= last_block)]
-    result = evaluate(gate, rows, queue.blocked_arms(store, campaign_id), spec.campaign.confidence, sequential=True)
+    look, adaptive = _look(spec, gate, rows, feeding, {})
+    design = design_of(spec, gate, look, [*adaptive, *([item] if item not in adaptive else [])], looks_of(store, campaign_id).get(gate.id, []))
+    result = evaluate(gate, rows, queue.blocked_arms(store, campaign_id), spec.campaign.confidence, design.sequential, design.looks)
     line = f"{result.verdict}: {result.reason}" if result.reason else str(result.verdict)
     if result.verdict not in (Verdict.PASS, Verdict.FAIL):
         return False, line

@@ -41,6 +41,7 @@ from gates.compare import DEFAULT_MIN_RUNS
 from gates.calibration import VariationModel
 from gates.engine import params_for as gate_params_for
 from gates.engine import read_items
+from gates.looks import looks_for
 from gates.power import detectable_gain, detectable_margin
 from gates.family import planned_members
 
@@ -244,6 +245,13 @@ def _paired_blocks(spec: CampaignSpec, gate: GateEntry) -> tuple[int, str, str] 
     return worst
 
 
+def _planned_looks(spec: CampaignSpec, gate: GateEntry, family: int, confidence: float) -> int:
+    """The planned looks an adaptive gate's test is Bonferroni-adjusted over, or 1 where it
+    reads the confidence sequence (`gates.looks.looks_for`, as the flow decides)."""
+    plans = [(spec.blocks(q).least, spec.blocks(q).most) for q in spec.queue if q.gate == gate.id and spec.blocks(q).adaptive]
+    return looks_for(plans, (1.0 - confidence) / 2 / max(family, 1))
+
+
 def power_warnings(spec: CampaignSpec) -> list[str]:
     """Comparative gates that, as planned, can pass only on a gain far past their threshold:
     the bar of `gates.blockstats.pass_bar` for the gate's fewest paired blocks and the family
@@ -263,7 +271,12 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
         min_runs = int(gate.params.get("min_runs", DEFAULT_MIN_RUNS))
         confidence = float(gate.params.get("confidence", spec.campaign.confidence))  # a gate may set its own
         adaptive_gate = gate.id in adaptive
-        bar_of = sequential_pass_bar if adaptive_gate else pass_bar
+        looks = _planned_looks(spec, gate, family, confidence) if adaptive_gate else 1
+        if looks > 1:
+            def bar_of(blocks: int, members: int, level: float, looks: int = looks) -> float:
+                return pass_bar(blocks, members * looks, level)  # Bonferroni over the planned looks
+        else:
+            bar_of = sequential_pass_bar if adaptive_gate else pass_bar
         bar = bar_of(n, family, confidence)
         if n >= min_runs and bar <= WARN_BAR:
             continue
@@ -306,7 +319,9 @@ def detectable_lines(spec: CampaignSpec) -> list[str]:
         confidence = float(params.get("confidence", spec.campaign.confidence))
         higher = bool(params.get("higher_is_better", not params.get("lower_is_better", False)))
         threshold = float(params.get("min_gain", 0.0) or 0.0)
-        margin = detectable_margin(n, max(family, 1), confidence, run_sd, sequential=gate.id in adaptive)
+        looks = _planned_looks(spec, gate, max(family, 1), confidence) if gate.id in adaptive else 1
+        sequential = gate.id in adaptive and looks == 1
+        margin = detectable_margin(n, max(family, 1) * looks, confidence, run_sd, sequential=sequential)
         blocks = f"{'at most ' if gate.id in adaptive else ''}{n} block{'s' if n != 1 else ''}"
         need = "any gain" if threshold == 0 else (f"{threshold:+.0%}" if higher else f"{-threshold:+.0%}")
         if math.isinf(margin):

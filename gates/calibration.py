@@ -187,21 +187,24 @@ class StopTally(Tally):
 
 def run_adaptive(
     gate: GateEntry, design: Design, model: VariationModel, campaigns: int, seed: int, least: int, sequential: bool,
+    looks: int = 1,
 ) -> StopTally:
     """`campaigns` campaigns that add blocks one at a time from `least` to `design.blocks`,
     evaluate `gate` after each and stop at the first pass or fail, as an item with
     `max_blocks` does (`flows.campaign_flow.settled`). With `sequential` the gate reads
     confidence sequences (what the flow does); without, the fixed-design t interval is
     re-tested after every block (what looking at a fixed design and adding blocks until it
-    shows a verdict amounts to). Each campaign's blocks are drawn once, so both ways can be
-    compared on the same draws (the same `seed`)."""
+    shows a verdict amounts to). With `looks` each look tests at alpha / looks (Bonferroni
+    over the planned looks, what the flow does where that is the sharper test). Each
+    campaign's blocks are drawn once, so the ways can be compared on the same draws (the
+    same `seed`)."""
     rng = np.random.default_rng(seed)
     tally = StopTally()
     for _ in range(campaigns):
         frame = block_frame(design, model, rng)
         verdict, used = Verdict.INCONCLUSIVE, design.blocks
         for last in range(least - 1, design.blocks):
-            verdict = evaluate(gate, frame[frame["repeat"] <= last], sequential=sequential).verdict
+            verdict = evaluate(gate, frame[frame["repeat"] <= last], sequential=sequential, looks=looks).verdict
             if verdict in (Verdict.PASS, Verdict.FAIL):
                 used = last + 1
                 break

@@ -41,49 +41,54 @@ def gate_rows(gate: GateEntry, frame: pd.DataFrame, feeding: Sequence[str]) -> p
     return frame[frame["item_key"].isin(items)]
 
 
-def params_for(gate: GateEntry, confidence: float = CONFIDENCE, sequential: bool = False) -> dict:
+def params_for(gate: GateEntry, confidence: float = CONFIDENCE, sequential: bool = False, looks: int = 1) -> dict:
     """The gate's params with the campaign's confidence filled in where the predicate
     takes one and the gate does not set its own, and each metric's direction from the
-    catalogue where the gate does not set it (also inside all_of's checks). With
-    `sequential` (an item feeding the gate adds blocks until it is settled) every
-    interval is a confidence sequence, whatever the gate says: looking after each block
-    is what that item does."""
-    params = catalog.with_directions(gate.predicate, dict(gate.params))
-    model = catalog.params_model(gate.predicate)
-    if "confidence" in model.model_fields and "confidence" not in params:
-        params["confidence"] = confidence
-    if sequential and "sequential" in model.model_fields:
-        params["sequential"] = True
+    catalogue where the gate does not set it (also inside all_of's checks). How the
+    gate's blocks were looked at (`gates.looks`) decides its test, whatever the gate
+    says: with `sequential` every interval is a confidence sequence; with `looks` > 1 (an
+    item that adds blocks until settled, its looks planned) every claim is tested at
+    alpha / looks, a confidence of 1 - (1 - confidence) / looks (Bonferroni over the
+    planned looks)."""
+    params = _with_design(gate.predicate, catalog.with_directions(gate.predicate, dict(gate.params)), confidence, sequential, looks)
     if gate.predicate == "all_of" and isinstance(params.get("checks"), list):
         checks = []
         for check in params["checks"]:
             if isinstance(check, dict) and isinstance(check.get("params", {}), dict):
-                inner = catalog.with_directions(str(check.get("predicate", "")), dict(check.get("params", {})))
-                try:
-                    takes = "confidence" in catalog.params_model(check.get("predicate", "")).model_fields
-                except KeyError:
-                    takes = False
-                if takes and "confidence" not in inner:
-                    inner["confidence"] = confidence
-                if takes and sequential:
-                    inner["sequential"] = True
-                check = {**check, "params": inner}
+                name = str(check.get("predicate", ""))
+                inner = catalog.with_directions(name, dict(check.get("params", {})))
+                check = {**check, "params": _with_design(name, inner, confidence, sequential, looks)}
             checks.append(check)
         params["checks"] = checks
     return params
 
 
+def _with_design(predicate: str, params: dict, confidence: float, sequential: bool, looks: int) -> dict:
+    try:
+        fields = catalog.params_model(predicate).model_fields
+    except KeyError:
+        return params  # an unknown predicate: refused where its params are validated
+    if "confidence" in fields:
+        own = float(params.get("confidence", confidence))
+        params["confidence"] = 1.0 - (1.0 - own) / looks if looks > 1 and not sequential else own
+    if sequential and "sequential" in fields:
+        params["sequential"] = True
+    return params
+
+
 def evaluate(
     gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | None = None, confidence: float = CONFIDENCE,
-    sequential: bool = False,
+    sequential: bool = False, looks: int = 1,
 ) -> GateResult:
     """Verdict for one gate from the measurement frame (any modes; greedy is dropped here).
 
     `blocked` maps arm id -> the external reason it could not be measured; a gate whose
-    arm is blocked is blocked, with that reason word for word.
+    arm is blocked is blocked, with that reason word for word. With planned `looks` the
+    gate's p-values are Bonferroni-adjusted (times `looks`), so the family (`gates.family`)
+    and an adaptive item's stop compare them with alpha as they do any other gate's.
     """
     blocked = blocked or {}
-    arms = [*gate.subjects, *gate.baseline]
+    arms = gate_arms(gate)
     stuck = [a for a in arms if a in blocked]
     if stuck:
         first = stuck[0]
@@ -96,15 +101,27 @@ def evaluate(
     if not rows.empty:
         rows = rows[rows["arm_id"].isin(arms)].reset_index(drop=True)
     fn = catalog.get(gate.predicate)
-    params = catalog.params_model(gate.predicate).model_validate(params_for(gate, confidence, sequential))
-    return fn(rows, gate, params)
+    looks = 1 if sequential else max(1, looks)
+    params = catalog.params_model(gate.predicate).model_validate(params_for(gate, confidence, sequential, looks))
+    result = fn(rows, gate, params)
+    if looks > 1 and "p_pass" in result.evidence:
+        evidence = {**result.evidence, "planned_looks": looks}
+        for key in ("p_pass", "p_fail"):
+            if key in evidence:
+                evidence[key] = min(1.0, float(evidence[key]) * looks)
+        result = result.model_copy(update={"evidence": evidence})
+    return result
 
 
 def evaluate_family(
     gates: Sequence[GateEntry], frames: Mapping[str, pd.DataFrame], blocked: dict[str, str] | None = None,
-    confidence: float = CONFIDENCE, sequential: Sequence[str] = (),
+    confidence: float = CONFIDENCE, sequential: Sequence[str] = (), looks: Mapping[str, int] | None = None,
 ) -> dict[str, GateResult]:
     """Every gate of `frames` (gate id -> the rows it reads), then Holm over the family;
-    the gates named in `sequential` with confidence sequences (`params_for`)."""
-    results = {g.id: evaluate(g, frames[g.id], blocked, confidence, g.id in sequential) for g in gates if g.id in frames}
+    the gates named in `sequential` with confidence sequences, those in `looks` with
+    their planned looks (`params_for`)."""
+    looks = looks or {}
+    results = {
+        g.id: evaluate(g, frames[g.id], blocked, confidence, g.id in sequential, looks.get(g.id, 1)) for g in gates if g.id in frames
+    }
     return family.adjust(results, gates, confidence)

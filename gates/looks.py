@@ -39,6 +39,7 @@ from typing import Any
 import pandas as pd
 
 from campaign.states import Verdict
+from gates.blockstats import sequential_t, t_quantile
 from gates.cells import block_of
 
 # verdicts a user could act on: a pending or blocked gate decided nothing
@@ -109,3 +110,32 @@ def sequence_reason(earlier: Look, now: Look) -> str:
         f"blocks added after a look ({earlier.blocks} blocks, {earlier.verdict or 'looked at'}; now {now.blocks}): "
         "a confidence sequence over all of them"
     )
+
+
+def planned_looks(least: int, most: int, alpha: float) -> int:
+    """How an item that adds blocks until its gate is settled, from `least` to `most`, is
+    judged: the number of its planned looks when testing each at alpha / looks
+    (Bonferroni) is the sharper test at the budget, else 1 (then the confidence sequence).
+
+    Why both: the sequence holds however many looks are taken, which blocks added after a
+    look need; an adaptive item's looks are planned before the first (one after each block
+    from `least` to `most`), and over such a handful the union bound is the narrower
+    interval: at 3..8 blocks the per-look t needs 3.64 standard errors at the last block
+    against the sequence's 4.17, and a +15% gain against a +10% gate at 3% restart noise
+    passes 43% of the time instead of 31%. Each claim errs at most alpha either way."""
+    looks = most - least + 1
+    if looks <= 1:
+        return 1
+    bonferroni = t_quantile(1.0 - alpha / looks, most - 1)
+    sequence = sequential_t(most, most - 1, alpha)
+    return looks if bonferroni <= sequence else 1
+
+
+def looks_for(plans: Sequence[tuple[int, int]], alpha: float) -> int:
+    """The planned looks of a gate whose rows come from adaptive items with budgets
+    `plans` ((least, most) each; every item looks after each of its blocks): their total
+    when Bonferroni is the sharper test for every one of them (`planned_looks`), else 1,
+    and the gate reads the confidence sequence."""
+    if plans and all(planned_looks(least, most, alpha) > 1 for least, most in plans):
+        return sum(most - least + 1 for least, most in plans)
+    return 1

@@ -6,6 +6,7 @@ uninterrupted run makes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,8 @@ def test_an_adaptive_item_stops_when_its_gate_is_settled_and_stays_done(tmp_path
     (row,) = store.items(camp.id)
     assert row.reason == f"{SETTLED} {len(blocks)} of at most 8 blocks (faster pass)"
     verdict = store.latest_verdicts(camp.id)["faster"]
-    assert "confidence sequence" in verdict.evidence_json
+    # looked at after each of blocks 3 to 8: each claim tested at alpha / 6 (Bonferroni over the planned looks)
+    assert json.loads(verdict.evidence_json)["planned_looks"] == 6 and "6 planned looks" in verdict.reason
     # a second run, and a larger budget, add nothing to a settled item
     attempts = len(store.attempts(camp.id))
     _file(path, fast_a=True, max_blocks=12)

@@ -163,9 +163,11 @@ def test_the_plan_and_the_design_warning_speak_of_the_budget(tmp_path: Path) -> 
     assert "3 to 8 blocks (until g is settled), 6-16 server starts" in lines[0]
     assert "6 to 16 server starts in all" in lines[-1]
     assert power_warnings(spec) == []  # 8 blocks: the sequence's bar is under 3 spreads
-    few = _load(_file(tmp_path, [item("q", ["A", "B"], ["decode"], gate="g", max_blocks=4)]))
+    # four blocks: two planned looks, each at alpha / 2, a bar of 2.1 spreads (the sequence's was past 3)
+    assert power_warnings(_load(_file(tmp_path, [item("q", ["A", "B"], ["decode"], gate="g", max_blocks=4)]))) == []
+    few = _load(_file(tmp_path, [item("q", ["A", "B"], ["decode"], gate="g", max_blocks=3)]))
     (warning,) = power_warnings(few)
-    assert "at most 4 blocks (max_blocks)" in warning and "max_blocks" in warning.split(";")[-1]
+    assert "at most 3 blocks (max_blocks)" in warning and "max_blocks" in warning.split(";")[-1]
 
 
 @pytest.mark.parametrize("sequential", [False, True])
