@@ -338,16 +338,6 @@ def _shares_a_cell(spec: CampaignSpec, arm_id: str, first: QueueItem, second: Qu
     )
 
 
-def _compared_arms(gate: GateEntry) -> set[str]:
-    """The arms whose rows `gate`'s verdict reads: subjects and baseline, and an all_of check's own."""
-    arms = {*gate.subjects, *gate.baseline}
-    checks = gate.params.get("checks") if gate.predicate == "all_of" else None
-    for check in checks if isinstance(checks, list) else []:
-        if isinstance(check, dict):
-            arms |= {str(a) for a in [*(check.get("subjects") or []), *(check.get("baseline") or [])]}
-    return arms
-
-
 def _recipe_problem(spec: CampaignSpec, arm_id: str, first: QueueItem, second: QueueItem) -> str:
     """'slots (first: 4, second: 2)': the recipe fields in which two items run an arm apart ('' for none)."""
     a, b = _recipe_or_none(spec, arm_id, first), _recipe_or_none(spec, arm_id, second)
@@ -402,7 +392,7 @@ def _check_pooling(spec: CampaignSpec, models: Mapping[str, type[BaseModel]] | N
         if read == fed:
             continue  # it reads the items feeding it, checked above
         why = "its reads = 'all'" if fed else "no item feeds it"
-        readings, compared = _readings(entry, models or {}), _compared_arms(entry)
+        readings, compared = _readings(entry, models or {}), set(entry.arms_read())
         for gate, first, second, one, two in _pairs(spec, entry.id, read):
             if first.gate == second.gate == gate:
                 continue  # both feed it, checked above

@@ -224,6 +224,16 @@ class GateEntry(_Strict):
         description="left out of the campaign's family of comparative verdicts (no multiplicity control; the reason says so)",
     )
 
+    def arms_read(self) -> list[str]:
+        """Every arm whose rows the verdict reads: subjects and baseline, and those an
+        all_of check names of its own. The one place for that fact."""
+        arms = [*self.subjects, *self.baseline]
+        checks = self.params.get("checks") if self.predicate == "all_of" else None
+        for check in checks if isinstance(checks, list) else []:
+            if isinstance(check, dict):
+                arms += [str(a) for a in [*(check.get("subjects") or []), *(check.get("baseline") or [])]]
+        return list(dict.fromkeys(arms))
+
 
 def read_items(gate: GateEntry, feeding: Sequence[str]) -> list[str] | None:
     """The queue items whose rows a gate reads, given the keys of the items feeding it;

@@ -39,7 +39,7 @@ from flows import overrides as override_keys
 from flows.devices import ensure_limits, release_lease
 from flows.overrides import digest, probe_params
 from flows.progress import emit
-from gates.engine import canonical_only, evaluate, evaluate_family, gate_arms, gate_rows, read_items
+from gates.engine import canonical_only, evaluate, evaluate_family, gate_rows, read_items
 from gates.looks import Look, added_after_look, look_at, looks_for, sequence_reason
 from gates.family import planned_members
 from gates.compare import alpha_of
@@ -145,7 +145,7 @@ def _look(spec: CampaignSpec, gate: GateEntry, rows: Any, feeding: list[QueueIte
     includes (their blocks were added after looks, whoever looked). Complete: every item
     the gate reads (its feeding items, or every item running its arms where it reads all)
     has finished."""
-    arms = set(gate_arms(gate))
+    arms = set(gate.arms_read())
     mine = canonical_only(rows)
     if not mine.empty:
         mine = mine[mine["arm_id"].isin(arms)]

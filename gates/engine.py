@@ -23,16 +23,6 @@ def canonical_only(frame: pd.DataFrame) -> pd.DataFrame:
     return without_warmups(frame[frame["mode"] == Mode.CANONICAL.value]).reset_index(drop=True)
 
 
-def gate_arms(gate: GateEntry) -> list[str]:
-    """Every arm a gate's verdict reads: its subjects and baseline, and those an all_of
-    check names of its own."""
-    arms = [*gate.subjects, *gate.baseline]
-    for check in gate.params.get("checks", []) if gate.predicate == "all_of" else []:
-        if isinstance(check, dict):
-            arms += [*(check.get("subjects") or []), *(check.get("baseline") or [])]
-    return list(dict.fromkeys(arms))
-
-
 def gate_rows(gate: GateEntry, frame: pd.DataFrame, feeding: Sequence[str]) -> pd.DataFrame:
     """`frame` cut to the rows `gate` reads (`read_items`)."""
     items = read_items(gate, feeding)
@@ -88,7 +78,7 @@ def evaluate(
     and an adaptive item's stop compare them with alpha as they do any other gate's.
     """
     blocked = blocked or {}
-    arms = gate_arms(gate)
+    arms = gate.arms_read()
     stuck = [a for a in arms if a in blocked]
     if stuck:
         first = stuck[0]
