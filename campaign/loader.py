@@ -349,6 +349,18 @@ def _recipe_problem(spec: CampaignSpec, arm_id: str, first: QueueItem, second: Q
     )
 
 
+def _unlike(spec: CampaignSpec, first: QueueItem, second: QueueItem, arms: list[str]) -> tuple[bool, list[tuple[str, str]]]:
+    """How two items whose rows one gate pools differ on `arms` (those they share that the
+    gate reads): whether the second confirms the first (a confirmatory run is compared with
+    the item it confirms, never pooled with it), else each arm that runs another recipe in
+    each, with the fields. The caller words them: it knows how the gate came to pool them."""
+    if not arms:
+        return False, []
+    if second.confirms == first.key:  # confirms names an earlier item: the first
+        return True, []
+    return False, [(arm_id, shown) for arm_id in arms if (shown := _recipe_problem(spec, arm_id, first, second))]
+
+
 def _check_pooling(spec: CampaignSpec, models: Mapping[str, type[BaseModel]] | None = None) -> list[str]:
     """The queue items whose rows a gate reads (`items_read`) must not pool unlike recipes
     of one arm in its verdict.
@@ -368,9 +380,8 @@ def _check_pooling(spec: CampaignSpec, models: Mapping[str, type[BaseModel]] | N
     problems: list[str] = []
     for gate, first, second, one, two in pooled_pairs(spec):
         shared = [a for a in second.arms if a in first.arms]
-        if not shared:
-            continue
-        if second.confirms == first.key:  # confirms names an earlier item: the first
+        confirms, unlike = _unlike(spec, first, second, shared)
+        if confirms:
             problems.append(
                 f"{two}.gate: found {gate!r}, but this item confirms {one} (changing "
                 f"{', '.join(second.change)}) and that item feeds {gate!r} too with the same "
@@ -378,14 +389,12 @@ def _check_pooling(spec: CampaignSpec, models: Mapping[str, type[BaseModel]] | N
                 f"with the item it confirms, never pooled with it in one verdict (feed another gate, or none)"
             )
             continue
-        for arm_id in shared:
-            shown = _recipe_problem(spec, arm_id, first, second)
-            if shown:
-                problems.append(
-                    f"{two}.gate: gate {gate!r} is also fed by {one}, which runs arm {arm_id!r} with another "
-                    f"recipe: {shown}; one verdict must not pool unlike settings (give that recipe its own arm, "
-                    f"or feed another gate)"
-                )
+        problems += [
+            f"{two}.gate: gate {gate!r} is also fed by {one}, which runs arm {arm_id!r} with another "
+            f"recipe: {shown}; one verdict must not pool unlike settings (give that recipe its own arm, "
+            f"or feed another gate)"
+            for arm_id, shown in unlike
+        ]
     for entry in spec.gates:
         read = items_read(spec, entry)
         fed = [q for q in read if q.gate == entry.id]
@@ -399,21 +408,20 @@ def _check_pooling(spec: CampaignSpec, models: Mapping[str, type[BaseModel]] | N
             arms = [a for a in second.arms
                     if a in first.arms and a in compared and _shares_a_cell(spec, a, first, second, readings)]
             reads = f"gate {gate!r} reads every item ({why}), {one} included,"
-            if arms and second.confirms == first.key:
+            confirms, unlike = _unlike(spec, first, second, arms)
+            if confirms:
                 problems.append(
                     f"{two}.confirms: {reads} and this item confirms it (changing {', '.join(second.change)}) with the same "
                     f"arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}; a confirmatory run is compared with the item it "
                     f"confirms, never pooled with it in one verdict (feed {gate!r} from the items it compares)"
                 )
                 continue
-            for arm_id in arms:
-                shown = _recipe_problem(spec, arm_id, first, second)
-                if shown:
-                    problems.append(
-                        f"{two}.{'change' if second.change else 'overrides'}: {reads} which runs arm {arm_id!r} with another "
-                        f"recipe: {shown}; one verdict must not pool unlike settings (give that recipe its own arm, or feed "
-                        f"{gate!r} from the items it compares)"
-                    )
+            problems += [
+                f"{two}.{'change' if second.change else 'overrides'}: {reads} which runs arm {arm_id!r} with another "
+                f"recipe: {shown}; one verdict must not pool unlike settings (give that recipe its own arm, or feed "
+                f"{gate!r} from the items it compares)"
+                for arm_id, shown in unlike
+            ]
     return problems
 
 
