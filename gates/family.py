@@ -23,20 +23,13 @@ from gates.compare import alpha_of
 from gates.holm import holm
 from gates.result import GateResult
 
-# Predicates that claim a bound on their subjects alone (no baseline needed): members too.
-BOUND_PREDICATES = frozenset({"threshold", "holds_at_ceiling", "majority", "acceptance_rate", "goodput", "load_goodput", "load_latency"})
-
-
 def planned_members(gates: Sequence[GateEntry]) -> list[GateEntry]:
-    """The gates that can join the family: those not exploratory that compare arms against
-    a baseline, claim a bound (`BOUND_PREDICATES`) or combine checks (`all_of`), less a
-    `control` gate that only characterises. An upper bound on its size before anything
-    ran (Holm adjusts only over the members measured so far)."""
-    return [
-        g for g in gates
-        if not g.exploratory and (g.baseline or g.predicate in BOUND_PREDICATES or g.predicate == "all_of")
-        and not (g.predicate == "control" and g.params.get("role") == "control")
-    ]
+    """The gates that can join the family: every one not exploratory, less a `control`
+    gate that only characterises. An upper bound on its size before anything ran (Holm
+    adjusts only over the members measured so far, those whose evidence carries p-values),
+    so that an item stopping at alpha / (this size) is never undone; counting a gate that
+    turns out to carry none (a plugin's without p-values) only makes that stop stricter."""
+    return [g for g in gates if not g.exploratory and not (g.predicate == "control" and g.params.get("role") == "control")]
 
 
 def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confidence: float) -> dict[str, GateResult]:

@@ -374,6 +374,10 @@ def test_the_planned_family_counts_the_bounds_that_will_join_it() -> None:
              gate("majority", {}, ["B"], gid="tools"),
              gate("control", {"metric": "decode_tps", "role": "control"}, ["B"], ["A"], gid="shown")]
     assert [g.id for g in family.planned_members(gates)] == ["gain", "bound", "tools"]
+    # a gate without a baseline outside the built-in bounds (best_of among its subjects, a
+    # plugin's claim) may carry p-values too: the upper bound counts it
+    ranked = gate("best_of", {"metric": "decode_tps"}, ["B", "A"], gid="ranked")
+    assert [g.id for g in family.planned_members([*gates, ranked])] == ["gain", "bound", "tools", "ranked"]
 
 
 # -- 7. the error limit decided by the exact interval ---------------------------------------------------------
