@@ -212,7 +212,7 @@ class GateEntry(_Strict):
     id: str = Field(pattern=_ID, description="the gate's id; a queue item feeds it by `gate`")
     title: str = Field(default="", description="the claim in words, shown in status and the report")
     predicate: str = Field(description="what decides the verdict: a built-in predicate (docs/gates.md) or a plugin's")
-    params: dict[str, Any] = Field(default_factory=dict, description="the predicate's parameters (docs/gates.md), checked when the file loads")
+    params: dict[str, Any] = Field(default_factory=dict, description="the predicate's parameters (docs/predicates-compare.md, docs/predicates-bounds.md), checked when the file loads")
     subjects: list[str] = Field(min_length=1, description="the arms the claim is about")
     baseline: list[str] = Field(default_factory=list, description="baseline or control arms")
     reads: Literal["own-items", "all"] = Field(

@@ -67,10 +67,11 @@ INTRO = """\
 
 A campaign is one TOML file. This page lists every table and key it may hold, generated
 from the schema that checks it (`campaign/schema.py`; regenerate with
-`python -m campaign.schema_doc > docs/campaign-file.md`). Gates and their `params` are in
-[gates.md](gates.md), the metrics a gate can name in [metrics.md](metrics.md), the
-runtime adapters in [runtimes.md](runtimes.md), and measuring your own server in
-[own-server.md](own-server.md).
+`python -m campaign.schema_doc > docs/campaign-file.md`). Gates are in [gates.md](gates.md),
+their `params` in [predicates-compare.md](predicates-compare.md) and
+[predicates-bounds.md](predicates-bounds.md), the metrics a gate can name in
+[metrics.md](metrics.md), the runtime adapters in [runtimes.md](runtimes.md), and
+measuring your own server in [own-server.md](own-server.md).
 
 ## A minimal campaign
 
@@ -186,8 +187,10 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "[[gates]]", schema.GateEntry,
-        "A claim over the measurements, decided by a predicate; optional. Predicates, their "
-        "params, directions, intervals and verdicts are in [gates.md](gates.md).",
+        "A claim over the measurements, decided by a predicate; optional. Predicates, "
+        "directions, intervals and verdicts are in [gates.md](gates.md), each predicate's "
+        "params in [predicates-compare.md](predicates-compare.md) and "
+        "[predicates-bounds.md](predicates-bounds.md).",
         ("`subjects` and `baseline` name arms; a comparative predicate compares every subject with "
          "every baseline arm.",),
     ),

@@ -278,7 +278,7 @@ class RunCost:
 
 def server_starters(attempts: list[AttemptRow]) -> dict[int, AttemptRow]:
     """Each attempt's id -> the attempt that started the server it ran on: itself, or (a
-    kept server, docs/guide.md) the earliest attempt with the same `server_log`, which
+    kept server, docs/gates-and-queue.md) the earliest attempt with the same `server_log`, which
     the attempts chained onto a server copy from the one that started it. `attempts`
     oldest first."""
     first: dict[str, AttemptRow] = {}

@@ -1,12 +1,14 @@
-"""docs/gates.md: the built-in predicates, their params, and how a verdict is reached.
+"""The gate pages: docs/gates.md (how a verdict is reached, the list of predicates, the
+verdict words) and the predicate pages (each built-in predicate with its params), one
+page for those that compare arms and one for bounds on one arm's value.
 
 Why generated: the predicate registry (`gates.catalog`) is what a campaign file's gates
 are checked against, so the list of predicates and each one's params (name, type,
 default, description) are read from it; a page written by hand would miss the next
 param. The explanation around them (direction, intervals, the family, the verdict
 words) is the constant text below, taken from `gates.compare`, `gates.blockstats` and
-`gates.family`. A test compares docs/gates.md with `markdown()`; regenerate it with
-`python -m gates.doc > docs/gates.md`.
+`gates.family`. A test compares each page with `pages()`; regenerate one with
+`python -m gates.doc --page NAME > docs/NAME` (gates.md without `--page`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from gates import catalog
 
 # Each built-in predicate: what it decides in a few words, then in full, and whether it is
 # one of the campaign's comparative claims (the family Holm adjusts). A predicate missing
-# here fails the generator, so a new one cannot be left out of the page.
+# here fails the generator, so a new one cannot be left out of the pages.
 SUMMARIES: dict[str, tuple[str, str, str]] = {
     "relative_improvement": (
         "subjects beat the baseline by at least `min_gain`",
@@ -418,23 +420,89 @@ def params_table(predicate: str) -> list[str]:
     return rows
 
 
-def markdown() -> str:
-    """docs/gates.md (a test keeps the file current)."""
-    names = builtins()
-    lines = [INTRO.rstrip("\n"), "", "## The predicates", "", "| predicate | in the family | decides |", "| --- | --- | --- |"]
+INDEX = "gates.md"
+
+# The predicate pages: each one's first lines and the built-ins it holds. A built-in on no
+# page (or on two) fails the generator, so a new one cannot be left off.
+PREDICATE_PAGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "predicates-compare.md": (
+        """\
+# Predicates that compare arms
+
+The built-in predicates that judge subjects against `baseline` (or control) arms, each
+with its params. The page is generated from the predicate registry
+(`python -m gates.doc --page predicates-compare.md`); what every gate reads, which way a
+metric reads, how the interval and the family are formed and what each verdict means
+are in [gates.md](gates.md), bounds on one arm's value in
+[predicates-bounds.md](predicates-bounds.md).""",
+        ("all_of", "attribution", "best_of", "control", "equivalence", "regression_guard", "relative_improvement"),
+    ),
+    "predicates-bounds.md": (
+        """\
+# Predicates that bound a value
+
+The built-in predicates that hold each subject's value to a bound: a threshold, a rate, a
+share of requests, a load run's goodput or latency percentile (the load ones may also ask
+a gain over baseline arms), each with its params. The page is generated from the
+predicate registry (`python -m gates.doc --page predicates-bounds.md`); what every gate
+reads, how the interval and the family are formed and what each verdict means are in
+[gates.md](gates.md), predicates that compare arms in
+[predicates-compare.md](predicates-compare.md).""",
+        ("acceptance_rate", "goodput", "holds_at_ceiling", "load_goodput", "load_latency", "majority", "threshold"),
+    ),
+}
+
+PAGES = (INDEX, *PREDICATE_PAGES)
+
+
+def page_of(name: str) -> str:
+    """The predicate page that holds a built-in's section."""
+    holders = [page for page, (_, held) in PREDICATE_PAGES.items() if name in held]
+    if len(holders) != 1:
+        raise KeyError(f"built-in predicate {name!r} is on {len(holders)} predicate pages: list it in one PREDICATE_PAGES entry")
+    return holders[0]
+
+
+def predicate_section(name: str) -> list[str]:
+    _, decides, family = SUMMARIES[name]
+    lines = [f"## {name}", "", decides, "", f"In the family: {family}.", "", *params_table(name)]
+    if name == "attribution":
+        claims = ", ".join(f"`{c}` ({', '.join(fields)})" for c, fields in MECHANISMS.items())
+        lines += ["", f"`claim` is one of: {claims}: the mechanism and the recipe fields that switch it."]
+    return lines
+
+
+def index_page(names: list[str]) -> str:
+    """docs/gates.md: how a verdict is reached, every predicate linked to its section, the verdicts."""
+    links = " and ".join(f"[{page}]({page})" for page in PREDICATE_PAGES)
+    lines = [
+        INTRO.rstrip("\n"), "", "## The predicates", "",
+        f"Each predicate's params are in its section on {links}.", "",
+        "| predicate | in the family | decides |", "| --- | --- | --- |",
+    ]
     for name in names:
         short, _, family = SUMMARIES[name]
-        lines.append(f"| [`{name}`](#{name}) | {family} | {cell(short)} |")
-    for name in names:
-        _, decides, family = SUMMARIES[name]
-        lines += ["", f"### {name}", "", decides, "", f"In the family: {family}.", "", *params_table(name)]
-        if name == "attribution":
-            claims = ", ".join(f"`{c}` ({', '.join(fields)})" for c, fields in MECHANISMS.items())
-            lines += ["", f"`claim` is one of: {claims}: the mechanism and the recipe fields that switch it."]
+        lines.append(f"| [`{name}`]({page_of(name)}#{name}) | {family} | {cell(short)} |")
     lines += ["", "## Verdicts", "", "| verdict | means |", "| --- | --- |"]
     lines += [f"| `{v.value}` | {cell(VERDICTS[v])} |" for v in Verdict]
     return "\n".join(lines) + "\n"
 
 
+def pages() -> dict[str, str]:
+    """Every gate page by file name (a test keeps each file in docs/ current)."""
+    names = builtins()
+    out = {INDEX: index_page(names)}
+    for page, (intro, _) in PREDICATE_PAGES.items():
+        lines = [intro]
+        for name in (n for n in names if page_of(n) == page):
+            lines += ["", *predicate_section(name)]
+        out[page] = "\n".join(lines) + "\n"
+    return out
+
+
 if __name__ == "__main__":
-    print(markdown(), end="")
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m gates.doc", description="Print one gate page.")
+    parser.add_argument("--page", choices=PAGES, default=INDEX, help="the page to print (default: %(default)s)")
+    print(pages()[parser.parse_args().page], end="")

@@ -1,9 +1,12 @@
-"""docs/probes.md, generated from the probe registry: what each probe sends, its
+"""The probe pages, generated from the probe registry: what each probe sends, its
 parameters with their defaults (the keys a queue item's `overrides` may set), and the
-metrics it stores with their units, from the metric catalogue.
+metrics it stores with their units, from the metric catalogue. docs/probes.md lists
+every probe and holds most; a probe whose reference would crowd it has a page of its
+own (`OWN_PAGES`).
 
-Generated so that it cannot drift from the code: a test compares the file with
-`markdown()`; write it with `python -m arms.probes.doc > docs/probes.md`.
+Generated so that it cannot drift from the code: a test compares each file with
+`pages()`; write one with `python -m arms.probes.doc --page NAME > docs/NAME`
+(probes.md without `--page`).
 """
 
 from __future__ import annotations
@@ -44,8 +47,35 @@ def _params(spec: registry.ProbeSpec) -> list[str]:
     return rows
 
 
-def markdown() -> str:
-    lines = [INTRO, "", "| probe | per context | what it asks |", "| --- | --- | --- |"]
+INDEX = "probes.md"
+
+# Probes whose reference (long module account, many parameters and metrics) has a page of
+# its own, linked from the index's table; every other probe's section is on the index.
+OWN_PAGES: dict[str, str] = {"agent-load": "probes-agent-load.md", "load": "probes-load.md"}
+
+PAGES = (INDEX, *OWN_PAGES.values())
+
+
+def _own_intro(name: str, page: str) -> str:
+    return f"""# Probe: {name}
+
+The `{name}` probe's reference, generated from the probe registry
+(`python -m arms.probes.doc --page {page}`): what it sends and why, the parameters a queue
+item's `overrides` may set with their defaults, and every metric it stores, with its unit
+and direction from the metric catalogue ([metrics.md](metrics.md)). [probes.md](probes.md)
+lists every probe and says what *per context* and *sample size* mean."""
+
+
+def _section(name: str, doc: str) -> list[str]:
+    spec = registry.get(name)
+    return ["", f"## {name}", "", doc, "", "### Parameters", "", *_params(spec), "", "### Metrics", "", *metrics.probe_table(name)]
+
+
+def pages() -> dict[str, str]:
+    """Every probe page by file name (a test keeps each file in docs/ current)."""
+    own = ", ".join(f"`{name}` ([{page}]({page}))" for name, page in OWN_PAGES.items())
+    lines = [INTRO, "", f"Every probe's section is below, except those with a page of their own: {own}.", "",
+             "| probe | per context | what it asks |", "| --- | --- | --- |"]
     names = registry.names()
     docs = {}
     for name in names:
@@ -54,12 +84,20 @@ def markdown() -> str:
         doc = inspect.cleandoc(module.__doc__ or "")
         docs[name] = doc
         first = doc.split("\n\n")[0].replace("\n", " ")
-        lines.append(f"| [`{name}`](#{name}) | {'yes' if spec.per_context else 'no'} | {cell(first.split(': ', 1)[-1])} |")
+        link = f"{OWN_PAGES[name]}#{name}" if name in OWN_PAGES else f"#{name}"
+        lines.append(f"| [`{name}`]({link}) | {'yes' if spec.per_context else 'no'} | {cell(first.split(': ', 1)[-1])} |")
+    out = {}
     for name in names:
-        spec = registry.get(name)
-        lines += ["", f"## {name}", "", docs[name], "", "### Parameters", "", *_params(spec), "", "### Metrics", "", *metrics.probe_table(name)]
-    return "\n".join(lines) + "\n"
+        if name in OWN_PAGES:
+            out[OWN_PAGES[name]] = "\n".join([_own_intro(name, OWN_PAGES[name]), *_section(name, docs[name])]) + "\n"
+        else:
+            lines += _section(name, docs[name])
+    return {INDEX: "\n".join(lines) + "\n", **out}
 
 
 if __name__ == "__main__":
-    print(markdown(), end="")
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m arms.probes.doc", description="Print one probe page.")
+    parser.add_argument("--page", choices=PAGES, default=INDEX, help="the page to print (default: %(default)s)")
+    print(pages()[parser.parse_args().page], end="")

@@ -1,6 +1,8 @@
-"""The reference pages a new user writes a campaign from: docs/campaign-file.md and
-docs/gates.md are generated and current, name every field and predicate, and the
-campaigns they (and docs/own-server.md) show load as `campaign check` loads them."""
+"""The docs pages: every generated page (docs/campaign-file.md, the gate and predicate
+pages, the probe pages) is current byte for byte and names every field, predicate and
+probe; the campaigns they (and docs/own-server.md) show load as `campaign check` loads
+them; every page is at most 25,000 bytes and listed in docs/index.md; and every link or
+quoted section between pages lands on a page and heading that exist."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from flows.overrides import check_campaign
 from flows.resolve import load_campaign
 from gates import catalog
 from gates import doc as gates_doc
-from tests.paths import DOCS
+from tests.paths import DOCS, ROOT
 
 TOML_BLOCK = re.compile(r"^```toml\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
@@ -52,8 +54,11 @@ def test_campaign_file_md_is_the_schema() -> None:
     )
 
 
-def test_gates_md_is_the_registry() -> None:
-    assert page("gates.md") == gates_doc.markdown(), "docs/gates.md is stale: python -m gates.doc > docs/gates.md"
+def test_the_gate_and_predicate_pages_are_the_registry() -> None:
+    generated = gates_doc.pages()
+    assert set(generated) == {"gates.md", "predicates-compare.md", "predicates-bounds.md"}
+    for name, text in generated.items():
+        assert page(name) == text, f"docs/{name} is stale: python -m gates.doc --page {name} > docs/{name}"
 
 
 # -- complete ---------------------------------------------------------------------------------
@@ -105,20 +110,22 @@ def test_every_runtime_adapter_is_named_in_campaign_file_md() -> None:
     assert [n for n in builtin if n not in text] == []
 
 
-def test_every_predicate_and_param_is_in_gates_md() -> None:
-    text = page("gates.md")
-    by_name = sections(text, "###")
+def test_every_predicate_has_a_section_with_its_params_that_gates_md_links() -> None:
+    """gates.md's table links each built-in to its section on one predicate page, and that
+    section tables every param."""
+    index = page("gates.md")
     builtin = gates_doc.builtins()
     assert {"relative_improvement", "threshold", "attribution", "all_of"} <= set(builtin)
     missing = []
     for name in builtin:
-        body = by_name.get(name)
-        if body is None or f"[`{name}`](#{name})" not in text:
-            missing.append(name)
+        holders = [p for p in gates_doc.PREDICATE_PAGES if name in sections(page(p), "##")]
+        if len(holders) != 1 or f"[`{name}`]({holders[0]}#{name})" not in index:
+            missing.append(f"{name} on {holders}")
             continue
+        body = sections(page(holders[0]), "##")[name]
         missing += [f"{name}.{p}" for p in catalog.params_model(name).model_fields if f"| `{p}` |" not in body]
     assert missing == []
-    assert [v.value for v in Verdict if f"| `{v.value}` |" not in text] == []
+    assert [v.value for v in Verdict if f"| `{v.value}` |" not in index] == []
 
 
 def test_the_gates_page_holds_what_the_brief_promised() -> None:
@@ -154,12 +161,99 @@ def test_the_campaigns_of_own_server_md_load_and_check(tmp_path: Path, index: in
     loads_and_checks(tmp_path, f"own-{index}.toml", blocks[index])
 
 
-def test_docs_probes_md_is_the_probe_registry_and_every_parameter_says_what_it_does() -> None:
+def test_the_probe_pages_are_the_probe_registry_and_every_parameter_says_what_it_does() -> None:
     from arms.probes import doc
 
-    text = doc.markdown()
-    assert (DOCS / "probes.md").read_text() == text, "docs/probes.md is stale: python -m arms.probes.doc > docs/probes.md"
-    assert "|  |\n" not in text, "a probe parameter without a description: add Field(description=...)"
+    generated = doc.pages()
+    assert set(generated) == {"probes.md", "probes-agent-load.md", "probes-load.md"}
+    for name, text in generated.items():
+        assert page(name) == text, f"docs/{name} is stale: python -m arms.probes.doc --page {name} > docs/{name}"
+        assert "|  |\n" not in text, "a probe parameter without a description: add Field(description=...)"
+    index = generated["probes.md"]
     for probe in ("decode", "cache-probe", "agent-load", "load", "tool-loop", "cache-ceiling"):
-        assert f"\n## {probe}\n" in text
-    assert "| `decode_tps` | tok/s | higher is better |" in text  # the catalogue's units and directions
+        holders = [name for name, text in generated.items() if f"\n## {probe}\n" in text]
+        assert len(holders) == 1, probe
+        link = f"#{probe}" if holders == ["probes.md"] else f"{holders[0]}#{probe}"
+        assert f"[`{probe}`]({link})" in index, probe
+    assert "| `decode_tps` | tok/s | higher is better |" in generated["probes.md"]  # the catalogue's units and directions
+
+
+# -- pages: size, index, links -------------------------------------------------------------------
+
+MAX_PAGE_BYTES = 25_000
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+# `page.md, "Heading"`, `[page.md](page.md), "Heading"`, `` `page.md` ("Heading") ``: a section named by its words
+QUOTED = re.compile(r"""([\w-]+\.md)`?(?:\]\([^)\s]*\))?`?,?\s+\(?\\?"([^"\\]+)\\?\"""")
+NAMED_PAGE = re.compile(r"docs/([\w-]+\.md)")
+SOURCE_DIRS = ("gates", "campaign", "cli", "flows", "arms", "reports", "examples", "tests", "benchmarks")
+
+
+def pages() -> list[str]:
+    return sorted(p.name for p in DOCS.glob("*.md"))
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings (fenced code left out)."""
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", FENCE.sub("", text), flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n, unique = 0, slug
+        while unique in found:
+            n += 1
+            unique = f"{slug}-{n}"
+        found.add(unique)
+    return found
+
+
+def source_texts() -> dict[str, str]:
+    """Every file that may name a docs page: the pages, the README and the code."""
+    texts = {f"docs/{name}": page(name) for name in pages()}
+    texts["README.md"] = (ROOT / "README.md").read_text(encoding="utf-8")
+    for folder in SOURCE_DIRS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix in (".py", ".toml", ".md", ".j2", ".html") and "__pycache__" not in path.parts:
+                texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8", errors="replace")
+    return texts
+
+
+def test_every_page_is_at_most_25000_bytes() -> None:
+    sizes = {name: len((DOCS / name).read_bytes()) for name in pages()}
+    assert {name: size for name, size in sizes.items() if size > MAX_PAGE_BYTES} == {}
+
+
+def test_the_index_lists_every_page_with_the_question_it_answers() -> None:
+    lines = page("index.md").splitlines()
+    listed = {target.partition("#")[0] for line in lines if " -> " in line for target in LINK.findall(line)}
+    assert sorted(set(pages()) - {"index.md"} - listed) == []
+    questions = [line for line in lines if line.startswith("- ")]
+    assert questions and all("? -> [" in line for line in questions), "each line: 'question? -> [page.md](page.md)'"
+    assert "(docs/index.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_link_between_pages_lands_on_a_page_and_heading() -> None:
+    broken = []
+    for where, base in [*((f"docs/{n}", DOCS) for n in pages()), ("README.md", ROOT)]:
+        text = (ROOT / where).read_text(encoding="utf-8")
+        for target in LINK.findall(FENCE.sub("", text)):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            file, _, anchor = target.partition("#")
+            path = (base / file).resolve() if file else ROOT / where
+            if not path.is_file():
+                broken.append(f"{where}: {target}")
+            elif anchor and path.suffix == ".md" and anchor not in anchors(path.read_text(encoding="utf-8")):
+                broken.append(f"{where}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_every_page_a_file_names_exists_and_holds_the_section_it_quotes() -> None:
+    """A page a file names under docs/ exists, and one named with a section's words (`page.md,
+    "Heading"`) still holds those words."""
+    wrong = []
+    for where, text in source_texts().items():
+        wrong += [f"{where}: docs/{name}" for name in NAMED_PAGE.findall(text) if not (DOCS / name).is_file()]
+        for name, quoted in QUOTED.findall(text):
+            if (DOCS / name).is_file() and quoted not in page(name):
+                wrong.append(f'{where}: {name}, "{quoted}"')
+    assert wrong == []
