@@ -117,7 +117,8 @@ def build(data: ReportData, gate: GateView) -> GatePage:
 
 def history_rows(verdicts: list[Any]) -> list[dict[str, Any]]:
     """Each look at the gate, oldest first: when, what it said, how many blocks it read,
-    whether by a fixed-design CI or a confidence sequence (blocks added after a look), and
+    whether by a fixed-design CI, a CI over an adaptive item's planned looks, or a
+    confidence sequence (blocks added after a look), and
     which question it answered (numbered; a rerun with other settings starts the next)."""
     out: list[dict[str, Any]] = []
     questions: dict[str, int] = {}
@@ -131,10 +132,20 @@ def history_rows(verdicts: list[Any]) -> list[dict[str, Any]]:
             questions[question] = len(questions) + 1
         out.append({
             "computed_at": row.computed_at, "verdict": row.verdict, "reason": row.reason,
-            "blocks": look.get("blocks", ""), "test": ("CS" if look.get("sequential") else "CI") if look else "",
+            "blocks": look.get("blocks", ""), "test": _test_of(look),
             "question": questions.get(question, ""), "complete": look.get("complete", True),
         })
     return out
+
+
+def _test_of(look: dict[str, Any]) -> str:
+    """How a look was judged: a confidence sequence, a CI at alpha / the planned looks, or a CI."""
+    if not look:
+        return ""
+    if look.get("sequential"):
+        return "CS"
+    looks = int(look.get("planned_looks", 1) or 1)
+    return f"CI, 1 of {looks} planned looks" if looks > 1 else "CI"
 
 
 def _reruns(data: ReportData, gate_id: str) -> int:

@@ -153,5 +153,8 @@ def test_the_gate_history_shows_each_look_with_its_blocks_test_and_question() ->
         row("inconclusive", {"question": "q1", "blocks": 3, "complete": True, "sequential": False}),
         row("pass", {"question": "q1", "blocks": 6, "complete": True, "sequential": True}),
         row("inconclusive", {"question": "q2", "blocks": 3, "complete": True, "sequential": False}),
+        row("pass", {"question": "q3", "blocks": 4, "complete": True, "sequential": False, "planned_looks": 6}),
     ])
-    assert [(r["question"], r["blocks"], r["test"]) for r in rows] == [("", "", ""), (1, 3, "CI"), (1, 6, "CS"), (2, 3, "CI")]
+    assert [(r["question"], r["blocks"], r["test"]) for r in rows] == [
+        ("", "", ""), (1, 3, "CI"), (1, 6, "CS"), (2, 3, "CI"), (3, 4, "CI, 1 of 6 planned looks"),
+    ]
