@@ -72,7 +72,8 @@ def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
     assert cmp.subject.n == cmp.baseline.n == 3
     expected = Verdict.PASS if cmp.low >= 0.10 else (Verdict.FAIL if cmp.high < 0.10 else Verdict.INCONCLUSIVE)
     assert verdicts["spec"].verdict == expected == Verdict.PASS  # speculation at 0.8 acceptance wins, interval and all
-    assert verdicts["spec"].reason == outcome.text()
+    # the campaign's two claims (this gain and a bound) are one Holm family, and the reason says so
+    assert verdicts["spec"].reason == f"{outcome.text()}; family of 2 gates, Holm"
 
     # greedy rows were measured and stored, but the verdict used canonical only
     assert set(frame["mode"]) == {"canonical", "greedy"}
