@@ -5,11 +5,14 @@ read-only command.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import MetaData, Table, inspect, text
-from sqlalchemy.engine import Engine
+from sqlalchemy import MetaData, Table, create_engine, inspect, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
 from sqlmodel import SQLModel
 
 import campaign.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
@@ -67,9 +70,8 @@ def _bring_to_baseline(conn: Any) -> list[str]:
     The baseline is read from the baseline migration itself (run on an empty in-memory
     database), so it is written down once."""
     from alembic import command
-    from sqlalchemy import create_engine as sa_create_engine
 
-    scratch = sa_create_engine("sqlite://")
+    scratch = create_engine("sqlite://")
     with scratch.begin() as scratch_conn:
         command.upgrade(_alembic_config(scratch_conn), BASELINE_REVISION)
     baseline = MetaData()
@@ -98,47 +100,70 @@ def _bring_to_baseline(conn: Any) -> list[str]:
     return done
 
 
+@contextmanager
+def _migrating(engine: Engine) -> Iterator[Connection]:
+    """A connection that holds the database's write lock from before the revision is read
+    until the last migration is committed, so two processes racing on one database
+    migrate it once, one after the other.
+
+    Postgres: an advisory lock in the transaction. SQLite: pysqlite commits every DDL
+    statement on its own, so a racer could read a revision half-way through another's
+    migrations; a connection of its own, with the driver's transaction handling off,
+    opens `BEGIN IMMEDIATE` itself (the file's write lock; the other waits on its busy
+    timeout) and the whole migration is one transaction. An in-memory SQLite database
+    has one process and needs no lock."""
+    file = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not file or file == ":memory:" or file.startswith("file:"):
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK})
+            yield conn
+        return
+    with engine.connect():
+        pass  # the engine's own connect hook sets the file's journal mode first
+    solo = create_engine(engine.url, poolclass=NullPool, connect_args={"timeout": 60, "isolation_level": None})
+    try:
+        with solo.connect() as conn:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.exec_driver_sql("ROLLBACK")
+                raise
+            conn.exec_driver_sql("COMMIT")
+    finally:
+        solo.dispose()
+
+
 def upgrade(engine: Engine) -> str:
     """Migrate the database to the newest schema (what `campaign db upgrade` runs, and
     every store does on first use in a process). Returns what was done, in words.
 
     An empty database gets every migration; one made before migrations existed is first
     completed to the baseline and stamped (`_bring_to_baseline`); one made by a newer
-    version raises `SchemaTooNew`. On Postgres an advisory lock lets one process migrate
-    while the others wait; two SQLite processes racing on a new file find the loser's
-    CREATE failing, and it looks again."""
+    version raises `SchemaTooNew`. Each process migrates under the database's write lock
+    (`_migrating`), so a racer finds the revision the winner left."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
-    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+    from alembic.script import ScriptDirectory
 
     head = head_revision()
-    for attempt in range(5):
-        try:
-            with engine.begin() as conn:
-                if conn.dialect.name == "postgresql":
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK})
-                current = MigrationContext.configure(conn).get_current_revision()
-                if current == head:
-                    return f"at {head} already"
-                config = _alembic_config(conn)
-                from alembic.script import ScriptDirectory
-
-                known = {rev.revision for rev in ScriptDirectory.from_config(config).walk_revisions()}
-                if current is not None and current not in known:
-                    raise SchemaTooNew(
-                        f"the database is at schema revision {current}, which this version does not know "
-                        f"(its newest is {head}): use the newer version of llm-campaign with it"
-                    )
-                notes: list[str] = []
-                origin = current or "an empty database"
-                if current is None and inspect(conn).has_table("campaign"):
-                    notes = _bring_to_baseline(conn)
-                    command.stamp(config, BASELINE_REVISION)
-                    origin = "a database made before migrations"
-                command.upgrade(config, "head")
-                return f"upgraded from {origin} to {head}" + (f" ({'; '.join(notes)})" if notes else "")
-        except (OperationalError, ProgrammingError, IntegrityError) as exc:
-            text_ = str(exc).lower()
-            if attempt == 4 or not any(w in text_ for w in ("already exists", "duplicate", "unique", "locked")):
-                raise
-    raise AssertionError("unreachable")
+    with _migrating(engine) as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+        if current == head:
+            return f"at {head} already"
+        config = _alembic_config(conn)
+        known = {rev.revision for rev in ScriptDirectory.from_config(config).walk_revisions()}
+        if current is not None and current not in known:
+            raise SchemaTooNew(
+                f"the database is at schema revision {current}, which this version does not know "
+                f"(its newest is {head}): use the newer version of llm-campaign with it"
+            )
+        notes: list[str] = []
+        origin = current or "an empty database"
+        if current is None and inspect(conn).has_table("campaign"):
+            notes = _bring_to_baseline(conn)
+            command.stamp(config, BASELINE_REVISION)
+            origin = "a database made before migrations"
+        command.upgrade(config, "head")
+        return f"upgraded from {origin} to {head}" + (f" ({'; '.join(notes)})" if notes else "")

@@ -462,6 +462,44 @@ def test_pre_migration_sqlite_database_is_upgraded(tmp_path: Path) -> None:
     assert [(a.arm_id, a.state, a.device_lease, a.host) for a in attempts] == [("A", "done", "", "")]
 
 
+def test_racers_on_a_new_sqlite_file_migrate_it_once(tmp_path: Path) -> None:
+    """Four writers open one new file at the same instant (as two `campaign run` do): the
+    whole migration happens under the file's write lock, so exactly one migrates and
+    the others find it at the newest revision, never half-way (where a racer took the
+    half-made tables for a database made before migrations and stamped it twice)."""
+    import threading
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    from campaign.database import _sqlite_pragmas
+    from campaign.migrate import head_revision, schema_revision, upgrade
+
+    head = head_revision()
+    for n in range(3):
+        url = f"sqlite:///{tmp_path / f'race{n}.db'}"
+        engines = [create_engine(url, poolclass=NullPool, connect_args={"timeout": 30, "check_same_thread": False}) for _ in range(4)]
+        for engine in engines:
+            _sqlite_pragmas(engine)
+        start = threading.Barrier(len(engines))
+        said: list[str] = []
+
+        def migrate(engine: Any) -> None:
+            start.wait()
+            try:
+                said.append(upgrade(engine))
+            except Exception as exc:  # noqa: BLE001 (the assertion below names it)
+                said.append(f"raised {exc!r}")
+
+        threads = [threading.Thread(target=migrate, args=(engine,)) for engine in engines]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert sorted(said) == sorted([f"upgraded from an empty database to {head}"] + [f"at {head} already"] * 3), said
+        assert schema_revision(engines[0]) == head
+
+
 def test_a_read_only_command_never_migrates_and_says_what_to_run(tmp_path: Path) -> None:
     """status, report, export and check open the store without migrating: a database
     behind the newest revision stays as it is, and the message names the command that
