@@ -142,7 +142,9 @@ TOOL_LOOP_TRIALS = _m("tool_loop_trials", "count", "tool-loop trials run", (TOOL
 TOOL_CALLS = _m("tool_calls", "count", "tool calls a trial made", (TOOL_LOOP,), "user:<name>")
 
 # -- agent load: how TTFT grows over the turns of a conversation
-TTFT_FIRST_TURN_S = _m("ttft_first_turn_s", "s", "median TTFT of the first turns", (AGENT_LOAD,), "summary", False)
+TTFT_FIRST_TURN_S = _m("ttft_first_turn_s", "s", "median TTFT of the first turns (the turn series' first point)", (AGENT_LOAD,), "summary", False)
+TTFT_FIRST_S = _m("ttft_first_s", "s", "TTFT of the first turns (one row per conversation)", (AGENT_LOAD,), "summary", False)
+TTFT_FIRST_MEDIAN_S = _m("ttft_first_median_s", "s", "median TTFT of the first turns (a gate reads it over ttft_first_s)", (AGENT_LOAD,), "summary", False)
 TTFT_SECOND_TURN_S = _m("ttft_second_turn_s", "s", "median TTFT of the second turns", (AGENT_LOAD,), "summary", False)
 TTFT_LAST_TURN_S = _m("ttft_last_turn_s", "s", "median TTFT of the last turns", (AGENT_LOAD,), "summary", False)
 TTFT_LATER_S = _m("ttft_later_s", "s", "TTFT of the turns after the first (one row per turn)", (AGENT_LOAD,), "summary", False)
@@ -206,6 +208,8 @@ def _baseline(entry: Metric) -> Metric:
 
 
 BASELINE_TTFT_FIRST_TURN_S = _baseline(TTFT_FIRST_TURN_S)
+BASELINE_TTFT_FIRST_S = _baseline(TTFT_FIRST_S)
+BASELINE_TTFT_FIRST_MEDIAN_S = _baseline(TTFT_FIRST_MEDIAN_S)
 BASELINE_TTFT_SECOND_TURN_S = _baseline(TTFT_SECOND_TURN_S)
 BASELINE_TTFT_LAST_TURN_S = _baseline(TTFT_LAST_TURN_S)
 BASELINE_TTFT_LATER_S = _baseline(TTFT_LATER_S)

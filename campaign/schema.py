@@ -56,7 +56,11 @@ class _Strict(BaseModel):
 class CampaignMeta(_Strict):
     name: str = Field(pattern=_ID, description="short name; keys the campaign in the store")
     title: str = Field(default="", description="a one-line title, the heading of the report")
-    description: str = Field(default="", description="the question the campaign asks, shown on the report's front page")
+    question: str = Field(
+        default="", description="the question the campaign asks, one line: the head of the answer in `campaign status` and on the "
+        "report's front page (without it, each gate's title says what it asks)",
+    )
+    description: str = Field(default="", description="what the campaign is about, in a few sentences: shown on the report's front page")
     default_max_tokens: int = Field(default=64, ge=1, description="decode's max_tokens where a queue item's overrides do not set it")
     seed: int = Field(
         default=0, ge=0,

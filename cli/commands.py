@@ -430,13 +430,14 @@ def status(
     file: Annotated[Path | None, typer.Argument(help="campaign file: show the campaign it names (default: the latest)")] = None,
     db: DbOption = None,
     name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also each gate's full reason")] = False,
 ) -> None:
-    """Queue items with their state, gates with verdict and reason."""
+    """The answer (a line or two per gate), then the queue items with their state."""
     from cli.status_view import render_status
 
     name = _name_in(file, name)
     store, row = open_campaign(db, name)
-    render_status(console, store, row.name)
+    render_status(console, store, row.name, verbose=verbose)
     from campaign.queue import current_runner
 
     runner = current_runner(store, row.name)

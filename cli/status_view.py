@@ -1,4 +1,6 @@
-"""`campaign status` in the terminal: the queue, the gate verdicts, identity flags."""
+"""`campaign status` in the terminal: the answer first (a line or two per gate, read from
+its verdict's evidence), then the queue and identity flags; the gates' full reasons with
+`--verbose`."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from rich.table import Table
 from campaign.store import Store
 from campaign.summary import Summary, attempt_links, summarize, ui_base
 from flows.prefect_api import configured_api_url
+from reports.answer import answers, question
 
 STATE_STYLE = {
     "done": "green", "running": "cyan", "pending": "white", "failed": "red", "blocked": "yellow",
@@ -18,22 +21,41 @@ STATE_STYLE = {
 }
 
 
-def render_status(console: Console, store: Store, name: str | None = None) -> None:
+def render_status(console: Console, store: Store, name: str | None = None, verbose: bool = False) -> None:
     s = summarize(store, name)
     sim = " (simulated runtimes)" if s.simulated_arms else ""
-    console.print(f"[bold]{s.title}[/bold]  campaign [cyan]{s.name}[/cyan]{sim}")
+    console.print(f"[bold]{escape(s.title)}[/bold]  campaign [cyan]{escape(s.name)}[/cyan]{sim}")
 
     width = console.width
-    if s.gates:
-        _render_gates(console, s, width)
-    else:  # an empty table would squeeze its headers into a column each ("reas / on")
+    if not s.gates:  # an empty table would squeeze its headers into a column each ("reas / on")
         console.print("Gate verdicts: none (the campaign file has no gates; its numbers are in the report)")
+    else:
+        render_answer(console, s, width)
+        if verbose:
+            _render_gates(console, s, width)
     _render_queue(console, s, width)
     for flag in s.flags:
         console.print(f"[yellow]identity[/yellow] arm {flag.arm_id}: {flag.message}")
     ui = prefect_ui_address()
     if ui:
         render_flow_runs(console, store, s.campaign_id, ui)
+
+
+def render_answer(console: Console, s: Summary, width: int) -> None:
+    """The campaign's question, then one gate a line or two: its verdict word, the gate,
+    and what it found with the numbers that decided it."""
+    asked = question(s)
+    if asked:
+        console.print(f"[bold]Question:[/bold] {escape(asked)}", soft_wrap=False)
+    console.print(f"[bold]Answer[/bold] (95% CI unless marked; the reasons: campaign status --verbose)", highlight=False)
+    for a in answers(s):
+        style = STATE_STYLE.get(a.verdict, "")
+        for i, line in enumerate(a.lines(width - 2)):
+            text = escape(line)
+            if i == 0 and style:
+                word = escape(a.word)
+                text = f"[{style}]{word}[/]" + text[len(word):]
+            console.print("  " + text, highlight=False, soft_wrap=True)
 
 
 def _render_gates(console: Console, s: Summary, width: int) -> None:
@@ -57,20 +79,20 @@ def _render_gates(console: Console, s: Summary, width: int) -> None:
 
 def _render_queue(console: Console, s: Summary, width: int) -> None:
     notes = ["; ".join(x for x in (item.overrides, item.reason, item.isolation) if x) for item in s.items]
-    columns = {"#": [str(len(s.items))], "arms": ["/".join(i.arms) for i in s.items], "gate": [i.gate or "" for i in s.items],
-               "state": [str(i.state) for i in s.items], "attempts": [str(i.attempts) for i in s.items]}
-    fixed = [min(_arms_max(width) if name == "arms" else 99, _longest([name, *values])) for name, values in columns.items()]
-    item_w, note_w = fit(width, fixed, _longest(i.title for i in s.items), _longest(notes))
+    columns = {"item": [i.key for i in s.items], "arms": ["/".join(i.arms) for i in s.items], "gate": [i.gate or "" for i in s.items],
+               "state": [str(i.state) for i in s.items], "tries": [str(i.attempts) for i in s.items]}
+    fixed = [min(_arms_max(width) if name in ("arms", "item") else 99, _longest([name, *values])) for name, values in columns.items()]
+    title_w, note_w = fit(width, fixed, _longest(i.title for i in s.items), _longest(notes))
     queue = Table(title="Campaign queue", title_justify="left")
-    queue.add_column("#", no_wrap=True, width=fixed[0])
-    if item_w:
-        queue.add_column("item", width=item_w, overflow="fold")
+    queue.add_column("item", width=fixed[0], overflow="fold")
+    if title_w:
+        queue.add_column("title", width=title_w, overflow="fold")
     for name, w in zip(list(columns)[1:], fixed[1:]):
         queue.add_column(name, width=w, overflow="fold")
     queue.add_column("note", width=note_w, overflow="fold")
-    for i, (item, note) in enumerate(zip(s.items, notes), 1):
+    for item, note in zip(s.items, notes):
         queue.add_row(
-            str(i), *([escape(item.title)] if item_w else []), escape("/".join(item.arms)), escape(item.gate or ""),
+            escape(item.key), *([escape(item.title)] if title_w else []), escape("/".join(item.arms)), escape(item.gate or ""),
             f"[{STATE_STYLE.get(item.state, '')}]{item.state}[/]", str(item.attempts), escape(note),
         )
     console.print(queue)

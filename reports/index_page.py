@@ -14,6 +14,7 @@ from campaign.samples import kinds
 from campaign.states import ProbeName, SampleKind
 from campaign.units import plain
 from reports import charts
+from reports.answer import answer_of
 from reports.coverage import SCENARIOS
 from reports.data import ReportData, canonical_first
 
@@ -201,6 +202,8 @@ class Finding:
     reason: str
     href: str
     arms: str = ""
+    found: str = ""  # the gate's answer line (`reports.answer`); the reason folds below it
+    word: str = ""  # the verdict word the answer opens with
 
 
 ANSWER_GROUPS = [
@@ -215,15 +218,16 @@ ANSWER_GROUPS = [
 
 def answer(data: ReportData) -> list[tuple[str, str, list[Finding]]]:
     """The campaign's answer, before any table: each gate under its verdict (passed,
-    failed, blocked, not decided, control) with its one-line reason and a link to its
-    page, and each queue item that is blocked or whose measurement broke without a gate
+    failed, blocked, not decided, control) with its answer line (`reports.answer`), its
+    full reason folded below, and a link to its page, and each queue item that is blocked or whose measurement broke without a gate
     to say so, linked to the arm page that shows why. Groups with nothing are left out."""
     groups: dict[str, list[Finding]] = {key: [] for key, _, _ in ANSWER_GROUPS}
     by_verdict = {"pass": "won", "fail": "failed", "blocked": "blocked", "control": "control"}
     gated_blocked = set()
     for g in data.summary.gates:
         arms = "/".join(g.subjects) + (f" vs {'/'.join(g.baseline)}" if g.baseline else "")
-        finding = Finding(g.title or g.id, g.reason, f"gates/{data.gate_pages[g.id]}.html", arms)
+        said = answer_of(g)
+        finding = Finding(g.title or g.id, g.reason, f"gates/{data.gate_pages[g.id]}.html", arms, said.found, said.word)
         groups[by_verdict.get(str(g.verdict), "undecided")].append(finding)
         if str(g.verdict) == "blocked":
             gated_blocked.add(g.id)

@@ -398,6 +398,10 @@ def _later_turns(records: list[list[RequestRecord]]) -> list[float]:
     return [t for conv in records for r in conv[1:] if (t := ttft_s(r)) is not None]
 
 
+def _first_turns(records: list[list[RequestRecord]]) -> list[float]:
+    return [t for conv in records if conv and (t := ttft_s(conv[0])) is not None]
+
+
 def _turn_medians(records: list[list[RequestRecord]], turns: int) -> list[float | None]:
     out: list[float | None] = []
     for turn in range(turns):
@@ -410,7 +414,7 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
                phase: _Phase | None = None) -> None:
     """Derived numbers: summaries, not samples; `baseline`: the baseline pass's, under
     their `baseline_` names (`metrics.baseline`)."""
-    later = _later_turns(records)
+    later, first = _later_turns(records), _first_turns(records)
     medians = _turn_medians(records, params.turns)
     ctx = params.context
 
@@ -424,6 +428,7 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
     put(metrics.TTFT_LATER_MEDIAN_S, statistics.median(later) if later else None)
     put(metrics.TTFT_LATER_MAX_S, max(later) if later else None)
     put(metrics.TTFT_FIRST_TURN_S, medians[0] if medians else None)
+    put(metrics.TTFT_FIRST_MEDIAN_S, statistics.median(first) if first else None)
     second = next((m for m in medians[1:2] if m is not None), None)
     last = next((m for m in reversed(medians[1:]) if m is not None), None)
     put(metrics.TTFT_SECOND_TURN_S, second)
@@ -434,6 +439,8 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
     # from (`gates.compare` reads `<x>_median<unit>` through `<x><unit>`)
     for i, value in enumerate(later):
         sink.measurement(metric=named(metrics.TTFT_LATER_S), value=value, mode=mode, scenario="summary", context=ctx, trial=i)
+    for i, value in enumerate(first):
+        sink.measurement(metric=named(metrics.TTFT_FIRST_S), value=value, mode=mode, scenario="summary", context=ctx, trial=i)
     branches = phase.branches if phase is not None else []
     if phase is not None:
         put(metrics.REQUESTS_IN_FLIGHT_MAX, phase.flight.peak)

@@ -53,7 +53,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) ->
     store = Store(f"sqlite:///{tmp_path / 'svc.db'}")
     campaign_flow(str(path), store.url, str(tmp_path / "w"))
     summary = summarize(store, "slots-vs-cache")
-    return {"gates": {g.id: g for g in summary.gates}, "frame": store.measurements_frame(summary.campaign_id)}
+    return {"gates": {g.id: g for g in summary.gates}, "frame": store.measurements_frame(summary.campaign_id), "store": store}
 
 
 def test_slots_vs_cache_by_ablation(campaign: dict[str, Any]) -> None:
@@ -82,3 +82,33 @@ def test_switching_the_cache_off_keeps_the_win(campaign: dict[str, Any]) -> None
     cache = campaign["gates"]["credit-cache"]
     assert cache.verdict == Verdict.FAIL, cache.reason
     assert "switching the cache off keeps the win: the win was not the cache" in cache.reason
+
+
+def test_the_first_screen_of_status_answers_the_question_at_80_columns(campaign: dict[str, Any]) -> None:
+    """`campaign status` at 80 columns opens with the question and one answer per gate,
+    each at most two lines and within 80 columns: the win with its interval, each credit
+    with the ablation that decided it and the cache counters (0 hits on B), and what the
+    first turn pays -- every number the gate's own (its stored comparison)."""
+    from rich.console import Console
+
+    from campaign.units import pct
+    from cli.status_view import render_status
+
+    console = Console(width=80, record=True, color_system=None)
+    render_status(console, campaign["store"], "slots-vs-cache")
+    lines = console.export_text().splitlines()
+    screen = "\n".join(lines[:24])
+    assert all(len(line) <= 80 for line in lines)
+    assert "Question: Do 4 slots beat 2 on later turns" in screen
+    gates = campaign["gates"]
+    win = gates["win"].read("comparisons")[0]
+    assert f"PASS    win: B vs A: ttft_later_median_s {pct(win['change'])} [{pct(win['change_low'])}, {pct(win['change_high'])}] 95% CI over 5 blocks, needs <= -50%" in " ".join(screen.split())
+    assert "credit-slots: the win was the slots; B vs B-2slots (slots off)" in screen
+    cache = " ".join(screen[screen.index("credit-cache:"):].split())
+    assert cache.startswith("credit-cache: the win was not the cache; B vs B-nocache (cache off)")
+    assert "cache hits 0 of" in cache.split("cache-counters")[0] and "lookups on B" in cache
+    first = gates["first-turn"].read("comparisons")[0]
+    b_first = next(c for c in gates["first-turn"].read("cells") if c["arm"] == "B")
+    assert b_first["samples"] == "ttft_first_s"  # each run's value: the median of its conversations' first turns
+    assert f"first-turn: B vs A: ttft_first_median_s {pct(first['change'])} [" in " ".join(screen.split())
+    assert "B vs A: ttft_later_median_s" not in screen[screen.index("credit-cache:"):screen.index("Campaign queue")]  # never the win again

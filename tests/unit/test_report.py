@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from markupsafe import escape
 
 from campaign.store import Store
 from campaign.tables import MeasurementRow
@@ -331,6 +332,11 @@ def test_the_index_answers_the_campaign_question_first(built: tuple[Store, Path,
     for key, label, findings in index_page.answer(data):
         assert f"{label} ({len(findings)})" in answer
         assert answer.index(f'id="answer-{key}"') < answer.index("</ul>", answer.index(f'id="answer-{key}"'))
+    # each gate opens with its answer line (`reports.answer`), its full reason folded below
+    for f in (f for findings in groups.values() for f in findings if f.href.startswith("gates/")):
+        assert f.found, f.title
+        shown = f'<span class="found">{escape(f.found)}</span>\n<details class="reason"><summary>reason</summary>{escape(f.reason)}</details>'
+        assert shown in answer, f.title
 
 
 def test_best_decode_charts_compare_like_with_like_and_name_their_arms(built: tuple[Store, Path, synthetic.Options]) -> None:
