@@ -333,6 +333,21 @@ def _runs_by_cell(part: pd.DataFrame) -> dict[Cell, list[Run]]:
     return out
 
 
+def value_of(est: blockstats.Estimate, confidence: float) -> tuple[float, float, float]:
+    """(value, low, high) of one arm in one cell from its runs' estimate: the geometric
+    mean of the run values (arithmetic where one is <= 0) with its CI over runs."""
+    lo, hi = est.interval(confidence)
+    return blockstats.back(est, est.center), blockstats.back(est, lo), blockstats.back(est, hi)
+
+
+def cell_value(run_values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """A cell's value as every gate reads it, from its runs' values (each run's median):
+    what the report's charts and tables and the export show, so one cell has one number."""
+    if not run_values:
+        return math.nan, math.nan, math.nan
+    return value_of(blockstats.one_arm([float(v) for v in run_values]), confidence)
+
+
 def stat_from_runs(
     arm: str, cell: Cell, metric: str, sample_metric: str, basis: str, runs: list[Run], values: Sequence[float],
     confidence: float, unit: str = "", sequential: bool = False,
@@ -346,9 +361,7 @@ def stat_from_runs(
         rlo, rhi, rcov = median_interval(vals, confidence)
     if runs:
         est = blockstats.one_arm([r.value for r in runs], sequential)
-        lo, hi = est.interval(confidence)
-        center = blockstats.back(est, est.center)
-        low, high = blockstats.back(est, lo), blockstats.back(est, hi)
+        center, low, high = value_of(est, confidence)
         coverage = confidence if len(runs) >= 2 else 0.0
     else:
         est, center, low, high, coverage = None, math.nan, math.nan, math.nan, 0.0

@@ -146,7 +146,7 @@ def build(data: ReportData) -> Coverage:
     probes_at: dict[tuple[str, int], set[str]] = {}
     for aid, ctx, probe in _modes_index(frame, ["arm_id", "context", "probe"]):
         probes_at.setdefault((aid, ctx), set()).add(probe)
-    medians = data.medians
+    values = data.values
 
     cache = ProbeName.CACHE_PROBE.value
     found = sorted({k[2] for k in scen_modes if k[1] == cache and k[2]} - set(SCENARIOS))
@@ -161,10 +161,10 @@ def build(data: ReportData) -> Coverage:
     columns += [Column("probes", p, f"probe:{p}") for p in others]
     columns += [Column("context", context_label(c), f"context:{c}") for c in contexts]
 
-    reuse = _lookup(medians, metrics.REUSE.name)
+    reuse = _lookup(values, metrics.REUSE.name)
     curves = load_curve.coverage_text(load_curve.load_rows(frame))  # which arms have a load curve
     headlines = {p: h for p in others if (h := probe_registry.get(p).headline) is not None}
-    headline = {p: _lookup(medians, h.metric) for p, h in headlines.items()}
+    headline = {p: _lookup(values, h.metric) for p, h in headlines.items()}
     accept = _acceptance(frame)
 
     rows: list[CoverageRow] = []
@@ -227,14 +227,16 @@ def _title(state: str, what: str, blocked_reason: str, failed_reason: str = "") 
     return f"{what}: {STATE_TEXT[state]}"
 
 
-def _lookup(medians: pd.DataFrame, metric: str) -> dict[tuple[str, str, str], float]:
-    """(arm, probe, scenario) -> canonical median of `metric` (greedy if no canonical)."""
-    if medians.empty:
+def _lookup(values: pd.DataFrame, metric: str) -> dict[tuple[str, str, str], float]:
+    """(arm, probe, scenario) -> the canonical value of `metric` (greedy if no canonical):
+    the cell's value as the gates read it (`reports.data.cell_values`), at the context
+    where it is highest when the arm ran several -- one cell's number, never a blend."""
+    if values.empty:
         return {}
-    rows = medians[medians["metric"] == metric]
+    rows = values[values["metric"] == metric]
     out: dict[tuple[str, str, str], float] = {}
     for mode in (Mode.GREEDY.value, Mode.CANONICAL.value):  # canonical overwrites greedy
-        part = rows[rows["mode"] == mode].groupby(["arm_id", "probe", "scenario"])["value"].median()
+        part = rows[rows["mode"] == mode].groupby(["arm_id", "probe", "scenario"])["value"].max()
         for key, value in part.items():
             out[key] = float(value)
     return out

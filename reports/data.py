@@ -2,7 +2,7 @@
 
 Why one load: a campaign can hold hundreds of thousands of measurements; reading them per
 page, or through one ORM object per row, is what made a report slow. Here the rows come in
-as one frame (plain SQL into pandas), the per-cell medians are computed in two groupbys,
+as one frame (plain SQL into pandas), the per-cell statistics are computed once,
 and every page slices those small tables.
 """
 
@@ -21,10 +21,15 @@ from campaign.states import Mode, ProbeName, SampleKind
 from campaign.store import Store
 from campaign.tables import ArmRow, AttemptRow, VerdictRow
 from campaign.summary import Summary, summarize
+from gates.cells import block_of, cell_value
 
 STAT_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric", "unit", "source"]
 CELL_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric"]
-REPORT_COLUMNS = ["id", "probe_run_id", "item_key", "arm_id", "probe", "scenario", "mode", "context", "kind", "trial", "metric", "value", "unit", "source", "simulated"]
+REPORT_COLUMNS = [
+    "id", "probe_run_id", "item_key", "arm_id", "probe", "scenario", "mode", "context", "kind", "trial", "metric", "value", "unit",
+    "source", "simulated", "repeat", "block_id", "server_block",  # the last three: each row's server run (`gates.cells.block_of`)
+]
+VALUE_COLUMNS = [*CELL_KEYS, "value", "low", "high", "runs"]
 
 
 def cell_stats(frame: pd.DataFrame) -> pd.DataFrame:
@@ -40,13 +45,24 @@ def cell_stats(frame: pd.DataFrame) -> pd.DataFrame:
     return _plain(stats.reset_index())
 
 
-def cell_medians(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median per (arm, probe, scenario, mode, context, metric) over samples only
-    (summaries are derived from them): what charts draw and gates read."""
-    if frame.empty:
-        return pd.DataFrame(columns=[*CELL_KEYS, "value"])
-    rows = samples(frame)
-    return _plain(rows.groupby(CELL_KEYS, sort=True, observed=True)["value"].median().reset_index())
+def cell_values(frame: pd.DataFrame) -> pd.DataFrame:
+    """The value of every (arm, probe, scenario, mode, context, metric) cell of samples, as
+    a gate reads it (`gates.cells.cell_value`): each server run's median, then their
+    geometric mean with its 95% CI over runs (`low`, `high`; NaN with one run), and the
+    number of `runs`. Charts, the coverage matrix and the export show this value, so a
+    cell reads the same number on every page as in the gate's reason."""
+    rows = samples(frame) if not frame.empty else frame
+    if rows.empty:
+        return pd.DataFrame(columns=VALUE_COLUMNS)
+    per_run = (
+        rows.assign(_run=block_of(rows).to_numpy())
+        .groupby([*CELL_KEYS, "_run"], sort=True, observed=True)["value"].median().dropna().reset_index()
+    )
+    out = []
+    for key, part in per_run.groupby(CELL_KEYS, sort=True, observed=True):
+        value, low, high = cell_value(part["value"].tolist())
+        out.append({**dict(zip(CELL_KEYS, key)), "value": value, "low": low, "high": high, "runs": len(part)})
+    return _plain(pd.DataFrame(out, columns=VALUE_COLUMNS))
 
 
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:
@@ -93,7 +109,7 @@ class ReportData:
     arms: list[ArmRow]
     frame: pd.DataFrame
     stats: pd.DataFrame
-    medians: pd.DataFrame
+    values: pd.DataFrame  # `cell_values`: the one number of each cell
     attempts: list[AttemptRow]
     verdicts: dict[str, list[VerdictRow]]
     arm_pages: dict[str, str]
@@ -142,7 +158,7 @@ def load(store: Store, name: str | None = None) -> ReportData:
         arms=arms,
         frame=frame,
         stats=cell_stats(frame),
-        medians=cell_medians(frame),
+        values=cell_values(frame),
         attempts=store.attempts(cid),
         verdicts=dict(verdicts),
         arm_pages=page_names([a.arm_id for a in arms]),

@@ -1,8 +1,10 @@
 """`campaign export`: measurements, samples and verdicts as CSV or Parquet tables.
 
 Every measurement row is exported (all attempts), with a `counts` column saying whether
-it is one a verdict reads (newest finished attempt, completed probe run); samples carry
-their arm, item, probe and attempt so they can be joined without the database.
+it is one a verdict reads (newest finished attempt, completed probe run); `cells` holds
+each cell's value as the gates and the report read it (`reports.data.cell_values`);
+samples carry their arm, item, probe and attempt so they can be joined without the
+database.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pandas as pd
 from sqlalchemy import text
 
 from campaign.store import Store
+from reports.data import cell_values
 
 FORMATS = ("csv", "parquet")
 
@@ -50,12 +53,13 @@ def require_parquet_engine() -> None:
 
 def tables(store: Store, campaign_id: int) -> dict[str, pd.DataFrame]:
     everything = store.measurements_frame(campaign_id, latest_only=False)
-    counted = set(store.measurements_frame(campaign_id, latest_only=True)["id"]) if not everything.empty else set()
+    latest = store.measurements_frame(campaign_id, latest_only=True)
+    counted = set(latest["id"]) if not everything.empty else set()
     everything["counts"] = everything["id"].isin(counted) if not everything.empty else pd.Series(dtype=bool)
     with store.engine.connect() as conn:
         samples = pd.read_sql(_SAMPLES_SQL, conn, params={"cid": campaign_id})
         verdicts = pd.read_sql(_VERDICTS_SQL, conn, params={"cid": campaign_id})
-    return {"measurements": everything, "samples": samples, "verdicts": verdicts}
+    return {"measurements": everything, "cells": cell_values(latest), "samples": samples, "verdicts": verdicts}
 
 
 def export(store: Store, campaign_id: int, out: Path | str, fmt: str) -> list[Path]:

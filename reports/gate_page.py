@@ -277,7 +277,7 @@ def _chart(data: ReportData, gate: GateView, arm_ids: list[str], role: dict[str,
     title = f"{metric} per arm" if metric else "gate metric"
     if not metric:
         return charts.empty(title, f"predicate {gate.predicate} names no single metric to chart")
-    med = data.medians
+    med = data.values
     if med.empty:
         return charts.empty(title, "no measurements yet")
     rows = med[(med["metric"] == metric) & med["arm_id"].isin(arm_ids)]

@@ -1,5 +1,5 @@
 """What the index page shows beyond the summary: the decode and reuse charts and the
-offerings tables, built from the medians computed once in `reports.data`."""
+offerings tables, built from the cell values computed once in `reports.data`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from campaign import metrics
-from campaign.samples import kinds
-from campaign.states import ProbeName, SampleKind
+from campaign.states import ProbeName
 from campaign.units import plain
 from reports import charts
 from reports.answer import answer_of
@@ -32,12 +31,12 @@ def speculates(arm: Any) -> bool:
 RECIPE_KINDS = {False: "without speculation", True: "with speculation"}
 
 
-def _best(medians: pd.DataFrame, data: ReportData, key_of: Any) -> dict[tuple[str, str, bool], tuple[float, str]]:
+def _best(values: pd.DataFrame, data: ReportData, key_of: Any) -> dict[tuple[str, str, bool], tuple[float, str]]:
     """(category, mode, speculative) -> (best median decode, which arm at which context).
 
     Speculation is part of the key: a speculative arm's decode is only ever compared with
     other speculative arms', so a bar never sets q4 with a draft model against q8 without."""
-    rows = medians[(medians["metric"] == metrics.DECODE_TPS.name) & (medians["probe"] == ProbeName.DECODE.value)] if not medians.empty else medians
+    rows = values[(values["metric"] == metrics.DECODE_TPS.name) & (values["probe"] == ProbeName.DECODE.value)] if not values.empty else values
     best: dict[tuple[str, str, bool], tuple[float, str]] = {}
     for row in rows.itertuples(index=False):
         arm = data.arm_by_id.get(row.arm_id)
@@ -73,7 +72,7 @@ def _sim_suffix(simulated: bool) -> str:
 
 def decode_per_runtime(data: ReportData) -> Markup:
     sim = {a.runtime: True for a in data.arms if data.is_simulated(a.arm_id)}
-    best = _best(data.medians, data, lambda arm: arm.runtime + _sim_suffix(sim.get(arm.runtime, False)))
+    best = _best(data.values, data, lambda arm: arm.runtime + _sim_suffix(sim.get(arm.runtime, False)))
     categories = sorted({c for c, _, _ in best})
     return charts.bar_chart(
         "decode-runtime", "Best decode per runtime, speculative and plain recipes apart", categories,
@@ -86,7 +85,7 @@ def decode_per_quant(data: ReportData) -> Markup:
     for arm in data.arms:
         quants.setdefault(arm.bits_per_weight, set()).add(arm.quant)
     label = {bpw: f"{plain(bpw)} bpw ({'/'.join(sorted(q))})" for bpw, q in quants.items()}
-    best = _best(data.medians, data, lambda arm: label[arm.bits_per_weight])
+    best = _best(data.values, data, lambda arm: label[arm.bits_per_weight])
     categories = [label[b] for b in sorted(quants) if any(c == label[b] for c, _, _ in best)]
     return charts.bar_chart(
         "decode-quant", "Best decode per quant, speculative and plain recipes apart", categories,
@@ -95,40 +94,34 @@ def decode_per_quant(data: ReportData) -> Markup:
 
 
 def decode_per_context(data: ReportData) -> Markup:
-    """Canonical decode per arm at each context, the seed campaign's main chart: the bar is
-    the median over server runs of each run's median, the whisker its distribution-free
-    95% interval over those runs (`gates.intervals.median_interval`; with 5 runs it spans
-    the lowest to the highest at 94% coverage, and one run draws no whisker at all).
-    A run, not a request, is the unit, as in the gates: requests of one server share
-    its state."""
-    from gates.intervals import median_interval
-
-    frame = data.frame
+    """Canonical decode per arm at each context, the seed campaign's main chart: each bar is
+    the cell's value as a gate reads it (`reports.data.cell_values`: the geometric mean
+    over server runs of each run's median), the whisker its 95% CI over those runs (none
+    with one run). A run, not a request, is the unit, as in the gates: requests of one
+    server share its state."""
     title = "Decode per context and arm (canonical)"
-    if frame.empty:
-        return charts.empty(title, "no decode measured yet")
-    rows = frame[(frame["probe"] == ProbeName.DECODE.value) & (frame["metric"] == metrics.DECODE_TPS.name)
-                 & (frame["mode"] == "canonical") & (kinds(frame) == SampleKind.SAMPLE)]
+    vals = data.values
+    rows = vals[(vals["probe"] == ProbeName.DECODE.value) & (vals["metric"] == metrics.DECODE_TPS.name)
+                & (vals["mode"] == "canonical")] if not vals.empty else vals
     if rows.empty:
         return charts.empty(title, "no decode measured yet")
-    per_run = rows.groupby(["arm_id", "context", "probe_run_id"], observed=True)["value"].median().reset_index()
-    contexts = sorted({int(float(c)) for c in per_run["context"]})
-    arm_ids = [a.arm_id for a in data.arms if a.arm_id in set(per_run["arm_id"].astype(str))]
+    contexts = sorted({int(float(c)) for c in rows["context"]})
+    arm_ids = [a.arm_id for a in data.arms if a.arm_id in set(rows["arm_id"].astype(str))]
     series = []
     for arm_id in arm_ids:
-        mine = per_run[per_run["arm_id"] == arm_id]
+        mine = {int(float(r.context)): r for r in rows[rows["arm_id"] == arm_id].itertuples(index=False)}
         values: list[float | None] = []
         intervals: list[tuple[float, float] | None] = []
         labels: list[str | None] = []
         for ctx in contexts:
-            runs = [float(v) for v in mine[mine["context"].astype(float) == ctx]["value"]]
-            if not runs:
+            cell = mine.get(ctx)
+            if cell is None:
                 values.append(None), intervals.append(None), labels.append(None)
                 continue
-            low, high, coverage = median_interval(runs)
-            values.append(float(pd.Series(runs).median()))
-            intervals.append((low, high) if len(runs) > 1 else None)
-            labels.append(f"{arm_id}: {len(runs)} run{'s' if len(runs) != 1 else ''}" + (f", {coverage:.0%} CI" if len(runs) > 1 else ""))
+            runs = int(cell.runs)
+            values.append(float(cell.value))
+            intervals.append((float(cell.low), float(cell.high)) if runs > 1 else None)
+            labels.append(f"{arm_id}: {runs} run{'s' if runs != 1 else ''}" + (", 95% CI" if runs > 1 else ""))
         name = f"{arm_id}{' (sim)' if data.is_simulated(arm_id) else ''}"
         series.append(charts.Series(name, values, color=data.arm_color(arm_id), intervals=intervals, labels=labels))
     categories = [f"{c // 1024}K" if c % 1024 == 0 else str(c) for c in contexts]
@@ -139,7 +132,7 @@ def decode_per_context(data: ReportData) -> Markup:
 
 
 def reuse_by_scenario(data: ReportData) -> Markup:
-    med = data.medians
+    med = data.values
     rows = med[(med["metric"] == metrics.REUSE.name) & (med["probe"] == ProbeName.CACHE_PROBE.value)] if not med.empty else med
     if rows.empty:
         return charts.empty("Cache-probe reuse by scenario and arm", "no cache-probe measured yet")

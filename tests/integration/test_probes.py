@@ -26,7 +26,7 @@ from arms.simulator.reply import ReplyContext, ReplyPlan
 from campaign.schema import GateEntry
 from campaign.states import Verdict
 from gates.engine import canonical_only, evaluate
-from reports.data import cell_medians, cell_stats
+from reports.data import cell_stats, cell_values
 from tests.simproc import simulator
 
 pytestmark = pytest.mark.integration
@@ -332,7 +332,7 @@ def test_decode_warmup_is_stored_but_never_read_by_medians_or_gates(tmp_path: Pa
     single = evaluate(gate, frame[frame["repeat"] == 0])
     assert single.verdict == Verdict.INCONCLUSIVE, single.reason
     assert "A has 1 run; needs 3" in single.reason, single.reason
-    for table, column in ((cell_stats(frame), "max"), (cell_medians(frame), "value")):
+    for table, column in ((cell_stats(frame), "max"), (cell_values(frame), "value")):
         rates = table[table["metric"] == "decode_tps"]
         assert len(rates) == 1 and rates[column].max() < 1e5 and decode.WARMUP_SCENARIO not in set(table["scenario"])
 

@@ -11,6 +11,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -201,7 +202,7 @@ def test_export_csv_round_trip(built: tuple[Store, Path, synthetic.Options], tmp
     store, _, opts = built
     cid = store.campaign().id
     paths = export(store, cid, tmp_path, "csv")
-    assert sorted(p.name for p in paths) == ["measurements.csv", "samples.csv", "verdicts.csv"]
+    assert sorted(p.name for p in paths) == ["cells.csv", "measurements.csv", "samples.csv", "verdicts.csv"]
     back = pd.read_csv(tmp_path / "measurements.csv", keep_default_na=False)
     frame = store.measurements_frame(cid, latest_only=False)
     assert len(back) == len(frame)
@@ -213,6 +214,45 @@ def test_export_csv_round_trip(built: tuple[Store, Path, synthetic.Options], tmp
     assert set(samples["arm_id"]) == {"A0"}
     verdicts = pd.read_csv(tmp_path / "verdicts.csv")
     assert list(verdicts["gate_id"]).count("cache") == 2
+
+
+def test_one_cell_reads_one_number_on_the_gate_the_chart_the_coverage_and_the_export(
+    built: tuple[Store, Path, synthetic.Options], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user read decode at 8K as 13.7 in the gate (geometric mean of run medians), 13.0 in
+    the chart (a median) and 13.4 in the coverage matrix. Now each cell has one estimator,
+    the gate's: the chart's bar and whisker, the coverage matrix and the export's cells
+    table read the value and interval the gate's evidence holds."""
+    from campaign.schema import GateEntry
+    from campaign.units import num
+    from gates.engine import evaluate
+    from reports import coverage, index_page
+    from reports.export import export
+
+    store, _, _ = built
+    data = load(store)
+    gate = GateEntry(id="g", predicate="relative_improvement", subjects=["A1"], baseline=["A0"],
+                     params={"metric": "decode_tps", "probe": "decode", "min_gain": 0.1})
+    read = [c for c in evaluate(gate, store.measurements_frame(data.campaign_id)).evidence["cells"] if c["arm"] == "A1"]
+    assert read and all(c["runs"] == 3 for c in read)
+    drawn: dict[str, Any] = {}
+    monkeypatch.setattr(charts, "bar_chart", lambda chart_id, title, categories, series, **kw: drawn.setdefault(chart_id, (categories, series)))
+    index_page.decode_per_context(data)
+    categories, series = drawn["decode-context"]
+    bars = next(x for x in series if x.name.startswith("A1"))
+    export(store, data.campaign_id, tmp_path, "csv")
+    exported = pd.read_csv(tmp_path / "cells.csv")
+    for cell in read:
+        bar = categories.index(f"{cell['context'] // 1024}K")
+        assert bars.values[bar] == pytest.approx(cell["median"])
+        assert bars.intervals[bar] == pytest.approx((cell["low"], cell["high"]))
+        row = exported[(exported["arm_id"] == "A1") & (exported["metric"] == "decode_tps") & (exported["context"] == cell["context"])
+                       & (exported["mode"] == "canonical")]
+        assert row["value"].tolist() == pytest.approx([cell["median"]]) and row["runs"].tolist() == [3]
+    matrix = coverage.build(data)
+    a1 = next(r for r in matrix.rows if r.arm_id == "A1")
+    decode = a1.cells[[c.key for c in matrix.columns].index("probe:decode")]
+    assert decode.text.startswith(num(max(c["median"] for c in read)))  # the best context's value, the gate's number
 
 
 def test_export_parquet_round_trip(built: tuple[Store, Path, synthetic.Options], tmp_path: Path) -> None:
@@ -346,7 +386,7 @@ def test_best_decode_charts_compare_like_with_like_and_name_their_arms(built: tu
     data = load(store)
     spec_arms = {a.arm_id for a in data.arms if index_page.speculates(a)}
     assert spec_arms == {"A1"}
-    best = index_page._best(data.medians, data, lambda arm: arm.quant)
+    best = index_page._best(data.values, data, lambda arm: arm.quant)
     # a speculative arm only ever stands against speculative arms
     assert {k[2] for k in best if k[0] == "q8"} == {False}
     assert {(k[0], k[2]) for k in best} >= {("q4", True), ("q4", False), ("q8", False)}
