@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader
 
 from campaign.store import Store
 from campaign.units import num
-from reports import arm_page, coverage, gate_page, index_page, raw
+from reports import arm_page, coverage, gate_page, index_page, mechanisms, raw
 from reports.answer import question
 from reports.data import ReportData, load
 
@@ -105,6 +105,7 @@ def _index_context(data: ReportData) -> dict[str, Any]:
         "answer": index_page.answer(data),
         "question": question(data.summary) or data.summary.spec.campaign.description or "What the campaign found",
         "coverage": coverage.build(data),
+        "mechanisms": mechanisms.build(data),
         "decode_context": index_page.decode_per_context(data),
         "decode_runtime": index_page.decode_per_runtime(data),
         "decode_quant": index_page.decode_per_quant(data),

@@ -255,6 +255,27 @@ def test_one_cell_reads_one_number_on_the_gate_the_chart_the_coverage_and_the_ex
     assert decode.text.startswith(num(max(c["median"] for c in read)))  # the best context's value, the gate's number
 
 
+def test_the_mechanisms_table_shows_each_arms_counters_per_block(built: tuple[Store, Path, synthetic.Options]) -> None:
+    """"Did the cache get any hits?" is answered by a table on the front page: each arm's
+    counters in total and per block (canonical rows), drafted and accepted tokens where a
+    server counted them, resident memory where it was read."""
+    from reports import mechanisms
+
+    store, site, _ = built
+    data = load(store)
+    table = mechanisms.build(data)
+    assert {"drafted tokens", "accepted tokens"} <= set(table.labels)
+    rows = {r.arm_id: r for r in table.rows}
+    frame = data.frame[(data.frame["mode"] == "canonical") & (data.frame["arm_id"] == "A1")]
+    drafted = rows["A1"].cells[table.labels.index("drafted tokens")]
+    assert drafted.total == f"{frame.loc[frame['metric'] == 'draft_tokens', 'value'].sum():,.0f}" != "0"
+    accepted = rows["A1"].cells[table.labels.index("accepted tokens")]
+    assert accepted.total == f"{frame.loc[frame['metric'] == 'accepted_tokens', 'value'].sum():,.0f}"
+    assert all(len(c.blocks.split(" · ")) == rows["A1"].blocks for c in rows["A1"].cells if c.blocks)
+    index = (site / "index.html").read_text()
+    assert index.index('id="mechanisms"') < index.index('id="gate-verdicts"')  # on the first screen, after the answer
+
+
 def test_export_parquet_round_trip(built: tuple[Store, Path, synthetic.Options], tmp_path: Path) -> None:
     pytest.importorskip("pyarrow", reason="parquet export needs the optional pyarrow (pip install 'llm-campaign[parquet]')")
     from reports.export import export
