@@ -33,6 +33,14 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
         "(with `also_min_gain`). Needs a baseline.",
         "yes",
     ),
+    "context_change": (
+        "one arm at `context` against itself at `baseline_context`",
+        "\"8K decodes within 10% of 4K\": each subject's cell at `context` against the same arm's "
+        "cell at `baseline_context`, judged as `relative_improvement` judges two arms (the gain's "
+        "CI over runs against `min_gain`; -0.10 = at most 10% worse), paired by block: a run that "
+        "measured both contexts on one server start is its own pair. No baseline arm.",
+        "yes",
+    ),
     "equivalence": (
         "subjects within +- `margin` of the baseline",
         "\"Within X%\": every subject's value stays within 1 +- `margin` of every baseline's, by two "
@@ -435,7 +443,7 @@ with its params. The page is generated from the predicate registry
 metric reads, how the interval and the family are formed and what each verdict means
 are in [gates.md](gates.md), bounds on one arm's value in
 [predicates-bounds.md](predicates-bounds.md).""",
-        ("all_of", "attribution", "best_of", "control", "equivalence", "regression_guard", "relative_improvement"),
+        ("all_of", "attribution", "best_of", "context_change", "control", "equivalence", "regression_guard", "relative_improvement"),
     ),
     "predicates-bounds.md": (
         """\

@@ -21,7 +21,7 @@ from campaign.schema import GateEntry
 from campaign.states import Verdict
 from campaign.units import context_label, num
 from gates import compare
-from gates.cells import CellStat, Selector, cell_stats
+from gates.cells import CellStat, Selector, block_of, cell_stats
 from gates.compare import Rigor
 from gates.registry import register
 from gates.result import GateResult, pending
@@ -81,6 +81,70 @@ def _how(gate: GateEntry) -> str:
     if len(gate.baseline) > 1:
         return f"each subject against each baseline ({', '.join(gate.baseline)}): all must pass"
     return "each subject against the baseline, per common cell: all must pass"
+
+
+# -- one arm across contexts ----------------------------------------------------------------
+
+
+class ContextChangeParams(Selector, Rigor):
+    context: int = Field(ge=1, description="the context (tokens) of the cell judged: \"8K is X% slower than 4K\" judges 8192")  # type: ignore[assignment]
+    baseline_context: int = Field(ge=1, description="the context it is compared with, on the same arm (4096)")
+    min_gain: float = Field(description="the least gain at `context` over `baseline_context`: -0.10 = at most 10% worse, 0 = at least as good")
+    higher_is_better: bool = True
+
+
+@register("context_change", ContextChangeParams)
+def context_change(rows: pd.DataFrame, gate: GateEntry, p: ContextChangeParams) -> GateResult:
+    """Each subject at `context` against itself at `baseline_context` ("8K decodes within
+    10% of 4K"), as `relative_improvement` judges two arms: per common cell, over runs,
+    paired by block -- a run that measured both contexts on one server start is its own
+    pair, so the restart noise cancels. No baseline arm: the arm is its own baseline."""
+    if gate.baseline:
+        return pending("context_change compares each subject with itself at baseline_context: leave baseline empty")
+    if p.context == p.baseline_context:
+        return pending("context_change needs two different contexts")
+    here, there = context_label(p.context), context_label(p.baseline_context)
+    sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=None)
+    rigor = p.of()
+    merged: compare.Outcome | None = None
+    for arm in gate.subjects:
+        mine = rows[rows["arm_id"] == arm]
+        # the same cell at both contexts: only the arm's name says which context it is
+        subject, baseline = f"{arm}@{here}", f"{arm}@{there}"
+        at, base = mine[mine["context"] == p.context], mine[mine["context"] == p.baseline_context]
+        relabelled = pd.concat([at.assign(arm_id=subject, context=0), _same_settings(base, at).assign(arm_id=baseline, context=0)],
+                               ignore_index=True)
+        one = compare.compare(relabelled, [subject], [baseline], sel, higher_is_better=p.higher_is_better, threshold=p.min_gain,
+                              rigor=rigor, holm=False)
+        if one.missing:
+            return pending(one.missing, how=_across(here, there))
+        if merged is None:
+            merged = one
+        else:
+            merged.stats.update(one.stats)
+            merged.comparisons += one.comparisons
+            merged.unmatched = "; ".join(x for x in (merged.unmatched, one.unmatched) if x)
+    assert merged is not None  # a gate has at least one subject
+    compare.holm_fails(merged.comparisons, rigor)  # every subject's claims, one family
+    evidence: dict[str, Any] = {**merged.evidence(), "context": p.context, "baseline_context": p.baseline_context, "how": _across(here, there)}
+    return GateResult(verdict=merged.verdict, reason=merged.text(), evidence=evidence)
+
+
+def _same_settings(base: pd.DataFrame, at: pd.DataFrame) -> pd.DataFrame:
+    """`base` with each run's settings named as the run's at the other context: a probe
+    run's settings hash covers its context, so the two contexts of one server start would
+    never share a cell. Runs are matched by block, so a rerun at other settings (other
+    hashes in both contexts) stays apart."""
+    if "settings_hash" not in base or base.empty or at.empty:
+        return base
+    blocks_at, blocks_base = block_of(at), block_of(base)
+    own = {b: h for b, h in zip(blocks_at, at["settings_hash"].astype(str))}
+    renamed = [own.get(b, h) for b, h in zip(blocks_base, base["settings_hash"].astype(str))]
+    return base.assign(settings_hash=renamed)
+
+
+def _across(here: str, there: str) -> str:
+    return f"each subject at {here} against itself at {there}, per common cell, paired by block (one server start measured both)"
 
 
 # -- equivalence ("within X%") ------------------------------------------------------------
