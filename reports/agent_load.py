@@ -1,4 +1,6 @@
-"""Agent-load on an arm page: TTFT per turn for each conversation, the queue under it.
+"""Agent load in the report: on the front page, TTFT by turn per arm over server runs and
+the first turns apart from the later ones; on an arm page, TTFT per turn for each
+conversation of each run, the queue under it.
 
 Reads the rows the agent-load probe writes: measurements with probe "agent-load",
 metric "ttft_s" and scenario "c{conversation}-t{turn}" (the single-stream baseline as
@@ -11,16 +13,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 from markupsafe import Markup
 
 from arms.probes.base import SAMPLE_GAP
+from campaign import metrics
+from campaign.states import Mode
 from campaign.store import Store
 from campaign.tables import SampleRow
-from campaign.units import context_label
+from campaign.units import context_label, num
+from gates.cells import block_of, cell_value
 from reports import charts
-from reports.data import canonical_first
+from reports.data import ReportData, canonical_first
 
 _TURN = re.compile(r"^c(\d+)-t(\d+)$")
 _BASE = re.compile(r"^baseline-t(\d+)$")
@@ -127,4 +133,69 @@ def _segments(rows: list[SampleRow], modes: int) -> list[dict[str, list[tuple[fl
         base = parts["baseline"][n] if n < len(parts["baseline"]) else {}
         seg.update({f"{name}{BASELINE_SUFFIX}": points for name, points in base.items()})
         out.append(seg)
+    return out
+
+
+def turns(data: ReportData) -> Markup | None:
+    """TTFT by turn for every arm that ran agent-load, canonical: each bar is the value of
+    that turn's cell as a gate reads it (each run's median over its conversations, then
+    the geometric mean over runs, `gates.cells.cell_value`), the whisker its 95% CI over
+    runs. The first turn stands apart from the later ones: with more slots every
+    conversation prefills its first turn at once, so the first turn may pay for what the
+    later turns gain, and an operator needs both. None when no arm ran agent-load."""
+    ttft = data.agent_ttft
+    if ttft is None or ttft.empty:
+        return None
+    rows = ttft[ttft["mode"] == Mode.CANONICAL.value]
+    parsed = rows["scenario"].astype(str).str.extract(_TURN)
+    rows = rows.assign(_turn=pd.to_numeric(parsed[1], errors="coerce")).dropna(subset=["_turn"])
+    if rows.empty:
+        return None
+    per_run = rows.assign(_run=block_of(rows).to_numpy()).groupby(["arm_id", "_turn", "_run"], observed=True)["value"].median().reset_index()
+    turn_numbers = sorted(int(t) for t in set(per_run["_turn"]))
+    arm_ids = [a.arm_id for a in data.arms if a.arm_id in set(per_run["arm_id"].astype(str))]
+    series = []
+    for arm_id in arm_ids:
+        mine = per_run[per_run["arm_id"] == arm_id]
+        values: list[float | None] = []
+        intervals: list[tuple[float, float] | None] = []
+        labels: list[str | None] = []
+        for t in turn_numbers:
+            runs_ = mine.loc[mine["_turn"] == t, "value"].tolist()
+            if not runs_:
+                values.append(None), intervals.append(None), labels.append(None)
+                continue
+            value, low, high = cell_value(runs_)
+            values.append(value)
+            intervals.append((low, high) if len(runs_) > 1 else None)
+            labels.append(f"{arm_id} turn {t + 1}: {len(runs_)} run{'s' if len(runs_) != 1 else ''}" + (", 95% CI" if len(runs_) > 1 else ""))
+        name = f"{arm_id}{' (sim)' if data.is_simulated(arm_id) else ''}"
+        series.append(charts.Series(name, values, color=data.arm_color(arm_id), intervals=intervals, labels=labels))
+    categories = [("turn 1 (first)" if t == 0 else f"turn {t + 1}") for t in turn_numbers]
+    return charts.bar_chart(
+        "agent-turns", "Agent load: TTFT by turn and arm (canonical), over server runs", categories, series,
+        x_title="turn of each conversation", y_title="TTFT (s)",
+    )
+
+
+def first_and_later(data: ReportData) -> list[dict[str, Any]]:
+    """Per arm, the first turns' and the later turns' TTFT as gates read them (the cells of
+    ttft_first_s and ttft_later_s in `ReportData.values`): value, 95% CI and runs."""
+    vals = data.values
+    if vals.empty:
+        return []
+    wanted = {metrics.TTFT_FIRST_S.name: "first", metrics.TTFT_LATER_S.name: "later"}
+    rows = vals[vals["metric"].isin(list(wanted)) & (vals["mode"] == Mode.CANONICAL.value) & (vals["probe"] == "agent-load")]
+    out: list[dict[str, Any]] = []
+    for arm in data.arms:
+        mine = rows[rows["arm_id"] == arm.arm_id]
+        if mine.empty:
+            continue
+        entry: dict[str, Any] = {"arm_id": arm.arm_id}
+        for r in mine.itertuples(index=False):
+            shown = num(float(r.value))
+            if int(r.runs) > 1 and pd.notna(r.low):
+                shown += f" [{num(float(r.low))}, {num(float(r.high))}]"
+            entry[wanted[str(r.metric)]] = f"{shown} s, {int(r.runs)} run{'s' if int(r.runs) != 1 else ''}"
+        out.append(entry)
     return out

@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader
 
 from campaign.store import Store
 from campaign.units import num
-from reports import arm_page, coverage, gate_page, index_page, mechanisms, raw
+from reports import agent_load, arm_page, coverage, gate_page, index_page, mechanisms, raw
 from reports.answer import question
 from reports.data import ReportData, load
 
@@ -106,6 +106,8 @@ def _index_context(data: ReportData) -> dict[str, Any]:
         "question": question(data.summary) or data.summary.spec.campaign.description or "What the campaign found",
         "coverage": coverage.build(data),
         "mechanisms": mechanisms.build(data),
+        "agent_turns": agent_load.turns(data),
+        "first_and_later": agent_load.first_and_later(data),
         "decode_context": index_page.decode_per_context(data),
         "decode_runtime": index_page.decode_per_runtime(data),
         "decode_quant": index_page.decode_per_quant(data),

@@ -276,6 +276,32 @@ def test_the_mechanisms_table_shows_each_arms_counters_per_block(built: tuple[St
     assert index.index('id="mechanisms"') < index.index('id="gate-verdicts"')  # on the first screen, after the answer
 
 
+def test_agent_load_turns_show_the_first_turn_apart_with_the_gates_value(
+    built: tuple[Store, Path, synthetic.Options], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TTFT by turn per arm on the front page: each turn's bar is that turn's cell value as a
+    gate reads it (each run's median over its conversations, then over runs), the first
+    turn named apart."""
+    import statistics
+
+    from reports import agent_load
+
+    store, site, opts = built
+    data = load(store)
+    drawn: dict[str, Any] = {}
+    monkeypatch.setattr(charts, "bar_chart", lambda chart_id, title, categories, series, **kw: drawn.setdefault(chart_id, (categories, series)))
+    agent_load.turns(data)
+    categories, series = drawn["agent-turns"]
+    assert categories[0] == "turn 1 (first)" and len(categories) == opts.agent_turns
+    (a0,) = [x for x in series if x.name.startswith("A0")]
+    ttft = data.agent_ttft
+    for turn in range(opts.agent_turns):
+        conversations = ttft[(ttft["arm_id"] == "A0") & (ttft["scenario"].astype(str).str.fullmatch(rf"c\d+-t{turn}")) & (ttft["mode"] == "canonical")]
+        assert a0.values[turn] == pytest.approx(statistics.median(conversations["value"]))  # one run: its median
+        assert a0.intervals[turn] is None  # one run draws no whisker
+    assert 'id="chart-agent-turns-box"' in (site / "index.html").read_text()
+
+
 def test_export_parquet_round_trip(built: tuple[Store, Path, synthetic.Options], tmp_path: Path) -> None:
     pytest.importorskip("pyarrow", reason="parquet export needs the optional pyarrow (pip install 'llm-campaign[parquet]')")
     from reports.export import export
