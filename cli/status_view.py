@@ -13,7 +13,7 @@ from rich.table import Table
 from campaign.store import Store
 from campaign.summary import Summary, attempt_links, summarize, ui_base
 from flows.prefect_api import configured_api_url
-from reports.answer import answers, question
+from reports.answer import answers, question, usual_level
 
 STATE_STYLE = {
     "done": "green", "running": "cyan", "pending": "white", "failed": "red", "blocked": "yellow",
@@ -47,7 +47,7 @@ def render_answer(console: Console, s: Summary, width: int) -> None:
     asked = question(s)
     if asked:
         console.print(f"[bold]Question:[/bold] {escape(asked)}", soft_wrap=False)
-    console.print(f"[bold]Answer[/bold] (95% CI unless marked; the reasons: campaign status --verbose)", highlight=False)
+    console.print(f"[bold]Answer[/bold] ({usual_level(s)} unless marked; the reasons: campaign status --verbose)", highlight=False)
     for a in answers(s):
         style = STATE_STYLE.get(a.verdict, "")
         for i, line in enumerate(a.lines(width - 2)):

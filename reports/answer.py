@@ -67,8 +67,10 @@ def _finite(*xs: Any) -> bool:
     return all(isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
 
 
-def _change(c: dict[str, Any], level: str) -> str:
-    """'-57% [-59%, -55%] 95% CI over 5 blocks' from one stored comparison."""
+def _change(c: dict[str, Any], level: str, usual: str) -> str:
+    """'-57% [-59%, -55%] over 5 blocks' from one stored comparison, its level named where
+    it is not the `usual` one the answer's heading states ('99.2% CI')."""
+    level = "" if level == usual else level
     change, lo, hi = c.get("change"), c.get("change_low"), c.get("change_high")
     if not _finite(change):
         return "no estimate"
@@ -90,14 +92,14 @@ def _deciding(comparisons: list[dict[str, Any]], verdict: str) -> tuple[dict[str
     return (pick or comparisons)[0], len(comparisons)
 
 
-def _comparison_text(evidence: dict[str, Any], verdict: str) -> str:
+def _comparison_text(evidence: dict[str, Any], verdict: str, usual: str) -> str:
     comparisons = [c for c in evidence.get("comparisons") or [] if isinstance(c, dict)]
     if not comparisons:
         return ""
     c, n = _deciding(comparisons, verdict)
     metric = evidence.get("metric") or ""
     more = f" (1 of {n} comparisons)" if n > 1 else ""
-    return f"{c.get('subject')} vs {c.get('baseline')}: {metric} {_change(c, _level(evidence, c.get('subject')))}{_needs(c, evidence)}{more}".replace("  ", " ")
+    return f"{c.get('subject')} vs {c.get('baseline')}: {metric} {_change(c, _level(evidence, c.get('subject')), usual)}{_needs(c, evidence)}{more}".replace("  ", " ")
 
 
 def _needs(c: dict[str, Any], evidence: dict[str, Any]) -> str:
@@ -106,9 +108,10 @@ def _needs(c: dict[str, Any], evidence: dict[str, Any]) -> str:
     threshold = c.get("threshold")
     if not _finite(threshold):
         return ""
+    t = float(threshold)
     if evidence.get("higher_is_better", True):
-        return f", needs >= {pct(float(threshold))}"
-    return f", needs <= {pct(-float(threshold))}"
+        return f", needs >= {pct(t) if t else '0%'}"
+    return f", needs <= {pct(-t) if t else '0%'}"
 
 
 def _counters_text(evidence: dict[str, Any], subject: str) -> str:
@@ -122,22 +125,20 @@ def _counters_text(evidence: dict[str, Any], subject: str) -> str:
     if not own:
         return f"no cache counters on {subject}" if counters else ""
     unit = own.get("unit") or "count"
-    others = [f"{arm} {int(c['hits'])}" for arm, c in counters.items() if arm != subject and c and c.get("unit") == own.get("unit")]
-    beside = f" ({', '.join(others)})" if others else ""
-    return f"cache hits {int(own['hits'])} of {int(own['lookups'])} lookups on {subject}{beside}, in {unit}"
+    others = [f", {arm} {int(c['hits'])}" for arm, c in counters.items() if arm != subject and c and c.get("unit") == own.get("unit")]
+    return f"cache hits: {subject} {int(own['hits'])} of {int(own['lookups'])}{''.join(others)} ({unit})"
 
 
-def _credit_text(evidence: dict[str, Any], verdict: str) -> str:
+def _credit_text(evidence: dict[str, Any], verdict: str, usual: str) -> str:
     """A credit by ablation: what switching the mechanism off did, and its counters."""
     claim, subject, ablation = evidence.get("claim") or "mechanism", evidence.get("subject") or "", evidence.get("ablation")
     counters = _counters_text(evidence, subject)
     cost = evidence.get("subject_vs_ablation")
-    conclusion = {"pass": f"the win was the {claim}", "fail": f"the win was not the {claim}"}.get(verdict, "not settled")
+    conclusion = {"pass": f"the win was the {claim}", "fail": f"not the {claim}"}.get(verdict, "not settled")
     parts = [conclusion]
     if isinstance(cost, dict) and cost.get("comparisons"):
         c, _ = _deciding(list(cost["comparisons"]), "")
-        metric = cost.get("metric") or evidence.get("metric") or ""
-        parts.append(f"{subject} vs {ablation} ({claim} off): {metric} {_change(c, _level(cost, subject) or _level(evidence, subject))}")
+        parts.append(f"{subject} vs {ablation} {_change(c, _level(cost, subject) or _level(evidence, subject), usual)}")
     elif not ablation:
         parts.append("no ablation arm, so counters alone")
     if counters:
@@ -145,12 +146,13 @@ def _credit_text(evidence: dict[str, Any], verdict: str) -> str:
     return "; ".join(parts)
 
 
-def _bound_text(evidence: dict[str, Any]) -> str:
+def _bound_text(evidence: dict[str, Any], usual: str) -> str:
     """A bound's cells: each arm's value with its interval, against the bound."""
     cells = [c for c in evidence.get("cells") or [] if isinstance(c, dict) and c.get("role", "subject") in ("subject", "")]
     if not cells:
         return ""
     level = _level(evidence) or (ci_label(float(cells[0]["confidence"])) if _finite(cells[0].get("confidence")) else "")
+    level = "" if level == usual else level
     shown, any_interval = [], False
     several = len({c.get("arm") for c in cells}) < len(cells)  # an arm in several cells: name the cell
     for c in cells[:3]:
@@ -169,19 +171,27 @@ def _first_clause(reason: str) -> str:
     return reason.split("; ", 1)[0].strip()
 
 
-def answer_of(gate: GateView) -> Answer:
+def answer_of(gate: GateView, usual: str = "") -> Answer:
+    """The gate's answer; an interval at the `usual` level ('95% CI', what the heading
+    says) is not labelled, one at another level is."""
     ev, verdict = gate.evidence or {}, str(gate.verdict)
     if verdict in ("pending", "blocked") or not ev:
         found = _first_clause(gate.reason)
     elif "claim" in ev and "counters" in ev:
-        found = _credit_text(ev, verdict)
+        found = _credit_text(ev, verdict, usual)
     else:
-        found = _comparison_text(ev, verdict) or _bound_text(ev) or _first_clause(gate.reason)
+        found = _comparison_text(ev, verdict, usual) or _bound_text(ev, usual) or _first_clause(gate.reason)
     return Answer(gate=gate.id, title=gate.title, verdict=verdict, found=found)
 
 
+def usual_level(summary: Summary) -> str:
+    """The campaign's interval level, '95% CI': what the answer's heading states once."""
+    return ci_label(summary.spec.campaign.confidence)
+
+
 def answers(summary: Summary) -> list[Answer]:
-    return [answer_of(g) for g in summary.gates]
+    usual = usual_level(summary)
+    return [answer_of(g, usual) for g in summary.gates]
 
 
 def question(summary: Summary) -> str:

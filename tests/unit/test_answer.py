@@ -41,16 +41,17 @@ def test_a_credit_answers_with_its_ablation_and_counters_not_the_win() -> None:
     g = view(spec_gate(), "Credit the win to speculation")
     assert g.verdict == Verdict.PASS
     a = answer_of(g)
-    assert a.found.startswith("the win was the speculation; B vs B-nospec (speculation off): decode_tps +")
+    assert a.found.startswith("the win was the speculation; B vs B-nospec +")
     assert a.found.endswith("; drafts accepted 1,512 of 1,860 on B")
     assert "B vs A" not in a.found  # the win is the other gate's answer, not repeated here
+    assert "95% CI" not in answer_of(g, usual="95% CI").found  # the heading states the usual level once
     assert len(a.lines(80)) <= 2
 
 
 def test_an_undecided_credit_says_so_and_a_long_answer_is_cut_at_two_lines() -> None:
     g = view(spec_gate())
     undecided = GateView(g.id, g.title, "inconclusive", g.reason, g.subjects, g.baseline, g.predicate, g.evidence)
-    assert answer_of(undecided).found.startswith("not settled; B vs B-nospec (speculation off)")
+    assert answer_of(undecided).found.startswith("not settled; B vs B-nospec ")
     long = answer_of(GateView("g", "t", "fail", "word " * 80, ["B"], [], "custom", {}))
     lines = long.lines(80)
     assert len(lines) == 2 and lines[-1].endswith("…") and all(len(line) <= 80 for line in lines)
