@@ -43,6 +43,7 @@ class GatePage:
     params: dict[str, Any] = field(default_factory=dict)
     load_chart: Markup | None = None
     ci: str = "95% CI"
+    paired: list[dict[str, Any]] = field(default_factory=list)  # `paired_blocks`
     reruns: int = 0  # the arms' load curves, on a gate over the load probe
 
 
@@ -104,6 +105,7 @@ def build(data: ReportData, gate: GateView) -> GatePage:
         evidence_json=json.dumps(gate.evidence, indent=2, sort_keys=True, default=str),
         read_cells=read_cells,
         read_comparisons=[_comparison_row(c) for c in gate.read("comparisons")],
+        paired=paired_blocks(gate),
         chart=_read_chart(data, gate, read_cells, role, metric) if read_cells else _chart(data, gate, arm_ids, role, params),
         history=history_rows(data.verdicts.get(gate.id, [])),
         attempts=attempts,
@@ -195,6 +197,31 @@ def _comparison_row(c: dict[str, Any]) -> dict[str, Any]:
         "p": f"{c['p_pass']:.3f} / {c['p_fail']:.3f}" if c.get("statistical") and "p_pass" in c else "by rule",
         "verdict": c.get("verdict", ""), "notes": "; ".join(c.get("notes") or []),
     }
+
+
+def paired_blocks(gate: GateView) -> list[dict[str, Any]]:
+    """Each paired comparison block by block: both arms' run values and their ratio, beside
+    the paired change that decided it. Why: each arm's interval spans the spread between
+    its server starts, so two arms' intervals can overlap while the paired change, from
+    which that spread cancels, is decisive; the page shows the view that decided."""
+    cells = gate.read("cells")
+    out = []
+    for c in gate.read("comparisons"):
+        if not c.get("pairs") or "change" not in c:
+            continue
+        where = (c.get("context"), c.get("scenario"), c.get("settings"))
+        mine = {arm: next((x for x in cells if x.get("arm") == arm and (x.get("context"), x.get("scenario"), x.get("settings")) == where), None)
+                for arm in (c["subject"], c["baseline"])}
+        s, b = mine[c["subject"]], mine[c["baseline"]]
+        if s is None or b is None:
+            continue
+        base = dict(zip(b.get("blocks") or [], b.get("run_values") or []))
+        rows = [{"block": block, "subject": v, "baseline": base[block], "ratio": v / base[block] - 1}
+                for block, v in zip(s.get("blocks") or [], s.get("run_values") or []) if block in base and base[block]]
+        if rows:
+            out.append({"check": c.get("check", ""), "subject": c["subject"], "baseline": c["baseline"], "cell": c.get("cell", ""),
+                        "decided": _comparison_row(c)["change"], "pairs": c["pairs"], "rows": rows})
+    return out
 
 
 def _read_chart(data: ReportData, gate: GateView, cells: list[dict[str, Any]], role: dict[str, str], metric: str | None) -> Markup:

@@ -188,6 +188,9 @@ def test_gate_page_shows_reason_evidence_arms_chart_history(built: tuple[Store, 
     read = spec[spec.index('id="read-cells"'):spec.index("</table>", spec.index('id="read-cells"'))]
     assert "A1" in read and "A0" in read and "decode/decode@" in read and "not recorded" in read
     assert 'id="read-comparisons"' in spec and "paired over 3 blocks" in spec
+    # the view that decided: block by block, both arms' run values and their ratio
+    paired = spec[spec.index('id="paired-1"'):spec.index("</table>", spec.index('id="paired-1"'))]
+    assert "What decided A1 vs A0" in paired and paired.count("<tr>") == 1 + 3 and "decode/b0/5e771165" in paired
     assert 'class="ci"' in spec  # pygal's whisker for each bar's interval
     assert "baseline" in spec and "subject" in spec
     cache = (site / "gates" / "cache.html").read_text()
