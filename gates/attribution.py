@@ -318,7 +318,14 @@ def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
     evidence["ablation_vs_reference"] = kept.evidence()
     evidence["subject_vs_ablation"] = cost.evidence()
     off = f"{ablation} ({p.claim} off)"
-    numbers = f"{c.head}; {off}: {kept.text(need=False).split(': ', 1)[1]}; {subject} vs {ablation}: {cost.text(need=False).split(': ', 1)[1]}"
+
+    def numbers_with(cost_notes: bool = True) -> str:
+        # a conclusion that does not rest on what switching off costs leaves out why that
+        # cost is undecided ("would decide it"), which would read as undecided
+        return (f"{c.head}; {off}: {kept.text(need=False).split(': ', 1)[1]}; "
+                f"{subject} vs {ablation}: {cost.text(need=False, notes=cost_notes).split(': ', 1)[1]}")
+
+    numbers = numbers_with()
     if c.differs:  # whatever the numbers say, they are not the mechanism's alone
         return c.result(Verdict.INCONCLUSIVE, f"{numbers}; but {c.differs}")
     ablation_stats = [s for s in kept.used_cells() if s.arm == ablation]
@@ -331,7 +338,7 @@ def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
                                                   f"but {ablation} still wins: the {p.claim} is only part of the win")
         # the claim fails on the ablation's own win: that comparison's p is the fail's
         evidence.update(p_fail=kept.evidence().get("p_pass", 1.0), statistical_fail=True)
-        return c.result(Verdict.FAIL, f"{numbers}; switching the {p.claim} off keeps the win: the win was not the {p.claim}")
+        return c.result(Verdict.FAIL, f"{numbers_with(cost_notes=False)}; switching the {p.claim} off keeps the win: the win was not the {p.claim}")
     if cost.verdict == Verdict.PASS and kept.verdict != Verdict.FAIL:
         return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the {p.claim} off costs the win, but whether {ablation} "
                                               f"keeps it is undecided: the credit waits on the ablation's own result")

@@ -468,10 +468,10 @@ class Outcome:
                 seen.setdefault((stat.arm, stat.cell), stat)
         return list(seen.values())
 
-    def text(self, need: bool = True) -> str:
+    def text(self, need: bool = True, notes: bool = True) -> str:
         """'decode_tps: C 162 (+135% [+120%, +150%] 95% CI, paired over 5 blocks, 5 runs x
         30 requests) vs B 69.0; needs +10% or more', with the cell named where several were
-        compared, then what made it fail or inconclusive."""
+        compared, then (with `notes`) what made it fail or inconclusive."""
         groups: dict[tuple[Cell, str], list[Comparison]] = {}
         for c in self.comparisons:
             groups.setdefault((c.subject.cell, c.baseline.arm), []).append(c)
@@ -483,11 +483,11 @@ class Outcome:
         out = f"{self.metric}: {'; '.join(parts)}" if parts else self.metric
         if need:
             out += f"; needs {need_text(self.threshold, self.higher_is_better)}"
-        notes = list(dict.fromkeys(n for c in self.comparisons for n in c.notes))
+        said = list(dict.fromkeys(n for c in self.comparisons for n in c.notes)) if notes else []
         if self.unmatched:
-            notes.append(self.unmatched)
-        if notes:
-            out += "; " + "; ".join(notes)
+            said.append(self.unmatched)
+        if said:
+            out += "; " + "; ".join(said)
         return out
 
     def evidence(self) -> dict[str, Any]:

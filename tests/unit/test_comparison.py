@@ -477,6 +477,20 @@ def test_attribution_an_ablation_that_keeps_the_win_fails_the_claim() -> None:
     assert family.adjust({g.id: result}, [g], 0.95)[g.id].verdict == Verdict.FAIL
 
 
+def test_a_credit_failed_because_the_ablation_keeps_the_win_does_not_read_as_undecided() -> None:
+    """The ablation keeps the win (-67% against A), so the cache is not credited; what
+    switching the cache off costs B (-9% [-16%, -2%] against a -10% bar) is undecided, but
+    the fail does not rest on it. Before, the reason quoted "B's CI straddles -10% ... would
+    be needed" beside "the win was not the cache", and read as undecided."""
+    g = gate("attribution", {"claim": "cache", "metric": "ttft_later_s", "min_gain": 0.1, "ablation": "B-nocache"}, ["B"], ["A", "B-nocache"])
+    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-nocache", [0.455, 0.445, 0.474, 0.454, 0.431], 0, 0))
+    result = evaluate(g, rows)
+    assert result.verdict == Verdict.FAIL, result.reason
+    assert result.evidence["subject_vs_ablation"]["comparisons"][0]["verdict"] == "inconclusive"  # the cost itself is undecided
+    assert "the win was not the cache" in result.reason
+    assert "straddles" not in result.reason and "would be needed" not in result.reason and "would decide" not in result.reason
+
+
 def test_attribution_by_ablation_each_branch() -> None:
     # the same branch for the slots, whose claim no counter can veto: switching them off keeps the win
     rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-2slots", [0.41, 0.40, 0.43, 0.42, 0.40], 0, 18))
