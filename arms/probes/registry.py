@@ -26,8 +26,8 @@ ItemValues = Callable[[CampaignSpec, QueueItem, int], dict[str, Any]]
 
 @dataclass(frozen=True)
 class Headline:
-    """The one number the coverage page shows in a probe's cell: the largest median of
-    `metric` the arm has, followed by `label`."""
+    """The one number the coverage page shows in a probe's cell: the largest cell value of
+    `metric` the arm has (as the gates read it), followed by `label`, which says which."""
 
     metric: str
     label: str
@@ -95,7 +95,7 @@ for _spec in (
               cli_defaults={"contexts": [2048]}, headline=Headline(metrics.DECODE_TPS.name, "tok/s")),
     ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False, frozenset({"trials"}), needs_tools=True),
     ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False, cold_cache=True,
-              headline=Headline(metrics.TTFT_S.name, "s TTFT max"), extras=agent_load.extras),
+              headline=Headline(metrics.TTFT_S.name, "s TTFT of the slowest turn"), extras=agent_load.extras),
     ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False, cold_cache=True,
               headline=Headline(metrics.REUSE.name, "reuse")),
     ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False, draw_fields=frozenset({"seed"}), cold_cache=True, extras=load.extras),
