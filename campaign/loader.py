@@ -31,8 +31,10 @@ from campaign.schema import (
     read_items,
     recipe_differences,
     recipe_value_text,
+    unitless_size,
 )
 from campaign.states import ProbeName
+from campaign.units import SIZE_FIELDS
 
 
 # -- error formatting ---------------------------------------------------------------
@@ -102,6 +104,39 @@ def _describe(err: dict[str, Any], data: Any) -> str:
     if len(shown) > 60:
         shown = shown[:57] + "..."
     return f"{_loc_path(loc, data)}: found {shown}, expected: {msg[0].lower() + msg[1:]}"
+
+
+# -- sizes written without a unit ---------------------------------------------------------
+
+
+def _unitless_sizes(data: Mapping[str, Any]) -> list[str]:
+    """Each recipe size written as a bare number (`unitless_size`), read from the file as
+    written: the schema takes a number of bytes, as a stored spec holds it, so only the
+    file can tell `256` from `"256B"`."""
+    return [f"{where}: found {value!r}, expected: {unitless_size(value)}"
+            for where, value in _written_sizes(data) if unitless_size(value)]
+
+
+def _written_sizes(data: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(where, value) of every size field the file sets: in an arm's recipe, a queue
+    item's `recipe.*` overrides and a confirmatory item's `change`."""
+    arms = data.get("arms")
+    for i, arm in enumerate(arms if isinstance(arms, list) else []):
+        recipe = arm.get("recipe") if isinstance(arm, dict) else None
+        for name in SIZE_FIELDS:
+            if isinstance(recipe, dict) and name in recipe:
+                yield _loc_path(("arms", i, "recipe", name), data), recipe[name]
+    queue = data.get("queue")
+    for i, item in enumerate(queue if isinstance(queue, list) else []):
+        if not isinstance(item, dict):
+            continue
+        label = f"queue[{i}] (id {item['id']!r})" if "id" in item else f"queue[{i}] ({item.get('title')!r})"
+        overrides, change = item.get("overrides"), item.get("change")
+        for name in SIZE_FIELDS:
+            if isinstance(overrides, dict) and RECIPE_PREFIX + name in overrides:
+                yield f'{label}.overrides."{RECIPE_PREFIX + name}"', overrides[RECIPE_PREFIX + name]
+            if isinstance(change, dict) and name in change:
+                yield f"{label}.change.{name}", change[name]
 
 
 # -- reference checks -----------------------------------------------------------------
@@ -463,11 +498,12 @@ def parse_campaign(
     predicate_params: dict[str, type[BaseModel]] | None = None,
     known_probes: set[str] | None = None,
 ) -> CampaignSpec:
+    unitless = _unitless_sizes(data)
     try:
         spec = CampaignSpec.model_validate(data)
     except ValidationError as exc:
-        raise CampaignFileError(path, [_describe(e, data) for e in exc.errors()]) from None
-    problems = _check_references(spec, known_adapters, known_predicates, known_probes)
+        raise CampaignFileError(path, unitless + [_describe(e, data) for e in exc.errors()]) from None
+    problems = unitless + _check_references(spec, known_adapters, known_predicates, known_probes)
     if not problems:  # pooling is read through the references, so only once they hold
         problems = _check_pooling(spec, predicate_params)
     for i, gate in enumerate(spec.gates):

@@ -37,16 +37,29 @@ _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 def parse_size(value: int | str) -> int:
     """Byte sizes as people write them in serving recipes ("8G", "48GB", "512MiB")."""
     if isinstance(value, bool):
-        raise ValueError("expected a size such as 8G or a number of bytes")
+        raise ValueError("expected a size such as 8G or 512M")
     if isinstance(value, int):
         if value < 0:
             raise ValueError("expected a size >= 0")
         return value
     match = _SIZE.match(str(value))
     if not match:
-        raise ValueError(f"expected a size such as 8G, 512M or a number of bytes, found {value!r}")
+        raise ValueError(f"expected a size such as 8G, 512M or 4096B, found {value!r}")
     number, unit, _ = match.groups()
     return int(float(number) * _UNITS[unit.upper()])
+
+
+def unitless_size(value: Any) -> str:
+    """What a size written as a bare number should have said ('' when `value` is not one).
+
+    Why refused in a campaign file: llama.cpp's --cache-ram and the habits of serving
+    recipes count in MiB, so `prefix_cache = 256` means 256 MiB to whoever wrote it, and
+    read as bytes it is a cache too small to hold one prompt, with nothing said. 0 is 0 in
+    every unit."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value == 0:
+        return ""
+    shown = int(value) if float(value).is_integer() else value
+    return f'a size with its unit: write "{shown}M" or "{shown}MiB" ("{shown}G" for GiB, "{shown}B" for bytes)'
 
 
 class _Strict(BaseModel):
@@ -168,8 +181,8 @@ class Recipe(_Strict):
         default=None, ge=1,
         description="prompt tokens per step while another slot decodes; only the simulator has this knob (absent = prefill_chunk)",
     )
-    prefix_cache: int | None = Field(default=None, description="prefix-cache size (bytes, or 8G); absent = off")
-    session_cache_cap: int | None = Field(default=None, description="per-session cache cap (bytes, or 48G)")
+    prefix_cache: int | None = Field(default=None, description="prefix-cache size with its unit (8G, 256M, 512MiB); absent = off")
+    session_cache_cap: int | None = Field(default=None, description="per-session cache cap with its unit (48G, 512M)")
     speculative: bool = Field(default=False, description="speculative decoding on")
     draft: str | None = Field(default=None, description="draft model or speculative method")
     draft_k: int = Field(default=4, ge=1, le=64, description="tokens drafted per step when speculative")

@@ -95,7 +95,9 @@ measurements in `.campaign/campaign.db` and prints the gate verdicts and the que
 `report` writes `reports/site/first/index.html`, whose arm page (`arms/a.html`) lists
 every metric measured (`decode_tps` 54.5 tok/s in one run here). A queue item without a
 gate only measures. `campaign new --runtime simulator` (or `llamacpp`, `vllm`, `external`)
-writes a commented two-arm campaign with a gate and three blocks to start from instead.
+writes a commented two-arm campaign with a gate and three blocks to start from instead
+(llama.cpp's gets `threads` from the cores this machine gives it, less one for the
+campaign's own process, and says so).
 
 To make a claim, add a gate, and in the `[[queue]]` table feed it (`gate = "fast"`) and
 ask for three blocks (`repeats = 3`): a verdict needs at least 3 server runs per arm.
@@ -125,8 +127,10 @@ runs x 3 requests". The README has a two-arm campaign with a comparative gate
   brings that down; see [gates.md](gates.md), "Enough blocks to pass").
 - A "name" below is letters, digits, `_`, `.` and `-`, starting with a letter or digit
   (it also names Prefect tags and limits).
-- A size is a number of bytes or a string such as `"8G"`, `"512M"`, `"48GB"` or
-  `"512MiB"` (K, M, G, T are powers of 1024).
+- A size is a string with its unit, such as `"8G"`, `"512M"`, `"48GB"`, `"512MiB"` or
+  `"4096B"` (K, M, G, T are powers of 1024). A bare number other than 0 is refused
+  (`prefix_cache = 256` names its place and asks for `"256M"` or `"256MiB"`): other tools
+  count such sizes in MiB, and it would be read as bytes.
 - A nested table can be written inline (`recipe = {{ slots = 2 }}`) or as its own header
   after the entry it belongs to (`[arms.recipe]`).
 """

@@ -250,30 +250,39 @@ class RunCost:
     """What one `campaign run` spent: the server starts it made, the blocks each item now
     has, the seconds its probes ran, the seconds from its first server start to its last
     stop, and when that first start was (what came before it is the command's start-up:
-    imports, the campaign file's checks, the temporary Prefect server)."""
+    imports, the campaign file's checks, the temporary Prefect server); and how many of
+    its attempts measured a server they did not start (`kept`: one kept from an earlier
+    attempt, or one at a URL that runs on its own)."""
 
     server_starts: int
     blocks: dict[str, int]
     probing_s: float
     attempts_s: float = 0.0  # server start to stop, probes included, summed over attempts
     first_started: datetime | None = None
+    kept: int = 0
 
     def line(self, wall_s: float, before_s: float = 0.0) -> str:
-        """'cost: 8 server starts; blocks per item: k 4, r 3; 1 min 23 s: probing 71%,
-        servers starting and stopping 12%, start-up 6%, the rest (Prefect flow runs,
-        verdicts) 11%'. `wall_s` is the whole command's, `before_s` its part before the
-        first server start."""
+        """'cost: 8 server starts; blocks per item: k 4, r 3; 1 min 23 s: probing 71% of
+        the wall time (the wall time is 1.41x the probing time), servers starting and
+        stopping 12%, start-up 6%, the rest (Prefect flow runs, verdicts) 11%'; a run
+        whose attempts all measured servers they did not start says "0 server starts (all
+        kept)". `wall_s` is the whole command's, `before_s` its part before the first
+        server start."""
         blocks = ", ".join(f"{key} {n}" for key, n in self.blocks.items()) or "none"
         wall = f"{int(wall_s // 60)} min {int(wall_s % 60)} s" if wall_s >= 90 else f"{wall_s:.0f} s"
+        starts = f"{self.server_starts} server start{'s' if self.server_starts != 1 else ''}"
+        if not self.server_starts and self.kept:
+            starts += " (all kept)"
         share = ""
-        if wall_s > 0 and self.server_starts and self.probing_s > 0:
+        if wall_s > 0 and self.probing_s > 0:
             probe = self.probing_s / wall_s
             servers = max(0.0, self.attempts_s - self.probing_s) / wall_s
             before = min(max(0.0, before_s) / wall_s, max(0.0, 1 - probe - servers))
-            share = (f": probing {probe:.0%} ({wall_s / self.probing_s:.2f}x), servers starting and stopping {servers:.0%}, "
+            share = (f": probing {probe:.0%} of the wall time (the wall time is {wall_s / self.probing_s:.2f}x the probing time), "
+                     f"servers starting and stopping {servers:.0%}, "
                      f"start-up (imports, checks, the Prefect server) {before:.0%}, "
                      f"the rest (Prefect flow runs, verdicts) {max(0.0, 1 - probe - servers - before):.0%}")
-        return f"cost: {self.server_starts} server start{'s' if self.server_starts != 1 else ''}; blocks per item: {blocks}; {wall}{share}"
+        return f"cost: {starts}; blocks per item: {blocks}; {wall}{share}"
 
 
 def server_starters(attempts: list[AttemptRow]) -> dict[int, AttemptRow]:
@@ -286,13 +295,16 @@ def server_starters(attempts: list[AttemptRow]) -> dict[int, AttemptRow]:
 
 
 def run_cost(store: Store, campaign_name: str, since: Any) -> RunCost:
-    """`RunCost` of the attempts started at or after `since` (a UTC datetime); attempts that
-    ran on a server kept from an earlier one (the same `server_log`) are no start of their own."""
+    """`RunCost` of the attempts started at or after `since` (a UTC datetime). A start is
+    an attempt that started a server process (it recorded its `server_log`) and is that
+    server's first attempt: one chained onto a server kept from an earlier attempt (the
+    same `server_log`) or measuring a server at a URL (no process, no log) started none,
+    and counts as kept where it measured; one whose launch failed started none either."""
     row = store.campaign(campaign_name)
     if row is None or row.id is None:
         return RunCost(0, {}, 0.0)
     since = aware(since)
-    started = 0
+    started = kept = 0
     probing = spent = 0.0
     first: datetime | None = None
     blocks: dict[str, set[int]] = {}
@@ -303,15 +315,18 @@ def run_cost(store: Store, campaign_name: str, since: Any) -> RunCost:
             blocks.setdefault(attempt.item_key, set()).add(attempt.repeat)
         if aware(attempt.started_at) < since or attempt.id is None:
             continue
-        if starter[attempt.id] is attempt:  # a kept server's chained attempts are no start
+        runs = store.probe_runs(attempt.id)
+        if attempt.server_log and starter[attempt.id] is attempt:
             started += 1
+        elif runs:
+            kept += 1
         first = min(first, aware(attempt.started_at)) if first else aware(attempt.started_at)
         if attempt.ended_at is not None:
             spent += (aware(attempt.ended_at) - aware(attempt.started_at)).total_seconds()
-        for run in store.probe_runs(attempt.id):
+        for run in runs:
             if run.ended_at is not None and aware(run.started_at) >= since:
                 probing += (aware(run.ended_at) - aware(run.started_at)).total_seconds()
-    return RunCost(started, {key: len(b) for key, b in blocks.items()}, probing, spent, first)
+    return RunCost(started, {key: len(b) for key, b in blocks.items()}, probing, spent, first, kept)
 
 
 def ui_base(api_url: str) -> str:

@@ -316,8 +316,11 @@ def run(
 @app.command()
 def check(file: Annotated[Path, typer.Argument(help="campaign file (TOML)")], db: DbOption = None) -> None:
     """Check a campaign file without running anything: every name, metric, override and
-    design rule `run` checks (exit 2 with each problem), warnings, and the plan, timed
-    from earlier runs in the database where there are any (nothing is created)."""
+    design rule `run` checks (exit 2 with each problem), warnings, the plan, timed from
+    earlier runs in the database where there are any, and what this machine lacks to
+    start the servers, a binary or a model file (`blocked`, exit 1). Nothing is created."""
+    from flows.resolve import launch_blockers
+
     spec = _load_checked(file)
     _print_warnings(spec)
     history: dict[tuple[str, str], Any] = {}
@@ -331,6 +334,12 @@ def check(file: Annotated[Path, typer.Argument(help="campaign file (TOML)")], db
         history = block_history(store, spec.campaign.name)
     for line in plan_lines(spec, history):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    blocked = launch_blockers(spec)
+    for line in blocked:
+        console.print(f"blocked: {line}", markup=False, highlight=False, soft_wrap=True)
+    if blocked:
+        console.print(f"{file}: blocked (the run would end these arms blocked; fix it, then check again)", markup=False, highlight=False)
+        raise typer.Exit(1)
     console.print(f"{file}: ok", markup=False, highlight=False)
 
 

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 from rich.table import Table
 
 from campaign import metrics
@@ -146,6 +147,8 @@ def probe(
     with console.status(f"{name} against {url} ({served})..."):
         asyncio.run(spec.run(target, sink, params))
     succeeded = _print_summary(name, sink)
+    for warning in sink.warnings:
+        console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     if json_out is not None:
         _write_json(json_out, spec, url, served, params, sink)
     if not succeeded:

@@ -72,6 +72,9 @@ class CampaignProgress:
             p.update(self.arm, description=escape(f"arm {data['arm']}: {data['state']}"))
         elif kind == "device-wait":
             p.console.print(f"  arm {escape(str(data['arm']))}: [yellow]{escape(str(data['message']))}[/yellow]", soft_wrap=True)
+        elif kind == "probe-warning":
+            p.console.print(f"  arm {escape(str(data['arm']))}: {escape(str(data['probe']))}: "
+                            f"[yellow]warning: {escape(str(data['message']))}[/yellow]", soft_wrap=True)
         elif kind == "verdict":
             if self._verdicts.get(str(data["gate"])) == data["verdict"]:
                 return  # the same verdict with a new reason (the family grew): the status table shows it

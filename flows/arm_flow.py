@@ -21,7 +21,7 @@ from arms.probes.base import ProbeTarget, identify
 from arms.probes.failures import NOT_RUN, error_kind
 from arms.runtimes import catalog as runtimes
 from arms.runtimes.base import RuntimeAdapter
-from arms.runtimes.launching import LaunchContext, LaunchSpec
+from arms.runtimes.launching import LaunchBlocked, LaunchContext, LaunchSpec
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.liveness import AttemptHeartbeat
 from campaign.processes import rss_of_group
@@ -338,7 +338,10 @@ def _run_arm(
     server = None
     try:
         try:
-            launch = adapter.launch(ctx)  # may refuse a recipe the runtime cannot serve
+            try:
+                launch = adapter.launch(ctx)  # may refuse a recipe the runtime cannot serve
+            except LaunchBlocked as exc:  # its binary or model file is missing here
+                return attempt.blocked(str(exc))
             if launch is not None:
                 server = ServerProcess(
                     argv=launch.argv,

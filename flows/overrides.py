@@ -28,7 +28,8 @@ from arms.probes import registry as probes
 from arms.probes.base import read_unchanged
 from arms.probes.registry import ITEM_FIELDS
 from campaign.loader import item_label
-from campaign.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe
+from campaign.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, unitless_size
+from campaign.units import SIZE_FIELDS
 
 
 def probe_params(
@@ -150,6 +151,8 @@ def check(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any], where:
             name = key[len("recipe."):]
             if name not in Recipe.model_fields:
                 problems.append(f"{where}: {key!r} is not a recipe field; expected recipe.<one of: {', '.join(sorted(Recipe.model_fields))}>")
+            elif name in SIZE_FIELDS and unitless_size(value):
+                problems.append(f"{where}: {key!r}: found {value!r}, expected: {unitless_size(value)}")
             else:
                 recipe_changes[name] = value
             continue

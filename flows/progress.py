@@ -60,6 +60,7 @@ _LINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "probe-start": lambda d: f"arm {d.get('arm')}: {d.get('probe')} @ {d.get('context')} started",
     "probe-done": lambda d: f"arm {d.get('arm')}: {d.get('probe')} @ {d.get('context')} done",
     "device-wait": lambda d: f"arm {d.get('arm')}: {d.get('message')}",
+    "probe-warning": lambda d: f"arm {d.get('arm')}: {d.get('probe')}: warning: {d.get('message')}",
     "arm-wait": lambda d: f"arm {d.get('arm')}: {d.get('message')}",
     "arm-done": lambda d: f"arm {d.get('arm')}: {d.get('state')}",
     "campaign-start": _campaign_start,

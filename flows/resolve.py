@@ -114,6 +114,23 @@ def options_problems(spec: CampaignSpec) -> list[str]:
     return problems
 
 
+def launch_blockers(spec: CampaignSpec) -> list[str]:
+    """What this machine lacks to start the servers of the arms the queue runs here
+    (`RuntimeAdapter.blockers`: a server binary, a model file nothing writes), one line
+    per reason with the arms it blocks. Why before the run: each of their attempts would
+    end `blocked` with the same words, after the Prefect server and the items before it.
+    An arm placed on another host is that host's to check, when it launches."""
+    found: dict[str, list[str]] = {}
+    for arm_id in dict.fromkeys(a for item in spec.queue for a in item.arms):
+        if spec.host_of(arm_id):
+            continue
+        arm = spec.arm(arm_id)
+        runtime = spec.runtime(arm.runtime)
+        for reason in runtime_registry.get(runtime.adapter).blockers(runtime, spec.model_for(arm)):
+            found.setdefault(reason, []).append(arm_id)
+    return [f"arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}: {reason}" for reason, arms in found.items()]
+
+
 def simulate_problems(spec: CampaignSpec) -> list[str]:
     """Each arm's `simulate` table, checked as simulator profile fields.
 

@@ -32,10 +32,13 @@ from campaign import metrics
 from campaign.metrics import Metric
 from campaign.states import Mode, SampleKind
 from campaign.store import Store
-from campaign.tables import MeasurementRow, RequestRow, SampleRow
+from campaign.tables import EventRow, MeasurementRow, RequestRow, SampleRow, utcnow
 from flows.progress import emit
 
 _STOP = object()
+
+# the event and progress kind of a probe's warning (`Sink.warn`)
+PROBE_WARNING = "probe-warning"
 
 
 class SinkWriteError(RuntimeError):
@@ -231,6 +234,24 @@ class StoreSink:
             SampleRow,
             {"probe_run_id": self.probe_run_id, "series": series, "t_s": float(t_s), "value": float(value), "label": label},
         )
+
+    def warn(self, message: str) -> None:
+        """A line in the run's output now, and an event of the campaign (`PROBE_WARNING`,
+        with the attempt's item and arm) stored by the writer, as the rows are."""
+        self.writer.put(
+            EventRow,
+            {
+                "campaign_id": self.campaign_id,
+                "item_key": self.item_key,
+                "arm_id": self.arm_id,
+                "kind": PROBE_WARNING,
+                "from_state": "",
+                "to_state": "",
+                "message": f"{self.probe}: {message}",
+                "at": utcnow(),
+            },
+        )
+        emit(PROBE_WARNING, arm=self.arm_id, probe=self.probe, message=message)
 
     def flush(self) -> None:
         self.writer.flush()

@@ -132,6 +132,10 @@ class Sink(Protocol):
 
     def sample(self, series: str, t_s: float, value: float, label: str = "") -> None: ...
 
+    def warn(self, message: str) -> None:
+        """Something the person running the probe must read (a server far slower than a
+        working one, `arms.probes.pace`): shown in the run's output, never a row."""
+
 
 @dataclass
 class MemorySink:
@@ -140,6 +144,7 @@ class MemorySink:
     measurements: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def measurement(self, *, metric: Metric | str, unit: str | None = None, **row: Any) -> None:
         row["metric"], row["unit"] = metrics.stored(metric, unit)
@@ -156,6 +161,9 @@ class MemorySink:
 
     def sample(self, series: str, t_s: float, value: float, label: str = "") -> None:
         self.samples.append({"series": series, "t_s": t_s, "value": value, "label": label})
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
 
     def values(self, metric: Metric | str, **match: Any) -> list[float]:
         name = metric.name if isinstance(metric, Metric) else metric

@@ -13,6 +13,12 @@ the first, vLLM and SGLang both), and a trial whose server-reported completion_t
 differs is stored as `short_trial` (its token count), never as a decode rate.
 `warmup` untimed trials run first (connection, prefill, caches); they are stored under
 scenario `decode:warmup`, kind warm-up (trial i), which no median or gate reads.
+
+The run's first answered request (a warm-up, where there is one) is held to floors no
+working server falls below (`arms.probes.pace`: a decode rate of 2 tok/s; a first token
+within 5 s plus the prompt at 10 tok/s). Under one, the run's output warns that the server
+is far slower than it should be (something else holding its cores, say); nothing is
+stored for it, so no verdict changes.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arms.metrics import SOURCE_SERVER, RequestRecord, completion_tokens, decode_tps, distribution, e2e_s, record_payload, tpot_s, ttft_s
+from arms.probes import pace
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import sized_conversation
@@ -72,6 +79,7 @@ def item_values(spec: CampaignSpec, item: QueueItem, context: int) -> dict[str, 
 
 async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
     run_id = uuid.uuid4().hex[:8]
+    judged = False  # the run's first answered request is held to `pace`'s floors, once
     async with target.client(2) as http:
         for context in params.contexts:
             size = max(16, int(context * params.fill) - params.max_tokens - 16)
@@ -82,12 +90,15 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                 sink.measurement(metric=metrics.PROMPT_TOKENS_TARGET, value=size, mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY, source=sized.source)
                 rates: list[float | None] = []
                 per_request: dict[str, float] = {}
+                warmed: list[RequestRecord] = []
                 for i in range(params.warmup):
-                    await _trial(http, target, sink, params, messages, mode, context, WARMUP_SCENARIO, i, None, kind=SampleKind.WARMUP)
+                    await _trial(http, target, sink, params, messages, mode, context, WARMUP_SCENARIO, i, None, warmed, kind=SampleKind.WARMUP)
+                judged = judged or pace.judge_first(sink, warmed, size)
                 before = await read_counters(http, target)
                 timed: list[RequestRecord] = []
                 for trial in range(params.trials):
                     rates.append(await _trial(http, target, sink, params, messages, mode, context, "decode", trial, per_request, timed))
+                judged = judged or pace.judge_first(sink, timed, size)  # without a warm-up: the first timed request
                 record_errors(sink, timed, mode=mode, scenario="decode", context=context)
                 # draft/accepted tokens and the rest, as deltas over this context's trials
                 deltas = await record_counter_deltas(http, target, sink, before, mode=mode, scenario="decode", context=context)
@@ -111,14 +122,16 @@ async def _trial(
     scenario: str,
     trial: int,
     per_request: dict[str, float] | None,
-    timed: list[RequestRecord] | None = None,
+    sent: list[RequestRecord] | None = None,
     kind: SampleKind = SampleKind.SAMPLE,
 ) -> float | None:
     """One decode request and its rows; its decode rate, or None when it failed or was
-    short. `per_request` sums per-response draft counts (None: a warm-up, not counted)."""
+    short. `per_request` sums per-response draft counts (None: a warm-up, not counted);
+    `sent` collects the request for the caller (the cell's requests, for its error rate;
+    the warm-ups apart, for the pace check)."""
     record = await chat(http, target, messages, mode, params.max_tokens, extra=params.length_fields())
-    if timed is not None:  # the cell's requests, for its error rate (warm-ups are not in it)
-        timed.append(record)
+    if sent is not None:
+        sent.append(record)
     sink.request(record, scenario=scenario, mode=mode, trial=trial)
     if not record.ok:
         record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial, row_kind=kind)

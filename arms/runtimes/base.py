@@ -38,11 +38,12 @@ from arms.runtimes.launching import (
     Row,
     RuntimeOptions,
     apply_rows,
+    missing_program,
 )
 from arms.runtimes.options import option_problems
 from arms.runtimes.start_failures import StartFailures
 from arms.runtimes.telemetry import Telemetry
-from campaign.schema import RuntimeEntry
+from campaign.schema import ModelEntry, RuntimeEntry
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,20 @@ class RuntimeAdapter:
             startup_timeout_s=ctx.runtime.startup_timeout_s,
             cached_tokens_field=self.launch_cached_tokens_field(facts),
         )
+
+    def blockers(self, runtime: RuntimeEntry, model: ModelEntry) -> list[str]:
+        """What this machine lacks to launch `runtime` with `model`, one reason each ([]
+        when nothing is known missing): here, the program the argv template starts, where
+        it is named as is (a placeholder such as `{python}` is the adapter's to fill).
+        `campaign check` says these as `blocked` before anything runs; a launch missing one
+        ends its attempt `blocked` too (LaunchBlocked, or the start's "No such file")."""
+        if runtime.url or not self.launches:
+            return []
+        template = (list(runtime.argv) if self.uses_runtime_argv else []) or list(self.default_argv)
+        if not template or "{" in template[0]:
+            return []
+        missing = missing_program(template[0], runtime.env)
+        return [missing] if missing else []
 
     def read_options(self, runtime: RuntimeEntry) -> RuntimeOptions:
         """The runtime's options as this adapter's model. A file loaded through

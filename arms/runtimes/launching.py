@@ -11,6 +11,8 @@ launch by the adapter's `options_model`.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,9 +65,27 @@ class LaunchContext:
 
 
 class LaunchError(RuntimeError):
-    """The adapter could not build a launch (no server binary, a model file it could not
-    write); the message says what was tried. Raised from `launch()`, it ends the attempt
-    `failed` with that message, before any process starts."""
+    """The adapter could not build a launch (options it cannot read, a model file its
+    package failed to write); the message says what was tried. Raised from `launch()`, it ends the attempt `failed`
+    with that message, before any process starts."""
+
+
+class LaunchBlocked(LaunchError):
+    """What the launch needs is missing from this machine (the server binary, a model
+    file nothing here can write): the attempt ends `blocked` with the message, before any
+    process starts, as a server that stops on a missing file does. A person fixes it and
+    `campaign resume` re-checks it; `campaign check` says the same beforehand
+    (`RuntimeAdapter.blockers`)."""
+
+
+def missing_program(program: str, env: Mapping[str, str]) -> str:
+    """Why `program`, the first word of an argv, cannot be started here ('' when it can):
+    a bare name not on the PATH the start will search (the runtime's `env` PATH where it
+    sets one), or a path that is not an executable file."""
+    if os.sep not in program and "/" not in program:
+        path = env.get("PATH", os.environ.get("PATH", ""))
+        return "" if shutil.which(program, path=path) else f"{program!r} is not on PATH (searched: {path})"
+    return "" if os.path.isfile(program) and os.access(program, os.X_OK) else f"{program!r} is not an executable file"
 
 
 # -- flag tables -------------------------------------------------------------------------------

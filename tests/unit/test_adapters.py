@@ -35,6 +35,7 @@ from arms.runtimes.launching import (
     HOST_PORT,
     OMIT,
     Const,
+    LaunchBlocked,
     LaunchContext,
     LaunchError,
     Row,
@@ -486,8 +487,8 @@ def test_failed_model_assembly_fails_the_launch_with_its_error(tmp_path: Path, m
     assert str(model) in str(info.value) and "broken_model_package" in str(info.value)
     assert "OSError: [Errno 28] No space left on device" in str(info.value)
     assert list(model.parent.iterdir()) == []  # no half-written file left behind
-    with pytest.raises(LaunchError, match="ModuleNotFoundError: No module named 'no_such_model_package'"):
-        ensure_model(str(model), "no_such_model_package")
+    with pytest.raises(LaunchBlocked, match="options.model_package 'no_such_model_package' that writes it is not installed"):
+        ensure_model(str(model), "no_such_model_package")  # missing here, not broken: the attempt is blocked
 
 
 def test_llamacpp_identity_from_recorded_props() -> None:

@@ -74,6 +74,27 @@ def test_new_writes_a_file_that_passes_check(runtime: str, tmp_path: Path) -> No
     assert again.exit_code != 0  # never overwritten without --force
 
 
+def test_new_takes_llama_threads_from_the_machines_cores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fixed `--threads 2` on a busy 2-core machine gives 0.67 tok/s: the llama.cpp
+    template's thread count is the cores this process may use (its CPU affinity, else
+    the machine's count) less one for the campaign's own process, at least 1, written with
+    where it came from and said when the file is written."""
+    from flows.resolve import load_campaign
+
+    out = tmp_path / "llama.toml"
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(6)), raising=False)
+    result = runner.invoke(app, ["new", "--runtime", "llamacpp", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    runtime = load_campaign(out).runtime("server")
+    assert runtime.options["threads"] == 5 and "--threads" not in runtime.argv
+    assert "threads = 5                     # --threads: 6 cores here, less 1 for the campaign's own process" in out.read_text()
+    assert "llama.cpp threads: 5 (6 cores here, less 1 for the campaign's own process)" in result.output
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # no affinity: the machine's count
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    result = runner.invoke(app, ["new", "--runtime", "llamacpp", "--out", str(out), "--force"])
+    assert result.exit_code == 0 and load_campaign(out).runtime("server").options["threads"] == 1  # never 0
+
+
 def test_probe_takes_a_model_list_that_is_not_json_as_no_list() -> None:
     """mlx-lm's server answers /v1/models with an empty body when its Hugging Face cache
     folder does not exist: `campaign probe --model M` must still run, and without

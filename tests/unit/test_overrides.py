@@ -62,6 +62,9 @@ def test_rerun_sets_are_checked_and_recipe_fields_applied_or_refused(tmp_path: P
     assert checked.notes == ["recipe slots: B: 2 -> 8 (the servers are launched with it)"]
     checked = check_rerun(spec, item, {"slots": 0})
     assert checked.problems and "recipe of arm 'B': slots: found 0" in checked.problems[0]
+    checked = check_rerun(spec, item, {"prefix_cache": 256})  # MiB elsewhere: a bare number is no size here
+    assert checked.problems == ["""--set: 'recipe.prefix_cache': found 256, expected: a size with its unit: write "256M" or "256MiB" ("256G" for GiB, "256B" for bytes)"""]
+    assert check_rerun(spec, item, {"prefix_cache": "256M"}).problems == []
     checked = check_rerun(spec, confirm, {"recipe.prefill_chunk": 256})
     assert checked.problems == [
         "--set recipe.prefill_chunk: refused: 'again' is a confirmatory item that changes only 'slots'; "

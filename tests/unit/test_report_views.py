@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from reports import latency
 from reports.arm_page import counter_notes
@@ -51,10 +52,12 @@ def test_zero_hits_beside_cached_tokens_is_explained_and_hits_with_tokens_are_no
 
 
 def test_decode_per_context_is_over_server_runs_with_each_arms_colour() -> None:
-    """Three runs of 10 requests at each context: the bar is the median of the run
-    medians and the whisker spans the runs (75% coverage at 3); arm B is drawn in its
-    own colour, the one it has on every other chart."""
+    """Three runs (blocks) of 10 requests at each context: the bar is the cell's value as
+    a gate reads it, the geometric mean of the run medians, and the whisker its 95% CI
+    over the runs; arm B is drawn in its own colour, the one it has on every other chart."""
+    from gates.cells import cell_value
     from reports import charts, index_page
+    from reports.data import cell_values
 
     rows = []
     run = 0
@@ -62,15 +65,17 @@ def test_decode_per_context_is_over_server_runs_with_each_arms_colour() -> None:
         for ctx in (4096, 32768):
             for r, shift in enumerate((-5.0, 0.0, 7.0)):
                 run += 1
-                rows += [{"arm_id": arm, "probe_run_id": run, "metric": "decode_tps", "value": speed + shift + 0.1 * i, "context": ctx, "trial": i, "unit": "tok/s"}
-                         for i in range(10)]
+                rows += [{"arm_id": arm, "probe_run_id": run, "block_id": f"b{r}", "metric": "decode_tps", "value": speed + shift + 0.1 * i,
+                          "context": ctx, "trial": i, "unit": "tok/s"} for i in range(10)]
     frame = _frame(rows)
     arms = [SimpleNamespace(arm_id="A"), SimpleNamespace(arm_id="B")]
-    data = SimpleNamespace(frame=frame, arms=arms, is_simulated=lambda a: False, arm_color=lambda a: ["A", "B"].index(a))
+    data = SimpleNamespace(values=cell_values(frame), arms=arms, is_simulated=lambda a: False, arm_color=lambda a: ["A", "B"].index(a))
     svg = str(index_page.decode_per_context(data))
     assert "4K" in svg and "32K" in svg
-    assert "B: 3 runs, 75% CI" in svg
+    assert "B: 3 runs, 95% CI" in svg
     assert charts.color_of(1) in svg and charts.color_of(0) in svg
+    b = data.values[(data.values["arm_id"] == "B") & (data.values["context"] == 4096)].iloc[0]
+    assert (b.value, b.low, b.high) == pytest.approx(cell_value([75.45, 80.45, 87.45]))  # each run's median, as a gate reads them
 
 
 def test_a_cell_whose_runs_measured_the_client_is_marked_on_the_gate_page() -> None:

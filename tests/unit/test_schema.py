@@ -99,6 +99,23 @@ def test_sizes() -> None:
         parse_size("lots")
 
 
+def test_a_size_written_as_a_bare_number_is_refused_with_its_units(tmp_path: Path) -> None:
+    """`prefix_cache = 256` means 256 MiB to someone used to llama.cpp (its cache is in MiB)
+    and would be read as 256 bytes: a bare size is refused in the recipe, in `recipe.*`
+    overrides and in a confirmatory `change`, naming the file, the field and the units; 0
+    and strings load, and a stored spec's bytes still read back."""
+    (msg,) = problems(tmp_path, GOOD.replace("recipe = { slots = 2 }", "recipe = { slots = 2, prefix_cache = 256 }"))
+    assert msg == """arms[0] (id 'A').recipe.prefix_cache: found 256, expected: a size with its unit: write "256M" or "256MiB" ("256G" for GiB, "256B" for bytes)"""
+    text = GOOD.replace('probes = ["decode"]\ngate = "g"', 'probes = ["decode"]\ngate = "g"\noverrides = { "recipe.session_cache_cap" = 48 }')
+    (msg,) = problems(tmp_path, text)
+    assert msg.startswith("""queue[0] (id 'one').overrides."recipe.session_cache_cap": found 48, expected: a size with its unit: write "48M\"""")
+    for written, read in (('"256M"', 256 * 1024**2), ('"4096B"', 4096), ("0", 0)):
+        spec = load_campaign(write_campaign(tmp_path, GOOD.replace("recipe = { slots = 2 }", f"recipe = {{ slots = 2, prefix_cache = {written} }}")))
+        assert spec.arm("A").recipe.prefix_cache == read
+    stored = spec.model_dump_json(by_alias=True).replace('"prefix_cache":0', '"prefix_cache":268435456')
+    assert type(spec).model_validate_json(stored).arm("A").recipe.prefix_cache == 256 * 1024**2  # a stored spec holds bytes
+
+
 def test_examples_are_valid(examples: Path) -> None:
     for path in sorted(examples.glob("*.toml")):
         load_campaign(path)
