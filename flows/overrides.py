@@ -196,12 +196,48 @@ def _first_line(err: Any) -> str:
 
 
 def check_campaign(spec: CampaignSpec) -> list[str]:
-    """Problems with every queue item's overrides in a campaign file, and requests that
-    cannot fit their arm's context."""
+    """Problems with every queue item's overrides in a campaign file, requests that cannot
+    fit their arm's context, and comparisons between arms that share no context."""
     problems: list[str] = []
     for i, item in enumerate(spec.queue):
         found = check(spec, item, item.overrides, f"queue[{i}] ({item.title!r}).overrides")
         problems += found or context_fit_problems(spec, i, item)
+    return problems + unshared_context_problems(spec)
+
+
+def unshared_context_problems(spec: CampaignSpec) -> list[str]:
+    """A gate comparing a subject with a baseline arm that is measured at no context the
+    subject is: a gate compares cell by cell, a cell is one context, so it would stay
+    pending for good ("no common cell"). A user asking "does 8K decode as fast as 4K" wrote
+    two arms at 4096 and 8192; one arm at both contexts, judged by `context_change`, is
+    the comparison that exists. Gates that name their `context` read only that one."""
+    problems = []
+    for g, gate in enumerate(spec.gates):
+        if not gate.baseline or gate.params.get("context") is not None:
+            continue
+        feeding = [q for q in spec.queue if q.gate == gate.id]
+        items = feeding if feeding and gate.reads == "own-items" else list(spec.queue)
+        probe = gate.params.get("probe")
+
+        def contexts(arm_id: str) -> set[int]:
+            out: set[int] = set()
+            arm = spec.arm(arm_id)
+            for item in (q for q in items if arm_id in q.arms):
+                for name in (p for p in item.probes if not probe or p == probe):
+                    out |= set(item.contexts or [arm.context]) if probes.get(name).per_context else {arm.context}
+            return out
+
+        for subject in gate.subjects:
+            mine = contexts(subject)
+            for base in gate.baseline:
+                theirs = contexts(base)
+                if mine and theirs and not mine & theirs:
+                    shown = lambda cs: ", ".join(str(c) for c in sorted(cs))  # noqa: E731
+                    problems.append(
+                        f"gates[{g}] (id {gate.id!r}): {subject} is measured at context {shown(mine)} and {base} at "
+                        f"{shown(theirs)}: they share no cell, so the gate would stay pending; to compare one arm "
+                        f"across contexts, run it at both (the item's `contexts`) and use predicate context_change"
+                    )
     return problems
 
 

@@ -234,3 +234,22 @@ def test_a_probe_whose_requests_outgrow_the_arms_context_is_refused_before_anyth
     fitted = small.replace('gate = "g"\n', 'gate = "g"\noverrides = { system_tokens = 500, task_tokens = 800, turn_tokens = 200, max_tokens = 32 }\n', 1)
     path.write_text(fitted)
     assert check_campaign(load_campaign(path)) == []
+
+
+def test_a_comparison_between_arms_at_different_contexts_is_refused_and_context_change_named(tmp_path: Path) -> None:
+    """A user compared decode "at 4K vs 8K" as two arms of 4096 and 8192 (each decode at its
+    own context): the gate stayed pending, "no common cell", and `campaign check` said ok.
+    Now it is refused before anything runs; one arm at both contexts is accepted."""
+    from flows.overrides import check_campaign
+    from flows.resolve import load_campaign
+
+    two = campaign_file("m", runtimes=[{"name": "sim", "adapter": "simulator"}],
+                        arms=[arm("A", context=4096), arm("B", context=8192)],
+                        queue=[item("decode", ["A", "B"], ["decode"], gate="g")])
+    path = tmp_path / "c.toml"
+    path.write_text(two + gate_toml('metric = "decode_tps", probe = "decode", min_gain = -0.1'))
+    (msg,) = check_campaign(load_campaign(path))
+    assert msg == ("gates[0] (id 'g'): B is measured at context 8192 and A at 4096: they share no cell, so the gate would stay "
+                   "pending; to compare one arm across contexts, run it at both (the item's `contexts`) and use predicate context_change")
+    path.write_text(two.replace('gate = "g"\n', 'gate = "g"\ncontexts = [4096]\n', 1) + gate_toml('metric = "decode_tps", probe = "decode", min_gain = -0.1'))
+    assert check_campaign(load_campaign(path)) == []  # both at 4K: a common cell
