@@ -249,6 +249,7 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
         if compared:
             counter_txt += f" ({compared})"
     head = win.text()
+    evidence["win_text"] = head  # the family names the gate that states this win, if one does (`engine.name_stated_wins`)
     if win.verdict == Verdict.FAIL:
         return GateResult(verdict=Verdict.FAIL, reason=f"{head}: no win to credit to anything", evidence=evidence)
     if win.verdict != Verdict.PASS:

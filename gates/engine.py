@@ -114,4 +114,29 @@ def evaluate_family(
     results = {
         g.id: evaluate(g, frames[g.id], blocked, confidence, g.id in sequential, looks.get(g.id, 1)) for g in gates if g.id in frames
     }
-    return family.adjust(results, gates, confidence)
+    return name_stated_wins(family.adjust(results, gates, confidence), gates)
+
+
+NEEDS = "; needs "  # where a comparison's words end and its threshold's begin (`compare.Outcome.text`)
+
+
+def name_stated_wins(results: dict[str, GateResult], gates: Sequence[GateEntry]) -> dict[str, GateResult]:
+    """A credit's reason opens with the win it credits (the comparison, in its numbers);
+    where another gate of the campaign states that very comparison, the credit names
+    that gate instead of repeating it, so no reason repeats another gate's comparison."""
+    stated: dict[str, str] = {}  # a comparison's words -> the gate whose reason opens with them
+    for g in gates:
+        r = results.get(g.id)
+        if r is not None and g.predicate != "attribution" and NEEDS in r.reason:
+            stated.setdefault(r.reason.split(NEEDS, 1)[0], g.id)
+    out = dict(results)
+    for g in gates:
+        r = results.get(g.id)
+        win = r.evidence.get("win_text") if r is not None and g.predicate == "attribution" else None
+        if not isinstance(win, str) or r is None:
+            continue
+        words = win.split(NEEDS, 1)[0]
+        owner = stated.get(words)
+        if owner and r.reason.startswith(words):
+            out[g.id] = r.model_copy(update={"reason": f"the win (gate {owner!r}: {results[owner].verdict})" + r.reason[len(words):]})
+    return out

@@ -491,6 +491,26 @@ def test_a_credit_failed_because_the_ablation_keeps_the_win_does_not_read_as_und
     assert "straddles" not in result.reason and "would be needed" not in result.reason and "would decide" not in result.reason
 
 
+def test_a_credit_names_the_gate_that_states_its_win_instead_of_repeating_it() -> None:
+    """A campaign with a win gate and a credit of that win: the credit's reason opened with
+    the win's whole comparison, a second copy of the win gate's reason. Evaluated as a
+    family, it names that gate; evaluated alone (no gate states the win), it keeps the
+    numbers."""
+    from gates.engine import evaluate_family
+
+    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-2slots", LOST, 10, 18))
+    win = gate("relative_improvement", {"metric": "ttft_later_s", "min_gain": 0.5}, ["B"], ["A"]).model_copy(update={"id": "win"})
+    credit = attribution("slots", "B-2slots", ["A", "B-2slots"]).model_copy(update={"id": "credit"})
+    results = evaluate_family([win, credit], {"win": rows, "credit": rows})
+    stated = results["win"].reason.split("; needs ")[0]
+    assert stated.startswith("ttft_later_s: B 0.41 (-70%")
+    assert results["credit"].verdict == Verdict.PASS
+    assert results["credit"].reason.startswith("the win (gate 'win': pass); needs ")
+    assert stated not in results["credit"].reason and "the win was the slots" in results["credit"].reason
+    alone = evaluate_family([credit], {"credit": rows})["credit"]
+    assert alone.reason.startswith(stated)
+
+
 def test_attribution_by_ablation_each_branch() -> None:
     # the same branch for the slots, whose claim no counter can veto: switching them off keeps the win
     rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-2slots", [0.41, 0.40, 0.43, 0.42, 0.40], 0, 18))
