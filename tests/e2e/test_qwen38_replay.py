@@ -97,7 +97,7 @@ def test_seed_004_verdicts_come_from_measurements(tmp_path: Path, examples: Path
     s = frame[(frame["arm_id"] == "S") & (frame["metric"] == "decode_tps") & (frame["context"] == 262144) & (frame["kind"] == "sample")]
     assert v["value"].median() < 12.0 * TIME_SCALE <= s["value"].median()  # wall-clock rates, ten times the model's
 
-    console = Console(record=True, width=300)  # wide enough that no item title folds onto two lines
+    console = Console(record=True, width=400)  # wide enough that no item title folds onto two lines (beside its item id)
     render_status(console, store, "qwen38", verbose=True)  # the gates' titles are in the verbose table
     text = console.export_text()
     for title in ("Gate 6 — SpecPrefill", "Gate 7 — ANE", "cache 128K (L/T/V/Y/S)", "confirmatory tool_turn V@128K/cap 100G"):

@@ -16,8 +16,10 @@ from tests.campaigns import item as queue_item
 
 
 def _file(repeats: int) -> str:
+    # time scale 5, not faster: at 20 a busy machine read a run's few tokens in one burst,
+    # its decode rate undefined, and the block had no decode_tps to pair
     return campaign_file(
-        "looks", seed=3, default_max_tokens=8, runtimes=[sim(profile={"time_scale": 20.0})],
+        "looks", seed=3, default_max_tokens=8, runtimes=[sim(profile={"time_scale": 5.0})],
         arms=[arm("A", context=4096, recipe={"slots": 1}), arm("B", context=4096, recipe={"slots": 1})],
         gates=[gate("faster", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.0}, ["A"], ["B"])],
         queue=[queue_item("k", ["A", "B"], ["decode"], contexts=[1024], repeats=repeats, gate="faster",
