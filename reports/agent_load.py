@@ -24,9 +24,8 @@ from campaign.states import Mode
 from campaign.store import Store
 from campaign.tables import SampleRow
 from campaign.units import context_label, num
-from gates.cells import block_of, cell_value
 from reports import charts
-from reports.data import ReportData, canonical_first
+from reports.data import ReportData, canonical_first, cell_values
 
 _TURN = re.compile(r"^c(\d+)-t(\d+)$")
 _BASE = re.compile(r"^baseline-t(\d+)$")
@@ -151,24 +150,25 @@ def turns(data: ReportData) -> Markup | None:
     rows = rows.assign(_turn=pd.to_numeric(parsed[1], errors="coerce")).dropna(subset=["_turn"])
     if rows.empty:
         return None
-    per_run = rows.assign(_run=block_of(rows).to_numpy()).groupby(["arm_id", "_turn", "_run"], observed=True)["value"].median().reset_index()
-    turn_numbers = sorted(int(t) for t in set(per_run["_turn"]))
-    arm_ids = [a.arm_id for a in data.arms if a.arm_id in set(per_run["arm_id"].astype(str))]
+    # a turn is a cell of its own: its value is the one every cell gets (`cell_values`)
+    cells = cell_values(rows.assign(scenario=rows["_turn"].astype(int)))
+    turn_numbers = sorted(int(t) for t in set(cells["scenario"]))
+    arm_ids = [a.arm_id for a in data.arms if a.arm_id in set(cells["arm_id"].astype(str))]
     series = []
     for arm_id in arm_ids:
-        mine = per_run[per_run["arm_id"] == arm_id]
+        mine = {int(c.scenario): c for c in cells[cells["arm_id"] == arm_id].itertuples(index=False)}
         values: list[float | None] = []
         intervals: list[tuple[float, float] | None] = []
         labels: list[str | None] = []
         for t in turn_numbers:
-            runs_ = mine.loc[mine["_turn"] == t, "value"].tolist()
-            if not runs_:
+            cell = mine.get(t)
+            if cell is None:
                 values.append(None), intervals.append(None), labels.append(None)
                 continue
-            value, low, high = cell_value(runs_)
-            values.append(value)
-            intervals.append((low, high) if len(runs_) > 1 else None)
-            labels.append(f"{arm_id} turn {t + 1}: {len(runs_)} run{'s' if len(runs_) != 1 else ''}" + (", 95% CI" if len(runs_) > 1 else ""))
+            runs = int(cell.runs)
+            values.append(float(cell.value))
+            intervals.append((float(cell.low), float(cell.high)) if runs > 1 else None)
+            labels.append(f"{arm_id} turn {t + 1}: {runs} run{'s' if runs != 1 else ''}" + (", 95% CI" if runs > 1 else ""))
         name = f"{arm_id}{' (sim)' if data.is_simulated(arm_id) else ''}"
         series.append(charts.Series(name, values, color=data.arm_color(arm_id), intervals=intervals, labels=labels))
     categories = [("turn 1 (first)" if t == 0 else f"turn {t + 1}") for t in turn_numbers]

@@ -66,11 +66,12 @@ def build(data: ReportData) -> Table:
     rows = frame[(frame["mode"] == Mode.CANONICAL.value) & frame["metric"].isin([c.metric for c in COUNTERS])] if not frame.empty else frame
     shown = [c for c in COUNTERS if not rows.empty and (rows["metric"] == c.metric).any()]
     rss: dict[str, dict[str, float]] = {}  # arm -> block -> the most resident memory read in it (MiB)
-    for att in data.attempts:
-        if att.rss_bytes and att.state == "done":
-            block = att.server_block or att.block_id or f"{att.item_key}/b{att.repeat}"  # as `gates.cells.block_of`
-            mine = rss.setdefault(att.arm_id, {})
-            mine[block] = max(mine.get(block, 0.0), att.rss_bytes / MIB)
+    read = [a for a in data.attempts if a.rss_bytes and a.state == "done"]
+    starts = block_of(pd.DataFrame([{"block_id": a.block_id, "server_block": a.server_block, "item_key": a.item_key,
+                                     "repeat": a.repeat} for a in read])) if read else []
+    for att, block in zip(read, starts):
+        mine = rss.setdefault(att.arm_id, {})
+        mine[block] = max(mine.get(block, 0.0), (att.rss_bytes or 0) / MIB)
     with_rss = any(rss.values())
     labels = [c.label for c in shown] + (["resident memory max (MiB)"] if with_rss else [])
     if not labels:
