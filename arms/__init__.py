@@ -6,9 +6,10 @@ server.py  start / wait healthy / stop a server process group, with its log
 client.py  the streaming OpenAI-compatible client, composed of
            transport.py (sending, stamping bytes as they arrive), sse.py (framing)
            and events.py (chunk parsing into immutable values)
-metrics.py the measurement definitions (the one place they are written)
+measures.py how each number is computed (its name and unit: campaign.core.metrics)
+workloads/ what is sent and when: datasets, sessions, traces, load profiles, tool env
 probes/    cache-probe, decode, and the rest; each writes rows through a sink
 
-May import the core (`campaign.schema`, `campaign.states`, ...); never gates, flows,
+May import the core (`campaign.core.schema`, `campaign.core.states`, ...); never gates, flows,
 reports or the CLI.
 """

@@ -28,7 +28,7 @@ import aiohttp
 import httpx
 
 from arms.events import EventParser
-from arms.metrics import (
+from arms.measures import (
     DONE,
     SEND_FALLBACK,
     SEND_FIRST_ATTEMPT,
@@ -82,7 +82,10 @@ def make_http_client(base_url: str, concurrency: int = 16) -> httpx.AsyncClient:
 
 
 async def _read_events(
-    read: Callable[[], Awaitable[bytes]], arrivals: ArrivalIndex | None, events: list[tuple[int, bytes]], record: RequestRecord
+    read: Callable[[], Awaitable[bytes]],
+    arrivals: ArrivalIndex | None,
+    events: list[tuple[int, bytes]],
+    record: RequestRecord,
 ) -> None:
     """Split the body into stamped events (appended to `events` as they complete) and set
     `record.stamp_source`, also when the stream breaks."""

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from arms.metrics import (
+from arms.measures import (
     CONTENT,
     DONE,
     EMPTY,
@@ -74,7 +74,9 @@ def parse_chunk(chunk: dict[str, Any]) -> ChunkEvent:
     choices = chunk.get("choices") or []
     if "error" in chunk and not choices:
         err = chunk["error"]
-        return ChunkEvent(EMPTY, error=f"server error event: {err.get('message', err) if isinstance(err, dict) else err}")
+        return ChunkEvent(
+            EMPTY, error=f"server error event: {err.get('message', err) if isinstance(err, dict) else err}"
+        )
     usage = chunk["usage"] if "usage" in chunk and isinstance(chunk["usage"], dict) else None
     timings = None
     extra: tuple[tuple[str, dict[str, Any]], ...] = ()
@@ -95,9 +97,13 @@ def parse_chunk(chunk: dict[str, Any]) -> ChunkEvent:
     if calls:
         return _build(ChunkEvent, (TOOL, _tool_tokens(calls), content, "", calls, finish, usage, timings, extra, None))
     if content:
-        return _build(ChunkEvent, (CONTENT, estimate_tokens(content), content, "", (), finish, usage, timings, extra, None))
+        return _build(
+            ChunkEvent, (CONTENT, estimate_tokens(content), content, "", (), finish, usage, timings, extra, None)
+        )
     if thought:
-        return _build(ChunkEvent, (REASONING, estimate_tokens(thought), "", thought, (), finish, usage, timings, extra, None))
+        return _build(
+            ChunkEvent, (REASONING, estimate_tokens(thought), "", thought, (), finish, usage, timings, extra, None)
+        )
     kind = ROLE if delta.get("role") else EMPTY
     return _build(ChunkEvent, (kind, 0, "", "", (), finish, usage, timings, extra, None))
 

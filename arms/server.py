@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from campaign.processes import stop_group
+from campaign.core.processes import stop_group
 
 
 class ServerStartError(Exception):

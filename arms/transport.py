@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 import httpx
 
-from arms.metrics import STAMP_DATA_RECEIVED, STAMP_MIXED, STAMP_READ_TIME
+from arms.measures import STAMP_DATA_RECEIVED, STAMP_MIXED, STAMP_READ_TIME
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -144,7 +144,7 @@ class TimedStream(httpx.AsyncByteStream):
             chunk = await self._response.content.readany()
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             raise httpx.ReadError(f"stream broken: {exc!r}") from exc
-        except (aiohttp.SocketTimeoutError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.SocketTimeoutError) as exc:
             raise httpx.ReadTimeout("stream stalled: no bytes within the read timeout") from exc
         if self._timer is not None:
             self._last = self._loop.time()
@@ -247,7 +247,7 @@ class TimedAiohttpTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectError(f"cannot connect: {exc.os_error or exc}", request=request) from exc
         except aiohttp.ServerDisconnectedError as exc:
             raise httpx.RemoteProtocolError("server closed the connection before responding", request=request) from exc
-        except (aiohttp.SocketTimeoutError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.SocketTimeoutError) as exc:
             raise httpx.ReadTimeout("no response within the read timeout", request=request) from exc
         except aiohttp.ClientOSError as exc:
             raise httpx.ConnectError(f"connection failed: {exc}", request=request) from exc
@@ -320,7 +320,9 @@ class _DirectResponse:
 
 
 @asynccontextmanager
-async def post_chat(http: httpx.AsyncClient, body: dict[str, Any], read_timeout: float, *, fresh: bool) -> AsyncIterator[Any]:
+async def post_chat(
+    http: httpx.AsyncClient, body: dict[str, Any], read_timeout: float, *, fresh: bool
+) -> AsyncIterator[Any]:
     """POST a chat body and yield the response: directly on a TimedClient's transport when
     it allows (see `TimedClient`), through httpx otherwise (any client, any transport)."""
     timeout = httpx.Timeout(connect=10.0, read=read_timeout, write=30.0, pool=None)

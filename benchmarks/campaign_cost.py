@@ -73,9 +73,18 @@ def unkept_copy(text: str) -> str:
 def run(path: Path, workdir: Path) -> tuple[float, str, dict[str, str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "cli", "run", str(path)], cwd=workdir, capture_output=True, text=True, env=env, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli", "run", str(path)],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
     wall = time.monotonic() - t0
-    cost = next((ln for ln in proc.stdout.splitlines() if ln.startswith("cost:")), f"(no cost line; exit {proc.returncode})")
+    cost = next(
+        (ln for ln in proc.stdout.splitlines() if ln.startswith("cost:")), f"(no cost line; exit {proc.returncode})"
+    )
     verdicts = {}
     for line in proc.stdout.splitlines():
         m = VERDICT.match(line)
@@ -88,8 +97,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--example", default="demo")
     ap.add_argument("--max-blocks", type=int, default=10)
-    ap.add_argument("--compare", choices=("adaptive", "kept"), default="adaptive",
-                    help="adaptive: fixed blocks vs max_blocks; kept: keep_servers false vs as shipped")
+    ap.add_argument(
+        "--compare",
+        choices=("adaptive", "kept"),
+        default="adaptive",
+        help="adaptive: fixed blocks vs max_blocks; kept: keep_servers false vs as shipped",
+    )
     args = ap.parse_args()
     source = (ROOT / "examples" / f"{args.example}.toml").read_text()
     if args.compare == "kept":
@@ -115,7 +128,9 @@ def main() -> None:
         mark = "" if a == b or not decided else f"  <- differs where the {first.split()[0]} run decided"
         disagree += bool(mark)
         print(f"{gate:16s} {a:14s} {b:14s}{mark}")
-    print(f"verdicts agree wherever the {first.split()[0]} run decided: {'yes' if not disagree else f'no ({disagree})'}")
+    print(
+        f"verdicts agree wherever the {first.split()[0]} run decided: {'yes' if not disagree else f'no ({disagree})'}"
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,7 +122,8 @@ class _Scheduler:
             "llamacpp:requests_deferred 0\n"
         ).encode()
         proto.transport.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)
         )
 
     def start(self, proto: _StreamProtocol, body: dict, recv_ns: int) -> None:
@@ -139,7 +140,9 @@ class _Scheduler:
                 "srv  get_availabl: looking for better prompt, base f_keep = 1.000, sim = 1.000\n"
                 "srv          load:  - found better prompt with f_keep = 1.000, sim = 1.000\n"
             )
-        self._write(proto, b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"recv":%d}\n\n' % recv_ns)
+        self._write(
+            proto, b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"recv":%d}\n\n' % recv_ns
+        )
         self.active += 1
         heapq.heappush(self.due, (recv_ns + self.ttft_ns, task, proto, 0, n))
         self.arrived.set()
@@ -173,13 +176,17 @@ class _Scheduler:
                 sent = time.perf_counter_ns()
                 self._write(proto, _TOKEN % (k, sched, sent))
                 if self.log is not None:
-                    self.log.write(f"slot process_toke: id  0 | task {task} | n_decoded = {k + 1}, n_remaining = {n - k - 1}, next token: 263 ' {k}'\n")
+                    self.log.write(
+                        f"slot process_toke: id  0 | task {task} | n_decoded = {k + 1}, n_remaining = {n - k - 1}, next token: 263 ' {k}'\n"
+                    )
                 if k + 1 < n:
                     heapq.heappush(due, (sched + self.itl_ns, task, proto, k + 1, n))
                 else:
                     self.active -= 1
                     self.predicted += n
-                    self._write(proto, b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":%d}}\n\n' % n)
+                    self._write(
+                        proto, b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":%d}}\n\n' % n
+                    )
                     self._write(proto, b"data: [DONE]\n\n")
                     if proto.transport is not None and not proto.transport.is_closing():
                         proto.transport.write(b"0\r\n\r\n")
@@ -191,7 +198,9 @@ _TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":" %d:%d:%d"}}]}\n\n'
 async def _serve(port: int, ttft_ms: float, itl_ms: float, log_path: str | None) -> None:
     scheduler = _Scheduler(ttft_ms, itl_ms, log_path)
     ticker = asyncio.create_task(scheduler.run())  # noqa: F841 - runs for the server's life
-    server = await asyncio.get_running_loop().create_server(lambda: _StreamProtocol(scheduler), "127.0.0.1", port, backlog=1024)
+    server = await asyncio.get_running_loop().create_server(
+        lambda: _StreamProtocol(scheduler), "127.0.0.1", port, backlog=1024
+    )
     print("ready", flush=True)
     async with server:
         await server.serve_forever()
@@ -219,7 +228,7 @@ def _tokens(text: str) -> list[tuple[int, int, int]]:
 
 def _stream_of(rec: Any) -> Stream:
     """A Stream from one of our RequestRecords (live, or rebuilt from a stored row)."""
-    from arms.metrics import CONTENT
+    from arms.measures import CONTENT
 
     s = Stream(send_ns=rec.send_ns, error=rec.error)
     times = [t for t, kind in zip(rec.event_ns, rec.event_kind) if kind == CONTENT]
@@ -245,8 +254,8 @@ class ProbeRun:
     a campaign would keep."""
 
     def __init__(self, workdir: Path, log_path: Path):
-        from campaign.store import Store
-        from campaign.tables import CampaignRow
+        from campaign.store.store import Store
+        from campaign.store.tables import CampaignRow
 
         self.store = Store(f"sqlite:///{workdir / 'bench.db'}")
         self.campaign_id = self.store.add(CampaignRow(name="client-accuracy")).id
@@ -260,13 +269,21 @@ class ProbeRun:
         from arms.probes import agent_load
         from arms.probes.base import ProbeTarget
         from arms.runtimes import catalog as registry
-        from campaign.tables import ProbeRunRow
+        from campaign.store.tables import ProbeRunRow
         from flows.sink import StoreSink
 
         run = self.store.add(ProbeRunRow(attempt_id=self.attempt_id, probe="agent-load", context=0))
-        target = ProbeTarget.speaking(registry.get("llamacpp"), base_url=url, model="bench", log_path=str(self.log_path))
+        target = ProbeTarget.speaking(
+            registry.get("llamacpp"), base_url=url, model="bench", log_path=str(self.log_path)
+        )
         params = agent_load.AgentLoadParams(
-            conversations=streams, turns=1, system_tokens=16, task_tokens=16, turn_tokens=0, max_tokens=tokens, baseline=False
+            conversations=streams,
+            turns=1,
+            system_tokens=16,
+            task_tokens=16,
+            turn_tokens=0,
+            max_tokens=tokens,
+            baseline=False,
         )
         cpu0, wall0 = time.process_time(), time.perf_counter()
         sink = StoreSink(self.store, self.campaign_id, self.attempt_id, run.id, "bench", "A", "agent-load", False)
@@ -275,7 +292,7 @@ class ProbeRun:
         finally:
             sink.close()
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        from arms.metrics import RequestRecord
+        from arms.measures import RequestRecord
 
         fields = RequestRecord.__dataclass_fields__
         requests = self.store.requests([run.id])
@@ -434,13 +451,24 @@ def measure(client: str, url: str, streams: int, tokens: int, probe: ProbeRun | 
         events += len(s.stamps)
         k0, sched0, sent0, t0 = s.stamps[0]
         ttft.append((t0 - sched0) / 1e6)
-        for (_, sa, _, ta), (_, sb, sentb, tb) in zip(s.stamps, s.stamps[1:]):
+        for (_, sa, _, ta), (_, sb, _, tb) in zip(s.stamps, s.stamps[1:]):
             itl.append(abs((tb - ta) - (sb - sa)) / 1e6)
         lag.extend((sent - sched) / 1e6 for _, sched, sent, _ in s.stamps)
     sources = sorted({s.stamp_source for s in results if s.stamp_source})
     return Result(
-        client, streams, pct(ttft, 50), pct(ttft, 99), pct(itl, 50), pct(itl, 99), pct(lag, 99),
-        events, wall, cpu, sum(1 for s in results if s.error or not s.stamps), ", ".join(sources), reads,
+        client,
+        streams,
+        pct(ttft, 50),
+        pct(ttft, 99),
+        pct(itl, 50),
+        pct(itl, 99),
+        pct(lag, 99),
+        events,
+        wall,
+        cpu,
+        sum(1 for s in results if s.error or not s.stamps),
+        ", ".join(sources),
+        reads,
     )
 
 
@@ -454,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--clients", nargs="*", default=list(CLIENTS))
     parser.add_argument(
-        "--through-probe", action="store_true",
+        "--through-probe",
+        action="store_true",
         help="also run our client inside the agent-load probe with the store sink and queue sampler (client `probe`)",
     )
     args = parser.parse_args(argv)
@@ -471,7 +500,16 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="client-accuracy-"))
     log_path = workdir / "server.log"
     port = free_port()
-    command = [sys.executable, __file__, "--serve", str(port), "--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms)]
+    command = [
+        sys.executable,
+        __file__,
+        "--serve",
+        str(port),
+        "--ttft-ms",
+        str(args.ttft_ms),
+        "--itl-ms",
+        str(args.itl_ms),
+    ]
     if "probe" in clients:
         command += ["--log", str(log_path)]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, start_new_session=True)
@@ -482,7 +520,9 @@ def main(argv: list[str] | None = None) -> int:
         probe = ProbeRun(workdir, log_path) if "probe" in clients else None
         for client in clients:  # warm-up, not shown: imports and first-use costs stay out of the numbers
             measure(client, url, 2, 5, probe)
-        print(f"schedule: TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms, {args.tokens} tokens per stream; server in its own process")
+        print(
+            f"schedule: TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms, {args.tokens} tokens per stream; server in its own process"
+        )
         header = f"{'client':8} {'streams':>7} {'TTFT err p50':>12} {'p99':>8} {'ITL err p50':>11} {'p99':>8} {'srv lag p99':>11} {'events/s':>9} {'ev/CPU-s':>9} {'reads/ev':>8} {'errors':>6}  stamps"
         print(header)
         rows: dict[tuple[str, int], Result] = {}
@@ -516,7 +556,11 @@ def main(argv: list[str] | None = None) -> int:
                 d_ttft, d_itl = via.ttft_p99_ms - ours.ttft_p99_ms, via.itl_p99_ms - ours.itl_p99_ms
                 verdict = "met" if max(d_ttft, d_itl) <= 1.0 and not via.errors else "NOT met"
                 lag = max(ours.server_lag_p99_ms, via.server_lag_p99_ms)
-                caveat = f" (server send lag p99 up to {lag:.1f} ms in these rows: the server, not the client, set them)" if lag > 5 else ""
+                caveat = (
+                    f" (server send lag p99 up to {lag:.1f} ms in these rows: the server, not the client, set them)"
+                    if lag > 5
+                    else ""
+                )
                 print(f"  {streams:4d} streams: TTFT p99 {d_ttft:+.2f} ms, ITL p99 {d_itl:+.2f} ms: {verdict}{caveat}")
     finally:
         os.killpg(server.pid, signal.SIGTERM)

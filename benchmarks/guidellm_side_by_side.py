@@ -19,7 +19,7 @@ Printed per run: requests sent and answered, the achieved send rate, the prompt 
 output tokens the server counted, the client's TTFT p50/p99 (its own per-request
 numbers), the server's own TTFT (`first_write_ns - received_ns`, from the simulator's
 stamps) and the client's TTFT minus it, split into the send side and the receive side
-(`arms.metrics.ttft_parts`), then the client's cost: CPU seconds (user + sys of its
+(`arms.measures.ttft_parts`), then the client's cost: CPU seconds (user + sys of its
 whole process tree, from wait4) in all and within the load window (from /proc samples),
 wall seconds, peak memory (the tree's summed PSS, sampled) and its largest process's
 peak RSS. Then the means over runs, the ratios ours / GuideLLM, and what the TTFT p50
@@ -62,7 +62,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from arms.metrics import CONTENT, RequestRecord, percentile, ttft_parts, ttft_s  # noqa: E402
+from arms.measures import CONTENT, RequestRecord, percentile, ttft_parts, ttft_s  # noqa: E402
 
 NS = 1_000_000_000
 MIB = 1024 * 1024
@@ -81,8 +81,18 @@ def start_simulator(port: int, log: Path) -> subprocess.Popen[bytes]:
     """`campaign simulate` on loopback, in its own process group; returns once /health is ok."""
     import httpx
 
-    command = [*CAMPAIGN, "simulate", "--port", str(port), "--slots", "4", "--time-scale", "1",
-               "--profile-json", json.dumps(SIM_PROFILE)]
+    command = [
+        *CAMPAIGN,
+        "simulate",
+        "--port",
+        str(port),
+        "--slots",
+        "4",
+        "--time-scale",
+        "1",
+        "--profile-json",
+        json.dumps(SIM_PROFILE),
+    ]
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 30
@@ -100,8 +110,12 @@ def warm_up(url: str) -> None:
     """Two streamed requests, so the server's first-use costs stay out of the runs."""
     import httpx
 
-    body = {"model": "sim-model", "messages": [{"role": "user", "content": "warm up " * 100}],
-            "max_tokens": 8, "stream": True}
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "warm up " * 100}],
+        "max_tokens": 8,
+        "stream": True,
+    }
     with httpx.Client(base_url=url, timeout=30) as http:
         for _ in range(2):
             with http.stream("POST", "/v1/chat/completions", json=body) as resp:
@@ -244,8 +258,14 @@ def run_measured(command: list[str], log: Path, env: dict[str, str] | None = Non
     memory every `every_s`, and take its final CPU and largest RSS from wait4."""
     cost = Cost()
     with open(log, "wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})}, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
     started = time.monotonic()
     ended = threading.Event()
 
@@ -311,9 +331,27 @@ def _median(values: list[float]) -> float | None:
 
 def run_ours(url: str, rate: float, seconds: float, workdir: Path, sniffer: StampSniffer | None, k: int) -> Run:
     out = workdir / f"ours-{k}.json"
-    command = [*CAMPAIGN, "probe", url, "--probe", "load", "--runtime", "simulator", "--profile", "constant",
-               "--rate", f"{rate:g}", "--duration", f"{seconds:g}", "--prompt-tokens", str(PROMPT_TOKENS),
-               "--max-tokens", str(OUTPUT_TOKENS), "--json", str(out)]
+    command = [
+        *CAMPAIGN,
+        "probe",
+        url,
+        "--probe",
+        "load",
+        "--runtime",
+        "simulator",
+        "--profile",
+        "constant",
+        "--rate",
+        f"{rate:g}",
+        "--duration",
+        f"{seconds:g}",
+        "--prompt-tokens",
+        str(PROMPT_TOKENS),
+        "--max-tokens",
+        str(OUTPUT_TOKENS),
+        "--json",
+        str(out),
+    ]
     run = Run("ours")
     run.cost = run_measured(command, workdir / f"ours-{k}.log")
     if run.cost.returncode or not out.exists():
@@ -363,8 +401,17 @@ def clock_offset() -> float:
     return best[1]
 
 
-def run_guidellm(guidellm: str, tokenizer: Path, url: str, rate: float, seconds: float, workdir: Path,
-                 sniffer: StampSniffer | None, server_ttft: list[float], k: int) -> Run:
+def run_guidellm(
+    guidellm: str,
+    tokenizer: Path,
+    url: str,
+    rate: float,
+    seconds: float,
+    workdir: Path,
+    sniffer: StampSniffer | None,
+    server_ttft: list[float],
+    k: int,
+) -> Run:
     out = workdir / f"guidellm-{k}.json"
     command = guidellm_command(guidellm, tokenizer, url, rate, seconds, out)
     run = Run("GuideLLM")
@@ -372,7 +419,9 @@ def run_guidellm(guidellm: str, tokenizer: Path, url: str, rate: float, seconds:
     run.cost = run_measured(command, workdir / f"guidellm-{k}.log", env=OFFLINE)
     drift_ms = (clock_offset() - offset) * 1000
     if run.cost.returncode or not out.exists():
-        raise SystemExit(f"GuideLLM failed ({run.cost.returncode}): {(workdir / f'guidellm-{k}.log').read_text()[-1500:]}")
+        raise SystemExit(
+            f"GuideLLM failed ({run.cost.returncode}): {(workdir / f'guidellm-{k}.log').read_text()[-1500:]}"
+        )
     bench = json.loads(out.read_text())["benchmarks"][0]
     sends, ends, prompts, outputs, matched = [], [], [], [], 0
     for status in ("successful", "incomplete", "errored"):
@@ -393,7 +442,9 @@ def run_guidellm(guidellm: str, tokenizer: Path, url: str, rate: float, seconds:
                 matched += 1
                 send_ns = round((timings["request_start"] - offset) * NS)
                 first_ns = round((timings["first_token_iteration"] - offset) * NS)
-                run.add_parts(RequestRecord(send_ns=send_ns, event_ns=[first_ns], event_kind=[CONTENT], extra={"x_sim": stamps}))
+                run.add_parts(
+                    RequestRecord(send_ns=send_ns, event_ns=[first_ns], event_kind=[CONTENT], extra={"x_sim": stamps})
+                )
     if matched:
         run.stamps_note = f"sniffed by response id: {matched}/{run.ok}; clocks moved {drift_ms:+.3f} ms"
     else:
@@ -409,13 +460,20 @@ def run_guidellm(guidellm: str, tokenizer: Path, url: str, rate: float, seconds:
 
 def guidellm_command(guidellm: str, tokenizer: Path, url: str, rate: float, seconds: float, out: Path) -> list[str]:
     return [
-        guidellm, "run",
-        "--backend", f"kind=openai_http,target={url}",
-        "--profile", f"kind=constant,rate={rate:g}",
-        "--constraint", f"kind=max_duration,seconds={seconds:g}",
-        "--data", f"kind=synthetic_text,prompt_tokens={PROMPT_TOKENS},output_tokens={OUTPUT_TOKENS}",
-        "--tokenizer", f"kind=hf_auto,model={tokenizer}",
-        "--output", f"kind=json,path={out}",
+        guidellm,
+        "run",
+        "--backend",
+        f"kind=openai_http,target={url}",
+        "--profile",
+        f"kind=constant,rate={rate:g}",
+        "--constraint",
+        f"kind=max_duration,seconds={seconds:g}",
+        "--data",
+        f"kind=synthetic_text,prompt_tokens={PROMPT_TOKENS},output_tokens={OUTPUT_TOKENS}",
+        "--tokenizer",
+        f"kind=hf_auto,model={tokenizer}",
+        "--output",
+        f"kind=json,path={out}",
         "--disable-console-interactive",
     ]
 
@@ -458,8 +516,12 @@ def ensure_tokenizer(guidellm: str) -> Path:
     folder = venv / "wordlevel-tokenizer"
     if not (folder / "tokenizer.json").exists():
         python = Path(guidellm).parent / "python"
-        done = subprocess.run([str(python), "-c", _TOKENIZER_SCRIPT, str(folder)], capture_output=True, text=True,
-                              env={**os.environ, **OFFLINE})
+        done = subprocess.run(
+            [str(python), "-c", _TOKENIZER_SCRIPT, str(folder)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **OFFLINE},
+        )
         if done.returncode:
             raise SystemExit(f"could not build a tokenizer for GuideLLM in {folder}: {done.stderr[-800:]}")
     return folder
@@ -514,8 +576,18 @@ SUMMARY = (  # label, how to get it from a run, unit scale, ratio wanted
     ("  receive side p50, ms", lambda r: _pct(r.parts["receive side"], 50), 1000, False),
     ("CPU s, whole process tree", lambda r: r.cost.cpu_s, 1, True),
     ("CPU s within the load window", lambda r: r.cost.window_cpu_s, 1, True),
-    ("CPU s outside it (start, end)", lambda r: None if r.cost.window_cpu_s is None else r.cost.cpu_s - r.cost.window_cpu_s, 1, True),
-    ("CPU ms per answered request, in load", lambda r: None if r.cost.window_cpu_s is None or not r.ok else r.cost.window_cpu_s / r.ok, 1000, True),
+    (
+        "CPU s outside it (start, end)",
+        lambda r: None if r.cost.window_cpu_s is None else r.cost.cpu_s - r.cost.window_cpu_s,
+        1,
+        True,
+    ),
+    (
+        "CPU ms per answered request, in load",
+        lambda r: None if r.cost.window_cpu_s is None or not r.ok else r.cost.window_cpu_s / r.ok,
+        1000,
+        True,
+    ),
     ("wall s of the client process", lambda r: r.cost.wall_s, 1, True),
     ("peak memory, MiB (tree PSS)", lambda r: r.cost.peak_pss_mib, 1, True),
     ("largest process peak RSS, MiB", lambda r: r.cost.max_rss_mib, 1, True),
@@ -542,17 +614,29 @@ def print_summary(runs: list[Run]) -> None:
     if None in (a_ttft, b_ttft, a_srv, b_srv):
         return
     if a_cs is None or b_cs is None:  # GuideLLM without stamps: its server TTFT is borrowed from our runs
-        print(f"\nTTFT p50 - the server's TTFT p50 of our runs: GuideLLM {(b_ttft - a_srv) * 1000:+.2f} ms, "
-              f"ours {(a_ttft - a_srv) * 1000:+.2f} ms (no per-request split for GuideLLM)")
+        print(
+            f"\nTTFT p50 - the server's TTFT p50 of our runs: GuideLLM {(b_ttft - a_srv) * 1000:+.2f} ms, "
+            f"ours {(a_ttft - a_srv) * 1000:+.2f} ms (no per-request split for GuideLLM)"
+        )
         return
-    print(f"\nTTFT p50, GuideLLM - ours: {(b_ttft - a_ttft) * 1000:+.2f} ms, made of (differences of p50s, which add up only roughly):")
-    print(f"  the server's own TTFT   {(b_srv - a_srv) * 1000:+8.2f} ms   (what the server did differently for the two clients)")
+    print(
+        f"\nTTFT p50, GuideLLM - ours: {(b_ttft - a_ttft) * 1000:+.2f} ms, made of (differences of p50s, which add up only roughly):"
+    )
+    print(
+        f"  the server's own TTFT   {(b_srv - a_srv) * 1000:+8.2f} ms   (what the server did differently for the two clients)"
+    )
     if None not in (a_send, b_send, a_recv, b_recv):
-        print(f"  send side               {(b_send - a_send) * 1000:+8.2f} ms   (client stamp of the send -> server handler start)")
-        print(f"  receive side            {(b_recv - a_recv) * 1000:+8.2f} ms   (server's first-token write -> client stamp)")
+        print(
+            f"  send side               {(b_send - a_send) * 1000:+8.2f} ms   (client stamp of the send -> server handler start)"
+        )
+        print(
+            f"  receive side            {(b_recv - a_recv) * 1000:+8.2f} ms   (server's first-token write -> client stamp)"
+        )
     closer = "ours" if abs(a_cs) < abs(b_cs) else "GuideLLM"
-    print(f"closer to the server's own TTFT at p50: {closer} (client - server: ours {a_cs * 1000:+.2f} ms, "
-          f"GuideLLM {b_cs * 1000:+.2f} ms)")
+    print(
+        f"closer to the server's own TTFT at p50: {closer} (client - server: ours {a_cs * 1000:+.2f} ms, "
+        f"GuideLLM {b_cs * 1000:+.2f} ms)"
+    )
 
 
 # ----------------------------------------------------------------------------- main
@@ -583,12 +667,21 @@ def main(argv: list[str] | None = None) -> int:
         sniffer = StampSniffer.open(port)
         warm_up(url)
         print(f"simulator {url}: 4 slots, time scale 1, profile {json.dumps(SIM_PROFILE)}")
-        print(f"load: constant {args.rate:g} req/s for {args.seconds:g} s, {PROMPT_TOKENS} prompt words, {OUTPUT_TOKENS} output tokens; "
-              f"load average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        print(
+            f"load: constant {args.rate:g} req/s for {args.seconds:g} s, {PROMPT_TOKENS} prompt words, {OUTPUT_TOKENS} output tokens; "
+            f"load average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+        )
         if sniffer is None:
             print("no packet socket (needs root or CAP_NET_RAW): GuideLLM's requests get no per-request server stamps")
         if guidellm:
-            print("GuideLLM: " + " ".join(guidellm_command(guidellm, tokenizer or Path(), url, args.rate, args.seconds, workdir / "guidellm-K.json")))
+            print(
+                "GuideLLM: "
+                + " ".join(
+                    guidellm_command(
+                        guidellm, tokenizer or Path(), url, args.rate, args.seconds, workdir / "guidellm-K.json"
+                    )
+                )
+            )
         print("\n" + HEADER)
         for k in range(1, args.runs + 1):
             ours = run_ours(url, args.rate, args.seconds, workdir, sniffer, k)

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 
 from arms.client import make_http_client, stream_chat  # noqa: E402
-from arms.metrics import decode_tps, record_payload, ttft_s  # noqa: E402
+from arms.measures import decode_tps, record_payload, ttft_s  # noqa: E402
 from arms.probes.prompts import words  # noqa: E402
 from arms.runtimes.launching import LaunchContext  # noqa: E402
 from arms.runtimes.llamacpp import LlamaCppAdapter  # noqa: E402
@@ -69,13 +69,20 @@ def start(level: int, arm_id: str, workdir: Path, threads: int | None) -> tuple[
     if threads and "--threads" in argv:
         argv[argv.index("--threads") + 1] = str(threads)
     runtime = runtime.model_copy(update={"argv": argv, "options": {**runtime.options, "log_verbosity": level}})
-    ctx = LaunchContext(arm=arm, model=spec.model_for(arm), runtime=runtime, port=free_port(), workdir=workdir, tools=False)
+    ctx = LaunchContext(
+        arm=arm, model=spec.model_for(arm), runtime=runtime, port=free_port(), workdir=workdir, tools=False
+    )
     adapter = LlamaCppAdapter()
     launch = adapter.launch(ctx)
     assert launch is not None
     server = ServerProcess(
-        argv=launch.argv, base_url=adapter.base_url(ctx), log_path=workdir / f"lv{level}.log", env=launch.env,
-        health_path=launch.health_path, startup_timeout_s=max(launch.startup_timeout_s, 120), ready=adapter.is_ready,
+        argv=launch.argv,
+        base_url=adapter.base_url(ctx),
+        log_path=workdir / f"lv{level}.log",
+        env=launch.env,
+        health_path=launch.health_path,
+        startup_timeout_s=max(launch.startup_timeout_s, 120),
+        ready=adapter.is_ready,
     )
     server.__enter__()
     return server, adapter.base_url(ctx), spec.model_for(arm).served_id or "model"
@@ -120,26 +127,46 @@ async def trial(url: str, model: str, args: argparse.Namespace, log: Path, pid: 
     async with make_http_client(url, 4) as http:
         poller = asyncio.create_task(poll_metrics(http))
         try:
-            a = [{"role": "system", "content": f"conversation {salt}a"}, {"role": "user", "content": words(args.prompt_words, salt + "a")}]
-            b = [{"role": "system", "content": f"conversation {salt}b"}, {"role": "user", "content": words(args.prompt_words, salt + "b")}]
+            a = [
+                {"role": "system", "content": f"conversation {salt}a"},
+                {"role": "user", "content": words(args.prompt_words, salt + "a")},
+            ]
+            b = [
+                {"role": "system", "content": f"conversation {salt}b"},
+                {"role": "user", "content": words(args.prompt_words, salt + "b")},
+            ]
             cpu0 = cpu_s(pid)
             cold = await chat(http, model, a, 4)
             out["server_cpu_ms_cold_prefill"] = 1000 * (cpu_s(pid) - cpu0)
             timings = record_payload(cold).get("timings") or {}
             out["ttft_cold_ms"] = 1000 * (ttft_s(cold) or float("nan"))
             out["server_prompt_ms"] = float(timings.get("prompt_ms", float("nan")))
-            warm = await chat(http, model, a + [{"role": "assistant", "content": cold.text}, {"role": "user", "content": "and then?"}], 4)
+            warm = await chat(
+                http,
+                model,
+                a + [{"role": "assistant", "content": cold.text}, {"role": "user", "content": "and then?"}],
+                4,
+            )
             out["ttft_warm_ms"] = 1000 * (ttft_s(warm) or float("nan"))
             await chat(http, model, b, 4)  # evicts conversation a from the slot
-            restored = await chat(http, model, a + [{"role": "assistant", "content": cold.text}, {"role": "user", "content": "and then?"}], 4)
+            restored = await chat(
+                http,
+                model,
+                a + [{"role": "assistant", "content": cold.text}, {"role": "user", "content": "and then?"}],
+                4,
+            )
             out["ttft_from_prompt_cache_ms"] = 1000 * (ttft_s(restored) or float("nan"))
-            out["restored_cache_n"] = float((record_payload(restored).get("timings") or {}).get("cache_n", float("nan")))
+            out["restored_cache_n"] = float(
+                (record_payload(restored).get("timings") or {}).get("cache_n", float("nan"))
+            )
             cpu0 = cpu_s(pid)
             long = await chat(http, model, [{"role": "user", "content": f"{salt} count on and on:"}], args.max_tokens)
             out["server_cpu_ms_per_token"] = 1000 * (cpu_s(pid) - cpu0) / args.max_tokens
             rate, _source = decode_tps(long)
             out["decode_tps"] = float(rate or float("nan"))
-            out["server_decode_tps"] = float((record_payload(long).get("timings") or {}).get("predicted_per_second", float("nan")))
+            out["server_decode_tps"] = float(
+                (record_payload(long).get("timings") or {}).get("predicted_per_second", float("nan"))
+            )
         finally:
             poller.cancel()
     out["log_kib_per_trial"] = (log.stat().st_size - size_before) / 1024
@@ -152,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--prompt-words", type=int, default=400, help="words per conversation prompt")
     parser.add_argument("--arm", default="S1", help="arm of examples/llamacpp-slots.toml whose recipe is used")
-    parser.add_argument("--threads", type=int, help="override the recipe's --threads for both servers (on a busy machine, 1)")
+    parser.add_argument(
+        "--threads", type=int, help="override the recipe's --threads for both servers (on a busy machine, 1)"
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers on the way out
 
@@ -170,11 +199,17 @@ def main(argv: list[str] | None = None) -> int:
             order = LEVELS if n % 2 == 0 else tuple(reversed(LEVELS))
             for level in order:
                 results[level].append(asyncio.run(trial(*servers[level][:2], args, *servers[level][2:])))
-                print(f"trial {n + 1}/{args.trials} lv{level}: " + ", ".join(f"{k} {v:.1f}" for k, v in results[level][-1].items()), file=sys.stderr)
+                print(
+                    f"trial {n + 1}/{args.trials} lv{level}: "
+                    + ", ".join(f"{k} {v:.1f}" for k, v in results[level][-1].items()),
+                    file=sys.stderr,
+                )
 
     keys = list(results[LEVELS[0]][0])
     threads = f", --threads {args.threads}" if args.threads else ""
-    print(f"llama-server trace logging cost, arm {args.arm} of {EXAMPLE.name}{threads}, {args.trials} trials each, interleaved")
+    print(
+        f"llama-server trace logging cost, arm {args.arm} of {EXAMPLE.name}{threads}, {args.trials} trials each, interleaved"
+    )
     print("| metric | -lv 4 median (range) | -lv 3 median (range) | lv4 vs lv3, paired median [95% CI] | above noise |")
     print("| --- | --- | --- | --- | --- |")
     for key in keys:
@@ -187,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         if diffs:
             low, high = bootstrap_ci(diffs)
             verdict = "yes" if low > 0 or high < 0 else "no"
-            print(f"| {key} | {cells[0]} | {cells[1]} | {statistics.median(diffs):+.1%} [{low:+.1%}, {high:+.1%}] | {verdict} |")
+            print(
+                f"| {key} | {cells[0]} | {cells[1]} | {statistics.median(diffs):+.1%} [{low:+.1%}, {high:+.1%}] | {verdict} |"
+            )
         else:
             print(f"| {key} | {cells[0]} | {cells[1]} | n/a | n/a |")
     return 0

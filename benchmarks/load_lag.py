@@ -45,7 +45,8 @@ def start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes]
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, str(SERVER), "--serve", str(port), "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms)],
-        stdout=subprocess.PIPE, start_new_session=True,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
     )
     assert server.stdout is not None
     server.stdout.readline()  # "ready"
@@ -53,14 +54,25 @@ def start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes]
 
 
 def trace_file(rate: float, seconds: float, tokens: int) -> str:
-    """A generated trace (`campaign.traces.make_trace`) of one-turn sessions arriving as a
+    """A generated trace (`arms.workloads.traces.make_trace`) of one-turn sessions arriving as a
     Poisson process at `rate` for `seconds`: what the trace profile replays at that rate."""
     import tempfile
 
-    from campaign.traces import TraceShape, make_trace, write_trace
+    from arms.workloads.traces import TraceShape, make_trace, write_trace
 
-    shape = TraceShape(sessions=max(1, round(rate * seconds)), turns=1, system_blocks=1, task_blocks=1, turn_blocks=0,
-                       session_rate=rate, think_s=0.0, output_min=tokens, output_max=tokens, block_tokens=8, seed=int(rate))
+    shape = TraceShape(
+        sessions=max(1, round(rate * seconds)),
+        turns=1,
+        system_blocks=1,
+        task_blocks=1,
+        turn_blocks=0,
+        session_rate=rate,
+        think_s=0.0,
+        output_min=tokens,
+        output_max=tokens,
+        block_tokens=8,
+        seed=int(rate),
+    )
     path = Path(tempfile.mkdtemp()) / f"poisson{rate:g}.jsonl"
     write_trace(path, make_trace(shape))
     return str(path)
@@ -71,12 +83,21 @@ def one_rate(url: str, rate: float, seconds: float, tokens: int, cap: int, trace
     from arms.probes.base import MemorySink, ProbeTarget
     from arms.runtimes import catalog as registry
 
-    target = ProbeTarget.speaking(registry.get("llamacpp"), base_url=url, model="bench")  # the server answers /metrics as llama-server
+    target = ProbeTarget.speaking(
+        registry.get("llamacpp"), base_url=url, model="bench"
+    )  # the server answers /metrics as llama-server
     if trace:
-        params = load.LoadParams(profile="trace", trace=trace_file(rate, seconds, tokens), block_tokens=8, max_in_flight=cap)
+        params = load.LoadParams(
+            profile="trace", trace=trace_file(rate, seconds, tokens), block_tokens=8, max_in_flight=cap
+        )
     else:
         params = load.LoadParams(
-            profile="constant", rate=rate, duration_s=seconds, prompt_tokens=8, max_tokens=tokens, max_in_flight=cap,
+            profile="constant",
+            rate=rate,
+            duration_s=seconds,
+            prompt_tokens=8,
+            max_tokens=tokens,
+            max_in_flight=cap,
         )
     sink = MemorySink()
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -90,7 +111,7 @@ def one_rate(url: str, rate: float, seconds: float, tokens: int, cap: int, trace
 def loop_lateness(rate: float, seconds: float) -> tuple[float, float]:
     """(p50, p99) ms by which a bare asyncio sleep wakes after its time at this rate, with
     no request sent: the machine's and the event loop's share of any schedule lag."""
-    from arms.metrics import percentile
+    from arms.measures import percentile
 
     async def run() -> list[float]:
         start, late = time.perf_counter_ns(), []
@@ -115,22 +136,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--cap", type=int, default=1024, help="max in flight")
     parser.add_argument("--bound-ms", type=float, default=10.0, help="the p99 schedule lag a rate must stay within")
-    parser.add_argument("--trace", action="store_true", help="replay a generated trace at each rate (the trace profile) instead of a constant rate")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="replay a generated trace at each rate (the trace profile) instead of a constant rate",
+    )
     args = parser.parse_args(argv)
 
     server, url = start_server(args.ttft_ms, args.itl_ms)
     try:
         one_rate(url, 10, 0.5, 2, args.cap)  # warm-up: imports and first connections stay out of the numbers
         per_request = (args.ttft_ms + args.itl_ms * (args.tokens - 1)) / 1000
-        print(f"{'a replayed Poisson trace' if args.trace else 'constant rate'} for {args.seconds:g} s each; {args.tokens} tokens per stream (~{per_request * 1000:.0f} ms each); "
-              f"server in its own process; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} before the run; bound: p99 lag <= {args.bound_ms:g} ms")
-        print(f"{'rate':>6} {'offered':>8} {'in flight':>9} {'lag p50':>8} {'p99':>8} {'max':>8} {'cap waits':>9} {'failed':>6} {'client CPU':>10} {'bare loop p50/p99':>18}")
+        print(
+            f"{'a replayed Poisson trace' if args.trace else 'constant rate'} for {args.seconds:g} s each; {args.tokens} tokens per stream (~{per_request * 1000:.0f} ms each); "
+            f"server in its own process; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} before the run; bound: p99 lag <= {args.bound_ms:g} ms"
+        )
+        print(
+            f"{'rate':>6} {'offered':>8} {'in flight':>9} {'lag p50':>8} {'p99':>8} {'max':>8} {'cap waits':>9} {'failed':>6} {'client CPU':>10} {'bare loop p50/p99':>18}"
+        )
         kept: float | None = None
         noisy: list[float] = []
         for rate in args.rates:
             bare = loop_lateness(rate, min(args.seconds, 2.0))
             r = one_rate(url, rate, args.seconds, args.tokens, args.cap, args.trace)
-            p50, p99, lmax = (r.get(k, float("nan")) * 1000 for k in ("schedule_lag_p50_s", "schedule_lag_p99_s", "schedule_lag_max_s"))
+            p50, p99, lmax = (
+                r.get(k, float("nan")) * 1000
+                for k in ("schedule_lag_p50_s", "schedule_lag_p99_s", "schedule_lag_max_s")
+            )
             ok = p99 <= args.bound_ms and not r.get("in_flight_cap_waits") and r.get("requests_failed", 0) == 0
             print(
                 f"{rate:6g} {r['offered_rps']:8.1f} {r['in_flight_peak']:9.0f} {p50:6.2f}ms {p99:6.2f}ms {lmax:6.1f}ms "
@@ -145,9 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         if kept is None:
             print(f"\nno rate kept p99 schedule lag within {args.bound_ms:g} ms")
         else:
-            print(f"\nhighest rate with p99 schedule lag <= {args.bound_ms:g} ms, no cap waits, no failures: {kept:g} req/s")
+            print(
+                f"\nhighest rate with p99 schedule lag <= {args.bound_ms:g} ms, no cap waits, no failures: {kept:g} req/s"
+            )
         if noisy:
-            print(f"over the bound while a bare event loop was too ({', '.join(f'{r:g}' for r in noisy)} req/s): the machine's other load, not the client")
+            print(
+                f"over the bound while a bare event loop was too ({', '.join(f'{r:g}' for r in noisy)} req/s): the machine's other load, not the client"
+            )
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=10)

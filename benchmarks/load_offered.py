@@ -8,8 +8,8 @@ step lengths of 3, 5 and 20 s, over `--seeds` seeds, it prints the offered rate 
 - the unconditioned Poisson draw the load probe used before (exponential gaps until the
   duration, the window the duration, every step from one seed), reproduced here as the
   reference, and
-- the profile it uses now (`arms.load.poisson`: the count is rate x duration, the times
-  uniform over n / rate, each step its own seed, `arms.load.step_seed`),
+- the profile it uses now (`arms.workloads.profiles.poisson`: the count is rate x duration, the times
+  uniform over n / rate, each step its own seed, `arms.workloads.profiles.step_seed`),
 
 as the median and the worst relative shortfall or excess over the seeds, and, for the old
 draw, how correlated the steps' shortfalls were (one seed for all: the same bursts).
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arms import load  # noqa: E402
+from arms.workloads import profiles as load  # noqa: E402
 
 
 def former_offered(rate: float, duration: float, seed: int) -> float:
@@ -61,14 +61,18 @@ def main() -> None:
             now = [now_offered(rate, duration, s) / rate - 1 for s in range(args.seeds)]
             worst = lambda xs: max(xs, key=abs)  # noqa: E731
             worst_now = max(worst_now, abs(worst(now)))
-            print(f"{rate:6.2f} {duration:4.0f}s  {statistics.median(before):+14.1%} {worst(before):+7.1%}"
-                  f"  {statistics.median(now):+11.1%} {worst(now):+7.1%}")
+            print(
+                f"{rate:6.2f} {duration:4.0f}s  {statistics.median(before):+14.1%} {worst(before):+7.1%}"
+                f"  {statistics.median(now):+11.1%} {worst(now):+7.1%}"
+            )
     # one seed for every step: the shortfalls of two steps of one sweep move together
     for duration in args.durations:
         a = [former_offered(args.rates[0], duration, s) / args.rates[0] for s in range(args.seeds)]
         b = [former_offered(args.rates[-1], duration, s) / args.rates[-1] for s in range(args.seeds)]
-        print(f"before, {duration:.0f} s steps: correlation of two steps' offered/label over seeds "
-              f"{statistics.correlation(a, b):+.2f} (now each step draws its own seed)")
+        print(
+            f"before, {duration:.0f} s steps: correlation of two steps' offered/label over seeds "
+            f"{statistics.correlation(a, b):+.2f} (now each step draws its own seed)"
+        )
     print(f"now: worst offered/label - 1 over every rate, step and seed: {worst_now:+.2%}")
 
 

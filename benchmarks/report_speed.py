@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from campaign.store import Store  # noqa: E402
-from tests import synthetic  # noqa: E402
+from campaign.store.store import Store  # noqa: E402
 from reports.site import write_site  # noqa: E402
+from tests import synthetic  # noqa: E402
 
 
 def rows_per_trial(arms: int, contexts: int) -> int:
@@ -46,14 +46,24 @@ def main(argv: list[str] | None = None) -> int:
     db.unlink(missing_ok=True)
     contexts = (4096, 32768, 131072)
     trials = max(1, math.ceil(args.rows / rows_per_trial(args.arms, len(contexts))))
-    opts = synthetic.Options(name="bench", title="Report speed benchmark", arms=args.arms, trials=trials,
-                             decode_contexts=contexts, agent_conversations=3, agent_turns=10, requests_per_probe=5)
+    opts = synthetic.Options(
+        name="bench",
+        title="Report speed benchmark",
+        arms=args.arms,
+        trials=trials,
+        decode_contexts=contexts,
+        agent_conversations=3,
+        agent_turns=10,
+        requests_per_probe=5,
+    )
     store = Store(f"sqlite:///{db}")
     t0 = time.perf_counter()
     synthetic.build(store, opts)
     built = time.perf_counter() - t0
-    print(f"store: {args.arms} arms, {opts.counts['measurements']:,} measurements, "
-          f"{opts.counts['requests']:,} request records, {opts.counts['samples']:,} samples; built in {built:.1f} s")
+    print(
+        f"store: {args.arms} arms, {opts.counts['measurements']:,} measurements, "
+        f"{opts.counts['requests']:,} request records, {opts.counts['samples']:,} samples; built in {built:.1f} s"
+    )
     for run in ("cold", "warm"):
         site = folder / "site"
         shutil.rmtree(site, ignore_errors=True)

@@ -118,9 +118,23 @@ def one_run(index: int, args: argparse.Namespace, binary: str, model: Path, work
     port = free_port()
     log = workdir / f"run{index}.log"
     argv = [
-        binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-        "--threads", str(args.threads), "--threads-batch", str(args.threads),
-        "--ctx-size", str(args.ctx_size), "--parallel", "1", "--batch-size", "512",
+        binary,
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--threads",
+        str(args.threads),
+        "--threads-batch",
+        str(args.threads),
+        "--ctx-size",
+        str(args.ctx_size),
+        "--parallel",
+        "1",
+        "--batch-size",
+        "512",
     ]
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -142,8 +156,14 @@ def one_run(index: int, args: argparse.Namespace, binary: str, model: Path, work
                     raise RuntimeError(f"llama-server not healthy after {args.startup_timeout} s")
                 time.sleep(0.2)
             started = time.monotonic()
-            body = {"prompt": prompt_text(args.prompt_words), "n_predict": args.n_predict, "cache_prompt": False,
-                    "temperature": 0.0, "ignore_eos": True, "seed": 0}
+            body = {
+                "prompt": prompt_text(args.prompt_words),
+                "n_predict": args.n_predict,
+                "cache_prompt": False,
+                "temperature": 0.0,
+                "ignore_eos": True,
+                "seed": 0,
+            }
             for n in range(args.warmup + args.requests):
                 at = time.monotonic() - started
                 cpu0 = cpu_s(proc.pid)
@@ -153,9 +173,14 @@ def one_run(index: int, args: argparse.Namespace, binary: str, model: Path, work
                 cpu = cpu_s(proc.pid) - cpu0
                 timings = resp.json()["timings"]
                 if n >= args.warmup:
-                    row = {"t": at, **{k: float(timings[v]) for k, v in RATES.items()},
-                           "prompt_n": float(timings["prompt_n"]), "predicted_n": float(timings["predicted_n"]),
-                           "wall_s": wall, "cpu_s": cpu}
+                    row = {
+                        "t": at,
+                        **{k: float(timings[v]) for k, v in RATES.items()},
+                        "prompt_n": float(timings["prompt_n"]),
+                        "predicted_n": float(timings["predicted_n"]),
+                        "wall_s": wall,
+                        "cpu_s": cpu,
+                    }
                     # the share of the request's wall time the server was on a CPU, per thread:
                     # under 1 when other processes took the cores; a rate over it is the rate the
                     # server would have had with its threads to itself (meaningful at --threads 1,
@@ -190,6 +215,7 @@ def sd(values: list[float]) -> float:
 
 def chi2_sd_interval(s: float, df: int) -> tuple[float, float]:
     """95% interval of a normal sd from its estimate (Wilson-Hilferty chi-square quantiles)."""
+
     def quantile(z: float) -> float:
         a = 2.0 / (9.0 * df)
         return df * (1.0 - a + z * math.sqrt(a)) ** 3
@@ -262,20 +288,28 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 def report(summary: dict[str, dict[str, float]], results: list[dict[str, Any]], heading: str) -> None:
     print(heading)
     print("log-rate sd (0.02 ~ 2%)")
-    print("| rate | runs | median tok/s | within run | between runs [95% CI] | between / within | run effect "
-          "| drift sd/min [95% CI] | corr. with prefill |")
+    print(
+        "| rate | runs | median tok/s | within run | between runs [95% CI] | between / within | run effect "
+        "| drift sd/min [95% CI] | corr. with prefill |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kind, s in summary.items():
         corr = f"{s['corr_with_prefill']:+.2f}" if "corr_with_prefill" in s else ""
-        print(f"| {kind} | {s['runs']:.0f} | {s['median_rate']:.1f} | {s['within_sd']:.4f} | {s['between_sd']:.4f} "
-              f"[{s['between_sd_ci_low']:.4f}, {s['between_sd_ci_high']:.4f}] | {s['ratio']:.2f} | "
-              f"{s['run_effect_sd']:.4f} | {s['drift_sd_per_min']:+.4f} "
-              f"[{s['drift_ci_low']:+.4f}, {s['drift_ci_high']:+.4f}] | {corr} |")
+        print(
+            f"| {kind} | {s['runs']:.0f} | {s['median_rate']:.1f} | {s['within_sd']:.4f} | {s['between_sd']:.4f} "
+            f"[{s['between_sd_ci_low']:.4f}, {s['between_sd_ci_high']:.4f}] | {s['ratio']:.2f} | "
+            f"{s['run_effect_sd']:.4f} | {s['drift_sd_per_min']:+.4f} "
+            f"[{s['drift_ci_low']:+.4f}, {s['drift_ci_high']:+.4f}] | {corr} |"
+        )
     shares = [r["cpu_share"] for run in results for r in run["requests"]]
-    print(f"runs last {summary['decode']['run_minutes']:.2f} min of requests each; CPU share per thread: "
-          f"median {statistics.median(shares):.2f}, min {min(shares):.2f}")
-    print(f"*_cpu: each rate over its request's CPU share (other load taken out; meaningful at --threads 1); "
-          f"*_quiet: only requests with a share >= {QUIET} (runs with {MIN_QUIET_REQUESTS} or more of them)")
+    print(
+        f"runs last {summary['decode']['run_minutes']:.2f} min of requests each; CPU share per thread: "
+        f"median {statistics.median(shares):.2f}, min {min(shares):.2f}"
+    )
+    print(
+        f"*_cpu: each rate over its request's CPU share (other load taken out; meaningful at --threads 1); "
+        f"*_quiet: only requests with a share >= {QUIET} (runs with {MIN_QUIET_REQUESTS} or more of them)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,18 +319,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1, help="untimed requests after each start")
     parser.add_argument("--n-predict", type=int, default=64)
     parser.add_argument("--prompt-words", type=int, default=300, help="words of the fixed prompt (~1.5 tokens each)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="llama-server --threads (1: on a shared 2-core machine, 2 measures the other load)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="llama-server --threads (1: on a shared 2-core machine, 2 measures the other load)",
+    )
     parser.add_argument("--ctx-size", type=int, default=2048)
     parser.add_argument("--startup-timeout", type=float, default=120.0)
     parser.add_argument("--json", type=Path, help="also write every request's timings and the summary here")
-    parser.add_argument("--pool", type=Path, nargs="+", metavar="JSON",
-                        help="start nothing: summarize the runs of earlier --json files together")
+    parser.add_argument(
+        "--pool",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="start nothing: summarize the runs of earlier --json files together",
+    )
     args = parser.parse_args(argv)
     if args.pool:
         pooled = [run for path in args.pool for run in json.loads(path.read_text())["runs"]]
-        report(summarize(pooled), pooled, f"llama-server restart variation, pooled: {len(pooled)} starts "
-               f"from {', '.join(p.name for p in args.pool)}")
+        report(
+            summarize(pooled),
+            pooled,
+            f"llama-server restart variation, pooled: {len(pooled)} starts from {', '.join(p.name for p in args.pool)}",
+        )
         return 0
     if args.runs < 2 or args.requests < 2:
         parser.error("needs at least 2 runs of at least 2 requests")
@@ -311,18 +357,28 @@ def main(argv: list[str] | None = None) -> int:
             decode = statistics.median(r["decode"] for r in run["requests"])
             prefill = statistics.median(r["prefill"] for r in run["requests"])
             share = statistics.median(r["cpu_share"] for r in run["requests"])
-            print(f"run {index + 1}/{args.runs}: decode {decode:.1f} tok/s, prefill {prefill:.0f} tok/s "
-                  f"(median of {len(run['requests'])}), load avg {run['load_avg_1m']:.2f}, "
-                  f"CPU share {share:.2f}", file=sys.stderr)
+            print(
+                f"run {index + 1}/{args.runs}: decode {decode:.1f} tok/s, prefill {prefill:.0f} tok/s "
+                f"(median of {len(run['requests'])}), load avg {run['load_avg_1m']:.2f}, "
+                f"CPU share {share:.2f}",
+                file=sys.stderr,
+            )
 
     summary = summarize(results)
     prompt_n = int(results[0]["requests"][0]["prompt_n"])
-    report(summary, results, f"llama-server restart variation: {args.runs} starts x {args.requests} requests "
-           f"(+{args.warmup} warm-up), prompt {prompt_n} tokens, n_predict {args.n_predict}, "
-           f"--threads {args.threads}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M')}")
+    report(
+        summary,
+        results,
+        f"llama-server restart variation: {args.runs} starts x {args.requests} requests "
+        f"(+{args.warmup} warm-up), prompt {prompt_n} tokens, n_predict {args.n_predict}, "
+        f"--threads {args.threads}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M')}",
+    )
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                         "summary": summary, "runs": results}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"args": {k: str(v) for k, v in vars(args).items()}, "summary": summary, "runs": results}, indent=1
+            )
+        )
     return 0
 
 

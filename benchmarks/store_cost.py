@@ -21,21 +21,38 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from campaign.states import AttemptState  # noqa: E402
-from campaign.store import Store
-from campaign.tables import AttemptRow, CampaignRow, MeasurementRow, ProbeRunRow  # noqa: E402
+from campaign.core.states import AttemptState  # noqa: E402
+from campaign.store.store import Store
+from campaign.store.tables import AttemptRow, CampaignRow, MeasurementRow, ProbeRunRow  # noqa: E402
 
 
 def rows_cost(store: Store, rows: int, batch: int) -> float:
     camp = store.add(CampaignRow(name=f"rows-{time.time_ns()}"))
     att = store.new_attempt(camp.id, "k", "A", {})
     run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0))
-    base = {"campaign_id": camp.id, "attempt_id": att.id, "probe_run_id": run.id, "item_key": "k", "arm_id": "A", "repeat": 0,
-            "probe": "decode", "scenario": "", "mode": "canonical", "context": 0, "unit": "tok/s", "source": "", "simulated": False}
+    base = {
+        "campaign_id": camp.id,
+        "attempt_id": att.id,
+        "probe_run_id": run.id,
+        "item_key": "k",
+        "arm_id": "A",
+        "repeat": 0,
+        "probe": "decode",
+        "scenario": "",
+        "mode": "canonical",
+        "context": 0,
+        "unit": "tok/s",
+        "source": "",
+        "simulated": False,
+    }
     started = time.perf_counter()
     for first in range(0, rows, batch):
-        store.insert_rows([(MeasurementRow, {**base, "trial": t, "metric": "decode_tps", "value": float(t)})
-                           for t in range(first, min(rows, first + batch))])
+        store.insert_rows(
+            [
+                (MeasurementRow, {**base, "trial": t, "metric": "decode_tps", "value": float(t)})
+                for t in range(first, min(rows, first + batch))
+            ]
+        )
     return (time.perf_counter() - started) / rows
 
 
@@ -84,8 +101,10 @@ def main() -> None:
                 per_row = rows_cost(store, args.rows, args.batch)
                 per_claim, won = claim_cost(store, args.claims, args.workers)
                 assert won == args.claims, (won, args.claims)  # every arm claimed exactly once
-                print(f"{name:9s} {per_row * 1e6:8.1f} us/row ({1 / per_row:9.0f} rows/s, batches of {args.batch})  "
-                      f"{per_claim * 1e3:7.2f} ms/claim ({1 / per_claim:6.0f} claims/s, {args.workers} process(es))")
+                print(
+                    f"{name:9s} {per_row * 1e6:8.1f} us/row ({1 / per_row:9.0f} rows/s, batches of {args.batch})  "
+                    f"{per_claim * 1e3:7.2f} ms/claim ({1 / per_claim:6.0f} claims/s, {args.workers} process(es))"
+                )
     finally:
         if cluster is not None:
             cluster.stop()

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from arms.metrics import RequestRecord, percentile, ttft_parts  # noqa: E402
+from arms.measures import RequestRecord, percentile, ttft_parts  # noqa: E402
 
 
 def start(prefill_tps: float, decode_tps: float) -> tuple[subprocess.Popen[bytes], str]:
@@ -44,8 +44,12 @@ def start(prefill_tps: float, decode_tps: float) -> tuple[subprocess.Popen[bytes
     port = free_port()
     profile = {"prefill_tps": prefill_tps, "decode_tps": decode_tps, "slots": 64, "write_stamps": True, "run_sd": 0.0}
     log = open(Path(tempfile.gettempdir()) / f"ttft-truth-{port}.log", "wb")  # noqa: SIM115 - the server's, closed with it
-    proc = subprocess.Popen([sys.executable, "-m", "arms.simulator", "--port", str(port), "--profile-json", json.dumps(profile)],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "arms.simulator", "--port", str(port), "--profile-json", json.dumps(profile)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     import httpx
 
     url = f"http://127.0.0.1:{port}"
@@ -64,7 +68,7 @@ PARTS = ("send side", "server TTFT", "receive side", "client - server")
 
 
 def parts(rows: list[dict]) -> dict[str, list[float]]:
-    """`arms.metrics.ttft_parts` of every stored request row that has the stamps."""
+    """`arms.measures.ttft_parts` of every stored request row that has the stamps."""
     out: dict[str, list[float]] = {name: [] for name in PARTS}
     for row in rows:
         record = RequestRecord(**{k: v for k, v in row.items() if k in RequestRecord.__dataclass_fields__})
@@ -99,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         for rate in args.rates:
             found = one_rate(url, rate, args.seconds)
             n = len(found["send side"])
-            cells = [f"{percentile(v, 50) * 1000:9.2f} / {percentile(v, 99) * 1000:8.2f}" if v else f"{'-':>22}"
-                     for v in found.values()]
+            cells = [
+                f"{percentile(v, 50) * 1000:9.2f} / {percentile(v, 99) * 1000:8.2f}" if v else f"{'-':>22}"
+                for v in found.values()
+            ]
             print(f"{rate:6g}  {n:4d}  " + "  ".join(f"{c:>22}" for c in cells))
     finally:
         proc.terminate()

@@ -56,7 +56,13 @@ from scipy import stats as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gates.calibration import (  # noqa: E402
-    Design, VariationModel, blocks_after_look, calibrate, gates_for, rerun_until_pass, run_adaptive,
+    Design,
+    VariationModel,
+    blocks_after_look,
+    calibrate,
+    gates_for,
+    rerun_until_pass,
+    run_adaptive,
 )
 from tests.campaigns import arm, campaign_file, gate, model, simulator  # noqa: E402
 
@@ -74,10 +80,23 @@ def e2e_campaign(seed: int, blocks: int) -> str:
     # load moving between runs made identical arms differ (run here: 2 false fails in 5)
     profile = {"time_scale": 5.0, "decode_tps": 40.0, "run_sd": 0.03, "drift_sd_per_min": 0.005}
     return campaign_file(
-        f"calib{seed}", seed=seed, models=[model(served_id="sim-m")], runtimes=[{**simulator(), "options": {"profile": profile}}],
+        f"calib{seed}",
+        seed=seed,
+        models=[model(served_id="sim-m")],
+        runtimes=[{**simulator(), "options": {"profile": profile}}],
         arms=[arm("A", context=4096), arm("B", context=4096)],
-        gates=[gate("faster", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.0}, ["A"], ["B"])],
-        queue=[{"title": "identical arms", "arms": ["A", "B"], "probes": ["decode"], "repeats": blocks, "gate": "faster"}],
+        gates=[
+            gate(
+                "faster",
+                "relative_improvement",
+                {"metric": "decode_tps", "probe": "decode", "min_gain": 0.0},
+                ["A"],
+                ["B"],
+            )
+        ],
+        queue=[
+            {"title": "identical arms", "arms": ["A", "B"], "probes": ["decode"], "repeats": blocks, "gate": "faster"}
+        ],
     )
 
 
@@ -89,16 +108,27 @@ def e2e(n: int, blocks: int) -> tuple[int, int, int]:
             path = Path(tmp) / "c.toml"
             path.write_text(e2e_campaign(seed, blocks))
             cmd = [sys.executable, "-m", "cli", "run", str(path), "--db", str(Path(tmp) / "c.db")]
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=900,
-                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+            proc = subprocess.run(
+                cmd,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            )
             status = subprocess.run(
                 [sys.executable, "-m", "cli", "status", "--db", str(Path(tmp) / "c.db")],
-                cwd=tmp, capture_output=True, text=True, timeout=300,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
             out = status.stdout + proc.stdout
             line = next((ln for ln in out.splitlines() if "faster" in ln), "")
             if not line:  # the campaign did not get as far as a verdict: say why, not "no verdict"
-                line = f"no verdict (run exit {proc.returncode}): {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}"
+                line = (
+                    f"no verdict (run exit {proc.returncode}): {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}"
+                )
             done += 1
             passes += " pass" in line
             fails += " fail" in line
@@ -122,18 +152,24 @@ WAYS = (  # (label, least blocks, most blocks, sequential, looks); least == most
 def adaptive(campaigns: int, model: VariationModel) -> list[tuple[str, float, object]]:
     """Part 3: every way of `WAYS` at every effect of `EFFECTS`, on the same draws."""
     gate, _ = gates_for(Design())["relative_improvement(+10%)"]
-    print(f"adding blocks until settled: a +10% gate, {campaigns} campaigns per row "
-          f"(truth A/B; at 1.1 every verdict is false; 'wrong' is a pass below 1.1 or a fail above it)")
+    print(
+        f"adding blocks until settled: a +10% gate, {campaigns} campaigns per row "
+        f"(truth A/B; at 1.1 every verdict is false; 'wrong' is a pass below 1.1 or a fail above it)"
+    )
     print(f"{'way':22s} {'truth':>5s}  {'pass':>22s}  {'fail':>22s}  {'blocks':>6s}")
     out = []
     for label, least, most, sequential, looks in WAYS:
         for gain in EFFECTS:
             design = Design(blocks=most, gains={"A": gain})
-            tally = run_adaptive(gate, design, model, campaigns, seed=int(gain * 1000), least=least, sequential=sequential,
-                                 looks=looks)
+            tally = run_adaptive(
+                gate, design, model, campaigns, seed=int(gain * 1000), least=least, sequential=sequential, looks=looks
+            )
             out.append((label, gain, tally))
-            print(f"{label:22s} {gain:5.2f}  {ci(tally.passed, tally.campaigns)}  {ci(tally.failed, tally.campaigns)}  "
-                  f"{tally.mean_blocks:6.1f}", flush=True)
+            print(
+                f"{label:22s} {gain:5.2f}  {ci(tally.passed, tally.campaigns)}  {ci(tally.failed, tally.campaigns)}  "
+                f"{tally.mean_blocks:6.1f}",
+                flush=True,
+            )
     return out
 
 
@@ -144,12 +180,18 @@ def user_moves(campaigns: int, model: VariationModel) -> list[float]:
     print(f"a user's moves: identical arms, an any-gain gate, 3 blocks a look, {campaigns} campaigns per row")
     rerun = rerun_until_pass(gate, design, model, campaigns, seed=41, tries=3)
     first = rerun_until_pass(gate, design, model, campaigns, seed=41, tries=3, replace=True)
-    print(f"rerun until pass: false pass {ci(rerun.passed, rerun.campaigns)} (up to 3 tries of 3 blocks); "
-          f"each try judged as a first look: {ci(first.passed, first.campaigns)}", flush=True)
+    print(
+        f"rerun until pass: false pass {ci(rerun.passed, rerun.campaigns)} (up to 3 tries of 3 blocks); "
+        f"each try judged as a first look: {ci(first.passed, first.campaigns)}",
+        flush=True,
+    )
     added = blocks_after_look(gate, design, model, campaigns, seed=42, more=6)
     fixed = blocks_after_look(gate, design, model, campaigns, seed=42, more=6, rule=False)
-    print(f"blocks added after a look: false pass {ci(added.passed, added.campaigns)} (3 then 6 blocks); "
-          f"fixed-design t on the 6: {ci(fixed.passed, fixed.campaigns)}", flush=True)
+    print(
+        f"blocks added after a look: false pass {ci(added.passed, added.campaigns)} (3 then 6 blocks); "
+        f"fixed-design t on the 6: {ci(fixed.passed, fixed.campaigns)}",
+        flush=True,
+    )
     return [rerun.pass_rate, added.pass_rate]
 
 
@@ -178,23 +220,46 @@ def main() -> None:
     if args.user_only:
         user_moves(args.user, model)
         return
-    print(f"variation: run_sd {model.run_sd:.3f}, drift_sd {model.drift_sd:.3f}, request_sd {model.request_sd:.3f} (log scale); "
-          f"{args.blocks} blocks x 30 requests; {args.campaigns} campaigns per row")
+    print(
+        f"variation: run_sd {model.run_sd:.3f}, drift_sd {model.drift_sd:.3f}, request_sd {model.request_sd:.3f} (log scale); "
+        f"{args.blocks} blocks x 30 requests; {args.campaigns} campaigns per row"
+    )
     print(f"{'predicate':32s} {'cells':>5s}  {'false pass':>22s}  {'false fail':>22s}")
     worst_pass = worst_fail = 0.0
     total = 0
     t0 = time.perf_counter()
     for predicate in gates_for(Design()):
         for cells in (1, 4, 8):
-            tally = next(iter(calibrate(predicate, cells, model, args.campaigns, seed=cells * 1000 + len(predicate), blocks=args.blocks).values()))
+            tally = next(
+                iter(
+                    calibrate(
+                        predicate, cells, model, args.campaigns, seed=cells * 1000 + len(predicate), blocks=args.blocks
+                    ).values()
+                )
+            )
             total += tally.campaigns
             worst_pass = max(worst_pass, tally.pass_rate)
             worst_fail = max(worst_fail, tally.fail_rate)
-            print(f"{predicate:32s} {cells:5d}  {ci(tally.passed, tally.campaigns)}  {ci(tally.failed, tally.campaigns)}", flush=True)
-    power = next(iter(calibrate("relative_improvement(+10%)", 1, model, args.campaigns, seed=7, blocks=args.blocks, truth=[1.15]).values()))
+            print(
+                f"{predicate:32s} {cells:5d}  {ci(tally.passed, tally.campaigns)}  {ci(tally.failed, tally.campaigns)}",
+                flush=True,
+            )
+    power = next(
+        iter(
+            calibrate(
+                "relative_improvement(+10%)", 1, model, args.campaigns, seed=7, blocks=args.blocks, truth=[1.15]
+            ).values()
+        )
+    )
     print(f"power, true +15% vs a +10% gate (1 cell): {ci(power.passed, power.campaigns)}")
     for blocks in (10, 20):
-        more = next(iter(calibrate("relative_improvement(+10%)", 1, model, args.campaigns // 2, seed=8, blocks=blocks, truth=[1.15]).values()))
+        more = next(
+            iter(
+                calibrate(
+                    "relative_improvement(+10%)", 1, model, args.campaigns // 2, seed=8, blocks=blocks, truth=[1.15]
+                ).values()
+            )
+        )
         print(f"  with {blocks} blocks: {ci(more.passed, more.campaigns)}")
     print(f"part 1: {total} campaigns in {time.perf_counter() - t0:.0f} s")
     if args.e2e:
@@ -205,7 +270,9 @@ def main() -> None:
         adaptive(args.adaptive, model)
     if args.user:
         user_moves(args.user, model)
-    print(f"false pass {worst_pass:.1%} ({total} campaigns), false fail {worst_fail:.1%}, power {power.pass_rate:.1%} at +15% vs +10%")
+    print(
+        f"false pass {worst_pass:.1%} ({total} campaigns), false fail {worst_fail:.1%}, power {power.pass_rate:.1%} at +15% vs +10%"
+    )
 
 
 if __name__ == "__main__":

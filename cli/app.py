@@ -4,7 +4,6 @@ Every command module imports this one and nothing imports them back, except
 `cli.main`, which wires them all; so the commands form no cycle.
 """
 
-
 from __future__ import annotations
 
 import os
@@ -41,6 +40,7 @@ def _plain_help() -> None:
 
         cls.display_type = display_type
     if argument is not None and hasattr(argument, "_usage_display_name"):
+
         def usage_name(self: Any) -> str:
             name = (self.metavar or self.name or "").upper()
             name = name if self.required else f"[{name}]"
@@ -81,8 +81,8 @@ class CannotRun(Exception):
 
 
 def open_store(db: str | None) -> Any:
-    from campaign.database import database_url
-    from campaign.store import Store
+    from campaign.store.database import database_url
+    from campaign.store.store import Store
 
     return Store(database_url(db))
 
@@ -90,8 +90,8 @@ def open_store(db: str | None) -> Any:
 def open_existing_store(db: str | None) -> Any:
     """The store of a read-only command (status, report, export): a database file that
     does not exist is a usage error, never created (with its folder) as a side effect."""
-    from campaign.database import SchemaNotCurrent, database_given, database_url
-    from campaign.store import Store
+    from campaign.store.database import SchemaNotCurrent, database_given, database_url
+    from campaign.store.store import Store
 
     raw = database_given(db)
     if "://" not in raw:
@@ -113,7 +113,9 @@ def open_campaign(db: str | None, name: str | None) -> tuple[Any, Any]:
     store = open_existing_store(db)
     row = store.campaign(name)
     if row is None or row.id is None:
-        raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE")
+        raise UsageError(
+            f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url}; run one first: campaign run FILE"
+        )
     return store, row
 
 
@@ -154,6 +156,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    show_version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="print the version and exit")] = False,
+    show_version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
 ) -> None:
     """Gated experiment campaigns for LLM serving: run arms, probe servers, compute verdicts."""

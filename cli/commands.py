@@ -10,13 +10,26 @@ from __future__ import annotations
 import os
 import re
 import sys
+from datetime import UTC
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from campaign.schema import CampaignFileError
-from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_campaign, open_existing_store, open_store, prefect_env, process_started
+from campaign.core.schema import CampaignFileError
+from cli.app import (
+    CannotRun,
+    DbOption,
+    UsageError,
+    app,
+    console,
+    err,
+    open_campaign,
+    open_existing_store,
+    open_store,
+    prefect_env,
+    process_started,
+)
 
 
 def _load_checked(file: Path) -> Any:
@@ -37,21 +50,21 @@ def _name_in(file: Path | None, name: str | None) -> str | None:
     (the latest)."""
     if file is None or name is not None:
         return name
-    from campaign.loader import read_toml
+    from campaign.core.loader import read_toml
 
     try:
         named = read_toml(file).get("campaign", {}).get("name")
     except CampaignFileError as exc:
         raise UsageError(f"{file}: cannot read the campaign's name ({'; '.join(exc.problems)})") from None
     if not isinstance(named, str) or not named:
-        raise UsageError(f"{file}: no [campaign] name = \"...\" to look up")
+        raise UsageError(f'{file}: no [campaign] name = "..." to look up')
     return named
 
 
 def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> str | None:
     """A line saying the campaign is finished, or None if a run would do something."""
-    from campaign import queue
-    from campaign.loader import file_digest
+    from campaign.core.loader import file_digest
+    from campaign.store import queue
 
     row = store.campaign(spec.campaign.name)
     if row is None or row.id is None or row.file_digest != file_digest(file):
@@ -64,7 +77,11 @@ def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> 
     states = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
     hint = "; `campaign resume` re-checks blocked items" if counts.get("blocked") and not recheck_blocked else ""
     finished = set(counts) == {"done"}
-    head = f"every queue item of {spec.campaign.name!r} has run" if finished else f"no queue item of {spec.campaign.name!r} can run now"
+    head = (
+        f"every queue item of {spec.campaign.name!r} has run"
+        if finished
+        else f"no queue item of {spec.campaign.name!r} can run now"
+    )
     return f"nothing to do: {head} ({states}){hint}; `campaign status` shows the verdicts, `campaign rerun ITEM` measures an item again"
 
 
@@ -78,10 +95,12 @@ def _print_warnings(spec: Any) -> None:
 def plan_lines(spec: Any, history: dict[tuple[str, str], Any] | None = None) -> list[str]:
     """What a run of `spec` would do, item by item: arms, probes, contexts, blocks and
     server starts, and which gate it feeds; then the totals and, with the store's
-    `history` (`campaign.summary.block_history`), how long what is left takes."""
+    `history` (`campaign.store.summary.block_history`), how long what is left takes."""
     from flows.campaign_flow import planned_groups
 
-    kept = {q.key: group[0].key for group in planned_groups(spec) for q in group[1:]}  # item -> the one whose servers it uses
+    kept = {
+        q.key: group[0].key for group in planned_groups(spec) for q in group[1:]
+    }  # item -> the one whose servers it uses
     lines = []
     starts = least_starts = 0
     for item in spec.queue:
@@ -93,13 +112,17 @@ def plan_lines(spec: Any, history: dict[tuple[str, str], Any] | None = None) -> 
         feeds = f"; feeds {item.gate}" if item.gate else ""
         after = f"; after {', '.join(item.depends_on)}" if item.depends_on else ""
         if budget.adaptive:
-            blocks = (f"{budget.least} to {budget.most} blocks (until {item.gate} is settled), "
-                      f"{len(item.arms) * budget.least}-{n} server starts")
+            blocks = (
+                f"{budget.least} to {budget.most} blocks (until {item.gate} is settled), "
+                f"{len(item.arms) * budget.least}-{n} server starts"
+            )
         elif item.key in kept:
             blocks = f"{budget.most} block{'s' if budget.most != 1 else ''}, on {kept[item.key]}'s servers (kept: no start of its own)"
         else:
             blocks = f"{budget.most} block{'s' if budget.most != 1 else ''}, {n} server start{'s' if n != 1 else ''}"
-        lines.append(f"{item.key}: {'/'.join(item.arms)} x {', '.join(str(p) for p in item.probes)} at {contexts}; {blocks}{feeds}{after}")
+        lines.append(
+            f"{item.key}: {'/'.join(item.arms)} x {', '.join(str(p) for p in item.probes)} at {contexts}; {blocks}{feeds}{after}"
+        )
     from flows.resolve import detectable_lines
 
     lines += detectable_lines(spec)
@@ -125,7 +148,9 @@ def time_estimate(spec: Any, history: dict[tuple[str, str], Any]) -> str:
         for arm in item.arms:
             past = history.get((item.key, arm))
             most = spec.blocks(item).most  # an adaptive item may stop earlier: an upper bound
-            missing = 0 if past and past.settled else most - (len([r for r in past.done_blocks if r < most]) if past else 0)
+            missing = (
+                0 if past and past.settled else most - (len([r for r in past.done_blocks if r < most]) if past else 0)
+            )
             if missing <= 0:
                 continue
             left += missing
@@ -144,10 +169,10 @@ def time_estimate(spec: Any, history: dict[tuple[str, str], Any]) -> str:
 
 def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
     import time
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     prefect_env()
-    began = datetime.now(timezone.utc)
+    began = datetime.now(UTC)
     spec = _load_checked(file)  # validate before starting anything
     _print_warnings(spec)
     from flows.placement import placement_problem
@@ -165,7 +190,10 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
 
     # a temporary Prefect server is launched now, once the file is known to run, and
     # starts while this process loads the flows
-    with begin() as prefect, _runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run"):
+    with (
+        begin() as prefect,
+        _runner(store, spec.campaign.name, "campaign resume" if recheck_blocked else "campaign run"),
+    ):
         from cli.progress_view import CampaignProgress
         from flows.campaign_flow import campaign_flow
 
@@ -173,7 +201,7 @@ def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: boo
             with CampaignProgress(console, spec), _quiet_heartbeat():
                 result = campaign_flow(str(file), store.public_url, workdir, recheck_blocked)
     _finish(result)
-    from campaign.summary import run_cost
+    from campaign.store.summary import run_cost
     from cli.status_view import render_status
 
     render_status(console, store, result["campaign"])
@@ -191,7 +219,7 @@ class _runner:
         self.taken = False
 
     def __enter__(self) -> None:
-        from campaign import queue
+        from campaign.store import queue
 
         try:
             self.taken = queue.claim_runner(self.store, self.name, self.command)
@@ -200,7 +228,7 @@ class _runner:
 
     def __exit__(self, *exc: object) -> None:
         if self.taken:
-            from campaign import queue
+            from campaign.store import queue
 
             queue.release_runner(self.store, self.name)
 
@@ -222,8 +250,12 @@ class _flow_session:
         prefect_env()
         self._stack = ExitStack()
         try:
-            self._stack.enter_context(SigintHandler(lambda text: err.print(text, markup=False, highlight=False, soft_wrap=True)))
-            api = self._stack.enter_context(self._prefect.api(lambda text: err.print(text, markup=False, highlight=False)))
+            self._stack.enter_context(
+                SigintHandler(lambda text: err.print(text, markup=False, highlight=False, soft_wrap=True))
+            )
+            api = self._stack.enter_context(
+                self._prefect.api(lambda text: err.print(text, markup=False, highlight=False))
+            )
             if os.environ.get("PREFECT_LOGGING_TO_API_ENABLED") == "false" and not api.temporary:
                 from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED, temporary_settings
 
@@ -246,7 +278,9 @@ def _finish(result: dict[str, Any]) -> None:
         err.print(
             f"interrupted: {result['interrupted']}, recorded as interrupted and its device slot released; "
             "`campaign resume` carries on from the last committed measurement",
-            markup=False, highlight=False, soft_wrap=True,
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
         sys.exit(130)
 
@@ -256,7 +290,7 @@ def _exit_if_failed(store: Any, name: str, keys: list[str] | None = None) -> Non
     (an arm crashed, or every request of an arm failed), so the campaign's numbers are
     not all there. One line per item with its reason, after the status table. A gate
     that fails leaves its item `done`: that is a result, exit 0."""
-    from campaign.states import ItemState
+    from campaign.core.states import ItemState
 
     row = store.campaign(name)
     if row is None or row.id is None:
@@ -270,7 +304,9 @@ def _exit_if_failed(store: Any, name: str, keys: list[str] | None = None) -> Non
     err.print(
         f"{len(failed)} queue item{'s' if len(failed) != 1 else ''} failed; fix the cause above, then: {rerun} "
         f"(the arm pages of `campaign report` hold each server's log)",
-        markup=False, highlight=False, soft_wrap=True,
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
     sys.exit(1)
 
@@ -329,7 +365,7 @@ def check(file: Annotated[Path, typer.Argument(help="campaign file (TOML)")], db
     except UsageError:
         store = None  # no database yet: nothing ran, nothing to time
     if store is not None:
-        from campaign.summary import block_history
+        from campaign.store.summary import block_history
 
         history = block_history(store, spec.campaign.name)
     for line in plan_lines(spec, history):
@@ -338,7 +374,11 @@ def check(file: Annotated[Path, typer.Argument(help="campaign file (TOML)")], db
     for line in blocked:
         console.print(f"blocked: {line}", markup=False, highlight=False, soft_wrap=True)
     if blocked:
-        console.print(f"{file}: blocked (the run would end these arms blocked; fix it, then check again)", markup=False, highlight=False)
+        console.print(
+            f"{file}: blocked (the run would end these arms blocked; fix it, then check again)",
+            markup=False,
+            highlight=False,
+        )
         raise typer.Exit(1)
     console.print(f"{file}: ok", markup=False, highlight=False)
 
@@ -436,9 +476,13 @@ def worker(
 
 @app.command()
 def status(
-    file: Annotated[Path | None, typer.Argument(help="campaign file: show the campaign it names (default: the latest)")] = None,
+    file: Annotated[
+        Path | None, typer.Argument(help="campaign file: show the campaign it names (default: the latest)")
+    ] = None,
     db: DbOption = None,
-    name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")] = None,
+    name: Annotated[
+        str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also each gate's full reason")] = False,
 ) -> None:
     """The answer (a line or two per gate), then the queue items with their state."""
@@ -447,7 +491,7 @@ def status(
     name = _name_in(file, name)
     store, row = open_campaign(db, name)
     render_status(console, store, row.name, verbose=verbose)
-    from campaign.queue import current_runner
+    from campaign.store.queue import current_runner
 
     runner = current_runner(store, row.name)
     if runner:
@@ -456,10 +500,17 @@ def status(
 
 @app.command()
 def report(
-    file: Annotated[Path | None, typer.Argument(help="campaign file: report the campaign it names (default: the latest)")] = None,
+    file: Annotated[
+        Path | None, typer.Argument(help="campaign file: report the campaign it names (default: the latest)")
+    ] = None,
     db: DbOption = None,
-    out: Annotated[Path | None, typer.Option("--out", help="output folder (default: reports/site/CAMPAIGN); its earlier pages are replaced")] = None,
-    name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="output folder (default: reports/site/CAMPAIGN); its earlier pages are replaced"),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")
+    ] = None,
 ) -> None:
     """Write the static HTML verdict pages, one folder per campaign."""
     from reports.site import default_folder, write_site
@@ -494,9 +545,24 @@ def simulate(
     from arms.simulator.main import main as sim_main
 
     argv = [
-        "--host", host, "--port", str(port), "--slots", str(slots), "--ctx-size", str(ctx_size),
-        "--prefill-chunk", str(prefill_chunk), "--prefix-cache-tokens", str(prefix_cache_tokens),
-        "--time-scale", str(time_scale), "--seed", str(seed), "--model", model,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--slots",
+        str(slots),
+        "--ctx-size",
+        str(ctx_size),
+        "--prefill-chunk",
+        str(prefill_chunk),
+        "--prefix-cache-tokens",
+        str(prefix_cache_tokens),
+        "--time-scale",
+        str(time_scale),
+        "--seed",
+        str(seed),
+        "--model",
+        model,
     ]
     if profile_json:
         argv += ["--profile-json", profile_json]
@@ -513,7 +579,11 @@ def _examples() -> dict[str, Any]:
         folder: Any = resources.files("campaign.examples")
     except ModuleNotFoundError:
         folder = Path(__file__).resolve().parent.parent / "examples"
-    return {f.name.removesuffix(".toml"): f for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".toml")}
+    return {
+        f.name.removesuffix(".toml"): f
+        for f in sorted(folder.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".toml")
+    }
 
 
 def _first_comment(text: str) -> str:

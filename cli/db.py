@@ -1,7 +1,7 @@
 """`campaign db ...`: the database's schema revision, and migrating it by hand.
 
 Commands that write (run, resume, rerun, worker) migrate a database they open
-(`campaign.migrate.upgrade`), as a Prefect server does its own; read-only ones (status,
+(`campaign.store.migrate.upgrade`), as a Prefect server does its own; read-only ones (status,
 report, export, check) never do, and say so when a database is behind. `campaign db
 upgrade` migrates and nothing else, for whoever wants to migrate a shared database
 before starting runners and workers on it.
@@ -23,7 +23,7 @@ DbOption = Annotated[str | None, typer.Option("--db", help="database file or SQL
 def _engine(db: str | None):  # type: ignore[no-untyped-def]
     from sqlalchemy import create_engine
 
-    from campaign.database import database_url, resolve_url
+    from campaign.store.database import database_url, resolve_url
 
     return create_engine(resolve_url(database_url(db)))
 
@@ -31,19 +31,24 @@ def _engine(db: str | None):  # type: ignore[no-untyped-def]
 @db_app.command()
 def upgrade(db: DbOption = None) -> None:
     """Migrate the database to this version's newest schema revision."""
-    from campaign.database import public_url
-    from campaign.migrate import upgrade as migrate
+    from campaign.store.database import public_url
+    from campaign.store.migrate import upgrade as migrate
 
     engine = _engine(db)
-    console.print(f"{public_url(str(engine.url.render_as_string(hide_password=False)))}: {migrate(engine)}", highlight=False)
+    console.print(
+        f"{public_url(str(engine.url.render_as_string(hide_password=False)))}: {migrate(engine)}", highlight=False
+    )
     engine.dispose()
 
 
 @db_app.command()
 def current(db: DbOption = None) -> None:
     """Print the database's schema revision and this version's newest one."""
-    from campaign.migrate import head_revision, schema_revision
+    from campaign.store.migrate import head_revision, schema_revision
 
     engine = _engine(db)
-    console.print(f"database at {schema_revision(engine) or 'no revision (empty, or made before migrations)'}; newest {head_revision()}", highlight=False)
+    console.print(
+        f"database at {schema_revision(engine) or 'no revision (empty, or made before migrations)'}; newest {head_revision()}",
+        highlight=False,
+    )
     engine.dispose()

@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from campaign.schema import CampaignFileError
+from campaign.core.schema import CampaignFileError
 from cli import commands, new, probe, reports  # noqa: F401  (each adds its commands to the app)
 from cli.app import CannotRun, UsageError, app, err
 from cli.db import db_app

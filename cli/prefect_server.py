@@ -90,8 +90,19 @@ class PrefectApi:
 def server_argv(port: int) -> list[str]:
     """Prefect's own temporary-server command line (what `SubprocessASGIServer` runs)."""
     return [
-        sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
-        "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on",
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        "prefect.server.api.server:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "error",
+        "--lifespan",
+        "on",
     ]
 
 
@@ -124,8 +135,11 @@ class TemporaryServer:
             old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self.proc = subprocess.Popen(
-                server_argv(self.port), env={**os.environ, **SERVER_ENV},
-                stdin=subprocess.DEVNULL, stdout=self._output, stderr=subprocess.STDOUT,
+                server_argv(self.port),
+                env={**os.environ, **SERVER_ENV},
+                stdin=subprocess.DEVNULL,
+                stdout=self._output,
+                stderr=subprocess.STDOUT,
             )
         finally:
             if blocked:

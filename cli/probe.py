@@ -23,8 +23,8 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from campaign import metrics
-from campaign.states import Mode, ProbeName
+from campaign.core import metrics
+from campaign.core.states import Mode, ProbeName
 from cli.app import UsageError, app, console
 
 
@@ -63,43 +63,147 @@ def _model_ids(response: httpx.Response) -> list[str]:
 @app.command()
 def probe(
     url: Annotated[str, typer.Argument(help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080")],
-    probe_name: Annotated[str, typer.Option("--probe", help="cache-probe | decode | tool-loop | agent-load | cache-ceiling | load")],
+    probe_name: Annotated[
+        str, typer.Option("--probe", help="cache-probe | decode | tool-loop | agent-load | cache-ceiling | load")
+    ],
     model: Annotated[str | None, typer.Option(help="model id to request (default: the first in /v1/models)")] = None,
     runtime: Annotated[str, typer.Option(help="runtime adapter that says where counters live")] = "external",
     mode: Annotated[list[str] | None, typer.Option("--mode", help="canonical and/or greedy (repeatable)")] = None,
     temperature: Annotated[float, typer.Option(help="canonical sampling temperature")] = 1.0,
     top_p: Annotated[float | None, typer.Option(help="canonical top_p")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write every metric and raw record here")] = None,
-    conversations: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): concurrent conversations", rich_help_panel="agent workload (agent-load, load)")] = None,
-    turns: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): turns per conversation", rich_help_panel="agent workload (agent-load, load)")] = None,
-    system_tokens: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): shared system prompt size", rich_help_panel="agent workload (agent-load, load)")] = None,
-    task_tokens: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): unique task size", rich_help_panel="agent workload (agent-load, load)")] = None,
-    turn_tokens: Annotated[int | None, typer.Option(help="agent-load, load (agent workload): tool output appended per turn", rich_help_panel="agent workload (agent-load, load)")] = None,
+    conversations: Annotated[
+        int | None,
+        typer.Option(
+            help="agent-load, load (agent workload): concurrent conversations",
+            rich_help_panel="agent workload (agent-load, load)",
+        ),
+    ] = None,
+    turns: Annotated[
+        int | None,
+        typer.Option(
+            help="agent-load, load (agent workload): turns per conversation",
+            rich_help_panel="agent workload (agent-load, load)",
+        ),
+    ] = None,
+    system_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="agent-load, load (agent workload): shared system prompt size",
+            rich_help_panel="agent workload (agent-load, load)",
+        ),
+    ] = None,
+    task_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="agent-load, load (agent workload): unique task size",
+            rich_help_panel="agent workload (agent-load, load)",
+        ),
+    ] = None,
+    turn_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="agent-load, load (agent workload): tool output appended per turn",
+            rich_help_panel="agent workload (agent-load, load)",
+        ),
+    ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="output tokens per request", rich_help_panel="sizes")] = None,
-    prompt_tokens: Annotated[int | None, typer.Option(help="cache-probe: primed prompt size; load: prompt size (synthetic workload)", rich_help_panel="sizes")] = None,
-    context: Annotated[list[int] | None, typer.Option("--context", help="decode: context sizes (repeatable)", rich_help_panel="decode")] = None,
+    prompt_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="cache-probe: primed prompt size; load: prompt size (synthetic workload)", rich_help_panel="sizes"
+        ),
+    ] = None,
+    context: Annotated[
+        list[int] | None, typer.Option("--context", help="decode: context sizes (repeatable)", rich_help_panel="decode")
+    ] = None,
     repeats: Annotated[int | None, typer.Option(help="decode: repeats per context", rich_help_panel="decode")] = None,
     trials: Annotated[int | None, typer.Option(help="tool-loop: trials", rich_help_panel="tool-loop")] = None,
-    no_baseline: Annotated[bool, typer.Option("--no-baseline", help="agent-load: skip the single-stream run", rich_help_panel="agent-load")] = False,
-    warmup: Annotated[int | None, typer.Option(help="decode: untimed trials before the timed ones (default 1)", rich_help_panel="decode")] = None,
+    no_baseline: Annotated[
+        bool, typer.Option("--no-baseline", help="agent-load: skip the single-stream run", rich_help_panel="agent-load")
+    ] = False,
+    warmup: Annotated[
+        int | None,
+        typer.Option(help="decode: untimed trials before the timed ones (default 1)", rich_help_panel="decode"),
+    ] = None,
     read_timeout: Annotated[
         float | None,
-        typer.Option("--read-timeout", metavar="SECONDS", help="a request with no byte for this long has stalled; after 2 stalls in a row the probe stops sending (default 120; agent-load: its turn timeout)"),
+        typer.Option(
+            "--read-timeout",
+            metavar="SECONDS",
+            help="a request with no byte for this long has stalled; after 2 stalls in a row the probe stops sending (default 120; agent-load: its turn timeout)",
+        ),
     ] = None,
-    load_profile: Annotated[str | None, typer.Option("--profile", help="load: synchronous | concurrent | constant | poisson | trace | sweep (default)", rich_help_panel="load")] = None,
-    rate: Annotated[float | None, typer.Option(help="load: requests per second (constant, poisson)", rich_help_panel="load")] = None,
+    load_profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile",
+            help="load: synchronous | concurrent | constant | poisson | trace | sweep (default)",
+            rich_help_panel="load",
+        ),
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="load: requests per second (constant, poisson)", rich_help_panel="load")
+    ] = None,
     concurrency: Annotated[int | None, typer.Option(help="load: clients (concurrent)", rich_help_panel="load")] = None,
-    duration: Annotated[float | None, typer.Option(metavar="SECONDS", help="load: seconds per run, each step of a sweep (default 20)", rich_help_panel="load")] = None,
-    requests: Annotated[int | None, typer.Option(help="load: requests per run (with --duration: whichever ends first)", rich_help_panel="load")] = None,
-    target: Annotated[list[str] | None, typer.Option("--target", metavar="NAME=SECONDS", help="load: a latency target every good request meets: ttft_s, tpot_s or e2e_s (repeatable)", rich_help_panel="load")] = None,
-    workload: Annotated[str | None, typer.Option(help="load: synthetic (--prompt-tokens), agent (the agent-load flags; the default when one is given) or dataset (--dataset)", rich_help_panel="load")] = None,
-    rates: Annotated[int | None, typer.Option(help="load sweep: rates between synchronous and maximum throughput (default 4)", rich_help_panel="load")] = None,
-    max_concurrency: Annotated[int | None, typer.Option(help="load sweep: clients of the maximum-throughput run (default 32)", rich_help_panel="load")] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS", help="load: seconds per run, each step of a sweep (default 20)", rich_help_panel="load"
+        ),
+    ] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(help="load: requests per run (with --duration: whichever ends first)", rich_help_panel="load"),
+    ] = None,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target",
+            metavar="NAME=SECONDS",
+            help="load: a latency target every good request meets: ttft_s, tpot_s or e2e_s (repeatable)",
+            rich_help_panel="load",
+        ),
+    ] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option(
+            help="load: synthetic (--prompt-tokens), agent (the agent-load flags; the default when one is given) or dataset (--dataset)",
+            rich_help_panel="load",
+        ),
+    ] = None,
+    rates: Annotated[
+        int | None,
+        typer.Option(
+            help="load sweep: rates between synchronous and maximum throughput (default 4)", rich_help_panel="load"
+        ),
+    ] = None,
+    max_concurrency: Annotated[
+        int | None,
+        typer.Option(help="load sweep: clients of the maximum-throughput run (default 32)", rich_help_panel="load"),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="load: seeds Poisson arrivals", rich_help_panel="load")] = None,
-    trace: Annotated[Path | None, typer.Option(metavar="FILE", help="load --profile trace: a Mooncake-style JSONL trace to replay", rich_help_panel="load")] = None,
-    block_tokens: Annotated[int | None, typer.Option(help="load trace: tokens per hash id block (default 512)", rich_help_panel="load")] = None,
-    time_scale: Annotated[float | None, typer.Option(help="load trace: recorded gaps multiplied by this (0.5: twice as fast)", rich_help_panel="load")] = None,
-    dataset: Annotated[Path | None, typer.Option(metavar="FILE", help="load: a ShareGPT-style JSON/JSONL file as the prompts (each reply's length as output, capped by --max-tokens)", rich_help_panel="load")] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE", help="load --profile trace: a Mooncake-style JSONL trace to replay", rich_help_panel="load"
+        ),
+    ] = None,
+    block_tokens: Annotated[
+        int | None, typer.Option(help="load trace: tokens per hash id block (default 512)", rich_help_panel="load")
+    ] = None,
+    time_scale: Annotated[
+        float | None,
+        typer.Option(help="load trace: recorded gaps multiplied by this (0.5: twice as fast)", rich_help_panel="load"),
+    ] = None,
+    dataset: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="load: a ShareGPT-style JSON/JSONL file as the prompts (each reply's length as output, capped by --max-tokens)",
+            rich_help_panel="load",
+        ),
+    ] = None,
 ) -> None:
     """Run one probe against a live server and print a readable summary."""
     from arms.probes import registry as probes
@@ -116,13 +220,31 @@ def probe(
     except KeyError as exc:
         raise UsageError(f"--runtime: {exc.args[0]}") from None
     given: dict[str, Any] = {
-        "conversations": conversations, "turns": turns, "system_tokens": system_tokens, "task_tokens": task_tokens,
-        "turn_tokens": turn_tokens, "max_tokens": max_tokens, "prompt_tokens": prompt_tokens, "repeats": repeats,
-        "trials": trials, "contexts": context, "modes": mode, "warmup": warmup,
-        "profile": load_profile, "rate": rate, "concurrency": concurrency, "duration_s": duration, "requests": requests,
-        "targets": _targets(target) if target else None, "workload": workload, "rates": rates,
-        "max_concurrency": max_concurrency, "seed": seed,
-        "trace": str(trace) if trace is not None else None, "block_tokens": block_tokens, "time_scale": time_scale,
+        "conversations": conversations,
+        "turns": turns,
+        "system_tokens": system_tokens,
+        "task_tokens": task_tokens,
+        "turn_tokens": turn_tokens,
+        "max_tokens": max_tokens,
+        "prompt_tokens": prompt_tokens,
+        "repeats": repeats,
+        "trials": trials,
+        "contexts": context,
+        "modes": mode,
+        "warmup": warmup,
+        "profile": load_profile,
+        "rate": rate,
+        "concurrency": concurrency,
+        "duration_s": duration,
+        "requests": requests,
+        "targets": _targets(target) if target else None,
+        "workload": workload,
+        "rates": rates,
+        "max_concurrency": max_concurrency,
+        "seed": seed,
+        "trace": str(trace) if trace is not None else None,
+        "block_tokens": block_tokens,
+        "time_scale": time_scale,
         "dataset": str(dataset) if dataset is not None else None,
     }
     if read_timeout is not None and not read_timeout > 0:
@@ -140,8 +262,12 @@ def probe(
         console.print(f"its metrics page shows a {speaks.name} server: counters read as {speaks.name}'s")
     sampling = {"temperature": temperature, "top_p": top_p}
     target = ProbeTarget(
-        base_url=url.rstrip("/"), model=served, telemetry=speaks.telemetry, dialect=speaks.dialect,
-        sampling={k: v for k, v in sampling.items() if v is not None}, read_timeout=read_timeout,
+        base_url=url.rstrip("/"),
+        model=served,
+        telemetry=speaks.telemetry,
+        dialect=speaks.dialect,
+        sampling={k: v for k, v in sampling.items() if v is not None},
+        read_timeout=read_timeout,
     )
     sink = MemorySink()
     with console.status(f"{name} against {url} ({served})..."):
@@ -169,15 +295,22 @@ def _params(spec: Any, given: dict[str, Any]) -> Any:
         return spec.params.model_validate(values)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = f"{_flag(str(first['loc'][0]))}: " if first["loc"] else ""  # a rule between fields names its fields itself
+        where = (
+            f"{_flag(str(first['loc'][0]))}: " if first["loc"] else ""
+        )  # a rule between fields names its fields itself
         raise UsageError(where + str(first["msg"]).removeprefix("Value error, ")) from None
 
 
 def _write_json(path: Path, spec: Any, url: str, served: str, params: Any, sink: Any) -> None:
     """Everything the probe measured, with its parameters and the probe's own extras."""
     doc: dict[str, Any] = {
-        "probe": spec.name, "url": url, "model": served, "params": params.model_dump(mode="json", by_alias=True),
-        "measurements": sink.measurements, "samples": sink.samples, "requests": sink.requests,
+        "probe": spec.name,
+        "url": url,
+        "model": served,
+        "params": params.model_dump(mode="json", by_alias=True),
+        "measurements": sink.measurements,
+        "samples": sink.samples,
+        "requests": sink.requests,
     }
     if spec.extras is not None:
         doc.update(spec.extras(sink.measurements, sink.requests))
@@ -186,7 +319,13 @@ def _write_json(path: Path, spec: Any, url: str, served: str, params: Any, sink:
 
 
 COUNTED_ELSEWHERE = (metrics.ERRORS.name, metrics.NOT_RUN.name)  # failures: in the table by kind, not as medians of 1
-FLAGS = {"contexts": "--context", "modes": "--mode", "duration_s": "--duration", "targets": "--target", "profile": "--profile"}
+FLAGS = {
+    "contexts": "--context",
+    "modes": "--mode",
+    "duration_s": "--duration",
+    "targets": "--target",
+    "profile": "--profile",
+}
 
 
 def _flag(field: str) -> str:
@@ -219,7 +358,9 @@ def _print_summary(name: str, sink: Any) -> int:
     console.print(line + (f", {len(not_run)} not run" if not_run else ""))
     if not_run:
         reason = not_run[0].split(": ", 1)[-1]
-        console.print(f"  [yellow]{reason}: the probe sent nothing more; {len(not_run)} request(s) recorded as not run[/yellow]")
+        console.print(
+            f"  [yellow]{reason}: the probe sent nothing more; {len(not_run)} request(s) recorded as not run[/yellow]"
+        )
     if kinds:
         table = Table(title="failed requests by kind", title_justify="left")
         for col in ("error", "count", "first message"):
@@ -231,7 +372,9 @@ def _print_summary(name: str, sink: Any) -> int:
     for m in sink.measurements:
         if m["metric"] == metrics.CEILING_SEARCH_ERROR_AT.name:
             kind = m["source"].split("; ", 1)[0]
-            console.print(f"  [yellow]{m['mode']}: the ceiling search stopped on an error ({kind}) at {m['value']:.0f} tokens, not where reuse died[/yellow]")
+            console.print(
+                f"  [yellow]{m['mode']}: the ceiling search stopped on an error ({kind}) at {m['value']:.0f} tokens, not where reuse died[/yellow]"
+            )
     view = VIEWS.get(name, View())
     view.show(sink)
     if not view.metrics_table:
@@ -251,7 +394,9 @@ def _print_summary(name: str, sink: Any) -> int:
         table.add_column(col)
     for (metric, scenario, mode_), values in sorted(groups.items()):
         style = "dim" if mode_ == Mode.GREEDY.value else ""
-        table.add_row(metric, scenario, mode_, f"{statistics.median(values):.4g}", str(len(values)), units[metric], style=style)
+        table.add_row(
+            metric, scenario, mode_, f"{statistics.median(values):.4g}", str(len(values)), units[metric], style=style
+        )
     console.print(table)
     return ok
 
@@ -314,11 +459,25 @@ def _print_load(sink: Any) -> None:
     rows = curve_rows(sink.measurements)
     widest = max((len(r["scenario"]) for r in rows), default=3)
     for mode_ in dict.fromkeys(r["mode"] for r in rows):
-        title = (f"load, {mode_}: offered, thru(ughput) and goodput in req/s over each run's window (drain "
-                 "apart, in --json), latencies and schedule lag in ms, queue: most waiting")
-        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+        title = (
+            f"load, {mode_}: offered, thru(ughput) and goodput in req/s over each run's window (drain "
+            "apart, in --json), latencies and schedule lag in ms, queue: most waiting"
+        )
+        table = Table(
+            title=title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            padding=(0, 1, 0, 0),
+        )
         for name, _, _ in columns:  # fits 80 columns; the run's name is never cut
-            table.add_column(name, justify="left" if name == "run" else "right", no_wrap=True, min_width=widest if name == "run" else None)
+            table.add_column(
+                name,
+                justify="left" if name == "run" else "right",
+                no_wrap=True,
+                min_width=widest if name == "run" else None,
+            )
         for r in (r for r in rows if r["mode"] == mode_):
             cells = [r["scenario"]]
             for _, key, scale in columns[1:]:
@@ -329,15 +488,25 @@ def _print_load(sink: Any) -> None:
         waits = metrics.IN_FLIGHT_CAP_WAITS.name
         for r in rows:
             if r["mode"] == mode_ and r.get(waits):
-                console.print(f"  [yellow]{r['scenario']}: {r[waits]:.0f} send(s) waited for the in-flight cap; their lag includes the wait[/yellow]")
+                console.print(
+                    f"  [yellow]{r['scenario']}: {r[waits]:.0f} send(s) waited for the in-flight cap; their lag includes the wait[/yellow]"
+                )
     reported, implies = metrics.TRACE_REUSE.name, metrics.TRACE_IMPLIED_REUSE.name
-    reuse = {(m["mode"], m["scenario"], m["metric"]): float(m["value"]) for m in sink.measurements
-             if m["metric"] in (reported, implies)}
+    reuse = {
+        (m["mode"], m["scenario"], m["metric"]): float(m["value"])
+        for m in sink.measurements
+        if m["metric"] in (reported, implies)
+    }
     for (mode_, scenario, metric), value in reuse.items():
         if metric == reported:
             implied = reuse.get((mode_, scenario, implies))
-            console.print(f"{scenario} ({mode_}): prefix reuse {value:.0%} as the server reported it; "
-                          f"the trace implies {implied:.0%} (an unbounded cache)" if implied is not None else "", highlight=False)
+            console.print(
+                f"{scenario} ({mode_}): prefix reuse {value:.0%} as the server reported it; "
+                f"the trace implies {implied:.0%} (an unbounded cache)"
+                if implied is not None
+                else "",
+                highlight=False,
+            )
     for (mode_, _ctx), cell in sweep_result(sink.measurements).items():
         console.print(
             f"[bold]sweep ({mode_})[/bold]: max goodput {cell.get(metrics.MAX_GOODPUT_RPS.name, 0):.3g} req/s "
@@ -345,8 +514,11 @@ def _print_load(sink: Any) -> None:
         )
         if cell.get(metrics.SWEEP_RATES_SKIPPED.name):
             saved = cell.get(metrics.SWEEP_TIME_SAVED_S.name)
-            console.print(f"  {cell.get(f'{metrics.SWEEP_RATES_SKIPPED.name}_source', '')}" + (f" ({saved:.0f} s of device time saved)" if saved else ""),
-                          highlight=False)
+            console.print(
+                f"  {cell.get(f'{metrics.SWEEP_RATES_SKIPPED.name}_source', '')}"
+                + (f" ({saved:.0f} s of device time saved)" if saved else ""),
+                highlight=False,
+            )
 
 
 @dataclass(frozen=True)
@@ -361,6 +533,8 @@ class View:
 
 
 VIEWS = {
-    ProbeName.AGENT_LOAD.value: View(_print_turns, shown=lambda s: s.startswith(("c", "baseline-t")) and s != "summary"),
+    ProbeName.AGENT_LOAD.value: View(
+        _print_turns, shown=lambda s: s.startswith(("c", "baseline-t")) and s != "summary"
+    ),
     ProbeName.LOAD.value: View(_print_load, metrics_table=False),
 }

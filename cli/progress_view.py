@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from campaign.schema import CampaignSpec
+from campaign.core.schema import CampaignSpec
 
 LINE_EVERY_S = 10.0
 
@@ -24,8 +24,13 @@ class CampaignProgress:
     def __init__(self, console: Console, spec: CampaignSpec, items: int | None = None):
         self.spec = spec
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, transient=False,
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
         )
         self._unsubscribe: Any = None
         self.items = self.progress.add_task("queue", total=items or len(spec.queue))
@@ -44,8 +49,12 @@ class CampaignProgress:
                 p.advance(self.items)
             if data.get("state") not in ("done",):
                 state, reason = str(data["state"]), str(data.get("reason", ""))
-                reason = reason.removeprefix(state).lstrip(" :") if reason.startswith(state) else reason  # "interrupted interrupted by ..."
-                p.console.print(f"  item {escape(data['item'])}: [yellow]{escape(state)}[/yellow] {escape(reason)}".rstrip())
+                reason = (
+                    reason.removeprefix(state).lstrip(" :") if reason.startswith(state) else reason
+                )  # "interrupted interrupted by ..."
+                p.console.print(
+                    f"  item {escape(data['item'])}: [yellow]{escape(state)}[/yellow] {escape(reason)}".rstrip()
+                )
             elif data.get("reason"):  # an item that added blocks until its gate was settled says how many
                 p.console.print(f"  item {escape(data['item'])}: done, {escape(str(data['reason']))}")
         elif kind == "block-check":
@@ -71,15 +80,22 @@ class CampaignProgress:
         elif kind == "arm-done":
             p.update(self.arm, description=escape(f"arm {data['arm']}: {data['state']}"))
         elif kind == "device-wait":
-            p.console.print(f"  arm {escape(str(data['arm']))}: [yellow]{escape(str(data['message']))}[/yellow]", soft_wrap=True)
+            p.console.print(
+                f"  arm {escape(str(data['arm']))}: [yellow]{escape(str(data['message']))}[/yellow]", soft_wrap=True
+            )
         elif kind == "probe-warning":
-            p.console.print(f"  arm {escape(str(data['arm']))}: {escape(str(data['probe']))}: "
-                            f"[yellow]warning: {escape(str(data['message']))}[/yellow]", soft_wrap=True)
+            p.console.print(
+                f"  arm {escape(str(data['arm']))}: {escape(str(data['probe']))}: "
+                f"[yellow]warning: {escape(str(data['message']))}[/yellow]",
+                soft_wrap=True,
+            )
         elif kind == "verdict":
             if self._verdicts.get(str(data["gate"])) == data["verdict"]:
                 return  # the same verdict with a new reason (the family grew): the status table shows it
             self._verdicts[str(data["gate"])] = str(data["verdict"])
-            p.console.print(f"  gate {escape(data['gate'])}: [bold]{escape(data['verdict'])}[/bold] {escape(data['reason'])}")
+            p.console.print(
+                f"  gate {escape(data['gate'])}: [bold]{escape(data['verdict'])}[/bold] {escape(data['reason'])}"
+            )
 
     def _request(self, data: dict[str, Any]) -> None:
         arm = str(data["arm"])

@@ -21,7 +21,8 @@ def export(
     name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: latest)")] = None,
 ) -> None:
     """Write measurements, samples and verdicts as tables (one file each)."""
-    from reports.export import ExportError, export as run_export
+    from reports.export import ExportError
+    from reports.export import export as run_export
 
     store, row = open_campaign(db, name)
     try:
@@ -36,8 +37,16 @@ def export(
 def ui(
     workdir: Annotated[Path, typer.Option(help="where the server's log and pid go")] = Path(".campaign"),
     port: Annotated[int, typer.Option(help="port of the local server")] = 4200,
-    write_profile: Annotated[bool, typer.Option("--write-profile", help="also set PREFECT_API_URL in your active Prefect profile, for runs from any folder (put back by --stop)")] = False,
-    stop: Annotated[bool, typer.Option("--stop", help="stop the server `campaign ui` started, forget it, and exit")] = False,
+    write_profile: Annotated[
+        bool,
+        typer.Option(
+            "--write-profile",
+            help="also set PREFECT_API_URL in your active Prefect profile, for runs from any folder (put back by --stop)",
+        ),
+    ] = False,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="stop the server `campaign ui` started, forget it, and exit")
+    ] = False,
 ) -> None:
     """Start or find a local Prefect server with its UI; runs from this folder report to it.
 
@@ -48,7 +57,11 @@ def ui(
 
     if stop:
         stopped = stop_server(workdir)
-        console.print("Prefect server stopped." if stopped else f"no server started by `campaign ui` is running (no live pid in {workdir})")
+        console.print(
+            "Prefect server stopped."
+            if stopped
+            else f"no server started by `campaign ui` is running (no live pid in {workdir})"
+        )
         if forget_ui_record():
             console.print("runs from this folder use a temporary Prefect server again", markup=False, highlight=False)
         restored = restore_profile(workdir)
@@ -66,8 +79,13 @@ def ui(
     else:
         console.print(f"a Prefect server already answers at {result.api_url}")
     if result.profile_written:
-        console.print(f"PREFECT_API_URL={result.api_url} written to the active Prefect profile: `campaign ui --stop` puts it back")
+        console.print(
+            f"PREFECT_API_URL={result.api_url} written to the active Prefect profile: `campaign ui --stop` puts it back"
+        )
     elif result.recorded is not None:
-        console.print(f"recorded in {result.recorded}: `campaign run` from this folder reports to it (your Prefect profile is unchanged)",
-                      markup=False, highlight=False)
+        console.print(
+            f"recorded in {result.recorded}: `campaign run` from this folder reports to it (your Prefect profile is unchanged)",
+            markup=False,
+            highlight=False,
+        )
     console.print(f"Prefect UI: [bold]{result.ui_url}[/bold]")

@@ -10,14 +10,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from campaign.store import Store
-from campaign.summary import Summary, attempt_links, summarize, ui_base
+from campaign.store.store import Store
+from campaign.store.summary import Summary, attempt_links, summarize, ui_base
 from flows.prefect_api import configured_api_url
 from reports.answer import answers, question, usual_level
 
 STATE_STYLE = {
-    "done": "green", "running": "cyan", "pending": "white", "failed": "red", "blocked": "yellow",
-    "pass": "bold green", "fail": "bold red", "control": "blue", "inconclusive": "magenta",
+    "done": "green",
+    "running": "cyan",
+    "pending": "white",
+    "failed": "red",
+    "blocked": "yellow",
+    "pass": "bold green",
+    "fail": "bold red",
+    "control": "blue",
+    "inconclusive": "magenta",
 }
 
 
@@ -47,21 +54,26 @@ def render_answer(console: Console, s: Summary, width: int) -> None:
     asked = question(s)
     if asked:
         console.print(f"[bold]Question:[/bold] {escape(asked)}", soft_wrap=False)
-    console.print(f"[bold]Answer[/bold] ({usual_level(s)} unless marked; the reasons: campaign status --verbose)", highlight=False)
+    console.print(
+        f"[bold]Answer[/bold] ({usual_level(s)} unless marked; the reasons: campaign status --verbose)", highlight=False
+    )
     for a in answers(s):
         style = STATE_STYLE.get(a.verdict, "")
         for i, line in enumerate(a.lines(width - 2)):
             text = escape(line)
             if i == 0 and style:
                 word = escape(a.word)
-                text = f"[{style}]{word}[/]" + text[len(word):]
+                text = f"[{style}]{word}[/]" + text[len(word) :]
             console.print("  " + text, highlight=False, soft_wrap=True)
 
 
 def _render_gates(console: Console, s: Summary, width: int) -> None:
     arms_of = {g.id: "/".join(g.subjects) + (f" vs {'/'.join(g.baseline)}" if g.baseline else "") for g in s.gates}
-    fixed = [_longest(["gate", *(g.id for g in s.gates)]), _longest(["verdict", *(str(g.verdict) for g in s.gates)]),
-             min(_arms_max(width), _longest(["arms", *arms_of.values()]))]
+    fixed = [
+        _longest(["gate", *(g.id for g in s.gates)]),
+        _longest(["verdict", *(str(g.verdict) for g in s.gates)]),
+        min(_arms_max(width), _longest(["arms", *arms_of.values()])),
+    ]
     title_w, reason_w = fit(width, fixed, _longest(g.title for g in s.gates), _longest(g.reason for g in s.gates))
     gates = Table(title="Gate verdicts", title_justify="left")
     gates.add_column("gate", no_wrap=True, width=fixed[0])
@@ -71,17 +83,30 @@ def _render_gates(console: Console, s: Summary, width: int) -> None:
     gates.add_column("arms", width=fixed[2], overflow="fold")
     gates.add_column("reason", width=reason_w, overflow="fold")
     for g in s.gates:
-        cells = [escape(g.id), *([escape(g.title)] if title_w else []), f"[{STATE_STYLE.get(g.verdict, '')}]{g.verdict}[/]",
-                 escape(arms_of[g.id]), escape(g.reason)]
+        cells = [
+            escape(g.id),
+            *([escape(g.title)] if title_w else []),
+            f"[{STATE_STYLE.get(g.verdict, '')}]{g.verdict}[/]",
+            escape(arms_of[g.id]),
+            escape(g.reason),
+        ]
         gates.add_row(*cells)
     console.print(gates)
 
 
 def _render_queue(console: Console, s: Summary, width: int) -> None:
     notes = ["; ".join(x for x in (item.overrides, item.reason, item.isolation) if x) for item in s.items]
-    columns = {"item": [i.key for i in s.items], "arms": ["/".join(i.arms) for i in s.items], "gate": [i.gate or "" for i in s.items],
-               "state": [str(i.state) for i in s.items], "tries": [str(i.attempts) for i in s.items]}
-    fixed = [min(_arms_max(width) if name in ("arms", "item") else 99, _longest([name, *values])) for name, values in columns.items()]
+    columns = {
+        "item": [i.key for i in s.items],
+        "arms": ["/".join(i.arms) for i in s.items],
+        "gate": [i.gate or "" for i in s.items],
+        "state": [str(i.state) for i in s.items],
+        "tries": [str(i.attempts) for i in s.items],
+    }
+    fixed = [
+        min(_arms_max(width) if name in ("arms", "item") else 99, _longest([name, *values]))
+        for name, values in columns.items()
+    ]
     title_w, note_w = fit(width, fixed, _longest(i.title for i in s.items), _longest(notes))
     queue = Table(title="Campaign queue", title_justify="left")
     queue.add_column("item", width=fixed[0], overflow="fold")
@@ -92,8 +117,13 @@ def _render_queue(console: Console, s: Summary, width: int) -> None:
     queue.add_column("note", width=note_w, overflow="fold")
     for item, note in zip(s.items, notes):
         queue.add_row(
-            escape(item.key), *([escape(item.title)] if title_w else []), escape("/".join(item.arms)), escape(item.gate or ""),
-            f"[{STATE_STYLE.get(item.state, '')}]{item.state}[/]", str(item.attempts), escape(note),
+            escape(item.key),
+            *([escape(item.title)] if title_w else []),
+            escape("/".join(item.arms)),
+            escape(item.gate or ""),
+            f"[{STATE_STYLE.get(item.state, '')}]{item.state}[/]",
+            str(item.attempts),
+            escape(note),
         )
     console.print(queue)
 

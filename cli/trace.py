@@ -1,7 +1,7 @@
 """`campaign trace`: make a request trace of a chosen shape, or describe one.
 
 A trace is the Mooncake-style JSONL the load probe's `trace` profile replays
-(`campaign.traces`); `make` writes one the project generated, so examples and tests replay
+(`arms.workloads.traces`); `make` writes one the project generated, so examples and tests replay
 a real file, and `show` says what a trace holds before a campaign spends a server on it.
 """
 
@@ -14,7 +14,9 @@ import typer
 
 from cli.app import UsageError, console
 
-trace_app = typer.Typer(help="Request traces (Mooncake-style JSONL) for the load probe's trace profile.", no_args_is_help=True)
+trace_app = typer.Typer(
+    help="Request traces (Mooncake-style JSONL) for the load probe's trace profile.", no_args_is_help=True
+)
 
 
 @trace_app.command("make")
@@ -34,14 +36,24 @@ def make(
     force: Annotated[bool, typer.Option("--force", help="overwrite an existing file")] = False,
 ) -> None:
     """Write a trace of agent sessions sharing a system prompt, their history growing each turn."""
-    from campaign.traces import TraceShape, make_trace, write_trace
+    from arms.workloads.traces import TraceShape, make_trace, write_trace
 
     if out.exists() and not force:
         raise UsageError(f"{out} exists; pass --force to overwrite it")
     try:
-        shape = TraceShape(sessions=sessions, turns=turns, system_blocks=system_blocks, task_blocks=task_blocks,
-                           turn_blocks=turn_blocks, session_rate=session_rate, think_s=think_s, output_min=output_min,
-                           output_max=output_max, block_tokens=block_tokens, seed=seed)
+        shape = TraceShape(
+            sessions=sessions,
+            turns=turns,
+            system_blocks=system_blocks,
+            task_blocks=task_blocks,
+            turn_blocks=turn_blocks,
+            session_rate=session_rate,
+            think_s=think_s,
+            output_min=output_min,
+            output_max=output_max,
+            block_tokens=block_tokens,
+            seed=seed,
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -60,7 +72,7 @@ def show(
 
 
 def _describe(file: Path, block_tokens: int) -> None:
-    from campaign.traces import TraceError, implied_cached_tokens, read_trace
+    from arms.workloads.traces import TraceError, implied_cached_tokens, read_trace
 
     try:
         requests = read_trace(file, block_tokens)
@@ -75,5 +87,6 @@ def _describe(file: Path, block_tokens: int) -> None:
         f"{len(requests)} requests over {span:.1f} s ({rate}); input tokens {inputs[0]}-{inputs[-1]} "
         f"(median {inputs[len(inputs) // 2]}), output {outputs[0]}-{outputs[-1]}; "
         f"implied prefix reuse {implied:.0%} (an unbounded cache, from hash_ids)",
-        highlight=False, soft_wrap=True,
+        highlight=False,
+        soft_wrap=True,
     )

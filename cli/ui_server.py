@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from campaign.processes import stop_group
+from campaign.core.processes import stop_group
 from flows.prefect_api import RECORDED, UI_RECORD, configured_api, read_ui_record, write_ui_record
 
 HOST = "127.0.0.1"
@@ -79,7 +79,9 @@ def start_server(workdir: Path, command: list[str], api_url: str, timeout_s: flo
     env = dict(os.environ, PREFECT_SERVER_ANALYTICS_ENABLED="false")
     env.pop("PREFECT_API_URL", None)
     with log.open("ab") as sink:
-        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
     (workdir / "prefect-server.pid").write_text(str(proc.pid))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -165,8 +167,14 @@ def restore_profile(workdir: Path) -> str | None:
     return f"PREFECT_API_URL removed from Prefect profile {name!r} (runs use a temporary local server again)"
 
 
-def ensure_ui(workdir: Path, *, write_config: bool = False, command: list[str] | None = None, api_url: str = DEFAULT_API,
-              record: Path | None = Path(UI_RECORD)) -> UiResult:
+def ensure_ui(
+    workdir: Path,
+    *,
+    write_config: bool = False,
+    command: list[str] | None = None,
+    api_url: str = DEFAULT_API,
+    record: Path | None = Path(UI_RECORD),
+) -> UiResult:
     """Find or start the server. `write_config` writes the active Prefect profile (opt-in);
     otherwise, with `record`, the server is recorded for runs from this folder."""
     configured = configured_api()

@@ -19,7 +19,7 @@ import re
 import signal
 from collections.abc import Callable
 
-from campaign.schema import NAME
+from campaign.core.schema import NAME
 
 
 class BadHost(ValueError):
@@ -50,9 +50,9 @@ def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
     os.environ["CAMPAIGN_HOST"] = host
     os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "true"  # a lasting server: its UI shows the arms' logs
     heed_ctrl_c()
+    from campaign.store.database import db_url
+    from campaign.store.store import Store
     from cli.prefect_server import PrefectUnavailable, check_configured
-    from campaign.database import db_url
-    from campaign.store import Store
 
     try:
         api = check_configured()
@@ -75,13 +75,17 @@ def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
     from flows.placement import campaign_deployment_name, deployment_name
 
     name, launch = deployment_name(host), campaign_deployment_name(host)
-    say(f"worker for host {host}: serving deployment arm/{name} (and campaign/{launch}) from Prefect {api}, database {where}; Ctrl-C stops")
+    say(
+        f"worker for host {host}: serving deployment arm/{name} (and campaign/{launch}) from Prefect {api}, database {where}; Ctrl-C stops"
+    )
     serve(
         arm_flow.to_deployment(name=name, tags=[f"host:{host}"]),
         campaign_launch_flow.to_deployment(
-            name=launch, tags=[f"host:{host}"],
+            name=launch,
+            tags=[f"host:{host}"],
             description=f"Run a campaign (its name in the shared database, or a campaign file on {host}) from host {host}.",
         ),
-        print_starting_message=False, pause_on_shutdown=False,
+        print_starting_message=False,
+        pause_on_shutdown=False,
     )
     say(f"worker for host {host} stopped")

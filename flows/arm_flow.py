@@ -23,12 +23,12 @@ from arms.runtimes import catalog as runtimes
 from arms.runtimes.base import RuntimeAdapter
 from arms.runtimes.launching import LaunchBlocked, LaunchContext, LaunchSpec
 from arms.server import ServerProcess, ServerStartError, free_port
-from campaign.liveness import AttemptHeartbeat
-from campaign.processes import rss_of_group
-from campaign.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, recipe_value_text
-from campaign.states import AttemptState, ProbeRunState
-from campaign.store import RequestOutcome, Store
-from campaign.tables import AttemptRow, ProbeRunRow, utcnow
+from campaign.core.processes import rss_of_group
+from campaign.core.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, recipe_value_text
+from campaign.core.states import AttemptState, ProbeRunState
+from campaign.store.liveness import AttemptHeartbeat
+from campaign.store.store import RequestOutcome, Store
+from campaign.store.tables import AttemptRow, ProbeRunRow, utcnow
 from flows import interrupt
 from flows.attempt import Attempt
 from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, ArmRun, Link, ProbeRun
@@ -44,10 +44,18 @@ def run_probe(job: ProbeRun) -> int:
     store = Store(job.store_url)
     speaks = runtimes.get(job.speaks)
     probe, context, arm_id = job.probe, job.context, job.arm_id
-    run = store.add(ProbeRunRow(attempt_id=job.attempt_id, probe=probe, context=context, settings_hash=job.settings_hash))
+    run = store.add(
+        ProbeRunRow(attempt_id=job.attempt_id, probe=probe, context=context, settings_hash=job.settings_hash)
+    )
     target = ProbeTarget(
-        base_url=job.base_url, model=job.model, telemetry=speaks.telemetry, dialect=speaks.dialect, sampling=job.sampling,
-        simulated=job.simulated, log_path=job.log_path, cached_tokens_field=job.cached_tokens_field,
+        base_url=job.base_url,
+        model=job.model,
+        telemetry=speaks.telemetry,
+        dialect=speaks.dialect,
+        sampling=job.sampling,
+        simulated=job.simulated,
+        log_path=job.log_path,
+        cached_tokens_field=job.cached_tokens_field,
     )
     pspec = probes.get(probe)
     params = pspec.params.model_validate_json(job.params_json)
@@ -55,7 +63,9 @@ def run_probe(job: ProbeRun) -> int:
     # The sink's writer thread stores rows in batches; closing it writes the rest. It is
     # closed before the run's state changes, so a run marked done has all its rows, and a
     # failed one keeps what was measured before the failure.
-    sink = StoreSink(store, job.campaign_id, job.attempt_id, run.id, job.item_key, arm_id, probe, job.simulated, context, job.repeat)
+    sink = StoreSink(
+        store, job.campaign_id, job.attempt_id, run.id, job.item_key, arm_id, probe, job.simulated, context, job.repeat
+    )
     try:
         try:
             interrupt.run_cancellable(pspec.run(target, sink, params))
@@ -69,9 +79,13 @@ def run_probe(job: ProbeRun) -> int:
         sink.close()
     except BaseException as exc:
         if isinstance(exc, interrupt.CampaignInterrupted):  # not a task failure: the arm flow records the stop
-            store.update(ProbeRunRow, run.id, state=ProbeRunState.INTERRUPTED, error="interrupted by the user", ended_at=utcnow())
+            store.update(
+                ProbeRunRow, run.id, state=ProbeRunState.INTERRUPTED, error="interrupted by the user", ended_at=utcnow()
+            )
             return 0
-        store.update(ProbeRunRow, run.id, state=ProbeRunState.FAILED, error=f"{type(exc).__name__}: {exc}", ended_at=utcnow())
+        store.update(
+            ProbeRunRow, run.id, state=ProbeRunState.FAILED, error=f"{type(exc).__name__}: {exc}", ended_at=utcnow()
+        )
         raise
     store.update(ProbeRunRow, run.id, state=ProbeRunState.DONE, ended_at=utcnow())
     emit("probe-done", arm=arm_id, probe=probe, context=context)
@@ -91,7 +105,13 @@ def run_seed(campaign_name: str, item_key: str, arm_id: str, block: int, attempt
 
 
 def _launch_context(
-    spec: CampaignSpec, item: QueueItem, arm_id: str, port: int, overrides: dict[str, Any], workdir: Path, tools: bool,
+    spec: CampaignSpec,
+    item: QueueItem,
+    arm_id: str,
+    port: int,
+    overrides: dict[str, Any],
+    workdir: Path,
+    tools: bool,
     start_seed: int = 0,
 ) -> LaunchContext:
     arm = spec.arm(arm_id)
@@ -143,14 +163,20 @@ def launch_differences(spec: CampaignSpec, lead: QueueItem, item: QueueItem, arm
     out = []
     for key, by_arm in pairs.items():
         field = key.removeprefix("recipe.") if key.startswith("recipe.") else ""
-        text = {arm_id: " vs ".join("unset" if v is _UNSET else recipe_value_text(field, v) for v in pair)
-                for arm_id, pair in by_arm.items()}
+        text = {
+            arm_id: " vs ".join("unset" if v is _UNSET else recipe_value_text(field, v) for v in pair)
+            for arm_id, pair in by_arm.items()
+        }
         alike = len(by_arm) == len(arms) and len(set(text.values())) == 1
-        out.append(f"{key} differs ({next(iter(text.values())) if alike else ', '.join(f'{a}: {t}' for a, t in text.items())})")
+        out.append(
+            f"{key} differs ({next(iter(text.values())) if alike else ', '.join(f'{a}: {t}' for a, t in text.items())})"
+        )
     return out
 
 
-def launch_refusal(spec: CampaignSpec, store: Store, campaign_id: int, link: Link, arm_id: str, lead: QueueItem, fresh: bool) -> str:
+def launch_refusal(
+    spec: CampaignSpec, store: Store, campaign_id: int, link: Link, arm_id: str, lead: QueueItem, fresh: bool
+) -> str:
     """Why the chained attempt `link` may not run on the server `lead` launched ('' when it
     may): the settings that differ. The attempt runs with the overrides stored on it when it
     is continued (an interrupted one, not `fresh`: a rerun's `--set` values), else the
@@ -204,23 +230,36 @@ def arm_flow(run: ArmRun) -> ArmOutcome:
 
     overrides = run.overrides
     attempt = Attempt.claim(
-        store, run.campaign_id, run.item_key, run.arm_id, overrides, run.repeat, run.fresh, run.block,
+        store,
+        run.campaign_id,
+        run.item_key,
+        run.arm_id,
+        overrides,
+        run.repeat,
+        run.fresh,
+        run.block,
         flow_run_id=str(flow_run.id or ""),
     )
     if attempt.how == "done":
         return attempt.outcome(AttemptState.DONE).chained(
-            [_not_run(run.arm_id, link, "its first attempt was done before") for link in run.then])
+            [_not_run(run.arm_id, link, "its first attempt was done before") for link in run.then]
+        )
     if attempt.how == "resumed":
         overrides = stored_overrides(attempt.row)
         item = item.model_copy(update={"overrides": overrides})  # its recipe.* keys reach the launch
-    with interrupt.stop_on_sigterm() as stop, AttemptHeartbeat(store, attempt.id):  # a worker's cancelled run stops as on Ctrl-C
+    with (
+        interrupt.stop_on_sigterm() as stop,
+        AttemptHeartbeat(store, attempt.id),
+    ):  # a worker's cancelled run stops as on Ctrl-C
         result = _hold_and_run(spec, store, run, item, attempt, overrides)
     return stop.end_state(result) or run_state(result)  # type: ignore[return-value]
 
 
 def _not_run(arm_id: str, link: Link, why: str) -> ArmOutcome:
     """A chained attempt this flow did not run: the campaign flow runs it on its own."""
-    return ArmOutcome(arm_id, NOT_RUN_ON_KEPT, f"not run on the kept server: {why}", repeat=link.repeat, item_key=link.item_key)
+    return ArmOutcome(
+        arm_id, NOT_RUN_ON_KEPT, f"not run on the kept server: {why}", repeat=link.repeat, item_key=link.item_key
+    )
 
 
 class ArmNotDone(Exception):
@@ -271,7 +310,12 @@ def stored_overrides(attempt: AttemptRow) -> dict[str, Any]:
 
 
 def _hold_and_run(
-    spec: CampaignSpec, store: Store, arm_run: ArmRun, item: QueueItem, attempt: Attempt, overrides: dict[str, Any],
+    spec: CampaignSpec,
+    store: Store,
+    arm_run: ArmRun,
+    item: QueueItem,
+    attempt: Attempt,
+    overrides: dict[str, Any],
 ) -> ArmOutcome:
     item_key, arm_id = item.key, attempt.arm_id
     links = list(arm_run.then)
@@ -286,8 +330,12 @@ def _hold_and_run(
     try:
         if arm_run.device_limit:
             lock = DeviceLock(
-                arm_run.device_limit, on_lease=record_lease, device=spec.runtime(spec.arm(arm_id).runtime).device,
-                attempt=attempt.id, what=f"{arm_run.campaign_name}: {item_key}/{arm_id}", on_wait=attempt.waiting_for_device,
+                arm_run.device_limit,
+                on_lease=record_lease,
+                device=spec.runtime(spec.arm(arm_id).runtime).device,
+                attempt=attempt.id,
+                what=f"{arm_run.campaign_name}: {item_key}/{arm_id}",
+                on_wait=attempt.waiting_for_device,
             )
             with lock:
                 outcome = run()
@@ -296,7 +344,11 @@ def _hold_and_run(
     except interrupt.CampaignInterrupted:  # stopped while waiting for the device
         outcome = attempt.interrupted()
     ran = {o.item_key for o in chained}
-    last = f"{chained[-1].item_key}/{arm_id} before it ended {chained[-1].state}" if chained else f"{item_key}/{arm_id} ended {outcome.state}"
+    last = (
+        f"{chained[-1].item_key}/{arm_id} before it ended {chained[-1].state}"
+        if chained
+        else f"{item_key}/{arm_id} ended {outcome.state}"
+    )
     chained += [_not_run(arm_id, link, last) for link in links if link.item_key not in ran]
     return outcome.chained(chained)
 
@@ -364,8 +416,19 @@ def _run_arm(
                     return attempt.failed(f"{exc}: {verdict.message}")
 
             speaks, target, identity = _attach(spec, arm_id, adapter, base_url, launch, log_path)
-            served = Served(server, adapter, speaks, target, identity, attempt.campaign_id, attempt.id, server_facts, arm.recipe.slots,
-                            start_block, item)
+            served = Served(
+                server,
+                adapter,
+                speaks,
+                target,
+                identity,
+                attempt.campaign_id,
+                attempt.id,
+                server_facts,
+                arm.recipe.slots,
+                start_block,
+                item,
+            )
             outcome = _probe_attempt(spec, store, item, attempt, overrides, served)
         except Exception as exc:
             return _ended_by(exc, attempt, server)  # read before the server is stopped
@@ -377,7 +440,12 @@ def _run_arm(
 
 
 def _attach(
-    spec: CampaignSpec, arm_id: str, adapter: RuntimeAdapter, base_url: str, launch: LaunchSpec | None, log_path: Path,
+    spec: CampaignSpec,
+    arm_id: str,
+    adapter: RuntimeAdapter,
+    base_url: str,
+    launch: LaunchSpec | None,
+    log_path: Path,
 ) -> tuple[RuntimeAdapter, ProbeTarget, dict[str, Any]]:
     """The probe target for a live server, and what the server says it serves (with the
     identity flags). A server at a URL may be any runtime: its telemetry and dialect are
@@ -405,7 +473,13 @@ def _attach(
 
 
 def _run_links(
-    spec: CampaignSpec, store: Store, links: list[Link], arm_id: str, fresh: bool, served: Served, chained: list[ArmOutcome] | None,
+    spec: CampaignSpec,
+    store: Store,
+    links: list[Link],
+    arm_id: str,
+    fresh: bool,
+    served: Served,
+    chained: list[ArmOutcome] | None,
 ) -> None:
     """The chained attempts on the kept server, in order, while it lives and each ends
     done; the rest run on servers of their own (the campaign flow sees them not run)."""
@@ -447,7 +521,12 @@ class Served:
 
 
 def _probe_attempt(
-    spec: CampaignSpec, store: Store, item: QueueItem, attempt: Attempt, overrides: dict[str, Any], served: Served,
+    spec: CampaignSpec,
+    store: Store,
+    item: QueueItem,
+    attempt: Attempt,
+    overrides: dict[str, Any],
+    served: Served,
 ) -> ArmOutcome:
     """Record the server's identity on the attempt, run its item's probes not finished
     before, and end it (done, or failed when every request failed)."""
@@ -473,10 +552,22 @@ def _probe_attempt(
             interrupt.check()
             params = probe_params(spec, item, probe, context, overrides, arm.context, block=row.repeat)
             job = ProbeRun(
-                store_url=store.public_url, campaign_id=campaign_id, attempt_id=attempt.id, repeat=row.repeat,
-                item_key=item.key, arm_id=arm_id, probe=str(probe), context=context, base_url=target.base_url,
-                speaks=served.speaks.name, simulated=target.simulated, model=target.model, sampling=target.sampling, params_json=params.model_dump_json(),
-                cached_tokens_field=target.cached_field, log_path=target.log_path,
+                store_url=store.public_url,
+                campaign_id=campaign_id,
+                attempt_id=attempt.id,
+                repeat=row.repeat,
+                item_key=item.key,
+                arm_id=arm_id,
+                probe=str(probe),
+                context=context,
+                base_url=target.base_url,
+                speaks=served.speaks.name,
+                simulated=target.simulated,
+                model=target.model,
+                sampling=target.sampling,
+                params_json=params.model_dump_json(),
+                cached_tokens_field=target.cached_field,
+                log_path=target.log_path,
                 settings_hash=probe_settings_hash(probe, params, overrides),
             )
             run_probe.with_options(task_run_name=job.name)(job)
@@ -498,11 +589,25 @@ def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: 
     item = spec.item(link.item_key)
     differs = launch_refusal(spec, store, served.campaign_id, link, arm_id, served.item, fresh)
     if differs:
-        store.log_event(served.campaign_id, SERVER_NOT_KEPT, f"not on the kept server of attempt {served.started_by}: {differs}",
-                        link.item_key, arm_id)
+        store.log_event(
+            served.campaign_id,
+            SERVER_NOT_KEPT,
+            f"not on the kept server of attempt {served.started_by}: {differs}",
+            link.item_key,
+            arm_id,
+        )
         return _not_run(arm_id, link, differs)
-    attempt = Attempt.claim(store, served.campaign_id, link.item_key, arm_id, link.overrides, link.repeat, fresh,
-                            {**link.block, "server_block": served.block}, flow_run_id=str(flow_run.id or ""))
+    attempt = Attempt.claim(
+        store,
+        served.campaign_id,
+        link.item_key,
+        arm_id,
+        link.overrides,
+        link.repeat,
+        fresh,
+        {**link.block, "server_block": served.block},
+        flow_run_id=str(flow_run.id or ""),
+    )
     if attempt.how == "done":
         return attempt.outcome(AttemptState.DONE)
     overrides = stored_overrides(attempt.row) if attempt.how == "resumed" else link.overrides
@@ -513,8 +618,13 @@ def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: 
         try:
             if served.server_facts:
                 store.update(AttemptRow, attempt.id, **served.server_facts)
-            store.log_event(attempt.campaign_id, SERVER_KEPT,
-                            f"on the server attempt {served.started_by} started (same arm, recipe and block)", item.key, arm_id)
+            store.log_event(
+                attempt.campaign_id,
+                SERVER_KEPT,
+                f"on the server attempt {served.started_by} started (same arm, recipe and block)",
+                item.key,
+                arm_id,
+            )
             if any(probes.get(p).cold_cache for p in item.probes):
                 did = served.adapter.flush_cache(served.target.base_url, served.slots)
                 store.log_event(attempt.campaign_id, CACHE_FLUSHED, f"{did}, before its probes", item.key, arm_id)

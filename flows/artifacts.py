@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import re
 
-from campaign.summary import summarize
-from campaign.store import Store
+from campaign.store.store import Store
+from campaign.store.summary import summarize
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,15 @@ def publish(store: Store, name: str) -> None:
 
         s = summarize(store, name)
         table = [
-            {"#": i, "item": it.title, "arms": "/".join(it.arms), "gate": it.gate or "", "state": it.state, "attempts": it.attempts, "note": it.reason}
+            {
+                "#": i,
+                "item": it.title,
+                "arms": "/".join(it.arms),
+                "gate": it.gate or "",
+                "state": it.state,
+                "attempts": it.attempts,
+                "note": it.reason,
+            }
             for i, it in enumerate(s.items, 1)
         ]
         create_table_artifact(table=table, key=artifact_key(name, "queue"), description=f"Campaign queue of {s.title}")
@@ -36,7 +44,9 @@ def publish(store: Store, name: str) -> None:
                 continue
             arms = "/".join(gate.subjects) + (f" vs {'/'.join(gate.baseline)}" if gate.baseline else "")
             md = f"### Gate {gate.id}: {gate.title}\n\n**{gate.verdict}** ({arms})\n\n{gate.reason}\n"
-            create_markdown_artifact(markdown=md, key=artifact_key(name, "gate", gate.id), description=f"{gate.id}: {gate.verdict}")
+            create_markdown_artifact(
+                markdown=md, key=artifact_key(name, "gate", gate.id), description=f"{gate.id}: {gate.verdict}"
+            )
     except Exception as exc:  # observation only
         log.warning("could not publish Prefect artifacts: %s", exc)
 
@@ -45,6 +55,8 @@ def publish_report_link(name: str, index_path: str) -> None:
     try:
         from prefect.artifacts import create_link_artifact
 
-        create_link_artifact(link=f"file://{index_path}", link_text="HTML verdict report", key=artifact_key(name, "report"))
+        create_link_artifact(
+            link=f"file://{index_path}", link_text="HTML verdict report", key=artifact_key(name, "report")
+        )
     except Exception as exc:
         log.warning("could not publish the report link: %s", exc)

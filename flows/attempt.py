@@ -20,7 +20,7 @@ attempt's state, its arm-* events or its arm-start/arm-done lines; the other col
 the row (server process, device lease, identity) are facts the arm flow records as it
 learns them.
 
-Two writers stay outside, for reasons of their layer: `campaign.queue.recover` (the store
+Two writers stay outside, for reasons of their layer: `campaign.store.queue.recover` (the store
 layer, which cannot import flows) marks attempts of provably dead holders interrupted
 before a run starts, and `flows.placement` records an arm no worker took as blocked.
 """
@@ -31,10 +31,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from campaign.states import AttemptState
-from campaign.liveness import holder_gone
-from campaign.store import Store
-from campaign.tables import AttemptRow, utcnow
+from campaign.core.states import AttemptState
+from campaign.store.liveness import holder_gone
+from campaign.store.store import Store
+from campaign.store.tables import AttemptRow, utcnow
 from flows import interrupt
 from flows.contracts import ArmOutcome
 from flows.progress import emit
@@ -65,8 +65,16 @@ class Attempt:
 
     @classmethod
     def claim(
-        cls, store: Store, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int,
-        fresh: bool, block: dict[str, Any] | None = None, flow_run_id: str = "",
+        cls,
+        store: Store,
+        campaign_id: int,
+        item_key: str,
+        arm_id: str,
+        overrides: dict[str, Any],
+        repeat: int,
+        fresh: bool,
+        block: dict[str, Any] | None = None,
+        flow_run_id: str = "",
     ) -> Attempt:
         """Claim the arm's attempt (`Store.claim_attempt`, atomic). While another live
         process runs it (here or on another host), wait for it; one provably dead
@@ -75,22 +83,44 @@ class Attempt:
         said = False
         while True:
             how, row = store.claim_attempt(
-                campaign_id, item_key, arm_id, overrides, repeat, fresh=fresh, flow_run_id=flow_run_id, block=block,
+                campaign_id,
+                item_key,
+                arm_id,
+                overrides,
+                repeat,
+                fresh=fresh,
+                flow_run_id=flow_run_id,
+                block=block,
             )
             if how != "busy":
                 assert row is not None
                 attempt = cls(store, campaign_id, item_key, arm_id, row, how)
                 if how == "resumed":
-                    store.log_event(campaign_id, "attempt-resumed", f"continuing attempt {row.number}", item_key, arm_id)
+                    store.log_event(
+                        campaign_id, "attempt-resumed", f"continuing attempt {row.number}", item_key, arm_id
+                    )
                 return attempt
             if row is not None:
                 gone = holder_gone(row)
                 if gone:
-                    if store.release_attempt(row.id or 0, row, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error=f"holder died: {gone}"):
-                        store.log_event(campaign_id, "recover", f"attempt {row.id} taken over: {gone}", item_key, arm_id)
+                    if store.release_attempt(
+                        row.id or 0,
+                        row,
+                        state=AttemptState.INTERRUPTED,
+                        ended_at=utcnow(),
+                        error=f"holder died: {gone}",
+                    ):
+                        store.log_event(
+                            campaign_id, "recover", f"attempt {row.id} taken over: {gone}", item_key, arm_id
+                        )
                     continue
                 if not said:
-                    emit("arm-wait", arm=arm_id, item=item_key, message=f"attempt {row.id} runs on host {row.host} (pid {row.owner_pid})")
+                    emit(
+                        "arm-wait",
+                        arm=arm_id,
+                        item=item_key,
+                        message=f"attempt {row.id} runs on host {row.host} (pid {row.owner_pid})",
+                    )
                     said = True
             interrupt.check(f"waiting for {item_key}/{arm_id} run elsewhere")
             time.sleep(1.0)

@@ -20,30 +20,28 @@ from prefect import flow, tags
 from pydantic import BaseModel, ConfigDict
 from pydantic import Field as PydanticField
 
-from campaign import queue
-from campaign.schema import BlockBudget, CampaignFileError, CampaignSpec, GateEntry, OverrideKeys, QueueItem
 from arms.probes import registry as probes
-from flows.resolve import load_campaign, simulated_adapters
-from campaign.states import BUDGET_SPENT, SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, Verdict
-from campaign.store import Store
-from campaign.tables import VerdictRow
-from campaign.summary import PREFECT_API_EVENT
-from flows.prefect_api import configured_api_url
-from flows import placement
 from arms.runtimes import catalog as runtime_adapters
-from flows.arm_flow import SERVER_NOT_KEPT, arm_flow, launch_differences, outcome_of
-from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, ArmRun, Link
-from flows.artifacts import artifact_key, publish
-from flows import interrupt
+from campaign.core.schema import BlockBudget, CampaignFileError, CampaignSpec, GateEntry, OverrideKeys, QueueItem
+from campaign.core.states import BUDGET_SPENT, SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, Verdict
+from campaign.store import queue
+from campaign.store.store import Store
+from campaign.store.summary import PREFECT_API_EVENT
+from campaign.store.tables import VerdictRow
+from flows import interrupt, placement
 from flows import overrides as override_keys
+from flows.arm_flow import SERVER_NOT_KEPT, arm_flow, launch_differences, outcome_of
+from flows.artifacts import artifact_key, publish
+from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, ArmRun, Link
 from flows.devices import ensure_limits, release_lease
 from flows.overrides import digest, probe_params
+from flows.prefect_api import configured_api_url
 from flows.progress import emit
-from gates.engine import canonical_only, evaluate, evaluate_family, gate_rows, read_items
-from gates.looks import Look, added_after_look, look_at, looks_for, sequence_reason
-from gates.family import planned_members
+from flows.resolve import load_campaign, simulated_adapters
 from gates.compare import alpha_of
-
+from gates.engine import canonical_only, evaluate, evaluate_family, gate_rows, read_items
+from gates.family import planned_members
+from gates.looks import Look, added_after_look, look_at, looks_for, sequence_reason
 
 Entry = tuple[int, str, dict[str, Any]]  # (block, arm, what its attempt stores of the block): one step of `block_plan`
 
@@ -64,7 +62,11 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
     designs: dict[str, Design] = {}
     for gate in spec.gates:
         feeding = [q for q in spec.queue if q.gate == gate.id]
-        if feeding and not any(items[q.key].state in (ItemState.DONE, ItemState.BLOCKED, ItemState.FAILED) for q in feeding if q.key in items):
+        if feeding and not any(
+            items[q.key].state in (ItemState.DONE, ItemState.BLOCKED, ItemState.FAILED)
+            for q in feeding
+            if q.key in items
+        ):
             continue  # nothing measured for it yet: stays pending
         rows = gate_rows(gate, frame, [q.key for q in feeding])
         frames[gate.id] = rows
@@ -79,8 +81,11 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
         if gate.id not in results:
             continue
         result = results[gate.id]
-        spent = [items[q.key].reason for q in spec.queue if q.gate == gate.id and q.key in items
-                 and items[q.key].reason.startswith(BUDGET_SPENT)]
+        spent = [
+            items[q.key].reason
+            for q in spec.queue
+            if q.gate == gate.id and q.key in items and items[q.key].reason.startswith(BUDGET_SPENT)
+        ]
         if spent and result.verdict == Verdict.INCONCLUSIVE:
             result = result.model_copy(update={"reason": f"inconclusive at budget ({spent[0]}): {result.reason}"})
         design = designs[gate.id]
@@ -89,11 +94,22 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
         look_evidence = {**current[gate.id].evidence(), "sequential": design.sequential, "planned_looks": design.looks}
         evidence = json.dumps({**result.evidence, "look": look_evidence}, default=str, sort_keys=True)
         previous = latest.get(gate.id)
-        if previous and previous.verdict == result.verdict and previous.reason == result.reason and previous.evidence_json == evidence:
+        if (
+            previous
+            and previous.verdict == result.verdict
+            and previous.reason == result.reason
+            and previous.evidence_json == evidence
+        ):
             out.append(previous)
             continue
         row = store.add(
-            VerdictRow(campaign_id=campaign_id, gate_id=gate.id, verdict=result.verdict, reason=result.reason, evidence_json=evidence)
+            VerdictRow(
+                campaign_id=campaign_id,
+                gate_id=gate.id,
+                verdict=result.verdict,
+                reason=result.reason,
+                evidence_json=evidence,
+            )
         )
         emit("verdict", gate=gate.id, verdict=str(result.verdict), reason=result.reason)
         out.append(row)
@@ -121,7 +137,9 @@ class Design:
     why: str = ""
 
 
-def design_of(spec: CampaignSpec, gate: GateEntry, look: Look, adaptive: Sequence[QueueItem], earlier: Sequence[Look]) -> Design:
+def design_of(
+    spec: CampaignSpec, gate: GateEntry, look: Look, adaptive: Sequence[QueueItem], earlier: Sequence[Look]
+) -> Design:
     """The test `gate` reads now (`gates.looks`): a confidence sequence when blocks were
     added after an earlier complete look at the same question; Bonferroni over the planned
     looks when its rows include adaptive items' (each a look after every block from its
@@ -140,7 +158,9 @@ def design_of(spec: CampaignSpec, gate: GateEntry, look: Look, adaptive: Sequenc
     return Design(sequential=True)
 
 
-def _look(spec: CampaignSpec, gate: GateEntry, rows: Any, feeding: list[QueueItem], items: dict[str, Any]) -> tuple[Look, list[QueueItem]]:
+def _look(
+    spec: CampaignSpec, gate: GateEntry, rows: Any, feeding: list[QueueItem], items: dict[str, Any]
+) -> tuple[Look, list[QueueItem]]:
     """The look a verdict of `gate` from `rows` is, and the adaptive items whose rows it
     includes (their blocks were added after looks, whoever looked). Complete: every item
     the gate reads (its feeding items, or every item running its arms where it reads all)
@@ -149,9 +169,11 @@ def _look(spec: CampaignSpec, gate: GateEntry, rows: Any, feeding: list[QueueIte
     mine = canonical_only(rows)
     if not mine.empty:
         mine = mine[mine["arm_id"].isin(arms)]
-    read = [q.key for q in feeding] if read_items(gate, [q.key for q in feeding]) is not None else [
-        q.key for q in spec.queue if arms & set(q.arms)
-    ]
+    read = (
+        [q.key for q in feeding]
+        if read_items(gate, [q.key for q in feeding]) is not None
+        else [q.key for q in spec.queue if arms & set(q.arms)]
+    )
     complete = all(items[k].state in TERMINAL_ITEM_STATES for k in read if k in items)
     keys = set(mine["item_key"].astype(str)) if not mine.empty else set()
     adaptive = [q for q in spec.queue if q.key in keys and spec.blocks(q).adaptive]
@@ -173,8 +195,16 @@ def settled(store: Store, spec: CampaignSpec, campaign_id: int, item: QueueItem,
     if not rows.empty:
         rows = rows[(rows["item_key"] != item.key) | (rows["repeat"] <= last_block)]
     look, adaptive = _look(spec, gate, rows, feeding, {})
-    design = design_of(spec, gate, look, [*adaptive, *([item] if item not in adaptive else [])], looks_of(store, campaign_id).get(gate.id, []))
-    result = evaluate(gate, rows, queue.blocked_arms(store, campaign_id), spec.campaign.confidence, design.sequential, design.looks)
+    design = design_of(
+        spec,
+        gate,
+        look,
+        [*adaptive, *([item] if item not in adaptive else [])],
+        looks_of(store, campaign_id).get(gate.id, []),
+    )
+    result = evaluate(
+        gate, rows, queue.blocked_arms(store, campaign_id), spec.campaign.confidence, design.sequential, design.looks
+    )
     line = f"{result.verdict}: {result.reason}" if result.reason else str(result.verdict)
     if result.verdict not in (Verdict.PASS, Verdict.FAIL):
         return False, line
@@ -187,7 +217,10 @@ def settled(store: Store, spec: CampaignSpec, campaign_id: int, item: QueueItem,
     level = alpha_of(float(gate.params.get("confidence", spec.campaign.confidence))) / members
     if p <= level:
         return True, line
-    return False, f"{line}; not yet within alpha/{members} = {level:.4f} (p {p:.4f}), which a family of {members} may need"
+    return (
+        False,
+        f"{line}; not yet within alpha/{members} = {level:.4f} (p {p:.4f}), which a family of {members} may need",
+    )
 
 
 def device_limit_name(device: str) -> str:
@@ -235,10 +268,15 @@ def settings_hash(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any]
             except ValueError as exc:  # checked before the run with real contexts; never stop it here
                 resolved.append({"unresolved": str(exc)})
         params[str(probe)] = resolved
-    return digest({
-        "overrides": common, "probes": [str(p) for p in item.probes], "contexts": list(item.contexts),
-        "modes": [str(m) for m in item.modes], "params": params,
-    })
+    return digest(
+        {
+            "overrides": common,
+            "probes": [str(p) for p in item.probes],
+            "contexts": list(item.contexts),
+            "modes": [str(m) for m in item.modes],
+            "params": params,
+        }
+    )
 
 
 def recipe_hash(spec: CampaignSpec, item: QueueItem, arm_id: str) -> str:
@@ -248,14 +286,23 @@ def recipe_hash(spec: CampaignSpec, item: QueueItem, arm_id: str) -> str:
     things its launch takes from the arm: its context size and its simulator table."""
     arm = spec.arm(arm_id)
     model = spec.model_for(arm)
-    return digest({
-        "recipe": spec.recipe_for(arm_id, item).model_dump(mode="json"), "model": model.name, "quant": model.quant,
-        "runtime": arm.runtime, "context": arm.context, "simulate": arm.simulate,
-    })
+    return digest(
+        {
+            "recipe": spec.recipe_for(arm_id, item).model_dump(mode="json"),
+            "model": model.name,
+            "quant": model.quant,
+            "runtime": arm.runtime,
+            "context": arm.context,
+            "simulate": arm.simulate,
+        }
+    )
 
 
 def block_plan(
-    spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any] | None = None, blocks: Sequence[int] | None = None,
+    spec: CampaignSpec,
+    item: QueueItem,
+    overrides: dict[str, Any] | None = None,
+    blocks: Sequence[int] | None = None,
 ) -> list[tuple[int, str, dict[str, Any]]]:
     """The item's schedule, block by block: (block, arm, what its attempt stores of the
     block) for every arm of its first block in its order (`block_order`), then the next,
@@ -272,10 +319,18 @@ def block_plan(
     plan = []
     for block in range(spec.blocks(item).most) if blocks is None else blocks:
         for place, arm_id in enumerate(block_order(spec.campaign.seed, item.key, block, item.arms)):
-            plan.append((block, arm_id, {
-                "block_order": place, "block_id": f"{item.key}/b{block}/{settings[:8]}",
-                "settings_hash": settings, "recipe_hash": recipes[arm_id],
-            }))
+            plan.append(
+                (
+                    block,
+                    arm_id,
+                    {
+                        "block_order": place,
+                        "block_id": f"{item.key}/b{block}/{settings[:8]}",
+                        "settings_hash": settings,
+                        "recipe_hash": recipes[arm_id],
+                    },
+                )
+            )
     return plan
 
 
@@ -306,15 +361,29 @@ def run_item(
     spec_json = spec.model_dump_json(by_alias=True)
 
     def one(repeat: int, arm_id: str, block: dict[str, Any]) -> ArmOutcome:
-        return _run_attempt(store, spec, spec_json, campaign_id, item, merged, workdir, fresh, max(retries, item.retries),
-                            repeat, arm_id, block)
+        return _run_attempt(
+            store,
+            spec,
+            spec_json,
+            campaign_id,
+            item,
+            merged,
+            workdir,
+            fresh,
+            max(retries, item.retries),
+            repeat,
+            arm_id,
+            block,
+        )
 
     def run(entries: list[tuple[int, str, dict[str, Any]]]) -> list[dict[str, Any]]:
         return _in_lanes(spec, entries, lambda e: one(*e))
 
     budget = spec.blocks(item)
     ran = queue.next_block(store, campaign_id, item.key, merged)
-    plan = block_plan(spec, item, overrides, range(ran, ran + budget.most) if add_blocks else range(max(budget.most, ran)))
+    plan = block_plan(
+        spec, item, overrides, range(ran, ran + budget.most) if add_blocks else range(max(budget.most, ran))
+    )
     if budget.adaptive:
         outcomes, note = _until_settled(run, plan, budget, store, spec, campaign_id, item)
     else:
@@ -323,8 +392,18 @@ def run_item(
 
 
 def _run_attempt(
-    store: Store, spec: CampaignSpec, spec_json: str, campaign_id: int, item: QueueItem, overrides: dict[str, Any],
-    workdir: str, fresh: bool, retries: int, repeat: int, arm_id: str, block: dict[str, Any],
+    store: Store,
+    spec: CampaignSpec,
+    spec_json: str,
+    campaign_id: int,
+    item: QueueItem,
+    overrides: dict[str, Any],
+    workdir: str,
+    fresh: bool,
+    retries: int,
+    repeat: int,
+    arm_id: str,
+    block: dict[str, Any],
     links: list[Link] | None = None,
 ) -> ArmOutcome:
     """One arm's attempt of one block of `item` (with `links`: then the chained items' on
@@ -339,9 +418,19 @@ def _run_attempt(
         if interrupt.requested():  # stopped: the next arms of the lane do not start
             return outcome
         arm_run = ArmRun(
-            campaign_name=spec.campaign.name, item_key=item.key, arm_id=arm_id, spec_json=spec_json,
-            store_url=store.public_url, campaign_id=campaign_id, overrides=overrides, workdir=workdir, repeat=repeat,
-            device_limit=device_limit_name(spec.device_of(arm_id)), fresh=fresh, block=block, then=tuple(links or ()),
+            campaign_name=spec.campaign.name,
+            item_key=item.key,
+            arm_id=arm_id,
+            spec_json=spec_json,
+            store_url=store.public_url,
+            campaign_id=campaign_id,
+            overrides=overrides,
+            workdir=workdir,
+            repeat=repeat,
+            device_limit=device_limit_name(spec.device_of(arm_id)),
+            fresh=fresh,
+            block=block,
+            then=tuple(links or ()),
         )
         arm_tags = placement.arm_tags(spec, item.key, arm_id, spec.device_of(arm_id))
         host = spec.host_of(arm_id)
@@ -367,7 +456,8 @@ def _in_lanes(spec: CampaignSpec, entries: list[Any], run_one: Callable[[Any], A
         # each lane runs in a copy of this thread's context, which holds the campaign's
         # flow run: its arms stay subflows of the campaign run (in-process or dispatched)
         futures = [
-            pool.submit(contextvars.copy_context().run, lambda lane=lane: [run_one(e) for e in lane]) for lane in lanes.values()
+            pool.submit(contextvars.copy_context().run, lambda lane=lane: [run_one(e) for e in lane])
+            for lane in lanes.values()
         ]
         return [o for f in futures for o in f.result()]
 
@@ -389,10 +479,12 @@ def server_group(store: Store, spec: CampaignSpec, campaign_id: int, first: Queu
     (`SERVER_NOT_KEPT`): it gets servers of its own."""
     states = {row.key: row.state for row in store.items(campaign_id)}
     keys = [q.key for q in spec.queue]
-    after = [q for q in spec.queue[keys.index(first.key) + 1:] if states.get(q.key) not in TERMINAL_ITEM_STATES]
+    after = [q for q in spec.queue[keys.index(first.key) + 1 :] if states.get(q.key) not in TERMINAL_ITEM_STATES]
     grouped = _group(spec, first, after, lambda q: queue.readiness(spec, states, q).ready)
     if grouped.apart is not None:
-        store.log_event(campaign_id, SERVER_NOT_KEPT, f"not on {first.key}'s kept servers: {grouped.why}", grouped.apart.key)
+        store.log_event(
+            campaign_id, SERVER_NOT_KEPT, f"not on {first.key}'s kept servers: {grouped.why}", grouped.apart.key
+        )
     return list(grouped.items)
 
 
@@ -404,7 +496,7 @@ def planned_groups(spec: CampaignSpec) -> list[list[QueueItem]]:
     passed: set[str] = set()
     left = list(spec.queue)
     while left:
-        group = list(_group(spec, left[0], left[1:], lambda q: set(q.depends_on) <= passed).items)
+        group = list(_group(spec, left[0], left[1:], lambda q, passed=passed: set(q.depends_on) <= passed).items)
         groups.append(group)
         passed |= {q.key for q in group}
         left = [q for q in left if q.key not in passed]
@@ -420,7 +512,9 @@ class _Grouped:
     why: str = ""
 
 
-def _group(spec: CampaignSpec, first: QueueItem, after: list[QueueItem], ready: Callable[[QueueItem], bool]) -> _Grouped:
+def _group(
+    spec: CampaignSpec, first: QueueItem, after: list[QueueItem], ready: Callable[[QueueItem], bool]
+) -> _Grouped:
     group = [first]
     if not spec.campaign.keep_servers or not _may_lead(spec, first):
         return _Grouped((first,))
@@ -502,15 +596,40 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
             return
         (lead, lead_block), rest = left[0], left[1:]
         links = [Link(item_key=q.key, repeat=repeat, block=b, overrides=dict(q.overrides)) for q, b in rest]
-        got = _run_attempt(store, spec, spec_json, campaign_id, lead, dict(lead.overrides), workdir, False, 0, repeat, arm_id,
-                           lead_block, links)
+        got = _run_attempt(
+            store,
+            spec,
+            spec_json,
+            campaign_id,
+            lead,
+            dict(lead.overrides),
+            workdir,
+            False,
+            0,
+            repeat,
+            arm_id,
+            lead_block,
+            links,
+        )
         outcomes[lead.key].append(got)
         for chained in got.then:
             key = chained.item_key
             if chained.state == NOT_RUN_ON_KEPT:  # on a server of its own
                 q = spec.item(key)
-                chained = _run_attempt(store, spec, spec_json, campaign_id, q, dict(q.overrides), workdir, False, 0, repeat,
-                                       arm_id, plans[key][(repeat, arm_id)])
+                chained = _run_attempt(
+                    store,
+                    spec,
+                    spec_json,
+                    campaign_id,
+                    q,
+                    dict(q.overrides),
+                    workdir,
+                    False,
+                    0,
+                    repeat,
+                    arm_id,
+                    plans[key][(repeat, arm_id)],
+                )
             outcomes[key].append(chained)
 
     _in_lanes(spec, block_plan(spec, group[0]), one)
@@ -530,8 +649,13 @@ def _start_item(store: Store, campaign_id: int, item: QueueItem) -> None:
 
 
 def _until_settled(
-    run: Callable[[list[Entry]], list[ArmOutcome]], plan: list[Entry], budget: BlockBudget, store: Store, spec: CampaignSpec,
-    campaign_id: int, item: QueueItem,
+    run: Callable[[list[Entry]], list[ArmOutcome]],
+    plan: list[Entry],
+    budget: BlockBudget,
+    store: Store,
+    spec: CampaignSpec,
+    campaign_id: int,
+    item: QueueItem,
 ) -> tuple[list[ArmOutcome], str]:
     """An adaptive item's blocks, one at a time (`run` runs a block's entries); from its
     least on, after each block the gate decides whether to go on (`settled`). Returns the
@@ -592,14 +716,18 @@ def _campaign_run_name() -> str:
 
 
 @flow(name="campaign", flow_run_name=_campaign_run_name, log_prints=False, persist_result=False)
-def campaign_flow(campaign_path: str, store_url: str, workdir: str = ".campaign", recheck_blocked: bool = False) -> dict[str, Any]:
+def campaign_flow(
+    campaign_path: str, store_url: str, workdir: str = ".campaign", recheck_blocked: bool = False
+) -> dict[str, Any]:
     """Run the queue. Only one process runs a campaign at a time (`queue.claim_runner`;
     `RunnerBusy` names the other one). A Ctrl-C returns `{"interrupted": ...}`."""
     spec = load_campaign(campaign_path)
     return _campaign(spec, campaign_path, Store(store_url), workdir, recheck_blocked)
 
 
-def _campaign(spec: CampaignSpec, campaign_path: str, store: Store, workdir: str, recheck_blocked: bool) -> dict[str, Any]:
+def _campaign(
+    spec: CampaignSpec, campaign_path: str, store: Store, workdir: str, recheck_blocked: bool
+) -> dict[str, Any]:
     problems = override_keys.check_campaign(spec)  # the command line said so already; callers of the flow hear it too
     if problems:
         raise CampaignFileError(campaign_path, problems)
@@ -611,7 +739,9 @@ def _campaign(spec: CampaignSpec, campaign_path: str, store: Store, workdir: str
             queue.release_runner(store, spec.campaign.name)
 
 
-def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: str, recheck_blocked: bool) -> dict[str, Any]:
+def _run_queue(
+    spec: CampaignSpec, store: Store, campaign_path: str, workdir: str, recheck_blocked: bool
+) -> dict[str, Any]:
     problem = placement.placement_problem(spec)
     if problem:
         raise placement.PlacementUnavailable(problem)
@@ -627,7 +757,12 @@ def _run_queue(spec: CampaignSpec, store: Store, campaign_path: str, workdir: st
                 store.set_item_state(campaign_id, item_row.key, ItemState.PENDING, "re-checking a blocked item")
     Path(workdir).mkdir(parents=True, exist_ok=True)
     ensure_device_limits(spec)
-    emit("campaign-start", name=spec.campaign.name, items=len(spec.queue), artifact=artifact_key(spec.campaign.name, "queue"))
+    emit(
+        "campaign-start",
+        name=spec.campaign.name,
+        items=len(spec.queue),
+        artifact=artifact_key(spec.campaign.name, "queue"),
+    )
     publish(store, spec.campaign.name)
     verdicts = None  # as of the last item run
     while True:
@@ -659,7 +794,7 @@ def note_prefect_api(store: Store, campaign_id: int) -> None:
     """Record which Prefect server this run's flow runs go to (`PREFECT_API_EVENT`; an
     empty message for a temporary one), so that `campaign status` and the report link an
     attempt to its flow run only where that link can still open
-    (`campaign.summary.attempt_links`)."""
+    (`campaign.store.summary.attempt_links`)."""
     store.log_event(campaign_id, PREFECT_API_EVENT, configured_api_url() or "")
 
 
@@ -675,7 +810,9 @@ class CampaignLaunch(BaseModel):
         description="the campaign's name in the shared database, or the path of a campaign file on the worker's host",
     )
     workdir: str = PydanticField(default=".campaign", description="where server logs go, on the worker's host")
-    recheck_blocked: bool = PydanticField(default=False, description="re-check blocked items first, as `campaign resume` does")
+    recheck_blocked: bool = PydanticField(
+        default=False, description="re-check blocked items first, as `campaign resume` does"
+    )
 
 
 def named_campaign(store: Store, campaign: str) -> tuple[CampaignSpec, str]:
@@ -688,17 +825,21 @@ def named_campaign(store: Store, campaign: str) -> tuple[CampaignSpec, str]:
     row = store.campaign(campaign)
     if row is None or not row.spec_json:
         known = ", ".join(repr(r.name) for r in store.campaigns()) or "none yet"
-        raise LookupError(f"no campaign file {campaign!r} on this host and no campaign of that name in {store.public_url} (campaigns: {known})")
+        raise LookupError(
+            f"no campaign file {campaign!r} on this host and no campaign of that name in {store.public_url} (campaigns: {known})"
+        )
     return CampaignSpec.model_validate_json(row.spec_json), row.source_path
 
 
-@flow(name="campaign", flow_run_name="{launch.campaign}", log_prints=False, persist_result=False, validate_parameters=True)
+@flow(
+    name="campaign", flow_run_name="{launch.campaign}", log_prints=False, persist_result=False, validate_parameters=True
+)
 def campaign_launch_flow(launch: CampaignLaunch) -> dict[str, Any]:
     """The `campaign/campaign-HOST` deployment (`campaign worker --host HOST` serves it):
     the same queue walk as `campaign run` (`campaign_flow`), in this flow run, against
     the worker's database. A rerun from the UI is a `campaign run` again: finished items
     are skipped and interrupted ones continued."""
-    from campaign.database import database_url
+    from campaign.store.database import database_url
 
     store = Store(database_url())
     spec, source = named_campaign(store, launch.campaign)
@@ -718,7 +859,9 @@ def with_item_overrides(spec: CampaignSpec, item_key: str, overrides: dict[str, 
 
 
 @flow(name="rerun", flow_run_name="rerun {item_key}", log_prints=False, persist_result=False)
-def rerun_flow(campaign_path: str, store_url: str, item_key: str, overrides: dict[str, Any], workdir: str = ".campaign") -> dict[str, Any]:
+def rerun_flow(
+    campaign_path: str, store_url: str, item_key: str, overrides: dict[str, Any], workdir: str = ".campaign"
+) -> dict[str, Any]:
     """New attempts of a finished item. With the settings it ran under (no overrides, or the
     same ones again) they are more blocks of the same question: added after the blocks
     already run, and its gate then reads a confidence sequence over all of them

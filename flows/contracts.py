@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from campaign.states import AttemptState
+from campaign.core.states import AttemptState
 
 # the state of a chained attempt the arm flow left for the campaign flow to run alone
 NOT_RUN_ON_KEPT = "not-run"
@@ -48,7 +48,7 @@ class ArmRun(_Frozen):
     `store_url` carries no password (`Store.public_url`): the credentials come from the
     running process's $CAMPAIGN_DB, never from a flow parameter Prefect would keep.
     Without `fresh`, an arm whose newest attempt is done is not run again. `block` is
-    what a new attempt stores of its block (`campaign.tables.BLOCK_FIELDS`, made by
+    what a new attempt stores of its block (`campaign.store.tables.BLOCK_FIELDS`, made by
     `flows.campaign_flow.block_plan`); `device_limit` names the device lock it holds
     while it runs."""
 

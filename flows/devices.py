@@ -35,8 +35,9 @@ from typing import Any
 
 import httpx
 
-from campaign.liveness import on_this_machine, this_machine
-from campaign.processes import holder_gone, process_start as _process_start
+from campaign.core.processes import holder_gone
+from campaign.core.processes import process_start as _process_start
+from campaign.store.liveness import on_this_machine, this_machine
 from flows import interrupt
 
 LEASE_S = 60.0  # the shortest lease Prefect grants
@@ -86,8 +87,15 @@ class Holder:
         host its process decides (alive: it keeps the slot, however late its renewals);
         elsewhere, a lease not renewed for `stale_s` has expired."""
         silent = now - self.renewed if self.renewed else None
-        why = holder_gone(on_this_machine(self.host), self.pid, self.process_start, silent, stale_s,
-                          gone="no longer exists", reused="now belongs to another process")
+        why = holder_gone(
+            on_this_machine(self.host),
+            self.pid,
+            self.process_start,
+            silent,
+            stale_s,
+            gone="no longer exists",
+            reused="now belongs to another process",
+        )
         if why and why.startswith("silent"):
             return f"its lease was not renewed for {silent:.0f} s"
         return why
@@ -234,13 +242,22 @@ class DeviceLock:
                     continue
                 body: dict[str, Any] = response.json()
                 if not body.get("limits"):
-                    raise DeviceLimitMissing(f"no concurrency limit {self.name!r}: create it before running arms on this device")
+                    raise DeviceLimitMissing(
+                        f"no concurrency limit {self.name!r}: create it before running arms on this device"
+                    )
                 self.lease_id = str(body["lease_id"])
                 break
             now = time.time()
             self._holder = Holder(
-                limit=self.name, lease=self.token, pid=os.getpid(), host=this_machine(),
-                process_start=_process_start(os.getpid()), since=now, renewed=now, attempt=self.attempt, what=self.what,
+                limit=self.name,
+                lease=self.token,
+                pid=os.getpid(),
+                host=this_machine(),
+                process_start=_process_start(os.getpid()),
+                since=now,
+                renewed=now,
+                attempt=self.attempt,
+                what=self.what,
             )
             try:
                 write_holder(client, self._holder)

@@ -198,7 +198,9 @@ class SigintHandler:
     def _handle(self, signum: int, frame: Any) -> None:
         self.count += 1
         if self.count == 1:
-            self.announce("stopping: the running arm is being stopped and recorded as interrupted (Ctrl-C again to exit at once)")
+            self.announce(
+                "stopping: the running arm is being stopped and recorded as interrupted (Ctrl-C again to exit at once)"
+            )
             request()
             return
         with _lock:

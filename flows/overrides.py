@@ -7,7 +7,7 @@ An override is one of three kinds of key:
 - `recipe.<field>`: a serving-recipe field, so the servers are launched with it;
 - `sim.<field>`: a simulator profile field, for arms on the simulator.
 
-Why here and not in `campaign.schema`: the probes' parameter models live in `arms`, and
+Why here and not in `campaign.core.schema`: the probes' parameter models live in `arms`, and
 the core schema must not import `arms`. This module sits where both registries are known
 and is called by the command line before a campaign starts (exit 2 with the valid keys
 listed) and by the flows, so a misspelled key (`repeat`, `max_token`) is never stored and
@@ -27,13 +27,18 @@ from pydantic import ValidationError
 from arms.probes import registry as probes
 from arms.probes.base import read_unchanged
 from arms.probes.registry import ITEM_FIELDS
-from campaign.loader import item_label
-from campaign.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, unitless_size
-from campaign.units import SIZE_FIELDS
+from campaign.core.loader import item_label
+from campaign.core.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, unitless_size
+from campaign.core.units import SIZE_FIELDS
 
 
 def probe_params(
-    spec: CampaignSpec, item: QueueItem, probe: str, context: int, overrides: dict[str, Any], arm_context: int = 0,
+    spec: CampaignSpec,
+    item: QueueItem,
+    probe: str,
+    context: int,
+    overrides: dict[str, Any],
+    arm_context: int = 0,
     block: int | None = None,
 ) -> Any:
     """A probe's parameters: defaults, then what the item and its overrides say. With the
@@ -148,20 +153,26 @@ def check(spec: CampaignSpec, item: QueueItem, overrides: dict[str, Any], where:
         if key in accepted:
             continue
         if key.startswith("recipe."):
-            name = key[len("recipe."):]
+            name = key[len("recipe.") :]
             if name not in Recipe.model_fields:
-                problems.append(f"{where}: {key!r} is not a recipe field; expected recipe.<one of: {', '.join(sorted(Recipe.model_fields))}>")
+                problems.append(
+                    f"{where}: {key!r} is not a recipe field; expected recipe.<one of: {', '.join(sorted(Recipe.model_fields))}>"
+                )
             elif name in SIZE_FIELDS and unitless_size(value):
                 problems.append(f"{where}: {key!r}: found {value!r}, expected: {unitless_size(value)}")
             else:
                 recipe_changes[name] = value
             continue
         if key.startswith("sim."):
-            name = key[len("sim."):]
+            name = key[len("sim.") :]
             if not _uses_simulator(spec, item):
-                problems.append(f"{where}: {key!r} sets a simulator profile field, but no arm of this item runs on the simulator")
+                problems.append(
+                    f"{where}: {key!r} sets a simulator profile field, but no arm of this item runs on the simulator"
+                )
             elif name not in _sim_fields():
-                problems.append(f"{where}: {key!r} is not a simulator profile field; expected sim.<one of: {', '.join(sorted(_sim_fields()))}>")
+                problems.append(
+                    f"{where}: {key!r} is not a simulator profile field; expected sim.<one of: {', '.join(sorted(_sim_fields()))}>"
+                )
             continue
         if key in ITEM_FIELDS:
             problems.append(f"{where}: {key!r} is set by the queue item's {ITEM_FIELDS[key]!r}, not by an override")
@@ -219,7 +230,7 @@ def unshared_context_problems(spec: CampaignSpec) -> list[str]:
         items = feeding if feeding and gate.reads == "own-items" else list(spec.queue)
         probe = gate.params.get("probe")
 
-        def contexts(arm_id: str) -> set[int]:
+        def contexts(arm_id: str, items: list[QueueItem] = items, probe: Any = probe) -> set[int]:
             out: set[int] = set()
             arm = spec.arm(arm_id)
             for item in (q for q in items if arm_id in q.arms):
@@ -290,7 +301,7 @@ def check_rerun(spec: CampaignSpec, item: QueueItem, sets: dict[str, Any]) -> Re
     out = RerunOverrides()
     accepted = probe_keys(item)
     for key, value in sets.items():
-        name = key[len("recipe."):] if key.startswith("recipe.") else key
+        name = key[len("recipe.") :] if key.startswith("recipe.") else key
         is_recipe = key.startswith("recipe.") or (key not in accepted and key in Recipe.model_fields)
         if is_recipe and name in Recipe.model_fields:
             if item.confirms is not None:
@@ -308,7 +319,7 @@ def check_rerun(spec: CampaignSpec, item: QueueItem, sets: dict[str, Any]) -> Re
         for key, value in out.overrides.items():
             if not key.startswith("recipe."):
                 continue
-            name = key[len("recipe."):]
+            name = key[len("recipe.") :]
             before = {a: getattr(spec.recipe_for(a, item), name) for a in item.arms}
             shown = ", ".join(f"{a}: {v!r} -> {value!r}" for a, v in before.items())
             out.notes.append(f"recipe {name}: {shown} (the servers are launched with it)")

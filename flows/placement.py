@@ -33,14 +33,14 @@ from __future__ import annotations
 import os
 import time
 
-from campaign.schema import CampaignSpec
-from campaign.states import AttemptState
-from campaign.liveness import holder_gone
-from campaign.store import Store
-from campaign.tables import AttemptRow
-from flows.prefect_api import configured_api_url
+from campaign.core.schema import CampaignSpec
+from campaign.core.states import AttemptState
+from campaign.store.liveness import holder_gone
+from campaign.store.store import Store
+from campaign.store.tables import AttemptRow
 from flows import interrupt
 from flows.contracts import ArmOutcome, ArmRun
+from flows.prefect_api import configured_api_url
 from flows.progress import emit
 
 WAIT_SETTING = "CAMPAIGN_WORKER_WAIT_S"
@@ -100,8 +100,12 @@ def arm_tags(spec: CampaignSpec, item_key: str, arm_id: str, device: str) -> lis
     """Tags of an arm's flow run, to filter the Prefect UI by any of them."""
     runtime = spec.runtime(spec.arm(arm_id).runtime)
     return [
-        f"campaign:{spec.campaign.name}", f"item:{item_key}", f"arm:{arm_id}", f"device:{device}",
-        f"host:{spec.host_of(arm_id) or 'local'}", f"runtime:{runtime.name}",
+        f"campaign:{spec.campaign.name}",
+        f"item:{item_key}",
+        f"arm:{arm_id}",
+        f"device:{device}",
+        f"host:{spec.host_of(arm_id) or 'local'}",
+        f"runtime:{runtime.name}",
     ]
 
 
@@ -110,7 +114,7 @@ def _no_worker(store: Store, host: str, run: ArmRun, message: str) -> ArmOutcome
     Recorded (not only returned) so that the gates, `campaign status` and `resume` see
     which arm waits for which host. If a worker claimed it after all, in the instant
     before its run was cancelled, that attempt is left to its holder."""
-    from campaign.tables import utcnow
+    from campaign.store.tables import utcnow
 
     _absent_hosts.add(host)
     how, attempt = store.claim_attempt(run.campaign_id, run.item_key, run.arm_id, run.overrides, run.repeat, fresh=True)
@@ -154,7 +158,9 @@ def _stopped_attempt(store: Store, run: ArmRun, flow_run_id: str, waiting: bool)
 def run_on_host(store: Store, host: str, run: ArmRun, tags: list[str]) -> ArmOutcome:
     """Run one arm on `host`'s worker and return its outcome as the store records it."""
     if not configured_api_url():
-        raise PlacementUnavailable(f"arm {run.arm_id} runs on host {host}, but no lasting Prefect server is configured (PREFECT_API_URL)")
+        raise PlacementUnavailable(
+            f"arm {run.arm_id} runs on host {host}, but no lasting Prefect server is configured (PREFECT_API_URL)"
+        )
     for _ in range(MAX_DISPATCHES):
         outcome = _dispatch_once(store, host, run, tags)
         if outcome is not None:
@@ -179,11 +185,15 @@ def _dispatch_once(store: Store, host: str, arm_run: ArmRun, tags: list[str]) ->
     name = f"arm/{deployment_name(host)}"
     while True:
         try:
-            flow_run = run_deployment(name=name, parameters={"run": arm_run.model_dump(mode="json")}, tags=tags, as_subflow=True, timeout=0)
+            flow_run = run_deployment(
+                name=name, parameters={"run": arm_run.model_dump(mode="json")}, tags=tags, as_subflow=True, timeout=0
+            )
             break
         except ObjectNotFound:
             if time.monotonic() - began > limit:
-                return _no_worker(store, host, arm_run, f"no worker has ever served host {host} (deployment {name}): {hint}")
+                return _no_worker(
+                    store, host, arm_run, f"no worker has ever served host {host} (deployment {name}): {hint}"
+                )
             if not said:
                 emit("arm-wait", arm=arm_id, item=item_key, message=f"no worker serves host {host} yet: {hint}")
                 said = True
@@ -199,12 +209,21 @@ def _dispatch_once(store: Store, host: str, arm_run: ArmRun, tags: list[str]) ->
                 stop = Cancelled if kind in (StateType.SCHEDULED, StateType.PENDING) else Cancelling
                 client.set_flow_run_state(flow_run.id, stop(message="the campaign run was stopped"), force=True)
                 attempt = _stopped_attempt(store, arm_run, run_id, waiting=stop is Cancelling)
-                return _outcome(arm_run, AttemptState.INTERRUPTED, f"stopped on host {host}", attempt.id if attempt else None)
+                return _outcome(
+                    arm_run, AttemptState.INTERRUPTED, f"stopped on host {host}", attempt.id if attempt else None
+                )
             if kind in (StateType.SCHEDULED, StateType.PENDING):
                 waited = time.monotonic() - began
                 if waited > limit:
-                    client.set_flow_run_state(flow_run.id, Cancelled(message=f"no worker for host {host} picked it up"), force=True)
-                    return _no_worker(store, host, arm_run, f"no worker for host {host} picked up the arm within {limit:.0f} s: {hint}")
+                    client.set_flow_run_state(
+                        flow_run.id, Cancelled(message=f"no worker for host {host} picked it up"), force=True
+                    )
+                    return _no_worker(
+                        store,
+                        host,
+                        arm_run,
+                        f"no worker for host {host} picked up the arm within {limit:.0f} s: {hint}",
+                    )
                 if waited > 10 and not said:
                     emit("arm-wait", arm=arm_id, item=item_key, message=f"waiting for a worker on host {host}: {hint}")
                     said = True
@@ -217,12 +236,23 @@ def _dispatch_once(store: Store, host: str, arm_run: ArmRun, tags: list[str]) ->
                     return _outcome(arm_run, attempt.state, attempt.error, attempt.id)
                 if attempt is not None or kind == StateType.CRASHED:
                     return None  # died holding the attempt, or before claiming it: send it again
-                return _outcome(arm_run, AttemptState.FAILED, f"flow run {run.name} on host {host} ended {state.name}: {state.message or ''}".rstrip(": "))
+                return _outcome(
+                    arm_run,
+                    AttemptState.FAILED,
+                    f"flow run {run.name} on host {host} ended {state.name}: {state.message or ''}".rstrip(": "),
+                )
             else:  # running: its holder must stay alive
                 attempt = _attempt_of(store, arm_run, run_id)
                 gone = holder_gone(attempt) if attempt is not None and attempt.state == AttemptState.RUNNING else None
                 if gone:
-                    client.set_flow_run_state(flow_run.id, Crashed(message=f"worker on {host} died: {gone}"), force=True)
-                    emit("arm-wait", arm=arm_id, item=item_key, message=f"the worker on host {host} died mid-arm ({gone}); sending the arm again")
+                    client.set_flow_run_state(
+                        flow_run.id, Crashed(message=f"worker on {host} died: {gone}"), force=True
+                    )
+                    emit(
+                        "arm-wait",
+                        arm=arm_id,
+                        item=item_key,
+                        message=f"the worker on host {host} died mid-arm ({gone}); sending the arm again",
+                    )
                     return None
             time.sleep(POLL_S)

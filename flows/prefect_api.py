@@ -3,7 +3,7 @@ profile's) or the one `campaign ui` recorded for this folder; none means a tempo
 server that lives as long as one command.
 
 Here, in the flows layer, because it reads Prefect's settings: the store's summaries
-below only record which server a run used (`campaign.summary.PREFECT_API_EVENT`).
+below only record which server a run used (`campaign.store.summary.PREFECT_API_EVENT`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from campaign.processes import group_alive
-
+from campaign.core.processes import group_alive
 
 # Where `campaign ui` records the server it started or found, so that runs from this folder
 # report to it without the user's Prefect profile being changed (relative to the folder

@@ -50,8 +50,10 @@ def _request_line(data: dict[str, Any]) -> str:
 
 def _campaign_start(data: dict[str, Any]) -> str:
     n = data.get("items")
-    return (f"campaign {data.get('name')}: {n} queue item{'' if n == 1 else 's'} "
-            f"(the queue table: this run's Artifacts tab, key {data.get('artifact')})")
+    return (
+        f"campaign {data.get('name')}: {n} queue item{'' if n == 1 else 's'} "
+        f"(the queue table: this run's Artifacts tab, key {data.get('artifact')})"
+    )
 
 
 # kind -> its line in the run's log; a kind not here is not worth reading later

@@ -1,6 +1,6 @@
 """Resolve a campaign file against what this installation knows: the resolve step after parsing.
 
-The core schema (`campaign.schema`) checks a file's structure and its internal references,
+The core schema (`campaign.core.schema`) checks a file's structure and its internal references,
 and imports nothing above it. Whether an adapter, a predicate or a predicate parameter
 exists is a fact of the registries (arms and gates), and whether an arm's `simulate` table
 names real simulator knobs is a fact of the simulator; this layer sits above both, so it
@@ -9,11 +9,11 @@ registered before names are checked.
 
 Two design checks sit here too, because they read facts the core cannot import: an
 `attribution` gate's ablation arm must be its subject with only the claimed mechanism
-switched (the mechanisms' recipe fields are `campaign.mechanisms.MECHANISMS`, and
+switched (the mechanisms' recipe fields are `campaign.core.mechanisms.MECHANISMS`, and
 `attribution`/`all_of` are gate predicates) and must run in the same blocks as the
 subject; and the items feeding one gate must give a probe they share the same settings
 (which override keys belong to a probe is a fact of the probe registry). Whether they
-run a shared arm with the same recipe needs no registry: `campaign.schema` checks it.
+run a shared arm with the same recipe needs no registry: `campaign.core.schema` checks it.
 """
 
 from __future__ import annotations
@@ -30,20 +30,29 @@ from pydantic import ValidationError
 from arms.probes import registry as probe_registry
 from arms.runtimes import catalog as runtime_registry
 from arms.simulator.profile import SimProfile
-from campaign import metrics as metric_catalogue
-from campaign.loader import KnownNames, item_label, pooled_pairs, read_campaign, read_toml
-from campaign.mechanisms import MECHANISMS
-from campaign.schema import CampaignFileError, CampaignSpec, GateEntry, OverrideKeys, QueueItem, Recipe, recipe_differences, recipe_value_text
+from campaign.core import metrics as metric_catalogue
+from campaign.core.loader import KnownNames, item_label, pooled_pairs, read_campaign, read_toml
+from campaign.core.mechanisms import MECHANISMS
+from campaign.core.schema import (
+    CampaignFileError,
+    CampaignSpec,
+    GateEntry,
+    OverrideKeys,
+    QueueItem,
+    Recipe,
+    recipe_differences,
+    recipe_value_text,
+)
 from flows.overrides import FILE_OVERRIDES
 from gates import catalog as gate_predicates
 from gates.blockstats import pass_bar, sequential_pass_bar
-from gates.compare import DEFAULT_MIN_RUNS
 from gates.calibration import VariationModel
+from gates.compare import DEFAULT_MIN_RUNS
 from gates.engine import params_for as gate_params_for
 from gates.engine import read_items
+from gates.family import planned_members
 from gates.looks import looks_for
 from gates.power import detectable_gain, detectable_margin
-from gates.family import planned_members
 
 
 def known_names() -> KnownNames:
@@ -76,13 +85,16 @@ def load_campaign(path: str | Path) -> CampaignSpec:
         raise CampaignFileError(path, plugin_problems)
     spec = read_campaign(path, known_names())
     anchor_paths(spec, path.parent)
-    problems = (options_problems(spec) + simulate_problems(spec) + metric_problems(spec) + ablation_problems(spec)
-                + probe_pooling_problems(spec))
+    problems = (
+        options_problems(spec)
+        + simulate_problems(spec)
+        + metric_problems(spec)
+        + ablation_problems(spec)
+        + probe_pooling_problems(spec)
+    )
     if problems:
         raise CampaignFileError(path, problems)
     return spec
-
-
 
 
 def anchor_paths(spec: CampaignSpec, folder: Path) -> None:
@@ -174,13 +186,21 @@ def _judgements(spec: CampaignSpec) -> list[tuple[str, GateEntry, str, dict[str,
                 if isinstance(check, dict) and isinstance(check.get("params", {}), dict):
                     subjects = check.get("subjects") or gate.subjects
                     baseline = gate.baseline if check.get("baseline") is None else check["baseline"]
-                    found.append((f"{where}.params.checks[{j}]", gate, str(check.get("predicate", "")),
-                                  check.get("params") or {}, list(subjects), list(baseline)))
+                    found.append(
+                        (
+                            f"{where}.params.checks[{j}]",
+                            gate,
+                            str(check.get("predicate", "")),
+                            check.get("params") or {},
+                            list(subjects),
+                            list(baseline),
+                        )
+                    )
     return found
 
 
 def metric_problems(spec: CampaignSpec) -> list[str]:
-    """Every metric a gate reads is in the catalogue (`campaign.metrics`) and is stored by
+    """Every metric a gate reads is in the catalogue (`campaign.core.metrics`) and is stored by
     a probe of an item the gate reads; a probe the gate names must be one that stores it.
 
     Why: before, a misspelled metric (`tfft_s`) or one its probe never writes ran the
@@ -265,7 +285,9 @@ def _paired_blocks(spec: CampaignSpec, gate: GateEntry) -> tuple[int, str, str] 
 def _planned_looks(spec: CampaignSpec, gate: GateEntry, family: int, confidence: float) -> int:
     """The planned looks an adaptive gate's test is Bonferroni-adjusted over, or 1 where it
     reads the confidence sequence (`gates.looks.looks_for`, as the flow decides)."""
-    plans = [(spec.blocks(q).least, spec.blocks(q).most) for q in spec.queue if q.gate == gate.id and spec.blocks(q).adaptive]
+    plans = [
+        (spec.blocks(q).least, spec.blocks(q).most) for q in spec.queue if q.gate == gate.id and spec.blocks(q).adaptive
+    ]
     return looks_for(plans, (1.0 - confidence) / 2 / max(family, 1))
 
 
@@ -290,6 +312,7 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
         adaptive_gate = gate.id in adaptive
         looks = _planned_looks(spec, gate, family, confidence) if adaptive_gate else 1
         if looks > 1:
+
             def bar_of(blocks: int, members: int, level: float, looks: int = looks) -> float:
                 return pass_bar(blocks, members * looks, level)  # Bonferroni over the planned looks
         else:
@@ -297,22 +320,29 @@ def power_warnings(spec: CampaignSpec) -> list[str]:
         bar = bar_of(n, family, confidence)
         if n >= min_runs and bar <= WARN_BAR:
             continue
-        better = next((k for k in range(max(n + 1, min_runs), 51) if bar_of(k, family, confidence) <= SUGGESTED_BAR), None)
+        better = next(
+            (k for k in range(max(n + 1, min_runs), 51) if bar_of(k, family, confidence) <= SUGGESTED_BAR), None
+        )
         holm = f"Holm over up to {family} comparative gates" if family > 1 else "its one-sided test"
         blocks = f"{'at most ' if adaptive_gate else ''}{n} block{'s' if n != 1 else ''}{' (max_blocks)' if adaptive_gate else ''}"
         head = f"gates[{i}] (id {gate.id!r}): {subject} meets {base} in {blocks}"
         if n < min_runs:
             text = f"{head}, fewer than the {min_runs} server runs a gate decides on: it can only be inconclusive"
         elif bar == math.inf:
-            text = (f"{head}; the confidence sequence an adaptive item reads cannot exclude any threshold with so few "
-                    f"blocks ({holm}): it can only be inconclusive")
+            text = (
+                f"{head}; the confidence sequence an adaptive item reads cannot exclude any threshold with so few "
+                f"blocks ({holm}): it can only be inconclusive"
+            )
         else:
-            text = (f"{head}; to pass {holm}, its gain must clear the threshold by {bar:.1f} times the spread "
-                    f"of the per-block log ratios between server runs{' by the last block' if adaptive_gate else ''}")
+            text = (
+                f"{head}; to pass {holm}, its gain must clear the threshold by {bar:.1f} times the spread "
+                f"of the per-block log ratios between server runs{' by the last block' if adaptive_gate else ''}"
+            )
         if better:
             what = "max_blocks" if adaptive_gate else "the items' repeats"
-            text += (f"; with {better} blocks ({what}) a pass needs {bar_of(better, family, confidence):.1f} "
-                     "spreads" + ("" if n >= min_runs else f" ({holm})"))
+            text += f"; with {better} blocks ({what}) a pass needs {bar_of(better, family, confidence):.1f} spreads" + (
+                "" if n >= min_runs else f" ({holm})"
+            )
         out.append(text)
     return out
 
@@ -346,7 +376,9 @@ def detectable_lines(spec: CampaignSpec) -> list[str]:
         else:
             true = detectable_gain(threshold, margin, higher)
             text = f"{gate.id}: over {blocks} detects a true {true:+.0%} or {'more' if higher else 'better'} (needs {need})"
-        out.append(f"{text}; 80% power at {run_sd:.0%} restart noise{', Holm over ' + str(family) if family > 1 else ''}")
+        out.append(
+            f"{text}; 80% power at {run_sd:.0%} restart noise{', Holm over ' + str(family) if family > 1 else ''}"
+        )
     return out
 
 
@@ -366,7 +398,9 @@ def _attributions(spec: CampaignSpec) -> list[tuple[str, GateEntry, str, list[st
     ]
 
 
-def _ablation_mismatch(spec: CampaignSpec, subject: str, ablation: str, claim: str, rs: Recipe, ra: Recipe) -> str | None:
+def _ablation_mismatch(
+    spec: CampaignSpec, subject: str, ablation: str, claim: str, rs: Recipe, ra: Recipe
+) -> str | None:
     """Why `ablation` (recipe `ra`) is not `subject` (recipe `rs`) with only the claimed
     mechanism switched, or None when it is."""
     fields = MECHANISMS[claim]
@@ -375,15 +409,18 @@ def _ablation_mismatch(spec: CampaignSpec, subject: str, ablation: str, claim: s
     diffs = [
         f"{name} ({subject}: {x}, {ablation}: {y})"
         for name, x, y in (
-            ("model", ms.name, ma.name), ("quant", ms.quant, ma.quant),
-            ("runtime", s.runtime, a.runtime), ("context", s.context, a.context),
+            ("model", ms.name, ma.name),
+            ("quant", ms.quant, ma.quant),
+            ("runtime", s.runtime, a.runtime),
+            ("context", s.context, a.context),
         )
         if x != y
     ]
     changed = recipe_differences(rs, ra)
     diffs += [
         f"{f} ({subject}: {recipe_value_text(f, getattr(rs, f))}, {ablation}: {recipe_value_text(f, getattr(ra, f))})"
-        for f in changed if f not in fields
+        for f in changed
+        if f not in fields
     ]
     named = f"the {claim} field{'s' if len(fields) > 1 else ''} ({', '.join(fields)})"
     if diffs:
@@ -398,9 +435,14 @@ def _read_items(spec: CampaignSpec, gate: GateEntry) -> tuple[list[QueueItem], s
     selects them) and how to say which."""
     feeding = [q for q in spec.queue if q.gate == gate.id]
     if read_items(gate, [q.key for q in feeding]) is not None:
-        return feeding, f"no queue item feeding gate {gate.id!r} lists both (feeding it: {', '.join(q.key for q in feeding)})"
+        return (
+            feeding,
+            f"no queue item feeding gate {gate.id!r} lists both (feeding it: {', '.join(q.key for q in feeding)})",
+        )
     why = "no item feeds it" if not feeding else "its reads = 'all'"
-    return list(spec.queue), f"no queue item lists both ({why}, so it reads every item: {', '.join(q.key for q in spec.queue)})"
+    return list(
+        spec.queue
+    ), f"no queue item lists both ({why}, so it reads every item: {', '.join(q.key for q in spec.queue)})"
 
 
 def ablation_problems(spec: CampaignSpec) -> list[str]:
@@ -433,7 +475,9 @@ def ablation_problems(spec: CampaignSpec) -> list[str]:
             problems.append(f"{where}.subjects: arm {subject!r} does not exist (arms: {', '.join(sorted(arms))})")
             continue
         if ablation not in arms:
-            problems.append(f"{where}.params.ablation: arm {ablation!r} does not exist (arms: {', '.join(sorted(arms))})")
+            problems.append(
+                f"{where}.params.ablation: arm {ablation!r} does not exist (arms: {', '.join(sorted(arms))})"
+            )
             continue
         if ablation == subject:
             problems.append(
@@ -446,7 +490,9 @@ def ablation_problems(spec: CampaignSpec) -> list[str]:
                 f"{where}.params.ablation: arm {ablation!r} must be listed in the baseline "
                 f"({', '.join(baseline) or 'none'}), where the predicate looks for it"
             )
-        mismatch = _ablation_mismatch(spec, subject, ablation, claim, spec.recipe_for(subject), spec.recipe_for(ablation))
+        mismatch = _ablation_mismatch(
+            spec, subject, ablation, claim, spec.recipe_for(subject), spec.recipe_for(ablation)
+        )
         if mismatch:
             problems.append(f"{where}: {mismatch}")
             continue
@@ -493,7 +539,7 @@ def probe_pooling_problems(spec: CampaignSpec) -> list[str]:
     max_tokens 16 and one at 48 would be one sample of two workloads. The settings compared
     are an item's non-recipe overrides that reach that probe: its own parameters and the
     `sim.*` profile fields (recipe.* overrides are the recipe, checked by
-    `campaign.schema`). A key another probe of the item takes does not count, nor does a
+    `campaign.core.schema`). A key another probe of the item takes does not count, nor does a
     sample size (decode's `repeats`): more timed requests per run are the same cell.
     """
     problems: list[str] = []

@@ -27,12 +27,12 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from arms.metrics import RequestRecord, ttft_s
-from campaign import metrics
-from campaign.metrics import Metric
-from campaign.states import Mode, SampleKind
-from campaign.store import Store
-from campaign.tables import EventRow, MeasurementRow, RequestRow, SampleRow, utcnow
+from arms.measures import RequestRecord, ttft_s
+from campaign.core import metrics
+from campaign.core.metrics import Metric
+from campaign.core.states import Mode, SampleKind
+from campaign.store.store import Store
+from campaign.store.tables import EventRow, MeasurementRow, RequestRow, SampleRow, utcnow
 from flows.progress import emit
 
 _STOP = object()
@@ -227,12 +227,27 @@ class StoreSink:
             },
         )
         label = {k: v for k, v in record.label.items() if k in ("conversation", "turn")}
-        emit("request", arm=self.arm_id, probe=self.probe, ok=record.ok, scenario=scenario, error=record.error, ttft_s=ttft_s(record), **label)
+        emit(
+            "request",
+            arm=self.arm_id,
+            probe=self.probe,
+            ok=record.ok,
+            scenario=scenario,
+            error=record.error,
+            ttft_s=ttft_s(record),
+            **label,
+        )
 
     def sample(self, series: str, t_s: float, value: float, label: str = "") -> None:
         self.writer.put(
             SampleRow,
-            {"probe_run_id": self.probe_run_id, "series": series, "t_s": float(t_s), "value": float(value), "label": label},
+            {
+                "probe_run_id": self.probe_run_id,
+                "series": series,
+                "t_s": float(t_s),
+                "value": float(value),
+                "label": label,
+            },
         )
 
     def warn(self, message: str) -> None:

@@ -4,6 +4,6 @@ Pure functions over pandas frames of *canonical* measurements; no I/O. Greedy ro
 removed in exactly one place, `engine.canonical_only`, before any predicate runs. Every
 comparative predicate reads its numbers through `compare` (cells, n, intervals of the
 median from `intervals`, error rates), so a verdict is one its numbers support.
-May import the core (`campaign.schema`, `campaign.states`, `campaign.units`), nothing
+May import the core (`campaign.core.schema`, `campaign.core.states`, `campaign.core.units`), nothing
 else of the project.
 """

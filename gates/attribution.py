@@ -17,10 +17,10 @@ from typing import Any
 import pandas as pd
 from pydantic import Field
 
-from campaign import metrics
-from campaign.schema import GateEntry
-from campaign.states import Verdict
-from campaign.units import pct
+from campaign.core import metrics
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
+from campaign.core.units import pct
 from gates import compare
 from gates.cells import Selector, block_of
 from gates.compare import Rigor
@@ -70,7 +70,9 @@ def _counter(rows: pd.DataFrame, arm: str, metric: str, probe: str, scenario: st
     """A counter delta summed over the arm's attempts, with the unit it was stored in."""
     if rows.empty:
         return None
-    mask = (rows["arm_id"] == arm) & (rows["metric"] == metric) & (rows["probe"] == probe) & (rows["scenario"] == scenario)
+    mask = (
+        (rows["arm_id"] == arm) & (rows["metric"] == metric) & (rows["probe"] == probe) & (rows["scenario"] == scenario)
+    )
     part = rows.loc[mask]
     if part.empty:
         return None
@@ -98,7 +100,9 @@ def _drafts(rows: pd.DataFrame, arm: str, p: AttributionParams) -> dict[str, flo
 
 
 def _draft_text(subject: str, drafts: dict[str, dict[str, float] | None], p: AttributionParams) -> str:
-    counted = ", ".join(f"{arm} {int(d['accepted']):,} of {int(d['drafted']):,}" for arm, d in drafts.items() if d is not None)
+    counted = ", ".join(
+        f"{arm} {int(d['accepted']):,} of {int(d['drafted']):,}" for arm, d in drafts.items() if d is not None
+    )
     if drafts[subject] is None:
         missing = f"{subject} reports no draft counters ({p.probe}/{p.counter_scenario})"
         return f"{missing} (draft tokens accepted: {counted})" if counted else missing
@@ -130,7 +134,9 @@ def _values(part: pd.DataFrame, column: str) -> pd.Series:
     return values.map(_device) if column == "device_lease" else values
 
 
-def _placement(rows: pd.DataFrame, subject: str, ablation: str, p: AttributionParams) -> tuple[list[str], dict[str, Any]]:
+def _placement(
+    rows: pd.DataFrame, subject: str, ablation: str, p: AttributionParams
+) -> tuple[list[str], dict[str, Any]]:
     """How the ablation's attempts differ from the subject's in where they ran and what they
     served (`SHARED`), in the gate's probe: the reasons, and each column's values per arm.
 
@@ -174,7 +180,9 @@ def _placement(rows: pd.DataFrame, subject: str, ablation: str, p: AttributionPa
     return [f"{'; '.join(texts)}: {rule}" for rule, texts in said.items()], found
 
 
-def _engagement(p: AttributionParams, arm: str, counters: dict[str, Any] | None, drafts: dict[str, float] | None) -> tuple[str, str]:
+def _engagement(
+    p: AttributionParams, arm: str, counters: dict[str, Any] | None, drafts: dict[str, float] | None
+) -> tuple[str, str]:
     """What the claimed mechanism's own counters say it did on `arm`, when they say it did no
     work (fewer than `min_hits` cache hits, no drafted token accepted, or no counters to show
     otherwise), and the words that lead the conclusion; ('', '') when they show it working,
@@ -183,10 +191,15 @@ def _engagement(p: AttributionParams, arm: str, counters: dict[str, Any] | None,
         return ("reports no cache counters" if counters is None else f"made {int(counters['hits'])} cache hits"), ""
     if p.claim == "speculation":
         if drafts is None:
-            return f"reports no draft counters ({p.probe}/{p.counter_scenario})", "nothing shows speculation engaged, so "
+            return (
+                f"reports no draft counters ({p.probe}/{p.counter_scenario})",
+                "nothing shows speculation engaged, so ",
+            )
         if drafts["accepted"] < 1:
-            return (f"accepted {int(drafts['accepted']):,} of {int(drafts['drafted']):,} drafted tokens",
-                    "speculation never engaged, so ")
+            return (
+                f"accepted {int(drafts['accepted']):,} of {int(drafts['drafted']):,} drafted tokens",
+                "speculation never engaged, so ",
+            )
     return "", ""
 
 
@@ -236,7 +249,11 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
     arms = [subject, *reference, *([p.ablation] if p.ablation else [])]
     counters = {a: _counters(rows, a, p) for a in arms}
     evidence: dict[str, Any] = {
-        **win.evidence(), "claim": p.claim, "subject": subject, "reference": reference, "ablation": p.ablation,
+        **win.evidence(),
+        "claim": p.claim,
+        "subject": subject,
+        "reference": reference,
+        "ablation": p.ablation,
         "counters": counters,
     }
     drafts = {a: _drafts(rows, a, p) for a in arms} if p.claim == "speculation" else {}
@@ -249,21 +266,31 @@ def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> Ga
         if compared:
             counter_txt += f" ({compared})"
     head = win.text()
-    evidence["win_text"] = head  # the family names the gate that states this win, if one does (`engine.name_stated_wins`)
+    evidence["win_text"] = (
+        head  # the family names the gate that states this win, if one does (`engine.name_stated_wins`)
+    )
     if win.verdict == Verdict.FAIL:
         return GateResult(verdict=Verdict.FAIL, reason=f"{head}: no win to credit to anything", evidence=evidence)
     if win.verdict != Verdict.PASS:
-        return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}: the win itself is not established", evidence=evidence)
+        return GateResult(
+            verdict=Verdict.INCONCLUSIVE, reason=f"{head}: the win itself is not established", evidence=evidence
+        )
     if p.ablation is None:
         elimination = _elimination(p, subject, counters[subject], drafts.get(subject))
-        return GateResult(verdict=Verdict.INCONCLUSIVE, reason=f"{head}; {elimination}; {counter_txt}", evidence=evidence)
+        return GateResult(
+            verdict=Verdict.INCONCLUSIVE, reason=f"{head}; {elimination}; {counter_txt}", evidence=evidence
+        )
     differs, evidence["placement"] = _placement(rows, subject, p.ablation, p)
     still = drafts.get(p.ablation)
     if still is not None and still["accepted"] >= 1:
-        differs.append(f"{p.ablation} accepted {int(still['accepted']):,} of {int(still['drafted']):,} drafted tokens: "
-                       f"speculation was not off in the ablation")
+        differs.append(
+            f"{p.ablation} accepted {int(still['accepted']):,} of {int(still['drafted']):,} drafted tokens: "
+            f"speculation was not off in the ablation"
+        )
     idle, never = _engagement(p, subject, counters[subject], drafts.get(subject))
-    claim = _Claim(p, subject, p.ablation, reference, sel, rigor, win, evidence, head, counter_txt, "; ".join(differs), idle, never)
+    claim = _Claim(
+        p, subject, p.ablation, reference, sel, rigor, win, evidence, head, counter_txt, "; ".join(differs), idle, never
+    )
     return _credit_sole(claim) if sole else _credit_by_ablation(rows, claim)
 
 
@@ -300,10 +327,15 @@ def _credit_sole(c: _Claim) -> GateResult:
     if c.differs:
         return c.result(Verdict.INCONCLUSIVE, f"{c.head}; but {c.differs}")
     if c.idle:
-        return c.result(Verdict.INCONCLUSIVE, f"{c.head}; but {c.subject} {c.idle}: {c.never}the {c.p.claim} cannot be "
-                                              f"credited (drift between runs?)")
-    return c.result(Verdict.PASS, f"{c.head}; {c.ablation} is {c.subject} with {c.p.claim} off, so switching it off costs "
-                                  f"the whole win: the win was the {c.p.claim}")
+        return c.result(
+            Verdict.INCONCLUSIVE,
+            f"{c.head}; but {c.subject} {c.idle}: {c.never}the {c.p.claim} cannot be credited (drift between runs?)",
+        )
+    return c.result(
+        Verdict.PASS,
+        f"{c.head}; {c.ablation} is {c.subject} with {c.p.claim} off, so switching it off costs "
+        f"the whole win: the win was the {c.p.claim}",
+    )
 
 
 def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
@@ -312,8 +344,12 @@ def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
     the reference); failed when the ablation keeps it and costs less; else inconclusive."""
     p, subject, ablation, evidence = c.p, c.subject, c.ablation, c.evidence
     hib = not p.lower_is_better
-    kept = compare.compare(rows, [ablation], c.reference, c.sel, higher_is_better=hib, threshold=p.min_gain, rigor=c.rigor)
-    cost = compare.compare(rows, [subject], [ablation], c.sel, higher_is_better=hib, threshold=p.min_gain, rigor=c.rigor)
+    kept = compare.compare(
+        rows, [ablation], c.reference, c.sel, higher_is_better=hib, threshold=p.min_gain, rigor=c.rigor
+    )
+    cost = compare.compare(
+        rows, [subject], [ablation], c.sel, higher_is_better=hib, threshold=p.min_gain, rigor=c.rigor
+    )
     if kept.missing or cost.missing:
         return pending(kept.missing or cost.missing, **evidence)
     evidence["ablation_vs_reference"] = kept.evidence()
@@ -323,8 +359,10 @@ def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
     def numbers_with(cost_notes: bool = True) -> str:
         # a conclusion that does not rest on what switching off costs leaves out why that
         # cost is undecided ("would decide it"), which would read as undecided
-        return (f"{c.head}; {off}: {kept.text(need=False).split(': ', 1)[1]}; "
-                f"{subject} vs {ablation}: {cost.text(need=False, notes=cost_notes).split(': ', 1)[1]}")
+        return (
+            f"{c.head}; {off}: {kept.text(need=False).split(': ', 1)[1]}; "
+            f"{subject} vs {ablation}: {cost.text(need=False, notes=cost_notes).split(': ', 1)[1]}"
+        )
 
     numbers = numbers_with()
     if c.differs:  # whatever the numbers say, they are not the mechanism's alone
@@ -335,25 +373,42 @@ def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
         return c.result(Verdict.INCONCLUSIVE, f"{numbers}; ablation {note}: its numbers leave its failures out")
     if kept.verdict == Verdict.PASS:
         if cost.verdict == Verdict.PASS:
-            return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the {p.claim} off costs {subject} some of it, "
-                                                  f"but {ablation} still wins: the {p.claim} is only part of the win")
+            return c.result(
+                Verdict.INCONCLUSIVE,
+                f"{numbers}; switching the {p.claim} off costs {subject} some of it, "
+                f"but {ablation} still wins: the {p.claim} is only part of the win",
+            )
         # the claim fails on the ablation's own win: that comparison's p is the fail's
         evidence.update(p_fail=kept.evidence().get("p_pass", 1.0), statistical_fail=True)
-        return c.result(Verdict.FAIL, f"{numbers_with(cost_notes=False)}; switching the {p.claim} off keeps the win: the win was not the {p.claim}")
+        return c.result(
+            Verdict.FAIL,
+            f"{numbers_with(cost_notes=False)}; switching the {p.claim} off keeps the win: the win was not the {p.claim}",
+        )
     if cost.verdict == Verdict.PASS and kept.verdict != Verdict.FAIL:
-        return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the {p.claim} off costs the win, but whether {ablation} "
-                                              f"keeps it is undecided: the credit waits on the ablation's own result")
+        return c.result(
+            Verdict.INCONCLUSIVE,
+            f"{numbers}; switching the {p.claim} off costs the win, but whether {ablation} "
+            f"keeps it is undecided: the credit waits on the ablation's own result",
+        )
     if cost.verdict == Verdict.PASS and c.idle:
         # the counters contradict the ablation: a mechanism that never engaged did no work
-        return c.result(Verdict.INCONCLUSIVE, f"{numbers}; switching the {p.claim} off costs the win, but {subject} {c.idle}: "
-                                              f"{c.never}the difference is not the {p.claim}'s doing (drift between runs?)")
+        return c.result(
+            Verdict.INCONCLUSIVE,
+            f"{numbers}; switching the {p.claim} off costs the win, but {subject} {c.idle}: "
+            f"{c.never}the difference is not the {p.claim}'s doing (drift between runs?)",
+        )
     if cost.verdict == Verdict.PASS:
         evidence["p_pass"] = max(c.win.evidence()["p_pass"], cost.evidence()["p_pass"], kept.evidence()["p_fail"])
-        return c.result(Verdict.PASS, f"{numbers}; switching the {p.claim} off costs the win: the win was the {p.claim}")
+        return c.result(
+            Verdict.PASS, f"{numbers}; switching the {p.claim} off costs the win: the win was the {p.claim}"
+        )
     notes = list(dict.fromkeys(n for comparison in (*kept.comparisons, *cost.comparisons) for n in comparison.notes))
     tail = f"; {'; '.join(notes)}" if notes else ""
-    return c.result(Verdict.INCONCLUSIVE, f"{numbers}; the ablation does not decide it: switching the {p.claim} off costs "
-                                          f"neither surely the {need(p)} win nor surely less while {ablation} keeps it{tail}")
+    return c.result(
+        Verdict.INCONCLUSIVE,
+        f"{numbers}; the ablation does not decide it: switching the {p.claim} off costs "
+        f"neither surely the {need(p)} win nor surely less while {ablation} keeps it{tail}",
+    )
 
 
 def need(p: AttributionParams) -> str:
@@ -367,8 +422,10 @@ def _elimination(p: AttributionParams, subject: str, c: dict[str, Any] | None, d
         if drafts is None:
             return f"{label}: {subject} reports no draft counters, so not even that can be argued"
         if drafts["accepted"] < 1:
-            return (f"{label}: speculation accepted {int(drafts['accepted']):,} of {int(drafts['drafted']):,} drafted tokens, "
-                    f"so it did no work on {subject}; an ablation arm would decide it")
+            return (
+                f"{label}: speculation accepted {int(drafts['accepted']):,} of {int(drafts['drafted']):,} drafted tokens, "
+                f"so it did no work on {subject}; an ablation arm would decide it"
+            )
         return f"{label}: drafts were accepted, but only an ablation arm can say whether they earned the win"
     if c is None:
         return f"{label}: {subject} reports no cache counters, so not even that can be argued"

@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from campaign import metrics
-from campaign.schema import GateEntry
-from campaign.states import SampleKind, Verdict
+from campaign.core import metrics
+from campaign.core.schema import GateEntry
+from campaign.core.states import SampleKind, Verdict
 from gates.engine import evaluate
 from gates.looks import Look, added_after_look, look_at
 
@@ -65,10 +65,29 @@ def block_frame(design: Design, model: VariationModel, rng: np.random.Generator,
     """One campaign's canonical rows: every (arm, block, cell) with its requests, plus
     the request counters every probe writes (no failures)."""
     order_rng = random.Random(int(rng.integers(0, 2**31)))
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "arm_id", "probe", "scenario", "context", "mode", "kind", "trial", "metric", "value", "unit",
-        "item_key", "repeat", "block_id", "block_order", "attempt_id", "settings_hash", "recipe_hash", "source",
-    )}
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "arm_id",
+            "probe",
+            "scenario",
+            "context",
+            "mode",
+            "kind",
+            "trial",
+            "metric",
+            "value",
+            "unit",
+            "item_key",
+            "repeat",
+            "block_id",
+            "block_order",
+            "attempt_id",
+            "settings_hash",
+            "recipe_hash",
+            "source",
+        )
+    }
     drift = 0.0
     attempt = 0
     contexts = [4096 * (2**i) for i in range(design.cells)]
@@ -84,8 +103,16 @@ def block_frame(design: Design, model: VariationModel, rng: np.random.Generator,
                 noise = rng.normal(0, model.request_sd, design.requests_per_run)
                 values = design.base * gain * np.exp(effect + drift + noise)
                 rows = [(SampleKind.SAMPLE, t, design.metric, float(v), "tok/s") for t, v in enumerate(values)]
-                rows += [(SampleKind.SUMMARY, 0, metrics.REQUESTS.name, float(design.requests_per_run), metrics.REQUESTS.unit),
-                         (SampleKind.SUMMARY, 0, metrics.REQUESTS_FAILED.name, 0.0, metrics.REQUESTS_FAILED.unit)]
+                rows += [
+                    (
+                        SampleKind.SUMMARY,
+                        0,
+                        metrics.REQUESTS.name,
+                        float(design.requests_per_run),
+                        metrics.REQUESTS.unit,
+                    ),
+                    (SampleKind.SUMMARY, 0, metrics.REQUESTS_FAILED.name, 0.0, metrics.REQUESTS_FAILED.unit),
+                ]
                 for kind, trial, metric, value, unit in rows:
                     cols["arm_id"].append(arm)
                     cols["probe"].append(design.probe)
@@ -116,15 +143,51 @@ def gates_for(design: Design) -> dict[str, tuple[GateEntry, float]]:
     m, probe = design.metric, design.probe
     return {
         "relative_improvement(any gain)": (
-            GateEntry(id="g", predicate="relative_improvement", params={"metric": m, "probe": probe, "min_gain": 0.0}, subjects=["A"], baseline=["B"]), 1.0),
+            GateEntry(
+                id="g",
+                predicate="relative_improvement",
+                params={"metric": m, "probe": probe, "min_gain": 0.0},
+                subjects=["A"],
+                baseline=["B"],
+            ),
+            1.0,
+        ),
         "relative_improvement(+10%)": (
-            GateEntry(id="g", predicate="relative_improvement", params={"metric": m, "probe": probe, "min_gain": 0.10}, subjects=["A"], baseline=["B"]), 1.10),
+            GateEntry(
+                id="g",
+                predicate="relative_improvement",
+                params={"metric": m, "probe": probe, "min_gain": 0.10},
+                subjects=["A"],
+                baseline=["B"],
+            ),
+            1.10,
+        ),
         "best_of": (
-            GateEntry(id="g", predicate="best_of", params={"metric": m, "probe": probe}, subjects=["A"], baseline=["B"]), 1.0),
+            GateEntry(
+                id="g", predicate="best_of", params={"metric": m, "probe": probe}, subjects=["A"], baseline=["B"]
+            ),
+            1.0,
+        ),
         "control(max_advantage 0)": (
-            GateEntry(id="g", predicate="control", params={"metric": m, "probe": probe, "max_advantage": 0.0}, subjects=["A"], baseline=["B"]), 1.0),
+            GateEntry(
+                id="g",
+                predicate="control",
+                params={"metric": m, "probe": probe, "max_advantage": 0.0},
+                subjects=["A"],
+                baseline=["B"],
+            ),
+            1.0,
+        ),
         "equivalence(5%)": (
-            GateEntry(id="g", predicate="equivalence", params={"metric": m, "probe": probe, "margin": 0.05}, subjects=["A"], baseline=["B"]), 1.05),
+            GateEntry(
+                id="g",
+                predicate="equivalence",
+                params={"metric": m, "probe": probe, "margin": 0.05},
+                subjects=["A"],
+                baseline=["B"],
+            ),
+            1.05,
+        ),
     }
 
 
@@ -158,8 +221,14 @@ def run_many(gate: GateEntry, design: Design, model: VariationModel, campaigns: 
 
 
 def calibrate(
-    predicate: str, cells: int, model: VariationModel, campaigns: int, seed: int = 0, blocks: int = 5,
-    requests_per_run: int = 30, truth: Sequence[float] | None = None,
+    predicate: str,
+    cells: int,
+    model: VariationModel,
+    campaigns: int,
+    seed: int = 0,
+    blocks: int = 5,
+    requests_per_run: int = 30,
+    truth: Sequence[float] | None = None,
 ) -> dict[str, Tally]:
     """At the boundary: how often a pass, how often a fail (both false there)."""
     design = Design(blocks=blocks, cells=cells, requests_per_run=requests_per_run)
@@ -186,7 +255,13 @@ class StopTally(Tally):
 
 
 def run_adaptive(
-    gate: GateEntry, design: Design, model: VariationModel, campaigns: int, seed: int, least: int, sequential: bool,
+    gate: GateEntry,
+    design: Design,
+    model: VariationModel,
+    campaigns: int,
+    seed: int,
+    least: int,
+    sequential: bool,
     looks: int = 1,
 ) -> StopTally:
     """`campaigns` campaigns that add blocks one at a time from `least` to `design.blocks`,
@@ -226,7 +301,13 @@ def _look(gate: GateEntry, frame: pd.DataFrame, history: list[Look]) -> Verdict:
 
 
 def rerun_until_pass(
-    gate: GateEntry, design: Design, model: VariationModel, campaigns: int, seed: int, tries: int, replace: bool = False,
+    gate: GateEntry,
+    design: Design,
+    model: VariationModel,
+    campaigns: int,
+    seed: int,
+    tries: int,
+    replace: bool = False,
 ) -> Tally:
     """`campaigns` campaigns in which the user reruns the item (`design.blocks` blocks a try)
     until the gate passes, at most `tries` times. A rerun with unchanged settings adds its
@@ -251,8 +332,9 @@ def rerun_until_pass(
     return tally
 
 
-def blocks_after_look(gate: GateEntry, design: Design, model: VariationModel, campaigns: int, seed: int, more: int,
-                      rule: bool = True) -> Tally:
+def blocks_after_look(
+    gate: GateEntry, design: Design, model: VariationModel, campaigns: int, seed: int, more: int, rule: bool = True
+) -> Tally:
     """`campaigns` campaigns of `design.blocks` blocks; where the gate is inconclusive the
     user raises `repeats` to `more` and looks again. With `rule` the second look follows
     `gates.looks` (a confidence sequence over all blocks); without, it is judged by the
@@ -270,4 +352,13 @@ def blocks_after_look(gate: GateEntry, design: Design, model: VariationModel, ca
 
 
 def replace_blocks(design: Design, blocks: int) -> Design:
-    return Design(design.arms, dict(design.gains), blocks, design.cells, design.requests_per_run, design.metric, design.probe, design.base)
+    return Design(
+        design.arms,
+        dict(design.gains),
+        blocks,
+        design.cells,
+        design.requests_per_run,
+        design.metric,
+        design.probe,
+        design.base,
+    )

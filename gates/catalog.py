@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from campaign import metrics
+from campaign.core import metrics
 from gates import attribution, library, load_gates, predicates  # noqa: F401  (each registers itself on import)
 from gates.registry import get, names, params_model, register
 

@@ -19,12 +19,12 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from campaign import metrics
-from campaign.samples import kinds
-from campaign.samples import samples as samples_of
-from campaign.samples import summaries as summaries_of
-from campaign.states import SampleKind
-from campaign.units import context_label, num
+from campaign.core import metrics
+from campaign.core.states import SampleKind
+from campaign.core.units import context_label, num
+from campaign.store.samples import kinds
+from campaign.store.samples import samples as samples_of
+from campaign.store.samples import summaries as summaries_of
 from gates import blockstats
 from gates.blockstats import Estimate
 from gates.intervals import CONFIDENCE, median_interval, rate_interval
@@ -117,7 +117,9 @@ class ArmErrors:
         kinds = ", ".join(f"{k} {v}" for k, v in self.kinds.items())
         found = self.interval(confidence)
         shown = f" [{num(found[0])}, {num(found[1])}] {confidence:.0%} CI" if found else ""
-        return f"{self.arm} failed {self.failed}/{self.requests} requests ({num(self.rate)}{shown})" + (f": {kinds}" if kinds else "")
+        return f"{self.arm} failed {self.failed}/{self.requests} requests ({num(self.rate)}{shown})" + (
+            f": {kinds}" if kinds else ""
+        )
 
 
 @dataclass
@@ -194,16 +196,39 @@ class CellStat:
 
     def evidence(self, role: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {
-            "arm": self.arm, "role": role, "metric": self.metric, "samples": self.sample_metric, "basis": self.basis,
-            "probe": self.cell.probe, "scenario": self.cell.scenario, "context": self.cell.context, "mode": self.cell.mode,
-            "settings": self.cell.settings, "unit": self.unit, "n": self.n, "runs": self.n, "size": self.size(),
-            "requests_per_run": [r.requests for r in self.runs], "run_values": [r.value for r in self.runs],
-            "median": self.median, "low": self.low, "high": self.high, "coverage": round(self.coverage, 4),
-            "confidence": self.confidence, "request_low": self.request_low, "request_high": self.request_high,
+            "arm": self.arm,
+            "role": role,
+            "metric": self.metric,
+            "samples": self.sample_metric,
+            "basis": self.basis,
+            "probe": self.cell.probe,
+            "scenario": self.cell.scenario,
+            "context": self.cell.context,
+            "mode": self.cell.mode,
+            "settings": self.cell.settings,
+            "unit": self.unit,
+            "n": self.n,
+            "runs": self.n,
+            "size": self.size(),
+            "requests_per_run": [r.requests for r in self.runs],
+            "run_values": [r.value for r in self.runs],
+            "median": self.median,
+            "low": self.low,
+            "high": self.high,
+            "coverage": round(self.coverage, 4),
+            "confidence": self.confidence,
+            "request_low": self.request_low,
+            "request_high": self.request_high,
             "request_coverage": round(self.request_coverage, 4),
-            "items": self.items, "blocks": [r.block for r in self.runs], "attempts": [r.attempt for r in self.runs],
-            "orders": [r.order for r in self.runs], "recipes": sorted(self.recipes),
-            "error_rate": self.error_rate, "requests": self.requests, "failed": self.failed, "errors_by_kind": dict(self.errors_by_kind),
+            "items": self.items,
+            "blocks": [r.block for r in self.runs],
+            "attempts": [r.attempt for r in self.runs],
+            "orders": [r.order for r in self.runs],
+            "recipes": sorted(self.recipes),
+            "error_rate": self.error_rate,
+            "requests": self.requests,
+            "failed": self.failed,
+            "errors_by_kind": dict(self.errors_by_kind),
             "method": self.estimate.method if self.estimate else "",
         }
         if self.arm_errors is not None:
@@ -246,11 +271,15 @@ def _cell_of(row: Any) -> Cell:
 def _grouped(rows: pd.DataFrame) -> dict[Cell, pd.DataFrame]:
     if rows.empty:
         return {}
-    keys = pd.DataFrame({
-        "probe": _col(rows, "probe", "").astype(str), "scenario": _col(rows, "scenario", "").astype(str),
-        "context": _col(rows, "context", 0), "mode": _col(rows, "mode", "").astype(str),
-        "settings": _col(rows, "settings_hash", "").astype(str),
-    })
+    keys = pd.DataFrame(
+        {
+            "probe": _col(rows, "probe", "").astype(str),
+            "scenario": _col(rows, "scenario", "").astype(str),
+            "context": _col(rows, "context", 0),
+            "mode": _col(rows, "mode", "").astype(str),
+            "settings": _col(rows, "settings_hash", "").astype(str),
+        }
+    )
     out: dict[Cell, pd.DataFrame] = {}
     for key, index in keys.groupby(list(keys.columns), sort=True, observed=True).groups.items():
         out[_cell_of(key)] = rows.loc[index]
@@ -267,7 +296,10 @@ def block_of(rows: pd.DataFrame) -> pd.Series:
     those items counts the start once, and pairs arms by start, not by item. Else its
     attempt's own `block_id`; else (item, repeat), for rows stored before block ids."""
     ids = _col(rows, "block_id", "").astype(str).fillna("")
-    own = ids.where(~ids.isin(_NO_TEXT), _col(rows, "item_key", "").astype(str) + "/b" + _col(rows, "repeat", 0).astype(int).astype(str))
+    own = ids.where(
+        ~ids.isin(_NO_TEXT),
+        _col(rows, "item_key", "").astype(str) + "/b" + _col(rows, "repeat", 0).astype(int).astype(str),
+    )
     start = _col(rows, "server_block", "").astype(str).fillna("")
     return start.where(~start.isin(_NO_TEXT), own)
 
@@ -279,11 +311,16 @@ def runs_of(part: pd.DataFrame, value: Any = None) -> list[Run]:
         return []
     if value is None:  # the median: the one-groupby path every gate takes (`_runs_by_cell`)
         return [r for runs in _runs_by_cell(part).values() for r in runs]
-    frame = pd.DataFrame({
-        "_block": block_of(part).to_numpy(), "value": part["value"].astype(float).to_numpy(),
-        "item": _col(part, "item_key", "").astype(str).to_numpy(), "attempt": _col(part, "attempt_id", 0).to_numpy(),
-        "order": _col(part, "block_order", None).to_numpy(), "recipe": _col(part, "recipe_hash", "").astype(str).to_numpy(),
-    })
+    frame = pd.DataFrame(
+        {
+            "_block": block_of(part).to_numpy(),
+            "value": part["value"].astype(float).to_numpy(),
+            "item": _col(part, "item_key", "").astype(str).to_numpy(),
+            "attempt": _col(part, "attempt_id", 0).to_numpy(),
+            "order": _col(part, "block_order", None).to_numpy(),
+            "recipe": _col(part, "recipe_hash", "").astype(str).to_numpy(),
+        }
+    )
     groups = frame.groupby("_block", sort=True)
     centers = pd.Series({b: float(value(part.loc[(block_of(part) == b).to_numpy()])) for b in groups.groups})
     first = groups[["item", "attempt", "order", "recipe"]].first()
@@ -295,11 +332,17 @@ def runs_of(part: pd.DataFrame, value: Any = None) -> list[Run]:
             continue
         f = first.loc[block]
         order = f["order"]
-        out.append(Run(
-            block=str(block), item=str(f["item"]), attempt=int(f["attempt"]), value=v, requests=int(sizes[block]),
-            order=None if order is None or (isinstance(order, float) and math.isnan(order)) else int(order),
-            recipe=str(f["recipe"] or "") if str(f["recipe"]) != "nan" else "",
-        ))
+        out.append(
+            Run(
+                block=str(block),
+                item=str(f["item"]),
+                attempt=int(f["attempt"]),
+                value=v,
+                requests=int(sizes[block]),
+                order=None if order is None or (isinstance(order, float) and math.isnan(order)) else int(order),
+                recipe=str(f["recipe"] or "") if str(f["recipe"]) != "nan" else "",
+            )
+        )
     return out
 
 
@@ -307,29 +350,48 @@ def _runs_by_cell(part: pd.DataFrame) -> dict[Cell, list[Run]]:
     """`runs_of` for every cell of `part` in one groupby (the hot path of every gate)."""
     if part.empty:
         return {}
-    frame = pd.DataFrame({
-        "probe": _col(part, "probe", "").astype(str).to_numpy(), "scenario": _col(part, "scenario", "").astype(str).to_numpy(),
-        "context": _col(part, "context", 0).astype(int).to_numpy(), "mode": _col(part, "mode", "").astype(str).to_numpy(),
-        "settings": _col(part, "settings_hash", "").astype(str).to_numpy(), "_block": block_of(part).to_numpy(),
-        "value": part["value"].astype(float).to_numpy(),
-        "item": _col(part, "item_key", "").astype(str).to_numpy(), "attempt": _col(part, "attempt_id", 0).to_numpy(),
-        "order": pd.to_numeric(_col(part, "block_order", math.nan), errors="coerce").to_numpy(dtype=float),
-        "recipe": _col(part, "recipe_hash", "").astype(str).to_numpy(),
-    })
+    frame = pd.DataFrame(
+        {
+            "probe": _col(part, "probe", "").astype(str).to_numpy(),
+            "scenario": _col(part, "scenario", "").astype(str).to_numpy(),
+            "context": _col(part, "context", 0).astype(int).to_numpy(),
+            "mode": _col(part, "mode", "").astype(str).to_numpy(),
+            "settings": _col(part, "settings_hash", "").astype(str).to_numpy(),
+            "_block": block_of(part).to_numpy(),
+            "value": part["value"].astype(float).to_numpy(),
+            "item": _col(part, "item_key", "").astype(str).to_numpy(),
+            "attempt": _col(part, "attempt_id", 0).to_numpy(),
+            "order": pd.to_numeric(_col(part, "block_order", math.nan), errors="coerce").to_numpy(dtype=float),
+            "recipe": _col(part, "recipe_hash", "").astype(str).to_numpy(),
+        }
+    )
     keys = ["probe", "scenario", "context", "mode", "settings", "_block"]
     groups = frame.groupby(keys, sort=True)
-    agg = groups.agg(value=("value", "median"), requests=("value", "size"), item=("item", "first"),
-                     attempt=("attempt", "first"), order=("order", "first"), recipe=("recipe", "first"))
+    agg = groups.agg(
+        value=("value", "median"),
+        requests=("value", "size"),
+        item=("item", "first"),
+        attempt=("attempt", "first"),
+        order=("order", "first"),
+        recipe=("recipe", "first"),
+    )
     out: dict[Cell, list[Run]] = {}
     for key, row in zip(agg.index, agg.itertuples(index=False)):
         if math.isnan(row.value):
             continue
         cell = Cell(str(key[0]), str(key[1]), int(key[2]), str(key[3]), str(key[4]))
         recipe = "" if row.recipe in ("", "nan", "None") else str(row.recipe)
-        out.setdefault(cell, []).append(Run(
-            block=str(key[5]), item=str(row.item), attempt=int(row.attempt), value=float(row.value), requests=int(row.requests),
-            order=None if math.isnan(row.order) else int(row.order), recipe=recipe,
-        ))
+        out.setdefault(cell, []).append(
+            Run(
+                block=str(key[5]),
+                item=str(row.item),
+                attempt=int(row.attempt),
+                value=float(row.value),
+                requests=int(row.requests),
+                order=None if math.isnan(row.order) else int(row.order),
+                recipe=recipe,
+            )
+        )
     return out
 
 
@@ -349,8 +411,16 @@ def cell_value(run_values: Sequence[float], confidence: float = CONFIDENCE) -> t
 
 
 def stat_from_runs(
-    arm: str, cell: Cell, metric: str, sample_metric: str, basis: str, runs: list[Run], values: Sequence[float],
-    confidence: float, unit: str = "", sequential: bool = False,
+    arm: str,
+    cell: Cell,
+    metric: str,
+    sample_metric: str,
+    basis: str,
+    runs: list[Run],
+    values: Sequence[float],
+    confidence: float,
+    unit: str = "",
+    sequential: bool = False,
 ) -> CellStat:
     """A cell's stat from its runs: the geometric mean of the run values with its t CI
     (a confidence sequence when `sequential`)."""
@@ -366,9 +436,23 @@ def stat_from_runs(
     else:
         est, center, low, high, coverage = None, math.nan, math.nan, math.nan, 0.0
     return CellStat(
-        arm=arm, cell=cell, metric=metric, sample_metric=sample_metric, basis=basis, runs=runs, values=vals,
-        median=center, low=low, high=high, coverage=coverage, confidence=confidence, unit=unit,
-        request_low=rlo, request_high=rhi, request_coverage=rcov, estimate=est,
+        arm=arm,
+        cell=cell,
+        metric=metric,
+        sample_metric=sample_metric,
+        basis=basis,
+        runs=runs,
+        values=vals,
+        median=center,
+        low=low,
+        high=high,
+        coverage=coverage,
+        confidence=confidence,
+        unit=unit,
+        request_low=rlo,
+        request_high=rhi,
+        request_coverage=rcov,
+        estimate=est,
     )
 
 
@@ -436,7 +520,11 @@ def arm_errors(rows: pd.DataFrame, arm: str) -> ArmErrors:
 
 
 def cell_stats(
-    rows: pd.DataFrame, sel: Selector, arm: str, scenario: str | None = None, confidence: float = CONFIDENCE,
+    rows: pd.DataFrame,
+    sel: Selector,
+    arm: str,
+    scenario: str | None = None,
+    confidence: float = CONFIDENCE,
     sequential: bool = False,
 ) -> dict[Cell, CellStat]:
     """The arm's numbers for the selector, one `CellStat` per cell (see the module doc)."""
@@ -465,10 +553,24 @@ def cell_stats(
         elif cell in alt_cells:
             part, sample_metric, basis, runs = alt_cells[cell], str(alt), "samples", runs_of(alt_cells[cell])
         else:
-            part, sample_metric, basis, runs = summaries[cell], sel.metric, "summary rows (one per attempt)", summary_runs.get(cell, [])
+            part, sample_metric, basis, runs = (
+                summaries[cell],
+                sel.metric,
+                "summary rows (one per attempt)",
+                summary_runs.get(cell, []),
+            )
         units = [u for u in _col(part, "unit", "") if u]
         stat = stat_from_runs(
-            arm, cell, sel.metric, sample_metric, basis, runs, part["value"], confidence, str(units[0]) if units else "", sequential,
+            arm,
+            cell,
+            sel.metric,
+            sample_metric,
+            basis,
+            runs,
+            part["value"],
+            confidence,
+            str(units[0]) if units else "",
+            sequential,
         )
         stat.arm_errors = errors
         _attach_errors(stat, counters)
@@ -485,14 +587,27 @@ def _failed_cells(counters: _Counters, sel: Selector, arm: str, scenario: str | 
     """Cells where the arm sent requests and every one failed: no value, but not absent."""
     out: dict[Cell, CellStat] = {}
     scen = scenario if scenario is not None else sel.scenario
-    for key, totals in counters.by_cell.items():
+    for key in counters.by_cell:
         probe, scen_k, context, mode, settings = key
-        if (sel.probe and probe != sel.probe) or (scen and scen_k != scen) or (sel.context is not None and context != sel.context):
+        if (
+            (sel.probe and probe != sel.probe)
+            or (scen and scen_k != scen)
+            or (sel.context is not None and context != sel.context)
+        ):
             continue
         cell = Cell(probe, scen_k, int(context), mode, settings)
         stat = CellStat(
-            arm=arm, cell=cell, metric=sel.metric, sample_metric=sel.metric, basis="samples", runs=[], values=[],
-            median=math.nan, low=math.nan, high=math.nan, coverage=0.0,
+            arm=arm,
+            cell=cell,
+            metric=sel.metric,
+            sample_metric=sel.metric,
+            basis="samples",
+            runs=[],
+            values=[],
+            median=math.nan,
+            low=math.nan,
+            high=math.nan,
+            coverage=0.0,
         )
         _attach_errors(stat, counters)
         if stat.all_failed:
@@ -524,5 +639,5 @@ def _attach_errors(stat: CellStat, counters: _Counters) -> None:
     stat.retried = int(totals[retried]) if retried in totals else None
     kind_prefix = f"{prefix}{metrics.FAILED_KIND_PREFIX}"
     stat.errors_by_kind = {
-        name[len(kind_prefix):]: int(v) for name, v in sorted(totals.items()) if name.startswith(kind_prefix) and v
+        name[len(kind_prefix) :]: int(v) for name, v in sorted(totals.items()) if name.startswith(kind_prefix) and v
     }

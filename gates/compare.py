@@ -48,8 +48,8 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from campaign.states import Verdict
-from campaign.units import context_label, num, pct
+from campaign.core.states import Verdict
+from campaign.core.units import context_label, num, pct
 from gates import blockstats
 from gates.blockstats import Estimate
 from gates.cells import ArmErrors, Cell, CellStat, Selector, cell_stats
@@ -85,13 +85,19 @@ class Rigor(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     min_runs: int = Field(
-        default=DEFAULT_MIN_RUNS, ge=2,
+        default=DEFAULT_MIN_RUNS,
+        ge=2,
         description="fewer server runs (blocks) than this in a cell is inconclusive; 2 is the least a spread can come from",
     )
     max_error_rate: float = Field(
-        default=DEFAULT_MAX_ERROR_RATE, ge=0, le=1, description="an arm failing more of its requests than this cannot pass"
+        default=DEFAULT_MAX_ERROR_RATE,
+        ge=0,
+        le=1,
+        description="an arm failing more of its requests than this cannot pass",
     )
-    confidence: float = Field(default=CONFIDENCE, gt=0.5, lt=1, description="the CI level (set campaign-wide by campaign.confidence)")
+    confidence: float = Field(
+        default=CONFIDENCE, gt=0.5, lt=1, description="the CI level (set campaign-wide by campaign.confidence)"
+    )
     sequential: bool = Field(
         default=False,
         description="intervals are confidence sequences, valid however often they are looked at (set for a gate fed by an "
@@ -104,7 +110,12 @@ class Rigor(BaseModel):
 
     def of(self) -> Rigor:
         """Just the rigor fields of a params model that extends this one."""
-        return Rigor(min_runs=self.min_runs, max_error_rate=self.max_error_rate, confidence=self.confidence, sequential=self.sequential)
+        return Rigor(
+            min_runs=self.min_runs,
+            max_error_rate=self.max_error_rate,
+            confidence=self.confidence,
+            sequential=self.sequential,
+        )
 
 
 # -- formatting -----------------------------------------------------------------------------
@@ -194,13 +205,27 @@ class Comparison:
     def evidence(self) -> dict[str, Any]:
         c, lo, hi = self.change
         return {
-            "subject": self.subject.arm, "baseline": self.baseline.arm, "cell": self.subject.cell.key(),
-            "context": self.subject.cell.context, "scenario": self.subject.cell.scenario, "settings": self.subject.cell.settings,
-            "change": c, "change_low": lo, "change_high": hi, "gain": self.gain, "threshold": self.threshold,
-            "method": self.method, "pairs": self.pairs, "coverage": round(self.coverage, 4),
-            "subject_size": self.subject.size(), "baseline_size": self.baseline.size(),
-            "p_pass": self.p_pass, "p_fail": self.p_fail, "statistical": self.statistical,
-            "verdict": str(self.verdict), "notes": list(self.notes),
+            "subject": self.subject.arm,
+            "baseline": self.baseline.arm,
+            "cell": self.subject.cell.key(),
+            "context": self.subject.cell.context,
+            "scenario": self.subject.cell.scenario,
+            "settings": self.subject.cell.settings,
+            "change": c,
+            "change_low": lo,
+            "change_high": hi,
+            "gain": self.gain,
+            "threshold": self.threshold,
+            "method": self.method,
+            "pairs": self.pairs,
+            "coverage": round(self.coverage, 4),
+            "subject_size": self.subject.size(),
+            "baseline_size": self.baseline.size(),
+            "p_pass": self.p_pass,
+            "p_fail": self.p_fail,
+            "statistical": self.statistical,
+            "verdict": str(self.verdict),
+            "notes": list(self.notes),
         }
 
 
@@ -228,7 +253,12 @@ class Claim:
         return f"{self.what} fails alone, but not over {m} {noun} (Holm)"
 
     def evidence(self) -> dict[str, Any]:
-        return {"verdict": str(self.verdict), "p_pass": self.p_pass, "p_fail": self.p_fail, "statistical": self.statistical}
+        return {
+            "verdict": str(self.verdict),
+            "p_pass": self.p_pass,
+            "p_fail": self.p_fail,
+            "statistical": self.statistical,
+        }
 
 
 Judged = Comparison | Claim  # what a gate's verdict is combined from
@@ -256,7 +286,9 @@ def flaky(stat: CellStat, rigor: Rigor) -> bool:
     return errors is not None and (errors.rate or 0.0) > rigor.max_error_rate + EPS
 
 
-def error_rule(errors: ArmErrors | None, limit: float, confidence: float, consequence: str = "cannot pass") -> tuple[Verdict, str] | None:
+def error_rule(
+    errors: ArmErrors | None, limit: float, confidence: float, consequence: str = "cannot pass"
+) -> tuple[Verdict, str] | None:
     """The error limit for an arm whose verdict is claimed (a subject), by the exact
     interval of its failure rate, each end at (1 - confidence) / 2: a fail (a rule, no p)
     only when the rate is surely over `limit` (the lower end above it); inconclusive when
@@ -298,9 +330,20 @@ def _bound_log(threshold: float, higher_is_better: bool) -> float:
 def compare_cells(s: CellStat, b: CellStat, higher_is_better: bool, threshold: float, rigor: Rigor) -> Comparison:
     """One subject against one baseline in one cell; verdict for "gain >= threshold"."""
     cmp = Comparison(
-        subject=s, baseline=b, higher_is_better=higher_is_better, threshold=threshold, gain=math.nan, low=math.nan,
-        high=math.nan, method="", pairs=0, coverage=0.0, n_ok=s.n >= rigor.min_runs and b.n >= rigor.min_runs,
-        subject_flaky=flaky(s, rigor), baseline_flaky=flaky(b, rigor), statistical=False,
+        subject=s,
+        baseline=b,
+        higher_is_better=higher_is_better,
+        threshold=threshold,
+        gain=math.nan,
+        low=math.nan,
+        high=math.nan,
+        method="",
+        pairs=0,
+        coverage=0.0,
+        n_ok=s.n >= rigor.min_runs and b.n >= rigor.min_runs,
+        subject_flaky=flaky(s, rigor),
+        baseline_flaky=flaky(b, rigor),
+        statistical=False,
     )
     if s.runs and b.runs:
         _estimate(cmp, rigor)
@@ -359,7 +402,9 @@ def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
     mixed = [x for x in (s, b) if len(x.recipes) > 1]
     if mixed:
         cmp.statistical = False
-        return Verdict.INCONCLUSIVE, [f"{x.arm} ran {len(x.recipes)} recipes in {', '.join(x.items)}: not pooled" for x in mixed]
+        return Verdict.INCONCLUSIVE, [
+            f"{x.arm} ran {len(x.recipes)} recipes in {', '.join(x.items)}: not pooled" for x in mixed
+        ]
     if not cmp.n_ok or not cmp.statistical:
         cmp.statistical = False
         return Verdict.INCONCLUSIVE, [runs_note((s, b), rigor) or "no estimate"]
@@ -369,15 +414,19 @@ def judge_gain(cmp: Comparison, rigor: Rigor) -> tuple[Verdict, list[str]]:
         return Verdict.FAIL, []
     if cmp.estimate is not None and cmp.estimate.on_bound(cmp.bound):
         return Verdict.INCONCLUSIVE, [tie_note(cmp)]
-    notes = [f"{s.arm}'s {'CS' if is_sequential(cmp) else 'CI'} straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}"]
+    notes = [
+        f"{s.arm}'s {'CS' if is_sequential(cmp) else 'CI'} straddles {pct(cmp.threshold if cmp.higher_is_better else -cmp.threshold)}"
+    ]
     if cmp.estimate is not None and not math.isnan(cmp.bound):
         # blocks added after this look are read by the confidence sequence (`gates.looks`),
         # so the count is the sequence's, never the fixed design's the user would be misled by
         more = dataclasses.replace(cmp.estimate, sequential=True)
         need = blockstats.blocks_to_decide(more, cmp.bound, rigor.alpha)
         if need is not None:
-            notes.append(f"at this gain and spread, about {need} blocks in all would decide it (alone, before Holm; "
-                         "added blocks are read as a confidence sequence)")
+            notes.append(
+                f"at this gain and spread, about {need} blocks in all would decide it (alone, before Holm; "
+                "added blocks are read as a confidence sequence)"
+            )
         elif cmp.estimate.n_eff == cmp.estimate.n and cmp.estimate.df > 0:
             notes.append(f"at this gain and spread, more than {blockstats.MOST_BLOCKS} blocks would be needed")
     return Verdict.INCONCLUSIVE, notes
@@ -479,7 +528,9 @@ class Outcome:
         parts = []
         for (cell, base), cmps in groups.items():
             where = label(cell)
-            parts.append(f"{where + ' ' if where else ''}{', '.join(c.text() for c in cmps)} vs {base} {num(cmps[0].baseline.median)}")
+            parts.append(
+                f"{where + ' ' if where else ''}{', '.join(c.text() for c in cmps)} vs {base} {num(cmps[0].baseline.median)}"
+            )
         out = f"{self.metric}: {'; '.join(parts)}" if parts else self.metric
         if need:
             out += f"; needs {need_text(self.threshold, self.higher_is_better)}"
@@ -496,10 +547,15 @@ class Outcome:
             roles.setdefault(c.subject.arm, "subject")
             roles.setdefault(c.baseline.arm, "baseline")
         return {
-            "metric": self.metric, "higher_is_better": self.higher_is_better, "threshold": self.threshold,
-            "min_runs": self.rigor.min_runs, "max_error_rate": self.rigor.max_error_rate, "confidence": self.rigor.confidence,
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "threshold": self.threshold,
+            "min_runs": self.rigor.min_runs,
+            "max_error_rate": self.rigor.max_error_rate,
+            "confidence": self.rigor.confidence,
             "interval_method": SEQUENTIAL_INTERVAL_METHOD if self.rigor.sequential else INTERVAL_METHOD,
-            "sequential": self.rigor.sequential, "request_interval_method": MEDIAN_METHOD,
+            "sequential": self.rigor.sequential,
+            "request_interval_method": MEDIAN_METHOD,
             "cells": [s.evidence(roles.get(s.arm, "")) for s in self.used_cells()],
             "comparisons": [c.evidence() for c in self.comparisons],
             **(gate_p(self.comparisons) if self.comparisons else {}),  # no comparison: no claim of the family
@@ -576,7 +632,10 @@ def compare(
     """Every subject against every baseline on every cell they share (see the module doc).
     Its fails are Holm-adjusted over the comparisons unless `holm` is false: a gate that
     also rests on other claims adjusts over all of them at once (`holm_fails`)."""
-    stats = {arm: cell_stats(rows, sel, arm, confidence=rigor.confidence, sequential=rigor.sequential) for arm in dict.fromkeys([*subjects, *baselines])}
+    stats = {
+        arm: cell_stats(rows, sel, arm, confidence=rigor.confidence, sequential=rigor.sequential)
+        for arm in dict.fromkeys([*subjects, *baselines])
+    }
     out = Outcome(metric=sel.metric, higher_is_better=higher_is_better, threshold=threshold, rigor=rigor, stats=stats)
     for arm in [*baselines, *subjects]:
         if not stats[arm]:
@@ -595,7 +654,9 @@ def compare(
                 out.comparisons = []
                 return out
             for cell in common:
-                out.comparisons.append(compare_cells(stats[s][cell], stats[b][cell], higher_is_better, threshold, rigor))
+                out.comparisons.append(
+                    compare_cells(stats[s][cell], stats[b][cell], higher_is_better, threshold, rigor)
+                )
     out.unmatched = "; ".join(dict.fromkeys(unmatched))
     if holm:
         holm_fails(out.comparisons, rigor)
@@ -615,15 +676,26 @@ def check_bound(stat: CellStat, value: float, higher_is_better: bool, rigor: Rig
     error limit (`error_rule`), too few runs or mixed recipes are rules: no p."""
     what = f"{stat.arm} {stat.metric} at {stat.cell.key()}"
     if stat.all_failed:
-        return Claim(what, Verdict.FAIL, 1.0, 0.0, False, [f"{stat.arm} failed every request at {stat.cell.key()} ({stat.failed}/{stat.requests}): cannot pass"])
+        return Claim(
+            what,
+            Verdict.FAIL,
+            1.0,
+            0.0,
+            False,
+            [f"{stat.arm} failed every request at {stat.cell.key()} ({stat.failed}/{stat.requests}): cannot pass"],
+        )
     rule = subject_errors(stat, rigor)
     if rule is not None:
         return Claim(what, rule[0], 1.0, 0.0 if rule[0] == Verdict.FAIL else 1.0, False, [rule[1]])
     if stat.n < rigor.min_runs:
         return Claim(what, Verdict.INCONCLUSIVE, statistical=False, notes=[runs_note([stat], rigor)])
     if len(stat.recipes) > 1:
-        return Claim(what, Verdict.INCONCLUSIVE, statistical=False,
-                     notes=[f"{stat.arm} ran {len(stat.recipes)} recipes in {', '.join(stat.items)}: not pooled"])
+        return Claim(
+            what,
+            Verdict.INCONCLUSIVE,
+            statistical=False,
+            notes=[f"{stat.arm} ran {len(stat.recipes)} recipes in {', '.join(stat.items)}: not pooled"],
+        )
     est = stat.estimate
     if est is None:
         return Claim(what, Verdict.INCONCLUSIVE, statistical=False, notes=["no estimate"])

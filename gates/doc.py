@@ -16,9 +16,9 @@ from __future__ import annotations
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from campaign.mechanisms import MECHANISMS
-from campaign.schema_doc import cell, default_text, limits, type_words
-from campaign.states import Verdict
+from campaign.core.mechanisms import MECHANISMS
+from campaign.core.schema_doc import cell, default_text, limits, type_words
+from campaign.core.states import Verdict
 from gates import catalog
 
 # Each built-in predicate: what it decides in a few words, then in full, and whether it is
@@ -63,7 +63,7 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
         "subject can exceed `max_advantage` (the advantage's CI over some subject wholly below it, "
         "at the level divided by the number of subjects: which subject is best is not known before "
         "the runs); a control surely ahead of every subject by more fails them; else inconclusive. "
-        "With `role = \"control\"` the gate only characterises: its verdict is `control`, with the "
+        'With `role = "control"` the gate only characterises: its verdict is `control`, with the '
         "numbers in the reason.",
         "yes (role promote)",
     ),
@@ -123,7 +123,7 @@ SUMMARIES: dict[str, tuple[str, str, str]] = {
     "load_goodput": (
         "a load run's goodput: a floor, a gain, or both",
         "A `load` run's goodput (requests that met every target per second of the window the "
-        "load was offered over), or with `scenario = \"sweep\"` a sweep's `max_goodput_rps`: a "
+        'load was offered over), or with `scenario = "sweep"` a sweep\'s `max_goodput_rps`: a '
         "floor `min_rps`, a gain `min_gain` over each baseline arm, or both (one is required). "
         "One value per server run, CI over runs.",
         "yes",
@@ -204,7 +204,7 @@ VERDICTS: dict[Verdict, str] = {
     Verdict.BLOCKED: "An arm of the gate could not be measured for an external reason (a missing build "
     "component, model file or hardware), quoted word for word; items that depend on it wait, "
     "and `campaign resume` re-checks it first.",
-    Verdict.CONTROL: "A `control` gate with `role = \"control\"`: it characterises its arms against "
+    Verdict.CONTROL: 'A `control` gate with `role = "control"`: it characterises its arms against '
     "each other and claims nothing.",
 }
 
@@ -443,7 +443,16 @@ with its params. The page is generated from the predicate registry
 metric reads, how the interval and the family are formed and what each verdict means
 are in [gates.md](gates.md), bounds on one arm's value in
 [predicates-bounds.md](predicates-bounds.md).""",
-        ("all_of", "attribution", "best_of", "context_change", "control", "equivalence", "regression_guard", "relative_improvement"),
+        (
+            "all_of",
+            "attribution",
+            "best_of",
+            "context_change",
+            "control",
+            "equivalence",
+            "regression_guard",
+            "relative_improvement",
+        ),
     ),
     "predicates-bounds.md": (
         """\
@@ -467,7 +476,9 @@ def page_of(name: str) -> str:
     """The predicate page that holds a built-in's section."""
     holders = [page for page, (_, held) in PREDICATE_PAGES.items() if name in held]
     if len(holders) != 1:
-        raise KeyError(f"built-in predicate {name!r} is on {len(holders)} predicate pages: list it in one PREDICATE_PAGES entry")
+        raise KeyError(
+            f"built-in predicate {name!r} is on {len(holders)} predicate pages: list it in one PREDICATE_PAGES entry"
+        )
     return holders[0]
 
 
@@ -484,9 +495,14 @@ def index_page(names: list[str]) -> str:
     """docs/gates.md: how a verdict is reached, every predicate linked to its section, the verdicts."""
     links = " and ".join(f"[{page}]({page})" for page in PREDICATE_PAGES)
     lines = [
-        INTRO.rstrip("\n"), "", "## The predicates", "",
-        f"Each predicate's params are in its section on {links}.", "",
-        "| predicate | in the family | decides |", "| --- | --- | --- |",
+        INTRO.rstrip("\n"),
+        "",
+        "## The predicates",
+        "",
+        f"Each predicate's params are in its section on {links}.",
+        "",
+        "| predicate | in the family | decides |",
+        "| --- | --- | --- |",
     ]
     for name in names:
         short, _, family = SUMMARIES[name]

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from campaign.samples import without_warmups
-from campaign.schema import GateEntry, read_items
-from campaign.states import Mode, Verdict
+from campaign.core.schema import GateEntry, read_items
+from campaign.core.states import Mode, Verdict
+from campaign.store.samples import without_warmups
 from gates import catalog, family
 from gates.intervals import CONFIDENCE
 from gates.result import GateResult
@@ -40,7 +40,9 @@ def params_for(gate: GateEntry, confidence: float = CONFIDENCE, sequential: bool
     item that adds blocks until settled, its looks planned) every claim is tested at
     alpha / looks, a confidence of 1 - (1 - confidence) / looks (Bonferroni over the
     planned looks)."""
-    params = _with_design(gate.predicate, catalog.with_directions(gate.predicate, dict(gate.params)), confidence, sequential, looks)
+    params = _with_design(
+        gate.predicate, catalog.with_directions(gate.predicate, dict(gate.params)), confidence, sequential, looks
+    )
     if gate.predicate == "all_of" and isinstance(params.get("checks"), list):
         checks = []
         for check in params["checks"]:
@@ -67,8 +69,12 @@ def _with_design(predicate: str, params: dict, confidence: float, sequential: bo
 
 
 def evaluate(
-    gate: GateEntry, frame: pd.DataFrame, blocked: dict[str, str] | None = None, confidence: float = CONFIDENCE,
-    sequential: bool = False, looks: int = 1,
+    gate: GateEntry,
+    frame: pd.DataFrame,
+    blocked: dict[str, str] | None = None,
+    confidence: float = CONFIDENCE,
+    sequential: bool = False,
+    looks: int = 1,
 ) -> GateResult:
     """Verdict for one gate from the measurement frame (any modes; greedy is dropped here).
 
@@ -104,15 +110,21 @@ def evaluate(
 
 
 def evaluate_family(
-    gates: Sequence[GateEntry], frames: Mapping[str, pd.DataFrame], blocked: dict[str, str] | None = None,
-    confidence: float = CONFIDENCE, sequential: Sequence[str] = (), looks: Mapping[str, int] | None = None,
+    gates: Sequence[GateEntry],
+    frames: Mapping[str, pd.DataFrame],
+    blocked: dict[str, str] | None = None,
+    confidence: float = CONFIDENCE,
+    sequential: Sequence[str] = (),
+    looks: Mapping[str, int] | None = None,
 ) -> dict[str, GateResult]:
     """Every gate of `frames` (gate id -> the rows it reads), then Holm over the family;
     the gates named in `sequential` with confidence sequences, those in `looks` with
     their planned looks (`params_for`)."""
     looks = looks or {}
     results = {
-        g.id: evaluate(g, frames[g.id], blocked, confidence, g.id in sequential, looks.get(g.id, 1)) for g in gates if g.id in frames
+        g.id: evaluate(g, frames[g.id], blocked, confidence, g.id in sequential, looks.get(g.id, 1))
+        for g in gates
+        if g.id in frames
     }
     return name_stated_wins(family.adjust(results, gates, confidence), gates)
 
@@ -138,5 +150,7 @@ def name_stated_wins(results: dict[str, GateResult], gates: Sequence[GateEntry])
         words = win.split(NEEDS, 1)[0]
         owner = stated.get(words)
         if owner and r.reason.startswith(words):
-            out[g.id] = r.model_copy(update={"reason": f"the win (gate {owner!r}: {results[owner].verdict})" + r.reason[len(words):]})
+            out[g.id] = r.model_copy(
+                update={"reason": f"the win (gate {owner!r}: {results[owner].verdict})" + r.reason[len(words) :]}
+            )
     return out

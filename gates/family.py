@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from campaign.schema import GateEntry
-from campaign.states import Verdict
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
 from gates.compare import alpha_of
 from gates.holm import holm
 from gates.result import GateResult
+
 
 def planned_members(gates: Sequence[GateEntry]) -> list[GateEntry]:
     """The gates that can join the family: every one not exploratory, less a `control`
@@ -29,7 +30,9 @@ def planned_members(gates: Sequence[GateEntry]) -> list[GateEntry]:
     adjusts only over the members measured so far, those whose evidence carries p-values),
     so that an item stopping at alpha / (this size) is never undone; counting a gate that
     turns out to carry none (a plugin's without p-values) only makes that stop stricter."""
-    return [g for g in gates if not g.exploratory and not (g.predicate == "control" and g.params.get("role") == "control")]
+    return [
+        g for g in gates if not g.exploratory and not (g.predicate == "control" and g.params.get("role") == "control")
+    ]
 
 
 def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confidence: float) -> dict[str, GateResult]:
@@ -37,14 +40,19 @@ def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confid
     alpha = alpha_of(confidence)
     by_id = {g.id: g for g in gates}
     members = [
-        gid for gid, r in results.items()
-        if "p_pass" in r.evidence and gid in by_id and not by_id[gid].exploratory
+        gid
+        for gid, r in results.items()
+        if "p_pass" in r.evidence
+        and gid in by_id
+        and not by_id[gid].exploratory
         and r.verdict in (Verdict.PASS, Verdict.FAIL, Verdict.INCONCLUSIVE)
     ]
     out = dict(results)
     for gid, r in results.items():
         if "p_pass" in r.evidence and gid in by_id and by_id[gid].exploratory:
-            out[gid] = r.model_copy(update={"reason": f"{r.reason}; exploratory: outside the family, no multiplicity control"})
+            out[gid] = r.model_copy(
+                update={"reason": f"{r.reason}; exploratory: outside the family, no multiplicity control"}
+            )
     m = len(members)
     if not m:
         return out
@@ -55,9 +63,15 @@ def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confid
         verdict, reason = r.verdict, r.reason
         family = f"family of {m} gate{'s' if m != 1 else ''}, Holm"
         if verdict == Verdict.PASS and not pass_ok:
-            verdict, reason = Verdict.INCONCLUSIVE, f"{reason}; passes alone, but not over the {family} (adjusted p {p_pass_adj:.3f} > {alpha:.3f})"
+            verdict, reason = (
+                Verdict.INCONCLUSIVE,
+                f"{reason}; passes alone, but not over the {family} (adjusted p {p_pass_adj:.3f} > {alpha:.3f})",
+            )
         elif verdict == Verdict.FAIL and r.evidence.get("statistical_fail", True) and not fail_ok:
-            verdict, reason = Verdict.INCONCLUSIVE, f"{reason}; fails alone, but not over the {family} (adjusted p {p_fail_adj:.3f} > {alpha:.3f})"
+            verdict, reason = (
+                Verdict.INCONCLUSIVE,
+                f"{reason}; fails alone, but not over the {family} (adjusted p {p_fail_adj:.3f} > {alpha:.3f})",
+            )
         elif m > 1:
             reason = f"{reason}; {family}"
         evidence = {**r.evidence, "family_size": m, "p_pass_adjusted": p_pass_adj, "p_fail_adjusted": p_fail_adj}

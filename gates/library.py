@@ -18,11 +18,11 @@ import pandas as pd
 from pydantic import Field, model_validator
 from scipy import special
 
-from campaign import metrics
-from campaign.samples import kinds
-from campaign.schema import GateEntry
-from campaign.states import TRACE_SCENARIO_PREFIX, SampleKind, Verdict
-from campaign.units import context_label, num, pct
+from campaign.core import metrics
+from campaign.core.schema import GateEntry
+from campaign.core.states import TRACE_SCENARIO_PREFIX, SampleKind, Verdict
+from campaign.core.units import context_label, num, pct
+from campaign.store.samples import kinds
 from gates import blockstats, compare
 from gates.cells import Cell, CellStat, Run, Selector, arm_errors, block_of, cell_stats, stat_from_runs
 from gates.compare import Rigor
@@ -75,9 +75,15 @@ def _no_common(metric: str, stats: dict[str, dict[Cell, CellStat]]) -> GateResul
 
 
 def _arm_stats(
-    rows: pd.DataFrame, sel: Selector, arms: list[str], confidence: float, sequential: bool = False,
+    rows: pd.DataFrame,
+    sel: Selector,
+    arms: list[str],
+    confidence: float,
+    sequential: bool = False,
 ) -> tuple[dict[str, dict[Cell, CellStat]], GateResult | None]:
-    stats = {arm: cell_stats(rows, sel, arm, confidence=confidence, sequential=sequential) for arm in dict.fromkeys(arms)}
+    stats = {
+        arm: cell_stats(rows, sel, arm, confidence=confidence, sequential=sequential) for arm in dict.fromkeys(arms)
+    }
     for arm, cells in stats.items():
         if not cells:
             return stats, pending(f"no canonical {sel.metric} for {arm} yet")
@@ -107,7 +113,11 @@ def _judge_control(cmp: compare.Comparison, subjects: list[CellStat], shaky: lis
     mine: list[str] = []
     cmp.p_pass, cmp.p_fail = cmp.p_fail, cmp.p_pass
     dead = [f"{s.arm} failed every request at {s.cell.key()}: cannot be promoted" for s in subjects if s.all_failed]
-    ruled = [r for s in subjects if not s.all_failed and (r := compare.subject_errors(s, rigor, "cannot be promoted")) is not None]
+    ruled = [
+        r
+        for s in subjects
+        if not s.all_failed and (r := compare.subject_errors(s, rigor, "cannot be promoted")) is not None
+    ]
     if dead or any(v == Verdict.FAIL for v, _ in ruled):
         v = Verdict.FAIL
         mine = dead + [note for verdict, note in ruled if verdict == Verdict.FAIL]
@@ -130,8 +140,9 @@ def _judge_control(cmp: compare.Comparison, subjects: list[CellStat], shaky: lis
     cmp.verdict, cmp.notes = v, mine
 
 
-def _control_claim(control_arm: str, where: str, cmps: list[compare.Comparison], max_advantage: float,
-                   rigor: Rigor) -> tuple[compare.Claim, compare.Comparison]:
+def _control_claim(
+    control_arm: str, where: str, cmps: list[compare.Comparison], max_advantage: float, rigor: Rigor
+) -> tuple[compare.Claim, compare.Comparison]:
     """One control in one cell against every subject (`cmps`, one each), as one claim,
     and the comparison its verdict rests on (the one the reason shows).
 
@@ -144,7 +155,9 @@ def _control_claim(control_arm: str, where: str, cmps: list[compare.Comparison],
     ruled = [c for c in cmps if not c.statistical]
     if ruled:
         deciding = next((c for c in ruled if c.verdict == Verdict.FAIL), ruled[0])
-        return compare.Claim(what, deciding.verdict, deciding.p_pass, deciding.p_fail, False, list(deciding.notes)), deciding
+        return compare.Claim(
+            what, deciding.verdict, deciding.p_pass, deciding.p_fail, False, list(deciding.notes)
+        ), deciding
     k = len(cmps)
     strongest = min(cmps, key=lambda c: c.p_pass)  # the subject the pass claim rests on
     closest = max(cmps, key=lambda c: c.p_fail)  # the subject the fail claim rests on
@@ -157,8 +170,10 @@ def _control_claim(control_arm: str, where: str, cmps: list[compare.Comparison],
     if strongest.estimate is not None and strongest.estimate.on_bound(strongest.bound):
         note = compare.tie_note(strongest, "advantage")
     elif strongest.p_pass <= rigor.alpha:
-        note = (f"{control_arm}'s advantage over {subject} is within {pct(max_advantage)} alone, but not over the {k} "
-                f"subjects (Bonferroni: which is best is not known before the runs)")
+        note = (
+            f"{control_arm}'s advantage over {subject} is within {pct(max_advantage)} alone, but not over the {k} "
+            f"subjects (Bonferroni: which is best is not known before the runs)"
+        )
     else:
         note = f"{control_arm}'s advantage CI straddles {pct(max_advantage)}"
     return compare.Claim(what, Verdict.INCONCLUSIVE, p_pass, p_fail, notes=[note]), strongest
@@ -198,19 +213,32 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
             claim, deciding = _control_claim(c, label(cell), cmps, p.max_advantage, rigor)
             claims.append((c, cell, claim, deciding))
             change, lo, hi = deciding.change
-            shown.append(f"{c} {pct(change)} [{pct(lo)}, {pct(hi)}] over {deciding.baseline.arm} {compare.fmt_stat(deciding.baseline)}")
+            shown.append(
+                f"{c} {pct(change)} [{pct(lo)}, {pct(hi)}] over {deciding.baseline.arm} {compare.fmt_stat(deciding.baseline)}"
+            )
         where = label(cell)
         parts.append((where + " " if where else "") + ", ".join(shown))
     compare.holm_fails([claim for _, _, claim, _ in claims], rigor, "controls and cells")
     verdicts = [claim.verdict for _, _, claim, _ in claims]
     notes = list(dict.fromkeys(n for _, _, claim, _ in claims for n in claim.notes))
     if len(subjects) > 1 and p.role == "promote":
-        notes.append(f"each control tested against each of the {len(subjects)} subjects (a pass needs one, Bonferroni; a fail all)")
-    evidence = _evidence(comparisons, rigor, p.metric, {
-        "max_advantage": p.max_advantage, "role": p.role,
-        "claims": [{"control": c, "cell": cell.key(), "subject": d.baseline.arm, **claim.evidence()} for c, cell, claim, d in claims],
-        **compare.gate_p([claim for _, _, claim, _ in claims]),
-    })
+        notes.append(
+            f"each control tested against each of the {len(subjects)} subjects (a pass needs one, Bonferroni; a fail all)"
+        )
+    evidence = _evidence(
+        comparisons,
+        rigor,
+        p.metric,
+        {
+            "max_advantage": p.max_advantage,
+            "role": p.role,
+            "claims": [
+                {"control": c, "cell": cell.key(), "subject": d.baseline.arm, **claim.evidence()}
+                for c, cell, claim, d in claims
+            ],
+            **compare.gate_p([claim for _, _, claim, _ in claims]),
+        },
+    )
     if p.role == "control":
         for key in ("p_pass", "p_fail", "statistical_fail"):
             evidence.pop(key, None)  # characterises only: not a claim of the family
@@ -236,10 +264,14 @@ def control(rows: pd.DataFrame, gate: GateEntry, p: ControlParams) -> GateResult
     return GateResult(verdict=verdict, reason=reason, evidence=evidence)
 
 
-def _evidence(comparisons: list[compare.Comparison], rigor: Rigor, metric: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def _evidence(
+    comparisons: list[compare.Comparison], rigor: Rigor, metric: str, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Evidence for predicates that build comparisons themselves: the same shape as
     `compare.Outcome.evidence`, so the gate page reads every predicate alike."""
-    outcome = compare.Outcome(metric=metric, higher_is_better=True, threshold=0.0, rigor=rigor, stats={}, comparisons=comparisons)
+    outcome = compare.Outcome(
+        metric=metric, higher_is_better=True, threshold=0.0, rigor=rigor, stats={}, comparisons=comparisons
+    )
     ev = outcome.evidence()
     ev.pop("higher_is_better")
     ev.pop("threshold")
@@ -256,7 +288,9 @@ class RegressionGuardParams(Selector, Rigor):
     guard_probe: str | None = None
     guard_scenarios: list[str] = Field(default_factory=list)
     guard_min: float = Field(description="the guard metric's floor (absolute)")
-    worse_metric: str | None = Field(default=None, description="also report how much worse this metric got, e.g. warm ttft_s")
+    worse_metric: str | None = Field(
+        default=None, description="also report how much worse this metric got, e.g. warm ttft_s"
+    )
     worse_scenarios: list[str] = Field(default_factory=list)
 
 
@@ -274,8 +308,16 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
     if not gate.baseline:
         return pending("regression_guard needs a baseline arm")
     rigor = p.of()
-    main = compare.compare(rows, gate.subjects, gate.baseline, p.selector(), higher_is_better=p.higher_is_better,
-                           threshold=p.min_gain, rigor=rigor, holm=False)
+    main = compare.compare(
+        rows,
+        gate.subjects,
+        gate.baseline,
+        p.selector(),
+        higher_is_better=p.higher_is_better,
+        threshold=p.min_gain,
+        rigor=rigor,
+        holm=False,
+    )
     if main.missing:
         return pending(main.missing)
     guard_sel = Selector(metric=p.guard_metric, probe=p.guard_probe, context=p.context)
@@ -297,13 +339,18 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
                 wsel = Selector(metric=p.worse_metric, probe=p.guard_probe, scenario=scen, context=p.context)
                 for b in gate.baseline:
                     a_stats, b_stats = cell_stats(rows, wsel, arm), cell_stats(rows, wsel, b)
-                    ratios += [a_stats[c].median / b_stats[c].median for c in set(a_stats) & set(b_stats) if b_stats[c].median]
+                    ratios += [
+                        a_stats[c].median / b_stats[c].median for c in set(a_stats) & set(b_stats) if b_stats[c].median
+                    ]
             if ratios:
                 worse[arm] = (min(ratios), max(ratios))
     evidence: dict[str, Any] = {
         **main.evidence(),
-        "guard": {"metric": p.guard_metric, "min": p.guard_min,
-                  "cells": [{**s.evidence("subject"), **c.evidence()} for s, c in checked]},
+        "guard": {
+            "metric": p.guard_metric,
+            "min": p.guard_min,
+            "cells": [{**s.evidence("subject"), **c.evidence()} for s, c in checked],
+        },
         "worse_ratio": worse,
         **compare.gate_p(claims),
     }
@@ -318,13 +365,23 @@ def regression_guard(rows: pd.DataFrame, gate: GateEntry, p: RegressionGuardPara
         if worse:
             lo = min(r[0] for r in worse.values())
             hi = max(r[1] for r in worse.values())
-            extra = f"; {p.worse_metric} {lo:.0f}-{hi:.0f}x worse than {'/'.join(gate.baseline)}" if hi >= 2 else f"; {p.worse_metric} x{num(lo)}-{num(hi)} of {'/'.join(gate.baseline)}"
-        return GateResult(verdict=Verdict.FAIL, reason=f"{head}, but {guard_txt} (needs >= {num(p.guard_min)}){extra}", evidence=evidence)
+            extra = (
+                f"; {p.worse_metric} {lo:.0f}-{hi:.0f}x worse than {'/'.join(gate.baseline)}"
+                if hi >= 2
+                else f"; {p.worse_metric} x{num(lo)}-{num(hi)} of {'/'.join(gate.baseline)}"
+            )
+        return GateResult(
+            verdict=Verdict.FAIL,
+            reason=f"{head}, but {guard_txt} (needs >= {num(p.guard_min)}){extra}",
+            evidence=evidence,
+        )
     verdict = compare.worst([main.verdict, *(v for _, v, _ in guards)])
     notes = [n for _, _, n in guards if n]
     if verdict == Verdict.PASS:
         low = min(s.median for s, _, _ in guards)
-        return GateResult(verdict=verdict, reason=f"{main.text()}; {p.guard_metric} holds (min {num(low)})", evidence=evidence)
+        return GateResult(
+            verdict=verdict, reason=f"{main.text()}; {p.guard_metric} holds (min {num(low)})", evidence=evidence
+        )
     tail = ("; " + "; ".join(dict.fromkeys(notes))) if notes else ""
     return GateResult(verdict=verdict, reason=f"{main.text()}{tail}", evidence=evidence)
 
@@ -356,10 +413,24 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
     where = compare.cell_labeller(cells)
     comparisons, verdicts, parts, notes = [], [], [], []
     ranking: dict[str, list[str]] = {}
-    per_cell = {cell: [compare.compare_cells(stats[candidate][cell], stats[o][cell], p.higher_is_better, 0.0, rigor) for o in others] for cell in cells}
-    compare.holm_fails([c for cmps in per_cell.values() for c in cmps], rigor)  # "beaten beyond doubt" over every cell and arm
+    per_cell = {
+        cell: [
+            compare.compare_cells(stats[candidate][cell], stats[o][cell], p.higher_is_better, 0.0, rigor)
+            for o in others
+        ]
+        for cell in cells
+    }
+    compare.holm_fails(
+        [c for cmps in per_cell.values() for c in cmps], rigor
+    )  # "beaten beyond doubt" over every cell and arm
     for cell in cells:
-        order = sorted(stats, key=lambda a: (stats[a][cell].median if stats[a][cell].runs else -math.inf) * (1 if p.higher_is_better else -1), reverse=True)
+        order = sorted(
+            stats,
+            key=lambda a: (
+                (stats[a][cell].median if stats[a][cell].runs else -math.inf) * (1 if p.higher_is_better else -1)
+            ),
+            reverse=True,
+        )
         ranking[cell.key()] = order
         mine = stats[candidate][cell]
         cell_cmps = per_cell[cell]
@@ -387,7 +458,9 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
             tied = [c.estimate is not None and c.estimate.on_bound(c.bound) for c in close]
             notes += [compare.tie_note(c) for c, tie in zip(close, tied) if tie]
             if not all(tied):
-                notes.append(f"{candidate} vs {'/'.join(c.baseline.arm for c, tie in zip(close, tied) if not tie)}: the CIs overlap")
+                notes.append(
+                    f"{candidate} vs {'/'.join(c.baseline.arm for c, tie in zip(close, tied) if not tie)}: the CIs overlap"
+                )
         runner = next((a for a in order if a != candidate), None)
         prefix = where(cell)
         prefix = f"{prefix} " if prefix else ""
@@ -399,7 +472,9 @@ def best_of(rows: pd.DataFrame, gate: GateEntry, p: BestOfParams) -> GateResult:
                 nxt = f"; next {runner} {compare.fmt_stat(stats[runner][cell])} ({candidate} {pct(change)} [{pct(lo)}, {pct(hi)}] {compare.ci_label(rigor.confidence, rigor.sequential)})"
             parts.append(f"{prefix}{candidate} best {label_text}: {compare.fmt_stat(mine)}{nxt}")
         else:
-            parts.append(f"{prefix}{candidate} {compare.fmt_stat(mine)} is not the best {label_text}: {order[0]} {compare.fmt_stat(stats[order[0]][cell])}")
+            parts.append(
+                f"{prefix}{candidate} {compare.fmt_stat(mine)} is not the best {label_text}: {order[0]} {compare.fmt_stat(stats[order[0]][cell])}"
+            )
     verdict = compare.worst(verdicts)
     reason = "; ".join(parts) + (("; " + "; ".join(dict.fromkeys(notes))) if notes else "")
     evidence = _evidence(comparisons, rigor, p.metric, {"ranking": ranking, "candidate": candidate})
@@ -414,7 +489,9 @@ class MajorityParams(Params):
     probe: str | None = "tool-loop"
     min_ratio: float = Field(default=0.5, ge=0, le=1, description="pass when the pass rate exceeds this (strict)")
     max_error_rate: float = Field(default=compare.DEFAULT_MAX_ERROR_RATE, ge=0, le=1)
-    confidence: float = Field(default=CONFIDENCE, gt=0.5, lt=1, description="the CI level (set campaign-wide by campaign.confidence)")
+    confidence: float = Field(
+        default=CONFIDENCE, gt=0.5, lt=1, description="the CI level (set campaign-wide by campaign.confidence)"
+    )
 
 
 def passes_of(rows: pd.DataFrame, arm: str, p: MajorityParams) -> dict[tuple[int, str], tuple[int, int]]:
@@ -427,7 +504,10 @@ def passes_of(rows: pd.DataFrame, arm: str, p: MajorityParams) -> dict[tuple[int
         mask &= rows["probe"] == p.probe
     part = rows.loc[mask]
     keys = [part["context"].astype(int), _column(part, "settings_hash", "")]
-    return {(int(ctx), str(settings)): (int((g["value"] > 0.5).sum()), int(len(g))) for (ctx, settings), g in part.groupby(keys)}
+    return {
+        (int(ctx), str(settings)): (int((g["value"] > 0.5).sum()), int(len(g)))
+        for (ctx, settings), g in part.groupby(keys)
+    }
 
 
 @register("majority", MajorityParams)
@@ -465,14 +545,22 @@ def majority(rows: pd.DataFrame, gate: GateEntry, p: MajorityParams) -> GateResu
             elif below <= alpha:
                 claim = compare.Claim(label, Verdict.FAIL, above, below)
             else:
-                claim = compare.Claim(label, Verdict.INCONCLUSIVE, above, below, notes=[f"{n} trials cannot tell {label}'s rate from {p.min_ratio:.0%}"])
+                claim = compare.Claim(
+                    label,
+                    Verdict.INCONCLUSIVE,
+                    above,
+                    below,
+                    notes=[f"{n} trials cannot tell {label}'s rate from {p.min_ratio:.0%}"],
+                )
             cells.append((label, ctx, settings, claim))
     claims = [c for *_, c in cells]
     compare.holm_fails(claims, Rigor(confidence=p.confidence), "cells")
     notes = [n for c in claims for n in c.notes]
     labels = list(results)
     overlaps = [
-        f"{a}/{b}" for i, a in enumerate(labels) for b in labels[i + 1:]
+        f"{a}/{b}"
+        for i, a in enumerate(labels)
+        for b in labels[i + 1 :]
         if results[a][2] <= results[b][3] and results[b][2] <= results[a][3]
     ]
     if overlaps:
@@ -491,8 +579,14 @@ def majority(rows: pd.DataFrame, gate: GateEntry, p: MajorityParams) -> GateResu
         evidence={
             "passes": {a: [k, n] for a, (k, n, _, _) in results.items()},
             "rate_intervals": {a: [lo, hi] for a, (_, _, lo, hi) in results.items()},
-            "claims": [{"label": label, "context": ctx, "settings": settings, **c.evidence()} for label, ctx, settings, c in cells],
-            "interval_method": RATE_METHOD, "min_ratio": p.min_ratio, "confidence": p.confidence, **compare.gate_p(claims),
+            "claims": [
+                {"label": label, "context": ctx, "settings": settings, **c.evidence()}
+                for label, ctx, settings, c in cells
+            ],
+            "interval_method": RATE_METHOD,
+            "min_ratio": p.min_ratio,
+            "confidence": p.confidence,
+            **compare.gate_p(claims),
         },
     )
 
@@ -516,8 +610,12 @@ def _acceptance_cells(rows: pd.DataFrame, arm: str, p: AcceptanceParams) -> dict
     part = rows.loc[mask & rows["metric"].isin([drafts, accepts])]
     if part.empty:
         return {}
-    part = part.assign(_block=block_of(part), _probe=_column(part, "probe", ""), _settings=_column(part, "settings_hash", ""),
-                       _context=part["context"].astype(int) if "context" in part else 0)
+    part = part.assign(
+        _block=block_of(part),
+        _probe=_column(part, "probe", ""),
+        _settings=_column(part, "settings_hash", ""),
+        _context=part["context"].astype(int) if "context" in part else 0,
+    )
     out: dict[Cell, tuple[list[Run], int, int]] = {}
     for (probe, context, settings), cell_rows in part.groupby(["_probe", "_context", "_settings"], sort=True):
         runs = []
@@ -525,13 +623,23 @@ def _acceptance_cells(rows: pd.DataFrame, arm: str, p: AcceptanceParams) -> dict
             drafted = float(g.loc[g["metric"] == drafts, "value"].sum())
             accepted = float(g.loc[g["metric"] == accepts, "value"].sum())
             if drafted > 0:
-                runs.append(Run(block=str(block), item=str(g["item_key"].iloc[0]) if "item_key" in g else "",
-                                attempt=int(g["attempt_id"].iloc[0]) if "attempt_id" in g else 0,
-                                value=accepted / drafted, requests=int(drafted)))
+                runs.append(
+                    Run(
+                        block=str(block),
+                        item=str(g["item_key"].iloc[0]) if "item_key" in g else "",
+                        attempt=int(g["attempt_id"].iloc[0]) if "attempt_id" in g else 0,
+                        value=accepted / drafted,
+                        requests=int(drafted),
+                    )
+                )
         drafted_all = int(cell_rows.loc[cell_rows["metric"] == drafts, "value"].sum())
         accepted_all = int(cell_rows.loc[cell_rows["metric"] == accepts, "value"].sum())
         if drafted_all:
-            out[Cell(str(probe), "server counters", int(context), "canonical", str(settings))] = (runs, drafted_all, accepted_all)
+            out[Cell(str(probe), "server counters", int(context), "canonical", str(settings))] = (
+                runs,
+                drafted_all,
+                accepted_all,
+            )
     return out
 
 
@@ -560,10 +668,13 @@ def acceptance_rate(rows: pd.DataFrame, gate: GateEntry, p: AcceptanceParams) ->
                 return GateResult(
                     verdict=Verdict.INCONCLUSIVE,
                     reason=f"{arm}'s draft counters come only from trace replays, whose prompts are random words: acceptance "
-                           "on random text says nothing about real text; measure it with real prompts (a dataset workload, "
-                           "or decode/agent-load on the model's own kind of text)",
-                    evidence={"replay_runs": sum(len(r) for r, _, _ in replay_cells.values()), "replay_drafted": drafted,
-                              "min_rate": p.min_rate},
+                    "on random text says nothing about real text; measure it with real prompts (a dataset workload, "
+                    "or decode/agent-load on the model's own kind of text)",
+                    evidence={
+                        "replay_runs": sum(len(r) for r, _, _ in replay_cells.values()),
+                        "replay_drafted": drafted,
+                        "min_rate": p.min_rate,
+                    },
                 )
         if rows.empty:
             return pending(f"no draft counters for {arm} yet")
@@ -573,27 +684,52 @@ def acceptance_rate(rows: pd.DataFrame, gate: GateEntry, p: AcceptanceParams) ->
         errors = arm_errors(rows, arm)
         label = compare.cell_labeller(list(found))
         for cell, (runs, drafted, accepted) in found.items():
-            stat = stat_from_runs(arm, cell, "acceptance_rate", "accepted_tokens / draft_tokens", "summary rows (one per attempt)",
-                                  runs, [r.value for r in runs], rigor.confidence, "ratio", rigor.sequential)
+            stat = stat_from_runs(
+                arm,
+                cell,
+                "acceptance_rate",
+                "accepted_tokens / draft_tokens",
+                "summary rows (one per attempt)",
+                runs,
+                [r.value for r in runs],
+                rigor.confidence,
+                "ratio",
+                rigor.sequential,
+            )
             stat.arm_errors = errors
             checked.append((stat, compare.check_bound(stat, p.min_rate, True, rigor), drafted, accepted))
             where = label(cell).rstrip(":")
             if len(found) > 1 and not where:
                 where = f"settings {cell.settings[:8] or 'unrecorded'}"
-            parts.append(f"{arm}{' ' + where if where else ''} {compare.fmt_stat(stat)} ({accepted}/{drafted} drafted tokens)")
+            parts.append(
+                f"{arm}{' ' + where if where else ''} {compare.fmt_stat(stat)} ({accepted}/{drafted} drafted tokens)"
+            )
     claims = [c for _, c, _, _ in checked]
     compare.holm_fails(claims, rigor, "cells")
     verdict = compare.worst(c.verdict for c in claims)
-    reason = "draft acceptance " + ", ".join(parts) + ("" if verdict == Verdict.PASS else f"; needs >= {num(p.min_rate)}")
+    reason = (
+        "draft acceptance " + ", ".join(parts) + ("" if verdict == Verdict.PASS else f"; needs >= {num(p.min_rate)}")
+    )
     notes = [n for c in claims for n in c.notes]
     if notes:
         reason += "; " + "; ".join(dict.fromkeys(notes))
-    cells = [{**stat.evidence("subject"), **c.evidence(), "drafted": drafted, "accepted": accepted} for stat, c, drafted, accepted in checked]
+    cells = [
+        {**stat.evidence("subject"), **c.evidence(), "drafted": drafted, "accepted": accepted}
+        for stat, c, drafted, accepted in checked
+    ]
     return GateResult(
-        verdict=verdict, reason=reason,
-        evidence={"acceptance": {c["arm"]: c["median"] for c in cells}, "min_rate": p.min_rate, "cells": cells,
-                  "min_runs": p.min_runs, "max_error_rate": p.max_error_rate, "confidence": p.confidence,
-                  "interval_method": compare.INTERVAL_METHOD, **compare.gate_p(claims)},
+        verdict=verdict,
+        reason=reason,
+        evidence={
+            "acceptance": {c["arm"]: c["median"] for c in cells},
+            "min_rate": p.min_rate,
+            "cells": cells,
+            "min_runs": p.min_runs,
+            "max_error_rate": p.max_error_rate,
+            "confidence": p.confidence,
+            "interval_method": compare.INTERVAL_METHOD,
+            **compare.gate_p(claims),
+        },
     )
 
 
@@ -622,7 +758,9 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
         if not cells:
             return pending(f"no canonical {p.metric} at {p.context} for {arm} yet")
         if len(cells) > 1:
-            return pending(f"{arm} has {p.metric} in several cells at {p.context} ({compare.describe_cells(cells)}): name a scenario")
+            return pending(
+                f"{arm} has {p.metric} in several cells at {p.context} ({compare.describe_cells(cells)}): name a scenario"
+            )
         stats[arm] = next(iter(cells.values()))
         checked[arm] = compare.check_bound(stats[arm], p.min_value, True, rigor)
     claims = [checked[a] for a in dict.fromkeys(gate.subjects)]  # the baseline arms are shown beside: no claim
@@ -633,9 +771,17 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
     others = " / ".join(f"{a} {compare.fmt_stat(stats[a])}" for a in gate.baseline)
     collapse = [a for a in gate.baseline if judged[a][0] == Verdict.FAIL]
     evidence = {
-        "values": {a: s.median for a, s in stats.items()}, "min_value": p.min_value, "context": p.context,
-        "min_runs": p.min_runs, "max_error_rate": p.max_error_rate, "confidence": p.confidence, "interval_method": compare.INTERVAL_METHOD,
-        "cells": [{**s.evidence("subject" if a in gate.subjects else "baseline"), **checked[a].evidence()} for a, s in stats.items()],
+        "values": {a: s.median for a, s in stats.items()},
+        "min_value": p.min_value,
+        "context": p.context,
+        "min_runs": p.min_runs,
+        "max_error_rate": p.max_error_rate,
+        "confidence": p.confidence,
+        "interval_method": compare.INTERVAL_METHOD,
+        "cells": [
+            {**s.evidence("subject" if a in gate.subjects else "baseline"), **checked[a].evidence()}
+            for a, s in stats.items()
+        ],
         **compare.gate_p(claims),
     }
     verdict = compare.worst(judged[a][0] for a in gate.subjects)
@@ -643,7 +789,11 @@ def holds_at_ceiling(rows: pd.DataFrame, gate: GateEntry, p: CeilingParams) -> G
     tail = ("; " + "; ".join(notes)) if notes else ""
     if verdict == Verdict.FAIL:
         fail = [a for a in gate.subjects if judged[a][0] == Verdict.FAIL]
-        return GateResult(verdict=verdict, reason=f"at {at}: {' / '.join(f'{a} {compare.fmt_stat(stats[a])}' for a in fail)} below {num(p.min_value)} {p.metric}{tail}", evidence=evidence)
+        return GateResult(
+            verdict=verdict,
+            reason=f"at {at}: {' / '.join(f'{a} {compare.fmt_stat(stats[a])}' for a in fail)} below {num(p.min_value)} {p.metric}{tail}",
+            evidence=evidence,
+        )
     reason = f"at {at}: {subj} " + ("hold" if verdict == Verdict.PASS else "undecided") + f" >= {num(p.min_value)}"
     if others:
         reason += f"; {others}" + (" collapse" if collapse and len(collapse) == len(gate.baseline) else "")
@@ -675,7 +825,9 @@ class Check(Params):
 class AllOfParams(Params):
     checks: list[Check] = Field(min_length=1)
     confidence: float = Field(
-        default=CONFIDENCE, gt=0.5, lt=1,
+        default=CONFIDENCE,
+        gt=0.5,
+        lt=1,
         description="the level at which a check's fail fails the whole, over its deciding checks (set campaign-wide by campaign.confidence)",
     )
 
@@ -696,11 +848,14 @@ def all_of(rows: pd.DataFrame, gate: GateEntry, p: AllOfParams) -> GateResult:
     ruled = False
     for i, check in enumerate(p.checks):
         deciding = not check.report_only
-        sub = gate.model_copy(update={
-            "subjects": check.subjects or gate.subjects,
-            "baseline": gate.baseline if check.baseline is None else check.baseline,
-            "predicate": check.predicate, "params": check.params,
-        })
+        sub = gate.model_copy(
+            update={
+                "subjects": check.subjects or gate.subjects,
+                "baseline": gate.baseline if check.baseline is None else check.baseline,
+                "predicate": check.predicate,
+                "params": check.params,
+            }
+        )
         result = get(check.predicate)(rows, sub, params_model(check.predicate).model_validate(check.params))
         if deciding:
             verdicts.append(result.verdict)
@@ -721,7 +876,9 @@ def all_of(rows: pd.DataFrame, gate: GateEntry, p: AllOfParams) -> GateResult:
             evidence["p_fail"] = 0.0
         elif Verdict.FAIL in verdicts and evidence["p_fail"] > compare.alpha_of(p.confidence):
             failing = [name for name, v, _ in claims if v == Verdict.FAIL]
-            notes.append(f"{'/'.join(failing)} fails alone, but not over the {k} deciding checks (Bonferroni, p {evidence['p_fail']:.3f})")
+            notes.append(
+                f"{'/'.join(failing)} fails alone, but not over the {k} deciding checks (Bonferroni, p {evidence['p_fail']:.3f})"
+            )
             verdicts = [Verdict.INCONCLUSIVE if v == Verdict.FAIL else v for v in verdicts]
     reason = "; ".join([*parts, *notes])
     for v in (Verdict.PENDING, Verdict.FAIL, Verdict.INCONCLUSIVE, Verdict.CONTROL):
@@ -737,18 +894,24 @@ class GoodputParams(Params):
     metric: str = metrics.TTFT_S.name
     probe: str | None = None
     scenario_pattern: str | None = Field(
-        default=None, description="regular expression the scenario must match, e.g. 'c\\d+-t[1-9]' (agent-load later turns)"
+        default=None,
+        description="regular expression the scenario must match, e.g. 'c\\d+-t[1-9]' (agent-load later turns)",
     )
     context: int | None = None
     target: float = Field(description="the latency a request must meet, e.g. 2.0 (s)")
     lower_is_better: bool = True
     min_share: float = Field(default=0.9, ge=0, le=1, description="share of requests that must meet the target")
-    min_n: int = Field(default=compare.DEFAULT_MIN_RUNS, ge=1, description="fewer requests than this in a cell is inconclusive")
+    min_n: int = Field(
+        default=compare.DEFAULT_MIN_RUNS, ge=1, description="fewer requests than this in a cell is inconclusive"
+    )
     min_runs: int = Field(
-        default=compare.DEFAULT_MIN_RUNS, ge=2,
+        default=compare.DEFAULT_MIN_RUNS,
+        ge=2,
         description="fewer server runs (blocks) than this in a cell is inconclusive; 2 is the least a spread can come from",
     )
-    confidence: float = Field(default=CONFIDENCE, gt=0.5, lt=1, description="the CI level (set campaign-wide by campaign.confidence)")
+    confidence: float = Field(
+        default=CONFIDENCE, gt=0.5, lt=1, description="the CI level (set campaign-wide by campaign.confidence)"
+    )
     sequential: bool = Field(
         default=False,
         description="the t interval over runs is a confidence sequence, valid however often it is looked at (set for a gate "
@@ -807,13 +970,27 @@ def share_of(arm: str, cell: Cell, per_run: list[tuple[int, int]], failed: int, 
     k = len(probits)
     mean = sum(probits) / k
     sd = math.sqrt(sum((x - mean) ** 2 for x in probits) / (k - 1)) if k > 1 else math.nan
-    est = blockstats.Estimate(mean, sd / math.sqrt(k) if k > 1 else math.nan, k - 1, k, False, GOODPUT_METHOD, p.sequential, float(k))
+    est = blockstats.Estimate(
+        mean, sd / math.sqrt(k) if k > 1 else math.nan, k - 1, k, False, GOODPUT_METHOD, p.sequential, float(k)
+    )
     t_lo, t_hi = (float(special.ndtr(x)) for x in est.interval(p.confidence))
     b_lo, b_hi = rate_interval(met, total, p.confidence)
     b_above, b_below = rate_p(met, total, p.min_share)
     bound = float(special.ndtri(p.min_share)) if 0 < p.min_share < 1 else (-math.inf if p.min_share <= 0 else math.inf)
     p_pass, p_fail = max(est.p_above(bound), b_above), max(est.p_below(bound), b_below)
-    return Share(arm, cell, shares, met, total, failed, float(special.ndtr(mean)), min(t_lo, b_lo), max(t_hi, b_hi), p_pass, p_fail)
+    return Share(
+        arm,
+        cell,
+        shares,
+        met,
+        total,
+        failed,
+        float(special.ndtr(mean)),
+        min(t_lo, b_lo),
+        max(t_hi, b_hi),
+        p_pass,
+        p_fail,
+    )
 
 
 @register("goodput", GoodputParams)
@@ -844,12 +1021,19 @@ def goodput(rows: pd.DataFrame, gate: GateEntry, p: GoodputParams) -> GateResult
         if not (mine["metric"] == p.metric).any():
             return pending(f"no canonical {p.metric} for {arm} yet")
         values = mine["value"].astype(float)
-        frame = pd.DataFrame({
-            "probe": _column(mine, "probe", ""), "context": mine["context"].astype(int), "settings": _column(mine, "settings_hash", ""),
-            "block": block_of(mine), "value": (values <= p.target) if p.lower_is_better else (values >= p.target),
-            "metric": mine["metric"] == p.metric,
-            "failed": mine["metric"].isin([metrics.ERRORS.name, metrics.NOT_RUN.name]),  # not_run: a stalled server never got it
-        })
+        frame = pd.DataFrame(
+            {
+                "probe": _column(mine, "probe", ""),
+                "context": mine["context"].astype(int),
+                "settings": _column(mine, "settings_hash", ""),
+                "block": block_of(mine),
+                "value": (values <= p.target) if p.lower_is_better else (values >= p.target),
+                "metric": mine["metric"] == p.metric,
+                "failed": mine["metric"].isin(
+                    [metrics.ERRORS.name, metrics.NOT_RUN.name]
+                ),  # not_run: a stalled server never got it
+            }
+        )
         frame = frame[frame["metric"] | frame["failed"]]
         frame["met"] = frame["metric"] & frame["value"]
         for (probe, context, settings), part in frame.groupby(["probe", "context", "settings"], sort=True):
@@ -868,22 +1052,51 @@ def goodput(rows: pd.DataFrame, gate: GateEntry, p: GoodputParams) -> GateResult
     ci = compare.ci_label(p.confidence, p.sequential)
     parts = []
     for s, _ in judged:
-        where = (f" {s.cell.probe}" if several else "") + (f" at {context_label(s.cell.context)}" if len(contexts) > 1 else "")
+        where = (f" {s.cell.probe}" if several else "") + (
+            f" at {context_label(s.cell.context)}" if len(contexts) > 1 else ""
+        )
         where += f" (settings {s.cell.settings[:8]})" if several else ""
-        parts.append(f"{s.arm}{where} {s.share:.0%} [{s.low:.0%}, {s.high:.0%}] {ci} in a typical run ({s.met}/{s.requests} "
-                     f"requests in {s.runs} run{'s' if s.runs != 1 else ''}, {s.failed} failed)")
+        parts.append(
+            f"{s.arm}{where} {s.share:.0%} [{s.low:.0%}, {s.high:.0%}] {ci} in a typical run ({s.met}/{s.requests} "
+            f"requests in {s.runs} run{'s' if s.runs != 1 else ''}, {s.failed} failed)"
+        )
     reason = f"{p.metric} {op} {num(p.target)} for " + ", ".join(parts) + f"; needs {p.min_share:.0%}"
     notes = list(dict.fromkeys(n for c in claims for n in c.notes))
     if notes:
         reason += "; " + "; ".join(notes)
-    results = [{"arm": s.arm, "probe": s.cell.probe, "context": s.cell.context, "settings": s.cell.settings, "runs": s.runs,
-                "run_shares": list(s.run_shares), "met": s.met, "requests": s.requests, "failed": s.failed, "share": s.share,
-                "low": s.low, "high": s.high, **c.evidence()} for s, c in judged]
+    results = [
+        {
+            "arm": s.arm,
+            "probe": s.cell.probe,
+            "context": s.cell.context,
+            "settings": s.cell.settings,
+            "runs": s.runs,
+            "run_shares": list(s.run_shares),
+            "met": s.met,
+            "requests": s.requests,
+            "failed": s.failed,
+            "share": s.share,
+            "low": s.low,
+            "high": s.high,
+            **c.evidence(),
+        }
+        for s, c in judged
+    ]
     return GateResult(
-        verdict=compare.worst(c.verdict for c in claims), reason=reason,
-        evidence={"metric": p.metric, "target": p.target, "op": op, "min_share": p.min_share, "min_runs": p.min_runs,
-                  "confidence": p.confidence, "interval_method": GOODPUT_METHOD, "goodput": results,
-                  "failures_count_as_misses": True, **compare.gate_p(claims)},
+        verdict=compare.worst(c.verdict for c in claims),
+        reason=reason,
+        evidence={
+            "metric": p.metric,
+            "target": p.target,
+            "op": op,
+            "min_share": p.min_share,
+            "min_runs": p.min_runs,
+            "confidence": p.confidence,
+            "interval_method": GOODPUT_METHOD,
+            "goodput": results,
+            "failures_count_as_misses": True,
+            **compare.gate_p(claims),
+        },
     )
 
 
@@ -893,12 +1106,19 @@ def _share_claim(s: Share, p: GoodputParams, alpha: float) -> compare.Claim:
     if s.runs < p.min_runs or s.requests < p.min_n:
         short = f"{s.runs} run{'s' if s.runs != 1 else ''}" if s.runs < p.min_runs else f"{s.requests} requests"
         need = f"{p.min_runs} (blocks, each its own server start)" if s.runs < p.min_runs else f"{p.min_n} requests"
-        return compare.Claim(what, Verdict.INCONCLUSIVE, statistical=False, notes=[f"{what} has {short}; needs {need}: too few to decide"])
+        return compare.Claim(
+            what,
+            Verdict.INCONCLUSIVE,
+            statistical=False,
+            notes=[f"{what} has {short}; needs {need}: too few to decide"],
+        )
     if s.p_pass <= alpha:
         return compare.Claim(what, Verdict.PASS, s.p_pass, s.p_fail)
     if s.p_fail <= alpha:
         return compare.Claim(what, Verdict.FAIL, s.p_pass, s.p_fail)
-    return compare.Claim(what, Verdict.INCONCLUSIVE, s.p_pass, s.p_fail, notes=[f"{s.arm}'s interval straddles {p.min_share:.0%}"])
+    return compare.Claim(
+        what, Verdict.INCONCLUSIVE, s.p_pass, s.p_fail, notes=[f"{s.arm}'s interval straddles {p.min_share:.0%}"]
+    )
 
 
 def _column(rows: pd.DataFrame, name: str, default: Any) -> pd.Series:

@@ -9,7 +9,7 @@ requests cannot pass; fewer than `min_runs` server runs is inconclusive; a bound
 straddles the threshold is inconclusive; every subject against every baseline arm.
 
 - `load_goodput`: goodput_rps = requests that met every target / the window the load was
-  offered over (`arms.load`); failures count as misses. The window is fixed by the
+  offered over (`arms.workloads.profiles`); failures count as misses. The window is fixed by the
   schedule, so the share met is the only random part: the interval is the exact
   met / window of each server run, and the CI over runs (requests of one run share its
   draw, so they are never the unit). Scenario `sweep` reads
@@ -46,10 +46,10 @@ from typing import Any, ClassVar, Self
 import pandas as pd
 from pydantic import Field, model_validator
 
-from campaign import metrics
-from campaign.samples import kinds
-from campaign.states import SampleKind, Verdict, is_open_loop
-from campaign.units import num
+from campaign.core import metrics
+from campaign.core.states import SampleKind, Verdict, is_open_loop
+from campaign.core.units import num
+from campaign.store.samples import kinds
 from gates import compare
 from gates.cells import Cell, CellStat, Selector, arm_errors, block_of, cell_stats, runs_of, stat_from_runs
 from gates.compare import Comparison, Rigor
@@ -66,14 +66,17 @@ class ClientValidity(Rigor):
     """What a load run must show of the client for a gate to read it (module doc)."""
 
     max_schedule_lag_s: float = Field(
-        default=DEFAULT_MAX_SCHEDULE_LAG_S, gt=0,
+        default=DEFAULT_MAX_SCHEDULE_LAG_S,
+        gt=0,
         description="a run whose schedule lag p99 exceeds this measured the client: a gate reading it is inconclusive",
     )
     allow_stamp_fallback: bool = Field(
-        default=False, description="accept runs whose request times fell back to read time (less exact under load)",
+        default=False,
+        description="accept runs whose request times fell back to read time (less exact under load)",
     )
     max_client_cpu_share: float = Field(
-        default=DEFAULT_MAX_CLIENT_CPU_SHARE, gt=0,
+        default=DEFAULT_MAX_CLIENT_CPU_SHARE,
+        gt=0,
         description="a run whose client used more of a core than this (CPU time / span) may have stamped late: inconclusive",
     )
 
@@ -82,8 +85,13 @@ def client_faults(rows: pd.DataFrame, arm: str, p: ClientValidity, cell: Cell) -
     """Why the arm's runs of one cell (every step's run for a sweep, whose answer rests on
     all its steps) do not measure the server alone, by `run_faults`. Empty when every run
     is valid."""
-    mask = ((rows["arm_id"] == arm) & (rows["probe"] == cell.probe) & (kinds(rows) == SampleKind.SUMMARY)
-            & (rows["context"] == cell.context) & (rows["mode"] == cell.mode))
+    mask = (
+        (rows["arm_id"] == arm)
+        & (rows["probe"] == cell.probe)
+        & (kinds(rows) == SampleKind.SUMMARY)
+        & (rows["context"] == cell.context)
+        & (rows["mode"] == cell.mode)
+    )
     if cell.scenario != SWEEP:
         mask &= rows["scenario"] == cell.scenario
     if cell.settings and "settings_hash" in rows:
@@ -100,12 +108,25 @@ def run_faults(part: pd.DataFrame, arm: str, p: ClientValidity | None = None) ->
     if part.empty:
         return out
     for (block, step), run in part.groupby([block_of(part), part["scenario"]], observed=True):
-        value = lambda metric: float(run.loc[run["metric"] == metric, "value"].max()) if (run["metric"] == metric).any() else 0.0  # noqa: E731
-        lag, fallen, cpu = value(metrics.SCHEDULE_LAG_P99_S.name), value(metrics.STAMP_FALLBACKS.name), value(metrics.CLIENT_CPU_SHARE.name)
-        if lag > p.max_schedule_lag_s and is_open_loop(str(step)):  # a closed loop's lag is its own overhead, no schedule
-            out.append(f"{arm} {step} (block {block}): the client fell behind its schedule, lag p99 {lag * 1000:.0f} ms > {p.max_schedule_lag_s * 1000:g} ms")
+
+        def value(metric: str, run: pd.DataFrame = run) -> float:
+            return float(run.loc[run["metric"] == metric, "value"].max()) if (run["metric"] == metric).any() else 0.0
+
+        lag, fallen, cpu = (
+            value(metrics.SCHEDULE_LAG_P99_S.name),
+            value(metrics.STAMP_FALLBACKS.name),
+            value(metrics.CLIENT_CPU_SHARE.name),
+        )
+        if lag > p.max_schedule_lag_s and is_open_loop(
+            str(step)
+        ):  # a closed loop's lag is its own overhead, no schedule
+            out.append(
+                f"{arm} {step} (block {block}): the client fell behind its schedule, lag p99 {lag * 1000:.0f} ms > {p.max_schedule_lag_s * 1000:g} ms"
+            )
         if cpu > p.max_client_cpu_share:
-            out.append(f"{arm} {step} (block {block}): the client used {cpu:.0%} of a core (over {p.max_client_cpu_share:.0%}): its stamps may be late")
+            out.append(
+                f"{arm} {step} (block {block}): the client used {cpu:.0%} of a core (over {p.max_client_cpu_share:.0%}): its stamps may be late"
+            )
         if fallen and not p.allow_stamp_fallback:
             out.append(f"{arm} {step} (block {block}): {fallen:.0f} requests' times fell back to read time")
     return out
@@ -121,7 +142,7 @@ class _BoundOrGain(ClientValidity):
     @model_validator(mode="after")
     def _something(self) -> Self:
         field, what = self.BOUND
-        if getattr(self, field) is None and getattr(self, "min_gain") is None:
+        if getattr(self, field) is None and self.min_gain is None:
             raise ValueError(f"{self.GATE} needs {field} ({what}), min_gain (against the baseline), or both")
         return self
 
@@ -130,63 +151,109 @@ class LoadGoodputParams(_BoundOrGain):
     BOUND: ClassVar[tuple[str, str]] = ("min_rps", "a floor")
     GATE: ClassVar[str] = "load_goodput"
     probe: str = "load"
-    scenario: str = Field(default=SWEEP, description="a run's cell ('rate=2', 'concurrency=8') or 'sweep' for its max_goodput_rps")
+    scenario: str = Field(
+        default=SWEEP, description="a run's cell ('rate=2', 'concurrency=8') or 'sweep' for its max_goodput_rps"
+    )
     context: int | None = None
     min_rps: float | None = Field(default=None, ge=0, description="each subject's goodput must reach this (req/s)")
-    min_gain: float | None = Field(default=None, description="each subject must beat each baseline arm by this (0.2 = +20%)")
+    min_gain: float | None = Field(
+        default=None, description="each subject must beat each baseline arm by this (0.2 = +20%)"
+    )
 
 
 class LoadLatencyParams(_BoundOrGain):
     BOUND: ClassVar[tuple[str, str]] = ("max_value", "a ceiling")
     GATE: ClassVar[str] = "load_latency"
-    metric: str = Field(default=metrics.TTFT_S.name, description="a per-request latency: ttft_s, tpot_s, e2e_s, itl_max_s")
+    metric: str = Field(
+        default=metrics.TTFT_S.name, description="a per-request latency: ttft_s, tpot_s, e2e_s, itl_max_s"
+    )
     percentile: float = Field(default=99.0, gt=0, lt=100)
     probe: str = "load"
     scenario: str = Field(description="the run's cell, e.g. 'rate=2'")
     context: int | None = None
-    max_value: float | None = Field(default=None, gt=0, description="each subject's percentile must stay at or below this")
-    min_gain: float | None = Field(default=None, description="each subject's percentile must be this much lower than each baseline's (0.2 = -20%)")
+    max_value: float | None = Field(
+        default=None, gt=0, description="each subject's percentile must stay at or below this"
+    )
+    min_gain: float | None = Field(
+        default=None, description="each subject's percentile must be this much lower than each baseline's (0.2 = -20%)"
+    )
 
 
 # -- goodput -------------------------------------------------------------------------------------
 
 
 def _summary(rows: pd.DataFrame, arm: str, probe: str, scenario: str, context: int | None) -> pd.DataFrame:
-    mask = (rows["arm_id"] == arm) & (rows["probe"] == probe) & (rows["scenario"] == scenario) & (kinds(rows) == SampleKind.SUMMARY)
+    mask = (
+        (rows["arm_id"] == arm)
+        & (rows["probe"] == probe)
+        & (rows["scenario"] == scenario)
+        & (kinds(rows) == SampleKind.SUMMARY)
+    )
     if context is not None:
         mask &= rows["context"] == context
     return rows.loc[mask]
 
 
-def _goodput_stat(rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: str, label: str) -> dict[Cell, CellStat]:
+def _goodput_stat(
+    rows: pd.DataFrame, arm: str, p: LoadGoodputParams, scenario: str, label: str
+) -> dict[Cell, CellStat]:
     """Goodput per cell of one run's scenario: one value per server run (requests that met
     every target / the run's window), with the CI over runs (module doc)."""
     out: dict[Cell, CellStat] = {}
     part = _summary(rows, arm, p.probe, scenario, p.context)
     if part.empty:
         return out
-    counts = cell_stats(rows, Selector(metric=metrics.REQUESTS_MET.name, probe=p.probe, scenario=scenario, context=p.context), arm, confidence=p.confidence, sequential=p.sequential)
+    counts = cell_stats(
+        rows,
+        Selector(metric=metrics.REQUESTS_MET.name, probe=p.probe, scenario=scenario, context=p.context),
+        arm,
+        confidence=p.confidence,
+        sequential=p.sequential,
+    )
     for (context, mode), cell_rows in part.groupby(["context", "mode"], observed=True):
         total = lambda frame, metric: float(frame.loc[frame["metric"] == metric, "value"].sum())  # noqa: E731
-        met, offered, window = (int(total(cell_rows, metrics.REQUESTS_MET.name)), int(total(cell_rows, metrics.REQUESTS.name)),
-                                total(cell_rows, metrics.WINDOW_S.name))
+        met, offered, window = (
+            int(total(cell_rows, metrics.REQUESTS_MET.name)),
+            int(total(cell_rows, metrics.REQUESTS.name)),
+            total(cell_rows, metrics.WINDOW_S.name),
+        )
         if not offered or window <= 0:
             continue
         settings = str(cell_rows["settings_hash"].iloc[0]) if "settings_hash" in cell_rows else ""
         cell = Cell(p.probe, scenario, int(context), str(mode), settings)
 
-        def per_run(g: pd.DataFrame) -> float:
+        def per_run(g: pd.DataFrame, total: Any = total) -> float:
             w = total(g, metrics.WINDOW_S.name)
             return total(g, metrics.REQUESTS_MET.name) / w if w > 0 else math.nan
 
-        runs = [replace(r, requests=int(total(cell_rows[block_of(cell_rows) == r.block], metrics.REQUESTS.name)))
-                for r in runs_of(cell_rows[cell_rows["metric"].isin([metrics.REQUESTS_MET.name, metrics.WINDOW_S.name])], per_run)]
-        stat = stat_from_runs(arm, cell, label, "requests met every target / window", "samples", runs,
-                                      [r.value for r in runs], p.confidence, "req/s", p.sequential)
+        runs = [
+            replace(r, requests=int(total(cell_rows[block_of(cell_rows) == r.block], metrics.REQUESTS.name)))
+            for r in runs_of(
+                cell_rows[cell_rows["metric"].isin([metrics.REQUESTS_MET.name, metrics.WINDOW_S.name])], per_run
+            )
+        ]
+        stat = stat_from_runs(
+            arm,
+            cell,
+            label,
+            "requests met every target / window",
+            "samples",
+            runs,
+            [r.value for r in runs],
+            p.confidence,
+            "req/s",
+            p.sequential,
+        )
         stat.basis = f"{met} of {offered} requests over {num(window)} s"
         base = next((c for c in counts.values() if c.cell.loose() == cell.loose()), None)
         if base is not None:
-            stat = replace(stat, requests=base.requests, failed=base.failed, errors_by_kind=base.errors_by_kind, retried=base.retried)
+            stat = replace(
+                stat,
+                requests=base.requests,
+                failed=base.failed,
+                errors_by_kind=base.errors_by_kind,
+                retried=base.retried,
+            )
         stat.arm_errors = arm_errors(rows, arm)
         out[cell] = stat
     return out
@@ -207,14 +274,35 @@ def goodput_stats(rows: pd.DataFrame, arm: str, p: LoadGoodputParams) -> dict[Ce
         cell = Cell(p.probe, SWEEP, int(context), str(mode), str(settings))
         sources = sorted({str(s) for s in part["source"]})
         if len(sources) == 1 and sources[0]:
-            step = LoadGoodputParams(probe=p.probe, scenario=sources[0], context=int(context), min_rps=0, confidence=p.confidence, sequential=p.sequential)
-            found = next((st for c, st in _goodput_stat(rows, arm, step, sources[0], f"{metrics.MAX_GOODPUT_RPS.name} (at {sources[0]})").items()
-                          if c.loose() == (p.probe, sources[0], int(context), str(mode)) and c.settings == str(settings)), None)
+            step = LoadGoodputParams(
+                probe=p.probe,
+                scenario=sources[0],
+                context=int(context),
+                min_rps=0,
+                confidence=p.confidence,
+                sequential=p.sequential,
+            )
+            found = next(
+                (
+                    st
+                    for c, st in _goodput_stat(
+                        rows, arm, step, sources[0], f"{metrics.MAX_GOODPUT_RPS.name} (at {sources[0]})"
+                    ).items()
+                    if c.loose() == (p.probe, sources[0], int(context), str(mode)) and c.settings == str(settings)
+                ),
+                None,
+            )
             if found is not None:
                 out[cell] = replace(found, cell=cell)
                 continue
         # the maxima came from different runs (each block's own rates): one per run
-        by_attempt = cell_stats(rows, Selector(metric=metrics.MAX_GOODPUT_RPS.name, probe=p.probe, scenario=SWEEP, context=int(context)), arm, confidence=p.confidence, sequential=p.sequential)
+        by_attempt = cell_stats(
+            rows,
+            Selector(metric=metrics.MAX_GOODPUT_RPS.name, probe=p.probe, scenario=SWEEP, context=int(context)),
+            arm,
+            confidence=p.confidence,
+            sequential=p.sequential,
+        )
         if cell in by_attempt:
             out[cell] = by_attempt[cell]
     return out
@@ -224,9 +312,19 @@ def _against_zero(s: CellStat, b: CellStat, rigor: Rigor) -> Comparison:
     """A baseline that carried nothing within the targets: any goodput the subject surely
     has beats it (no relative gain can be computed against 0)."""
     cmp = Comparison(
-        subject=s, baseline=b, higher_is_better=True, threshold=0.0, gain=math.inf if s.median > 0 else 0.0,
-        low=math.inf if s.low > 0 else 0.0, high=math.inf if s.high > 0 else 0.0, method="against a baseline of 0",
-        pairs=0, coverage=s.coverage, n_ok=s.n >= rigor.min_runs, subject_flaky=compare.flaky(s, rigor), baseline_flaky=compare.flaky(b, rigor),
+        subject=s,
+        baseline=b,
+        higher_is_better=True,
+        threshold=0.0,
+        gain=math.inf if s.median > 0 else 0.0,
+        low=math.inf if s.low > 0 else 0.0,
+        high=math.inf if s.high > 0 else 0.0,
+        method="against a baseline of 0",
+        pairs=0,
+        coverage=s.coverage,
+        n_ok=s.n >= rigor.min_runs,
+        subject_flaky=compare.flaky(s, rigor),
+        baseline_flaky=compare.flaky(b, rigor),
         statistical=False,
     )
     if (ruled := compare.subject_errors(s, rigor)) is not None:
@@ -241,8 +339,17 @@ def _against_zero(s: CellStat, b: CellStat, rigor: Rigor) -> Comparison:
 
 
 def _judge(
-    gate: Any, stats: dict[str, dict[Cell, CellStat]], *, metric: str, what: str, higher_is_better: bool,
-    bound: float | None, min_gain: float | None, rigor: Rigor, note: Any = None, faults: Any = None,
+    gate: Any,
+    stats: dict[str, dict[Cell, CellStat]],
+    *,
+    metric: str,
+    what: str,
+    higher_is_better: bool,
+    bound: float | None,
+    min_gain: float | None,
+    rigor: Rigor,
+    note: Any = None,
+    faults: Any = None,
 ) -> GateResult:
     """Bounds per subject cell, then gains against every baseline on every common cell;
     the worst verdict of all decides (`compare.worst`). Any of them failing fails the gate,
@@ -277,17 +384,40 @@ def _judge(
     notes += [n for _, c in checked for n in c.notes]
     bounds = [{**stat.evidence("subject"), **c.evidence(), "bound": bound} for stat, c in checked]
     if min_gain is not None:
-        parts.append(compare.Outcome(metric=what, higher_is_better=higher_is_better, threshold=min_gain, rigor=rigor, stats=stats,
-                                     comparisons=comparisons).text())
+        parts.append(
+            compare.Outcome(
+                metric=what,
+                higher_is_better=higher_is_better,
+                threshold=min_gain,
+                rigor=rigor,
+                stats=stats,
+                comparisons=comparisons,
+            ).text()
+        )
     reason = "; ".join(parts)
     tail = [n for n in dict.fromkeys(notes) if n not in reason]
     if tail:
         reason += "; " + "; ".join(tail)
-    outcome = compare.Outcome(metric=metric, higher_is_better=higher_is_better, threshold=min_gain or 0.0, rigor=rigor, stats=stats, comparisons=comparisons)
+    outcome = compare.Outcome(
+        metric=metric,
+        higher_is_better=higher_is_better,
+        threshold=min_gain or 0.0,
+        rigor=rigor,
+        stats=stats,
+        comparisons=comparisons,
+    )
     evidence = outcome.evidence()
-    compared = [c for c in evidence["cells"] if not any(c["arm"] == b["arm"] and c["scenario"] == b["scenario"] and c["context"] == b["context"] for b in bounds)]
-    cells = [{**c, "faults": flagged[key]} if (key := (c["arm"], c["probe"], c["scenario"], c["context"])) in flagged else c
-             for c in bounds + compared]  # each cell says which of its runs did not measure the server alone
+    compared = [
+        c
+        for c in evidence["cells"]
+        if not any(
+            c["arm"] == b["arm"] and c["scenario"] == b["scenario"] and c["context"] == b["context"] for b in bounds
+        )
+    ]
+    cells = [
+        {**c, "faults": flagged[key]} if (key := (c["arm"], c["probe"], c["scenario"], c["context"])) in flagged else c
+        for c in bounds + compared
+    ]  # each cell says which of its runs did not measure the server alone
     evidence.update({"cells": cells, "bound": bound, "what": what})  # every cell read, once
     if claims:
         evidence.update(compare.gate_p(claims))
@@ -306,7 +436,13 @@ def _faulted_cells(stats: dict[str, dict[Cell, CellStat]], faults: Any) -> dict[
 
 
 def _judge_bounds(
-    gate: Any, stats: dict[str, dict[Cell, CellStat]], what: str, higher_is_better: bool, bound: float, rigor: Rigor, note: Any,
+    gate: Any,
+    stats: dict[str, dict[Cell, CellStat]],
+    what: str,
+    higher_is_better: bool,
+    bound: float,
+    rigor: Rigor,
+    note: Any,
 ) -> tuple[list[tuple[CellStat, compare.Claim]], str]:
     """Each subject cell against the bound (`compare.check_bound`), and the words. A cell
     whose runs bound another quantity than the one asked for (`note`) never passes: its
@@ -330,7 +466,13 @@ def _judge_bounds(
 
 
 def _judge_gains(
-    gate: Any, stats: dict[str, dict[Cell, CellStat]], metric: str, what: str, higher_is_better: bool, min_gain: float, rigor: Rigor,
+    gate: Any,
+    stats: dict[str, dict[Cell, CellStat]],
+    metric: str,
+    what: str,
+    higher_is_better: bool,
+    min_gain: float,
+    rigor: Rigor,
 ) -> list[Comparison] | GateResult:
     """Every subject against every baseline on every common cell (Holm-adjusted by
     `_judge`, with the bounds); pending when a pair shares no cell or a baseline's 0
@@ -342,7 +484,9 @@ def _judge_gains(
         for b in gate.baseline:
             common = sorted(set(stats[s]) & set(stats[b]))
             if not common:
-                return pending(f"no common cell for {metric}: {s} has {compare.describe_cells(stats[s])}; {b} has {compare.describe_cells(stats[b])}")
+                return pending(
+                    f"no common cell for {metric}: {s} has {compare.describe_cells(stats[s])}; {b} has {compare.describe_cells(stats[b])}"
+                )
             for cell in common:
                 subject, base = stats[s][cell], stats[b][cell]
                 if base.median == 0 and higher_is_better:
@@ -364,9 +508,23 @@ def load_goodput(rows: pd.DataFrame, gate: Any, p: LoadGoodputParams) -> GateRes
     stats = {arm: goodput_stats(rows, arm, p) for arm in arms}
     metric = metrics.MAX_GOODPUT_RPS.name if p.scenario == SWEEP else metrics.GOODPUT_RPS.name
     what = metric if p.scenario == SWEEP else f"{metric} at {p.scenario}"
-    result = _judge(gate, stats, metric=metric, what=what, higher_is_better=True, bound=p.min_rps, min_gain=p.min_gain, rigor=rigor,
-                    faults=lambda arm, cell: client_faults(rows, arm, p, cell))
-    result.evidence.update({"interval_method": "t CI over server runs of each run's goodput (met / window), log scale", "failures_count_as_misses": True})
+    result = _judge(
+        gate,
+        stats,
+        metric=metric,
+        what=what,
+        higher_is_better=True,
+        bound=p.min_rps,
+        min_gain=p.min_gain,
+        rigor=rigor,
+        faults=lambda arm, cell: client_faults(rows, arm, p, cell),
+    )
+    result.evidence.update(
+        {
+            "interval_method": "t CI over server runs of each run's goodput (met / window), log scale",
+            "failures_count_as_misses": True,
+        }
+    )
     return result
 
 
@@ -380,20 +538,45 @@ def percentile_stats(rows: pd.DataFrame, arm: str, p: LoadLatencyParams) -> dict
     q = p.percentile / 100
     out: dict[Cell, CellStat] = {}
     sel = Selector(metric=p.metric, probe=p.probe, scenario=p.scenario, context=p.context)
-    mine = rows.loc[(rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (kinds(rows) == SampleKind.SAMPLE)] if not rows.empty else rows
+    mine = (
+        rows.loc[(rows["arm_id"] == arm) & (rows["metric"] == p.metric) & (kinds(rows) == SampleKind.SAMPLE)]
+        if not rows.empty
+        else rows
+    )
     for cell, stat in cell_stats(rows, sel, arm, confidence=p.confidence, sequential=p.sequential).items():
         if stat.basis != "samples" or not stat.runs:
             if stat.all_failed:
                 out[cell] = stat
             continue  # summary rows are not requests: no percentile of them
-        part = mine.loc[(mine["probe"] == cell.probe) & (mine["scenario"] == cell.scenario) & (mine["context"] == cell.context)]
+        part = mine.loc[
+            (mine["probe"] == cell.probe) & (mine["scenario"] == cell.scenario) & (mine["context"] == cell.context)
+        ]
         if "settings_hash" in part:
             part = part.loc[part["settings_hash"].astype(str) == cell.settings]
-        runs = runs_of(part, lambda g: float(g["value"].astype(float).quantile(q)))  # linear, as arms.metrics.percentile
+        runs = runs_of(
+            part, lambda g: float(g["value"].astype(float).quantile(q))
+        )  # linear, as arms.measures.percentile
         low, high, coverage = quantile_interval(stat.values, q)
-        new = stat_from_runs(arm, cell, f"{p.metric} p{p.percentile:g}", p.metric, "samples", runs, stat.values, p.confidence, stat.unit, p.sequential)
+        new = stat_from_runs(
+            arm,
+            cell,
+            f"{p.metric} p{p.percentile:g}",
+            p.metric,
+            "samples",
+            runs,
+            stat.values,
+            p.confidence,
+            stat.unit,
+            p.sequential,
+        )
         new.request_low, new.request_high, new.request_coverage = low, high, coverage
-        new.requests, new.failed, new.errors_by_kind, new.retried, new.arm_errors = stat.requests, stat.failed, stat.errors_by_kind, stat.retried, stat.arm_errors
+        new.requests, new.failed, new.errors_by_kind, new.retried, new.arm_errors = (
+            stat.requests,
+            stat.failed,
+            stat.errors_by_kind,
+            stat.retried,
+            stat.arm_errors,
+        )
         out[cell] = new
     return out
 
@@ -414,9 +597,25 @@ def load_latency(rows: pd.DataFrame, gate: Any, p: LoadLatencyParams) -> GateRes
         return ""
 
     what = f"{p.metric} p{p.percentile:g} at {p.scenario}"
-    result = _judge(gate, stats, metric=p.metric, what=what, higher_is_better=False, bound=p.max_value, min_gain=p.min_gain, rigor=rigor, note=unbounded,
-                    faults=lambda arm, cell: client_faults(rows, arm, p, cell))
-    result.evidence.update({"interval_method": "t CI over server runs of each run's percentile, log scale", "request_interval_method": QUANTILE_METHOD, "percentile": p.percentile})
+    result = _judge(
+        gate,
+        stats,
+        metric=p.metric,
+        what=what,
+        higher_is_better=False,
+        bound=p.max_value,
+        min_gain=p.min_gain,
+        rigor=rigor,
+        note=unbounded,
+        faults=lambda arm, cell: client_faults(rows, arm, p, cell),
+    )
+    result.evidence.update(
+        {
+            "interval_method": "t CI over server runs of each run's percentile, log scale",
+            "request_interval_method": QUANTILE_METHOD,
+            "percentile": p.percentile,
+        }
+    )
     return result
 
 

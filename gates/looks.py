@@ -38,7 +38,7 @@ from typing import Any
 
 import pandas as pd
 
-from campaign.states import Verdict
+from campaign.core.states import Verdict
 from gates.blockstats import sequential_t, t_quantile
 from gates.cells import block_of
 
@@ -58,7 +58,12 @@ class Look:
     attempts: tuple[int, ...] = ()
 
     def evidence(self) -> dict[str, Any]:
-        return {"question": self.question, "blocks": self.blocks, "complete": self.complete, "attempts": list(self.attempts)}
+        return {
+            "question": self.question,
+            "blocks": self.blocks,
+            "complete": self.complete,
+            "attempts": list(self.attempts),
+        }
 
     @classmethod
     def from_evidence(cls, evidence: dict[str, Any], verdict: str) -> Look | None:
@@ -67,8 +72,11 @@ class Look:
         if not isinstance(raw, dict) or "question" not in raw:
             return None
         return cls(
-            question=str(raw["question"]), blocks=int(raw.get("blocks", 0)), complete=bool(raw.get("complete", False)),
-            verdict=verdict, attempts=tuple(int(a) for a in raw.get("attempts", ())),
+            question=str(raw["question"]),
+            blocks=int(raw.get("blocks", 0)),
+            complete=bool(raw.get("complete", False)),
+            verdict=verdict,
+            attempts=tuple(int(a) for a in raw.get("attempts", ())),
         )
 
 

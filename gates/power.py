@@ -23,7 +23,12 @@ POWER = 0.8
 
 
 def detectable_margin(
-    blocks: int, family: int, confidence: float, run_sd: float, sequential: bool = False, power: float = POWER,
+    blocks: int,
+    family: int,
+    confidence: float,
+    run_sd: float,
+    sequential: bool = False,
+    power: float = POWER,
 ) -> float:
     """The log-ratio distance past a threshold at which a paired gate over `blocks` blocks
     passes with probability `power` (infinite: it cannot pass at all)."""

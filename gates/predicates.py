@@ -17,9 +17,9 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import Field
 
-from campaign.schema import GateEntry
-from campaign.states import Verdict
-from campaign.units import context_label, num
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
+from campaign.core.units import context_label, num
 from gates import compare
 from gates.cells import CellStat, Selector, block_of, cell_stats
 from gates.compare import Rigor
@@ -48,16 +48,30 @@ def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams)
     if not gate.baseline:
         return pending("relative_improvement needs a baseline arm")
     rigor = p.of()
-    main = compare.compare(rows, gate.subjects, gate.baseline, p.selector(), higher_is_better=p.higher_is_better, threshold=p.min_gain,
-                           rigor=rigor, holm=not p.also_metric)
+    main = compare.compare(
+        rows,
+        gate.subjects,
+        gate.baseline,
+        p.selector(),
+        higher_is_better=p.higher_is_better,
+        threshold=p.min_gain,
+        rigor=rigor,
+        holm=not p.also_metric,
+    )
     if main.missing:
         return pending(main.missing, **main.evidence())
     also: compare.Outcome | None = None
     if p.also_metric:
         also_sel = Selector(metric=p.also_metric, probe=p.also_probe, scenario=p.also_scenario, context=p.context)
         also = compare.compare(
-            rows, gate.subjects, gate.baseline, also_sel,
-            higher_is_better=p.also_higher_is_better, threshold=p.also_min_gain, rigor=rigor, holm=False,
+            rows,
+            gate.subjects,
+            gate.baseline,
+            also_sel,
+            higher_is_better=p.also_higher_is_better,
+            threshold=p.also_min_gain,
+            rigor=rigor,
+            holm=False,
         )
         if also.missing:
             return pending(also.missing, **main.evidence(), how=_how(gate))
@@ -87,9 +101,13 @@ def _how(gate: GateEntry) -> str:
 
 
 class ContextChangeParams(Selector, Rigor):
-    context: int = Field(ge=1, description="the context (tokens) of the cell judged: \"8K is X% slower than 4K\" judges 8192")  # type: ignore[assignment]
+    context: int = Field(
+        ge=1, description='the context (tokens) of the cell judged: "8K is X% slower than 4K" judges 8192'
+    )  # type: ignore[assignment]
     baseline_context: int = Field(ge=1, description="the context it is compared with, on the same arm (4096)")
-    min_gain: float = Field(description="the least gain at `context` over `baseline_context`: -0.10 = at most 10% worse, 0 = at least as good")
+    min_gain: float = Field(
+        description="the least gain at `context` over `baseline_context`: -0.10 = at most 10% worse, 0 = at least as good"
+    )
     higher_is_better: bool = True
 
 
@@ -112,10 +130,20 @@ def context_change(rows: pd.DataFrame, gate: GateEntry, p: ContextChangeParams) 
         # the same cell at both contexts: only the arm's name says which context it is
         subject, baseline = f"{arm}@{here}", f"{arm}@{there}"
         at, base = mine[mine["context"] == p.context], mine[mine["context"] == p.baseline_context]
-        relabelled = pd.concat([at.assign(arm_id=subject, context=0), _same_settings(base, at).assign(arm_id=baseline, context=0)],
-                               ignore_index=True)
-        one = compare.compare(relabelled, [subject], [baseline], sel, higher_is_better=p.higher_is_better, threshold=p.min_gain,
-                              rigor=rigor, holm=False)
+        relabelled = pd.concat(
+            [at.assign(arm_id=subject, context=0), _same_settings(base, at).assign(arm_id=baseline, context=0)],
+            ignore_index=True,
+        )
+        one = compare.compare(
+            relabelled,
+            [subject],
+            [baseline],
+            sel,
+            higher_is_better=p.higher_is_better,
+            threshold=p.min_gain,
+            rigor=rigor,
+            holm=False,
+        )
         if one.missing:
             return pending(one.missing, how=_across(here, there))
         if merged is None:
@@ -126,7 +154,12 @@ def context_change(rows: pd.DataFrame, gate: GateEntry, p: ContextChangeParams) 
             merged.unmatched = "; ".join(x for x in (merged.unmatched, one.unmatched) if x)
     assert merged is not None  # a gate has at least one subject
     compare.holm_fails(merged.comparisons, rigor)  # every subject's claims, one family
-    evidence: dict[str, Any] = {**merged.evidence(), "context": p.context, "baseline_context": p.baseline_context, "how": _across(here, there)}
+    evidence: dict[str, Any] = {
+        **merged.evidence(),
+        "context": p.context,
+        "baseline_context": p.baseline_context,
+        "how": _across(here, there),
+    }
     return GateResult(verdict=merged.verdict, reason=merged.text(), evidence=evidence)
 
 
@@ -151,12 +184,14 @@ def _across(here: str, there: str) -> str:
 
 
 class EquivalenceParams(Selector, Rigor):
-    margin: float = Field(gt=0, lt=1, description="the arms count as equivalent when the ratio stays within 1 +- margin (0.05 = 5%)")
+    margin: float = Field(
+        gt=0, lt=1, description="the arms count as equivalent when the ratio stays within 1 +- margin (0.05 = 5%)"
+    )
 
 
 @register("equivalence", EquivalenceParams)
 def equivalence(rows: pd.DataFrame, gate: GateEntry, p: EquivalenceParams) -> GateResult:
-    """"Within X%": every subject's value stays within 1 +- margin of every baseline's, by
+    """ "Within X%": every subject's value stays within 1 +- margin of every baseline's, by
     two one-sided tests (TOST) on the log ratio over runs -- pass when both "not below
     1 - margin" and "not above 1 + margin" are shown at (1 - confidence) / 2, i.e. the
     whole CI lies inside the margin; fail when the whole CI lies outside it; else
@@ -164,7 +199,9 @@ def equivalence(rows: pd.DataFrame, gate: GateEntry, p: EquivalenceParams) -> Ga
     if not gate.baseline:
         return pending("equivalence needs a baseline arm")
     rigor = p.of()
-    main = compare.compare(rows, gate.subjects, gate.baseline, p.selector(), higher_is_better=True, threshold=0.0, rigor=rigor)
+    main = compare.compare(
+        rows, gate.subjects, gate.baseline, p.selector(), higher_is_better=True, threshold=0.0, rigor=rigor
+    )
     if main.missing:
         return pending(main.missing, **main.evidence())
     lower, upper = math.log(1 - p.margin), math.log(1 + p.margin)
@@ -184,22 +221,32 @@ def equivalence(rows: pd.DataFrame, gate: GateEntry, p: EquivalenceParams) -> Ga
         if c.p_pass <= rigor.alpha:
             c.verdict, c.notes = Verdict.PASS, []
         elif c.p_fail <= rigor.alpha:
-            c.verdict, c.notes = Verdict.FAIL, [f"{c.subject.arm} differs from {c.baseline.arm} by more than {num(p.margin * 100)}%"]
+            c.verdict, c.notes = (
+                Verdict.FAIL,
+                [f"{c.subject.arm} differs from {c.baseline.arm} by more than {num(p.margin * 100)}%"],
+            )
         else:
             c.verdict, c.notes = Verdict.INCONCLUSIVE, [f"{c.subject.arm}'s CI reaches beyond +-{num(p.margin * 100)}%"]
     compare.holm_fails(main.comparisons, rigor)
     main.threshold = 0.0
     reason = main.text(need=False) + f"; needs within +-{num(p.margin * 100)}% (two one-sided tests)"
-    return GateResult(verdict=main.verdict, reason=reason, evidence={**main.evidence(), "margin": p.margin, "how": "TOST on the log ratio over runs"})
+    return GateResult(
+        verdict=main.verdict,
+        reason=reason,
+        evidence={**main.evidence(), "margin": p.margin, "how": "TOST on the log ratio over runs"},
+    )
 
 
 # -- threshold ------------------------------------------------------------------------
+
 
 class ThresholdParams(Selector, Rigor):
     op: Literal[">=", ">", "<=", "<"] = ">="
     value: float
     scenarios: list[str] = Field(default_factory=list, description="each must hold; empty = every cell of the selector")
-    partial_scenarios: list[str] = Field(default_factory=list, description="reported beside, not required (partial allowed)")
+    partial_scenarios: list[str] = Field(
+        default_factory=list, description="reported beside, not required (partial allowed)"
+    )
 
 
 @register("threshold", ThresholdParams)
@@ -216,7 +263,9 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
             stats = cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential)
             if not stats:
                 return pending(f"no canonical {p.metric}{' ' + scen if scen else ''} for {arm} yet")
-            claims += [(stat, compare.check_bound(stat, p.value, p.op in (">=", ">"), rigor)) for stat in stats.values()]
+            claims += [
+                (stat, compare.check_bound(stat, p.value, p.op in (">=", ">"), rigor)) for stat in stats.values()
+            ]
     compare.holm_fails([c for _, c in claims], rigor)  # any cell failing fails the gate
     judged = [(stat, c.verdict, c.note) for stat, c in claims]
     contexts = {s.cell.context for s, _, _ in judged}
@@ -246,7 +295,9 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     partial: dict[str, dict[str, float]] = {}
     for arm in gate.subjects:
         for scen in p.partial_scenarios:
-            for stat in cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential).values():
+            for stat in cell_stats(
+                rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential
+            ).values():
                 partial.setdefault(scen, {})[arm] = stat.median
     for scen, vals in partial.items():
         lo, hi = min(vals.values()), max(vals.values())
@@ -255,9 +306,15 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
         verdict=verdict,
         reason=reason,
         evidence={
-            "metric": p.metric, "op": p.op, "threshold": p.value, "min_runs": p.min_runs, "max_error_rate": p.max_error_rate, "confidence": p.confidence,
+            "metric": p.metric,
+            "op": p.op,
+            "threshold": p.value,
+            "min_runs": p.min_runs,
+            "max_error_rate": p.max_error_rate,
+            "confidence": p.confidence,
             "interval_method": compare.INTERVAL_METHOD,
             "cells": [{**s.evidence("subject"), **c.evidence()} for s, c in claims],
-            "partial": partial, **compare.gate_p([c for _, c in claims]),
+            "partial": partial,
+            **compare.gate_p([c for _, c in claims]),
         },
     )

@@ -4,7 +4,7 @@ A predicate is registered by name with a pydantic params model, so a campaign fi
 `params` are validated when the file is loaded, not when the gate first runs. Built-in
 predicates register themselves on import (`gates.catalog` imports them all); a user's
 own come from the campaign's `plugins` and call `register` the same way. The registry
-is the one generic kind runtimes and probes use too (`campaign.registry`).
+is the one generic kind runtimes and probes use too (`campaign.core.registry`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from campaign.registry import Registry
-from campaign.schema import GateEntry
+from campaign.core.registry import Registry
+from campaign.core.schema import GateEntry
 from gates.result import GateResult
 
 Predicate = Callable[[pd.DataFrame, GateEntry, Any], GateResult]

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from campaign.states import Verdict
+from campaign.core.states import Verdict
 
 
 class GateResult(BaseModel):

@@ -19,11 +19,11 @@ import pandas as pd
 from markupsafe import Markup
 
 from arms.probes.base import SAMPLE_GAP
-from campaign import metrics
-from campaign.states import Mode
-from campaign.store import Store
-from campaign.tables import SampleRow
-from campaign.units import context_label, num
+from campaign.core import metrics
+from campaign.core.states import Mode
+from campaign.core.units import context_label, num
+from campaign.store.store import Store
+from campaign.store.tables import SampleRow
 from reports import charts
 from reports.data import ReportData, canonical_first, cell_values
 
@@ -63,7 +63,9 @@ def runs(store: Store, ttft: pd.DataFrame, arm_id: str, chart_prefix: str) -> li
         return []
     samples = _samples_by_run(store.samples(sorted(set(rows["probe_run_id"]))))
     out: list[AgentLoadRun] = []
-    for (run_id, context, item), part in rows.groupby(["probe_run_id", "context", "item_key"], sort=True, observed=True):
+    for (run_id, context, item), part in rows.groupby(
+        ["probe_run_id", "context", "item_key"], sort=True, observed=True
+    ):
         modes = canonical_first(sorted(set(part["mode"])))
         segments = _segments(samples.get(int(run_id), []), len(modes))
         for n, mode in enumerate(modes):
@@ -76,23 +78,37 @@ def runs(store: Store, ttft: pd.DataFrame, arm_id: str, chart_prefix: str) -> li
             if not lines:
                 continue
             turns = sorted({t for line in lines.values() for t in line})
-            names = sorted(n_ for n_ in lines if not n_.startswith("single")) + [n_ for n_ in lines if n_.startswith("single")]
+            names = sorted(n_ for n_ in lines if not n_.startswith("single")) + [
+                n_ for n_ in lines if n_.startswith("single")
+            ]
             series = [
-                charts.Series(name, [lines[name].get(t) for t in turns], mode=mode, color=i, dashed=name.startswith("single"))
+                charts.Series(
+                    name, [lines[name].get(t) for t in turns], mode=mode, color=i, dashed=name.startswith("single")
+                )
                 for i, name in enumerate(names)
             ]
             cid = f"{chart_prefix}-al-{int(run_id)}-{mode}"
             title = f"agent-load · {item} · context {context_label(int(context))} · {mode}"
             ttft = charts.line_chart(
-                f"{cid}-ttft", "TTFT per turn, per conversation", [str(t + 1) for t in turns], series,
-                x_title="turn", y_title="TTFT (s)",
+                f"{cid}-ttft",
+                "TTFT per turn, per conversation",
+                [str(t + 1) for t in turns],
+                series,
+                x_title="turn",
+                y_title="TTFT (s)",
             )
             seg = segments[n] if n < len(segments) else {}
             names = [*SAMPLE_SERIES, *(f"{name}{BASELINE_SUFFIX}" for name in SAMPLE_SERIES)]
             queue = charts.xy_chart(
-                f"{cid}-queue", "Queue depth during the load",
-                [(name, seg[name], i) for i, name in enumerate(names) if any(v is not None for _, v in seg.get(name, []))],
-                x_title="time since the load started (s)", y_title="requests",
+                f"{cid}-queue",
+                "Queue depth during the load",
+                [
+                    (name, seg[name], i)
+                    for i, name in enumerate(names)
+                    if any(v is not None for _, v in seg.get(name, []))
+                ],
+                x_title="time since the load started (s)",
+                y_title="requests",
             )
             out.append(AgentLoadRun(title, mode, ttft, queue))
     return out
@@ -168,13 +184,19 @@ def turns(data: ReportData) -> Markup | None:
             runs = int(cell.runs)
             values.append(float(cell.value))
             intervals.append((float(cell.low), float(cell.high)) if runs > 1 else None)
-            labels.append(f"{arm_id} turn {t + 1}: {runs} run{'s' if runs != 1 else ''}" + (", 95% CI" if runs > 1 else ""))
+            labels.append(
+                f"{arm_id} turn {t + 1}: {runs} run{'s' if runs != 1 else ''}" + (", 95% CI" if runs > 1 else "")
+            )
         name = f"{arm_id}{' (sim)' if data.is_simulated(arm_id) else ''}"
         series.append(charts.Series(name, values, color=data.arm_color(arm_id), intervals=intervals, labels=labels))
     categories = [("turn 1 (first)" if t == 0 else f"turn {t + 1}") for t in turn_numbers]
     return charts.bar_chart(
-        "agent-turns", "Agent load: TTFT by turn and arm (canonical), over server runs", categories, series,
-        x_title="turn of each conversation", y_title="TTFT (s)",
+        "agent-turns",
+        "Agent load: TTFT by turn and arm (canonical), over server runs",
+        categories,
+        series,
+        x_title="turn of each conversation",
+        y_title="TTFT (s)",
     )
 
 
@@ -185,7 +207,9 @@ def first_and_later(data: ReportData) -> list[dict[str, Any]]:
     if vals.empty:
         return []
     wanted = {metrics.TTFT_FIRST_S.name: "first", metrics.TTFT_LATER_S.name: "later"}
-    rows = vals[vals["metric"].isin(list(wanted)) & (vals["mode"] == Mode.CANONICAL.value) & (vals["probe"] == "agent-load")]
+    rows = vals[
+        vals["metric"].isin(list(wanted)) & (vals["mode"] == Mode.CANONICAL.value) & (vals["probe"] == "agent-load")
+    ]
     out: list[dict[str, Any]] = []
     for arm in data.arms:
         mine = rows[rows["arm_id"] == arm.arm_id]

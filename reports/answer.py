@@ -18,12 +18,17 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from campaign.summary import GateView, Summary
-from campaign.units import num, pct
+from campaign.core.units import num, pct
+from campaign.store.summary import GateView, Summary
 from gates.compare import ci_label
 
 VERDICT_WORD = {
-    "pass": "PASS", "fail": "FAIL", "inconclusive": "UNSURE", "control": "CONTROL", "blocked": "BLOCKED", "pending": "PENDING",
+    "pass": "PASS",
+    "fail": "FAIL",
+    "inconclusive": "UNSURE",
+    "control": "CONTROL",
+    "blocked": "BLOCKED",
+    "pending": "PENDING",
 }
 
 
@@ -56,7 +61,11 @@ class Answer:
 def _level(evidence: dict[str, Any], arm: str | None = None) -> str:
     """'95% CI' as the gate's interval was: the level of `arm`'s cell where the evidence
     has it (an adaptive item's planned looks sharpen it, '99.2% CI'), else the gate's."""
-    cells = [c for c in evidence.get("cells") or [] if isinstance(c, dict) and c.get("arm") == arm and _finite(c.get("confidence"))]
+    cells = [
+        c
+        for c in evidence.get("cells") or []
+        if isinstance(c, dict) and c.get("arm") == arm and _finite(c.get("confidence"))
+    ]
     confidence = cells[0]["confidence"] if cells else evidence.get("confidence")
     if not _finite(confidence):
         return ""
@@ -86,7 +95,12 @@ def _deciding(comparisons: list[dict[str, Any]], verdict: str) -> tuple[dict[str
     if verdict == "fail":
         pick = [c for c in comparisons if c.get("verdict") == "fail"]
     elif verdict == "pass":
-        pick = sorted((c for c in comparisons if _finite(c.get("change_low"))), key=lambda c: abs(float(c["gain"]) - float(c["threshold"])) if _finite(c.get("gain"), c.get("threshold")) else 0.0)
+        pick = sorted(
+            (c for c in comparisons if _finite(c.get("change_low"))),
+            key=lambda c: (
+                abs(float(c["gain"]) - float(c["threshold"])) if _finite(c.get("gain"), c.get("threshold")) else 0.0
+            ),
+        )
     else:
         pick = [c for c in comparisons if c.get("verdict") not in ("pass", "fail")]
     return (pick or comparisons)[0], len(comparisons)
@@ -99,7 +113,9 @@ def _comparison_text(evidence: dict[str, Any], verdict: str, usual: str) -> str:
     c, n = _deciding(comparisons, verdict)
     metric = evidence.get("metric") or ""
     more = f" (1 of {n} comparisons)" if n > 1 else ""
-    return f"{c.get('subject')} vs {c.get('baseline')}: {metric} {_change(c, _level(evidence, c.get('subject')), usual)}{_needs(c, evidence)}{more}".replace("  ", " ")
+    return f"{c.get('subject')} vs {c.get('baseline')}: {metric} {_change(c, _level(evidence, c.get('subject')), usual)}{_needs(c, evidence)}{more}".replace(
+        "  ", " "
+    )
 
 
 def _needs(c: dict[str, Any], evidence: dict[str, Any]) -> str:
@@ -119,19 +135,31 @@ def _counters_text(evidence: dict[str, Any], subject: str) -> str:
     drafts = evidence.get("drafts") or {}
     if evidence.get("claim") == "speculation" or drafts:
         d = drafts.get(subject)
-        return f"drafts accepted {int(d['accepted']):,} of {int(d['drafted']):,} on {subject}" if d else f"no draft counters on {subject}"
+        return (
+            f"drafts accepted {int(d['accepted']):,} of {int(d['drafted']):,} on {subject}"
+            if d
+            else f"no draft counters on {subject}"
+        )
     counters = evidence.get("counters") or {}
     own = counters.get(subject)
     if not own:
         return f"no cache counters on {subject}" if counters else ""
     unit = own.get("unit") or "count"
-    others = [f", {arm} {int(c['hits'])}" for arm, c in counters.items() if arm != subject and c and c.get("unit") == own.get("unit")]
+    others = [
+        f", {arm} {int(c['hits'])}"
+        for arm, c in counters.items()
+        if arm != subject and c and c.get("unit") == own.get("unit")
+    ]
     return f"cache hits: {subject} {int(own['hits'])} of {int(own['lookups'])}{''.join(others)} ({unit})"
 
 
 def _credit_text(evidence: dict[str, Any], verdict: str, usual: str) -> str:
     """A credit by ablation: what switching the mechanism off did, and its counters."""
-    claim, subject, ablation = evidence.get("claim") or "mechanism", evidence.get("subject") or "", evidence.get("ablation")
+    claim, subject, ablation = (
+        evidence.get("claim") or "mechanism",
+        evidence.get("subject") or "",
+        evidence.get("ablation"),
+    )
     counters = _counters_text(evidence, subject)
     cost = evidence.get("subject_vs_ablation")
     conclusion = {"pass": f"the win was the {claim}", "fail": f"not the {claim}"}.get(verdict, "not settled")
@@ -148,7 +176,9 @@ def _credit_text(evidence: dict[str, Any], verdict: str, usual: str) -> str:
 
 def _bound_text(evidence: dict[str, Any], usual: str) -> str:
     """A bound's cells: each arm's value with its interval, against the bound."""
-    cells = [c for c in evidence.get("cells") or [] if isinstance(c, dict) and c.get("role", "subject") in ("subject", "")]
+    cells = [
+        c for c in evidence.get("cells") or [] if isinstance(c, dict) and c.get("role", "subject") in ("subject", "")
+    ]
     if not cells:
         return ""
     level = _level(evidence) or (ci_label(float(cells[0]["confidence"])) if _finite(cells[0].get("confidence")) else "")

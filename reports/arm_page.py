@@ -8,11 +8,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from campaign import metrics
-from campaign.store import Store
-from campaign.tables import ArmRow
-from campaign.summary import attempt_links, server_starters
-from campaign.units import SIZE_FIELDS, size
+from campaign.core import metrics
+from campaign.core.units import SIZE_FIELDS, size
+from campaign.store.store import Store
+from campaign.store.summary import attempt_links, server_starters
+from campaign.store.tables import ArmRow
 from reports import agent_load, latency, load_curve, trace_replay
 from reports.data import ReportData, canonical_first
 from reports.raw import Answer, RawFiles
@@ -45,31 +45,57 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
     attempts = []
     identity = None
     # where each attempt ran and its flow run's page (none for a temporary server's runs)
-    links = {link.attempt_id: link for link in attempt_links(store, arm.campaign_id, ui_url=os.environ.get("PREFECT_UI_URL"))}
+    links = {
+        link.attempt_id: link for link in attempt_links(store, arm.campaign_id, ui_url=os.environ.get("PREFECT_UI_URL"))
+    }
     mine = data.attempts_of([aid])
     started_by = server_starters(mine)
     for a in mine:
         ident = json.loads(a.identity_json or "{}")
         link = links.get(a.id or 0)
         starter = started_by[a.id or 0]
-        attempts.append({
-            "kept_from": None if starter is a else f"{titles.get(starter.item_key, starter.item_key)}, block {starter.repeat}",
-            "host": a.host, "flow_run_url": link.url if link else None, "flow_run_id": a.flow_run_id,
-            "number": a.number, "repeat": getattr(a, "repeat", 0), "item": titles.get(a.item_key, a.item_key), "state": a.state,
-            "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model,
-            "fingerprint": a.fingerprint, "rss": size(a.rss_bytes), "rss_bytes": a.rss_bytes,
-            "cmdline": a.server_cmdline, "overrides": a.overrides_json,
-        })
+        attempts.append(
+            {
+                "kept_from": None
+                if starter is a
+                else f"{titles.get(starter.item_key, starter.item_key)}, block {starter.repeat}",
+                "host": a.host,
+                "flow_run_url": link.url if link else None,
+                "flow_run_id": a.flow_run_id,
+                "number": a.number,
+                "repeat": getattr(a, "repeat", 0),
+                "item": titles.get(a.item_key, a.item_key),
+                "state": a.state,
+                "started": a.started_at,
+                "ended": a.ended_at,
+                "error": a.error,
+                "served_model": a.served_model,
+                "fingerprint": a.fingerprint,
+                "rss": size(a.rss_bytes),
+                "rss_bytes": a.rss_bytes,
+                "cmdline": a.server_cmdline,
+                "overrides": a.overrides_json,
+            }
+        )
         if a.served_model or a.fingerprint:
-            identity = {"served_model": a.served_model, "fingerprint": a.fingerprint, "attempt": a.number,
-                        "item": titles.get(a.item_key, a.item_key), "details": json.dumps(ident, indent=2, sort_keys=True)}
+            identity = {
+                "served_model": a.served_model,
+                "fingerprint": a.fingerprint,
+                "attempt": a.number,
+                "item": titles.get(a.item_key, a.item_key),
+                "details": json.dumps(ident, indent=2, sort_keys=True),
+            }
     spec = data.summary.spec
     entry: dict[str, str] = {}
     try:
         arm_entry = spec.arm(aid)
         model = spec.model_for(arm_entry)
-        entry = {"description": arm_entry.description, "model_description": model.description,
-                 "served_id": model.served_id or "", "sampling": json.dumps(model.sampling.model_dump(exclude_none=True))}
+        entry = {
+            "description": arm_entry.description,
+            "model_description": model.description,
+            "served_id": model.served_id or "",
+            "sampling": json.dumps(model.sampling.model_dump(exclude_none=True)),
+        }
     except StopIteration:
         pass
     return ArmPage(
@@ -85,8 +111,11 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
         raw_file=raw.files.get(aid),
         raw_count=raw.counts.get(aid, 0),
         answers=raw.answers.get(aid, []),
-        gates=[{"id": g.id, "title": g.title, "verdict": g.verdict, "page": data.gate_pages[g.id]}
-               for g in data.summary.gates if aid in g.subjects or aid in g.baseline],
+        gates=[
+            {"id": g.id, "title": g.title, "verdict": g.verdict, "page": data.gate_pages[g.id]}
+            for g in data.summary.gates
+            if aid in g.subjects or aid in g.baseline
+        ],
         load_curves=load_curve.runs(load_curve.load_rows(data.frame), aid, f"arm-{data.arm_pages[aid]}"),
         replays=trace_replay.runs(store.requests, data.frame, aid, f"arm-{data.arm_pages[aid]}"),
         latency=latency.build(data.frame, aid, f"arm-{data.arm_pages[aid]}-latency"),
@@ -138,6 +167,8 @@ def _probe_tables(data: ReportData, arm_id: str) -> list[tuple[str, list[dict[st
     out = []
     for probe, part in rows.groupby("probe", sort=True):
         modes = canonical_first(sorted(set(part["mode"])))
-        part = part.assign(_m=part["mode"].map(modes.index)).sort_values(["_m", "context", "scenario", "metric", "source"])
+        part = part.assign(_m=part["mode"].map(modes.index)).sort_values(
+            ["_m", "context", "scenario", "metric", "source"]
+        )
         out.append((str(probe), part.drop(columns="_m").to_dict("records")))
     return out

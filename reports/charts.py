@@ -22,7 +22,7 @@ import pygal
 from markupsafe import Markup
 from pygal.style import Style
 
-from campaign.units import num, plain
+from campaign.core.units import num, plain
 
 PALETTE = ["#2f6fb0", "#d9822b", "#3a9a5b", "#b04a4a", "#7b5ea7", "#5b8a8a", "#a0892c", "#c2577f", "#3d4f63", "#8c6d46"]
 # Colours for series that are not arms (kinds of recipe: with and without speculation),
@@ -51,7 +51,9 @@ class Series:
     labels: list[str | None] = field(default_factory=list)
     dashed: bool = False
     intervals: list[tuple[float, float] | None] = field(default_factory=list)  # per value: error bar (low, high)
-    colors: list[int | None] = field(default_factory=list)  # per value: a palette index (an arm's colour), else the series'
+    colors: list[int | None] = field(
+        default_factory=list
+    )  # per value: a palette index (an arm's colour), else the series'
 
 
 def color_of(index: int, mode: str = "canonical") -> str:
@@ -102,7 +104,9 @@ def legend_columns(names: list[str], width: int) -> int:
     return max(c for c in range(1, limit + 1) if n % c == 0)
 
 
-def _common(chart_id: str, title: str, x_title: str, y_title: str, series: list[Series], **extra: Any) -> dict[str, Any]:
+def _common(
+    chart_id: str, title: str, x_title: str, y_title: str, series: list[Series], **extra: Any
+) -> dict[str, Any]:
     width = extra.pop("width", 820)
     columns = legend_columns([s.name for s in series], width)
     rows = -(-max(1, len(series)) // columns)
@@ -214,7 +218,11 @@ def bar_chart(
         series = [_with_values_in_labels(s) for s in series]
         print_values = False
         scope = re.sub(r"[^A-Za-z0-9_-]", "-", chart_id)
-        css["css"] = ["file://style.css", "file://graph.css", f"inline:#chart-{scope} .text-overlay text.label{{text-anchor:middle}}"]
+        css["css"] = [
+            "file://style.css",
+            "file://graph.css",
+            f"inline:#chart-{scope} .text-overlay text.label{{text-anchor:middle}}",
+        ]
     cls = pygal.HorizontalBar if horizontal else pygal.Bar
     extra: dict[str, Any] = {}
     highs = [iv[1] for s in series for iv in s.intervals if iv is not None]
@@ -224,11 +232,16 @@ def bar_chart(
         extra["range"] = (min([0.0, *lows]), top * 1.08)
     chart = cls(
         **_common(
-            chart_id, title, x_title, y_title, series,
+            chart_id,
+            title,
+            x_title,
+            y_title,
+            series,
             print_values=print_values,
             print_labels=print_labels,
             print_values_position="top",
-            formatter=_value, value_formatter=plain,
+            formatter=_value,
+            value_formatter=plain,
             x_label_rotation=0 if len(categories) <= 8 else 30,
             height=max(300, 28 * bars + 160) if horizontal else 380,
             show_legend=legend,
@@ -246,7 +259,13 @@ def _with_values_in_labels(s: Series) -> Series:
     from dataclasses import replace
 
     labels = [s.labels[i] if i < len(s.labels) else None for i in range(len(s.values))]
-    return replace(s, labels=[f"{label} · {num(v)}" if label is not None and v is not None else label for label, v in zip(labels, s.values)])
+    return replace(
+        s,
+        labels=[
+            f"{label} · {num(v)}" if label is not None and v is not None else label
+            for label, v in zip(labels, s.values)
+        ],
+    )
 
 
 def line_chart(
@@ -263,7 +282,18 @@ def line_chart(
     if not x_labels or not any(v is not None for s in series for v in s.values):
         return empty(title, "no measurements yet")
     chart = pygal.Line(
-        **_common(chart_id, title, x_title, y_title, series, height=height, formatter=_value, value_formatter=plain, allow_interruptions=True, dots_size=3)
+        **_common(
+            chart_id,
+            title,
+            x_title,
+            y_title,
+            series,
+            height=height,
+            formatter=_value,
+            value_formatter=plain,
+            allow_interruptions=True,
+            dots_size=3,
+        )
     )
     chart.x_labels = x_labels
     for s in series:
@@ -288,8 +318,19 @@ def xy_chart(
     styles = [Series(name, [], color=color) for name, _, color in series]
     chart = pygal.XY(
         **_common(
-            chart_id, title, x_title, y_title, styles, height=height, formatter=_value, value_formatter=plain,
-            x_value_formatter=plain, interpolate=None, show_dots=False, fill=False, stroke_style={"width": 2},
+            chart_id,
+            title,
+            x_title,
+            y_title,
+            styles,
+            height=height,
+            formatter=_value,
+            value_formatter=plain,
+            x_value_formatter=plain,
+            interpolate=None,
+            show_dots=False,
+            fill=False,
+            stroke_style={"width": 2},
             allow_interruptions=True,
         )
     )
@@ -318,7 +359,9 @@ class Curve:
     dashed: bool = False
 
 
-def curve_chart(chart_id: str, title: str, curves: list[Curve], *, x_title: str, y_title: str, height: int = 320) -> Markup:
+def curve_chart(
+    chart_id: str, title: str, curves: list[Curve], *, x_title: str, y_title: str, height: int = 320
+) -> Markup:
     """Curves through their points with dots (measured runs), sorted by x; dashed curves
     (markers, references) without dots' meaning, drawn the same way."""
     if not any(c.points for c in curves):
@@ -326,11 +369,24 @@ def curve_chart(chart_id: str, title: str, curves: list[Curve], *, x_title: str,
     styles = [Series(c.name, [], mode=c.mode, color=c.color) for c in curves]
     chart = pygal.XY(
         **_common(
-            chart_id, title, x_title, y_title, styles, height=height, formatter=_value, value_formatter=plain,
-            x_value_formatter=plain, show_dots=True, dots_size=3, fill=False, stroke_style={"width": 2},
+            chart_id,
+            title,
+            x_title,
+            y_title,
+            styles,
+            height=height,
+            formatter=_value,
+            value_formatter=plain,
+            x_value_formatter=plain,
+            show_dots=True,
+            dots_size=3,
+            fill=False,
+            stroke_style={"width": 2},
         )
     )
     for c in curves:
-        kwargs: dict[str, Any] = {"stroke_style": {"dasharray": "6,4", "width": 2}, "show_dots": False} if c.dashed else {}
+        kwargs: dict[str, Any] = (
+            {"stroke_style": {"dasharray": "6,4", "width": 2}, "show_dots": False} if c.dashed else {}
+        )
         chart.add(c.name, sorted(c.points), **kwargs)
     return _finish(chart, chart_id)

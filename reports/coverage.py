@@ -16,15 +16,22 @@ import numpy as np
 import pandas as pd
 
 from arms.probes import registry as probe_registry
-from campaign import metrics
-from campaign.metrics import CACHE_SCENARIOS
-from campaign.states import ItemState, Mode, ProbeName
-from campaign.units import context_label, num, ratio
+from campaign.core import metrics
+from campaign.core.metrics import CACHE_SCENARIOS
+from campaign.core.states import ItemState, Mode, ProbeName
+from campaign.core.units import context_label, num, ratio
 from reports import load_curve
 from reports.data import ReportData
 
 SCENARIOS = list(CACHE_SCENARIOS)
-STATE_TEXT = {"canonical": "canonical", "greedy": "greedy only", "planned": "planned", "failed": "failed", "none": "—", "off": "off"}
+STATE_TEXT = {
+    "canonical": "canonical",
+    "greedy": "greedy only",
+    "planned": "planned",
+    "failed": "failed",
+    "none": "—",
+    "off": "off",
+}
 
 
 @dataclass
@@ -99,7 +106,9 @@ def _state(modes: set[str] | None, planned: bool, failed: bool = False) -> str:
 Failed = tuple[set[tuple[str, str]], set[tuple[str, int]], dict[str, str]]
 
 
-def _planned(data: ReportData, failed: Failed | None = None) -> tuple[set[tuple[str, str]], set[tuple[str, int]], dict[str, str]]:
+def _planned(
+    data: ReportData, failed: Failed | None = None
+) -> tuple[set[tuple[str, str]], set[tuple[str, int]], dict[str, str]]:
     """(arm, probe) and (arm, context) pairs that an unfinished queue item will measure,
     and, per arm, why a blocked item did not measure it; `failed` is filled with the
     same pairs of failed items, and why."""
@@ -174,7 +183,9 @@ def build(data: ReportData) -> Coverage:
         why = blocked.get(aid, "")
         failure = failed_why.get(aid, "")
         for s in scenarios:
-            state = _state(scen_modes.get((aid, cache, s)), (aid, cache) in by_probe_planned, (aid, cache) in failed_probe)
+            state = _state(
+                scen_modes.get((aid, cache, s)), (aid, cache) in by_probe_planned, (aid, cache) in failed_probe
+            )
             value = reuse.get((aid, cache, s))
             text = _text(state, ratio(value) if value is not None and state in ("canonical", "greedy") else "")
             row.cells.append(Cell(state, text, _title(state, f"{s} reuse", why, failure)))

@@ -15,19 +15,35 @@ from dataclasses import dataclass, field
 import pandas as pd
 from sqlmodel import select
 
-from campaign import metrics
-from campaign.samples import kinds, samples, without_warmups
-from campaign.states import Mode, ProbeName, SampleKind
-from campaign.store import Store
-from campaign.tables import ArmRow, AttemptRow, VerdictRow
-from campaign.summary import Summary, summarize
+from campaign.core import metrics
+from campaign.core.states import Mode, ProbeName, SampleKind
+from campaign.store.samples import kinds, samples, without_warmups
+from campaign.store.store import Store
+from campaign.store.summary import Summary, summarize
+from campaign.store.tables import ArmRow, AttemptRow, VerdictRow
 from gates.cells import block_of, cell_value
 
 STAT_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric", "unit", "source"]
 CELL_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric"]
 REPORT_COLUMNS = [
-    "id", "probe_run_id", "item_key", "arm_id", "probe", "scenario", "mode", "context", "kind", "trial", "metric", "value", "unit",
-    "source", "simulated", "repeat", "block_id", "server_block",  # the last three: each row's server run (`gates.cells.block_of`)
+    "id",
+    "probe_run_id",
+    "item_key",
+    "arm_id",
+    "probe",
+    "scenario",
+    "mode",
+    "context",
+    "kind",
+    "trial",
+    "metric",
+    "value",
+    "unit",
+    "source",
+    "simulated",
+    "repeat",
+    "block_id",
+    "server_block",  # the last three: each row's server run (`gates.cells.block_of`)
 ]
 VALUE_COLUMNS = [*CELL_KEYS, "value", "low", "high", "runs"]
 
@@ -56,7 +72,10 @@ def cell_values(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=VALUE_COLUMNS)
     per_run = (
         rows.assign(_run=block_of(rows).to_numpy())
-        .groupby([*CELL_KEYS, "_run"], sort=True, observed=True)["value"].median().dropna().reset_index()
+        .groupby([*CELL_KEYS, "_run"], sort=True, observed=True)["value"]
+        .median()
+        .dropna()
+        .reset_index()
     )
     out = []
     for key, part in per_run.groupby(CELL_KEYS, sort=True, observed=True):
@@ -80,7 +99,11 @@ def ttft_rows(frame: pd.DataFrame) -> pd.DataFrame:
     read it and nothing here reads them."""
     if frame.empty:
         return frame
-    mask = (frame["probe"] == ProbeName.AGENT_LOAD.value) & (frame["metric"] == metrics.TTFT_S.name) & (kinds(frame) == SampleKind.SAMPLE)
+    mask = (
+        (frame["probe"] == ProbeName.AGENT_LOAD.value)
+        & (frame["metric"] == metrics.TTFT_S.name)
+        & (kinds(frame) == SampleKind.SAMPLE)
+    )
     return frame[mask]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import text
 
-from campaign.store import Store
+from campaign.store.store import Store
 from reports.data import cell_values
 
 FORMATS = ("csv", "parquet")

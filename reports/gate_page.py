@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from campaign.summary import GateView
-from campaign.units import SIZE_FIELDS, context_label, num, size
+from campaign.core.units import SIZE_FIELDS, context_label, num, size
+from campaign.store.summary import GateView
 from gates.compare import ci_label
 from reports import charts, load_curve
 from reports.data import ReportData, canonical_first
@@ -76,19 +76,35 @@ def build(data: ReportData, gate: GateView) -> GatePage:
     spec_gate = data.summary.spec.gate(gate.id)
     params = dict(spec_gate.params)
     arm_ids = [*gate.subjects, *[b for b in gate.baseline if b not in gate.subjects]]
-    role = {a: "subject" for a in gate.subjects} | {b: ("control" if gate.verdict == "control" else "baseline") for b in gate.baseline}
+    role = {a: "subject" for a in gate.subjects} | {
+        b: ("control" if gate.verdict == "control" else "baseline") for b in gate.baseline
+    }
     arms = []
     for aid in arm_ids:
         arm = data.arm_by_id.get(aid)
-        arms.append({
-            "id": aid, "role": role[aid], "page": data.arm_pages.get(aid), "simulated": data.is_simulated(aid),
-            "label": f"{arm.model}/{arm.quant} on {arm.runtime}" if arm else "not in the store yet",
-            "klass": arm.klass if arm else "",
-        })
+        arms.append(
+            {
+                "id": aid,
+                "role": role[aid],
+                "page": data.arm_pages.get(aid),
+                "simulated": data.is_simulated(aid),
+                "label": f"{arm.model}/{arm.quant} on {arm.runtime}" if arm else "not in the store yet",
+                "klass": arm.klass if arm else "",
+            }
+        )
     titles = data.item_titles()
     attempts = [
-        {"arm": a.arm_id, "number": a.number, "repeat": getattr(a, "repeat", 0), "item": titles.get(a.item_key, a.item_key), "state": a.state,
-         "started": a.started_at, "ended": a.ended_at, "error": a.error, "served_model": a.served_model}
+        {
+            "arm": a.arm_id,
+            "number": a.number,
+            "repeat": getattr(a, "repeat", 0),
+            "item": titles.get(a.item_key, a.item_key),
+            "state": a.state,
+            "started": a.started_at,
+            "ended": a.ended_at,
+            "error": a.error,
+            "served_model": a.served_model,
+        }
         for a in data.attempts_of(arm_ids)
     ]
     rows = _side_by_side(data.stats, arm_ids, params.get("metric"))
@@ -106,13 +122,18 @@ def build(data: ReportData, gate: GateView) -> GatePage:
         read_cells=read_cells,
         read_comparisons=[_comparison_row(c) for c in gate.read("comparisons")],
         paired=paired_blocks(gate),
-        chart=_read_chart(data, gate, read_cells, role, metric) if read_cells else _chart(data, gate, arm_ids, role, params),
+        chart=_read_chart(data, gate, read_cells, role, metric)
+        if read_cells
+        else _chart(data, gate, arm_ids, role, params),
         history=history_rows(data.verdicts.get(gate.id, [])),
         attempts=attempts,
         classes=sorted({a["klass"] for a in arms if a["klass"]}),
         params=params,
         load_chart=_load_chart(data, gate, arm_ids, role, params),
-        ci=ci_label(float(gate.evidence.get("confidence") or data.summary.spec.campaign.confidence), bool(gate.evidence.get("sequential"))),
+        ci=ci_label(
+            float(gate.evidence.get("confidence") or data.summary.spec.campaign.confidence),
+            bool(gate.evidence.get("sequential")),
+        ),
         reruns=_reruns(data, gate.id),
     )
 
@@ -132,11 +153,17 @@ def history_rows(verdicts: list[Any]) -> list[dict[str, Any]]:
         question = str(look.get("question", ""))
         if question and question not in questions:
             questions[question] = len(questions) + 1
-        out.append({
-            "computed_at": row.computed_at, "verdict": row.verdict, "reason": row.reason,
-            "blocks": look.get("blocks", ""), "test": _test_of(look),
-            "question": questions.get(question, ""), "complete": look.get("complete", True),
-        })
+        out.append(
+            {
+                "computed_at": row.computed_at,
+                "verdict": row.verdict,
+                "reason": row.reason,
+                "blocks": look.get("blocks", ""),
+                "test": _test_of(look),
+                "question": questions.get(question, ""),
+                "complete": look.get("complete", True),
+            }
+        )
     return out
 
 
@@ -166,15 +193,33 @@ def _cell_row(c: dict[str, Any]) -> dict[str, Any]:
     """One cell the gate read, formatted for the table."""
     rate = c.get("error_rate")
     kinds = ", ".join(f"{k} {v}" for k, v in (c.get("errors_by_kind") or {}).items())
-    errors = "not recorded" if rate is None else f"{num(rate)} ({c.get('failed', 0)}/{c.get('requests', 0)})" + (f": {kinds}" if kinds else "")
+    errors = (
+        "not recorded"
+        if rate is None
+        else f"{num(rate)} ({c.get('failed', 0)}/{c.get('requests', 0)})" + (f": {kinds}" if kinds else "")
+    )
     cov = c.get("coverage")
     return {
-        "check": c.get("check", ""), "arm": c.get("arm", ""), "role": c.get("role", ""), "metric": c.get("metric", ""),
-        "samples": c.get("samples", ""), "basis": c.get("basis", ""),
-        "cell": f"{c.get('probe', '')}/{c.get('scenario', '')}@{context_label(int(c.get('context') or 0))}", "context": c.get("context", 0),
-        "mode": c.get("mode", ""), "n": c.get("n"), "median": c.get("median"), "low": c.get("low"), "high": c.get("high"),
-        "coverage": "" if cov is None else f"{cov:.0%}", "errors": errors, "verdict": c.get("verdict", ""), "unit": c.get("unit", ""),
-        "size": c.get("size") or c.get("n"), "runs": c.get("runs", c.get("n")), "fed_by": _fed_by(c),
+        "check": c.get("check", ""),
+        "arm": c.get("arm", ""),
+        "role": c.get("role", ""),
+        "metric": c.get("metric", ""),
+        "samples": c.get("samples", ""),
+        "basis": c.get("basis", ""),
+        "cell": f"{c.get('probe', '')}/{c.get('scenario', '')}@{context_label(int(c.get('context') or 0))}",
+        "context": c.get("context", 0),
+        "mode": c.get("mode", ""),
+        "n": c.get("n"),
+        "median": c.get("median"),
+        "low": c.get("low"),
+        "high": c.get("high"),
+        "coverage": "" if cov is None else f"{cov:.0%}",
+        "errors": errors,
+        "verdict": c.get("verdict", ""),
+        "unit": c.get("unit", ""),
+        "size": c.get("size") or c.get("n"),
+        "runs": c.get("runs", c.get("n")),
+        "fed_by": _fed_by(c),
         "faults": "; ".join(c.get("faults") or []),
     }
 
@@ -184,18 +229,27 @@ def _fed_by(c: dict[str, Any]) -> str:
     items = ", ".join(c.get("items") or [])
     blocks = " ".join(str(b).split("/")[1] if "/" in str(b) else str(b) for b in (c.get("blocks") or []))
     attempts = " ".join(str(a) for a in (c.get("attempts") or []))
-    parts = [f"item {items}" if items else "", f"blocks {blocks}" if blocks else "", f"attempts {attempts}" if attempts else ""]
+    parts = [
+        f"item {items}" if items else "",
+        f"blocks {blocks}" if blocks else "",
+        f"attempts {attempts}" if attempts else "",
+    ]
     return ", ".join(p for p in parts if p)
 
 
 def _comparison_row(c: dict[str, Any]) -> dict[str, Any]:
     pct = lambda v: f"{v * 100:+.0f}%"  # noqa: E731
     return {
-        "check": c.get("check", ""), "subject": c.get("subject", ""), "baseline": c.get("baseline", ""), "cell": c.get("cell", ""),
+        "check": c.get("check", ""),
+        "subject": c.get("subject", ""),
+        "baseline": c.get("baseline", ""),
+        "cell": c.get("cell", ""),
         "change": f"{pct(c['change'])} [{pct(c['change_low'])}, {pct(c['change_high'])}]" if "change" in c else "",
-        "method": c.get("method", ""), "coverage": f"{c['coverage']:.0%}" if c.get("coverage") is not None else "",
+        "method": c.get("method", ""),
+        "coverage": f"{c['coverage']:.0%}" if c.get("coverage") is not None else "",
         "p": f"{c['p_pass']:.3f} / {c['p_fail']:.3f}" if c.get("statistical") and "p_pass" in c else "by rule",
-        "verdict": c.get("verdict", ""), "notes": "; ".join(c.get("notes") or []),
+        "verdict": c.get("verdict", ""),
+        "notes": "; ".join(c.get("notes") or []),
     }
 
 
@@ -210,43 +264,82 @@ def paired_blocks(gate: GateView) -> list[dict[str, Any]]:
         if not c.get("pairs") or "change" not in c:
             continue
         where = (c.get("context"), c.get("scenario"), c.get("settings"))
-        mine = {arm: next((x for x in cells if x.get("arm") == arm and (x.get("context"), x.get("scenario"), x.get("settings")) == where), None)
-                for arm in (c["subject"], c["baseline"])}
+        mine = {
+            arm: next(
+                (
+                    x
+                    for x in cells
+                    if x.get("arm") == arm and (x.get("context"), x.get("scenario"), x.get("settings")) == where
+                ),
+                None,
+            )
+            for arm in (c["subject"], c["baseline"])
+        }
         s, b = mine[c["subject"]], mine[c["baseline"]]
         if s is None or b is None:
             continue
         base = dict(zip(b.get("blocks") or [], b.get("run_values") or []))
-        rows = [{"block": block, "subject": v, "baseline": base[block], "ratio": v / base[block] - 1}
-                for block, v in zip(s.get("blocks") or [], s.get("run_values") or []) if block in base and base[block]]
+        rows = [
+            {"block": block, "subject": v, "baseline": base[block], "ratio": v / base[block] - 1}
+            for block, v in zip(s.get("blocks") or [], s.get("run_values") or [])
+            if block in base and base[block]
+        ]
         if rows:
-            out.append({"check": c.get("check", ""), "subject": c["subject"], "baseline": c["baseline"], "cell": c.get("cell", ""),
-                        "decided": _comparison_row(c)["change"], "pairs": c["pairs"], "rows": rows})
+            out.append(
+                {
+                    "check": c.get("check", ""),
+                    "subject": c["subject"],
+                    "baseline": c["baseline"],
+                    "cell": c.get("cell", ""),
+                    "decided": _comparison_row(c)["change"],
+                    "pairs": c["pairs"],
+                    "rows": rows,
+                }
+            )
     return out
 
 
-def _read_chart(data: ReportData, gate: GateView, cells: list[dict[str, Any]], role: dict[str, str], metric: str | None) -> Markup:
+def _read_chart(
+    data: ReportData, gate: GateView, cells: list[dict[str, Any]], role: dict[str, str], metric: str | None
+) -> Markup:
     """The medians the gate read, one bar per arm and cell, each with its interval as a
     whisker (the exact interval of the median stated in the evidence)."""
     wanted = metric if metric and any(c["metric"] == metric for c in cells) else cells[0]["metric"]
-    chosen = [c for c in cells if c["metric"] == wanted and c["median"] is not None and math.isfinite(float(c["median"]))]
+    chosen = [
+        c for c in cells if c["metric"] == wanted and c["median"] is not None and math.isfinite(float(c["median"]))
+    ]
     if not chosen:
         return charts.empty(f"{wanted} as the gate read it", "no cells")
     several = len({c["cell"] for c in chosen}) > 1
     labels, values, intervals = [], [], []
     for c in chosen:
         runs = int(c.get("runs") or 0)
-        who = (f"{c['arm']} ({c['role'] or role.get(c['arm'], '')}){' sim' if data.is_simulated(c['arm']) else ''}"
-               f" · {runs} run{'s' if runs != 1 else ''}")
+        who = (
+            f"{c['arm']} ({c['role'] or role.get(c['arm'], '')}){' sim' if data.is_simulated(c['arm']) else ''}"
+            f" · {runs} run{'s' if runs != 1 else ''}"
+        )
         labels.append(f"{who} · {c['cell']}" if several else who)
         values.append(float(c["median"]))
-        bounded = c["low"] is not None and (c.get("runs") or 0) > 1 and math.isfinite(float(c["low"])) and math.isfinite(float(c["high"]))
+        bounded = (
+            c["low"] is not None
+            and (c.get("runs") or 0) > 1
+            and math.isfinite(float(c["low"]))
+            and math.isfinite(float(c["high"]))
+        )
         intervals.append((float(c["low"]), float(c["high"])) if bounded else None)
     unit = chosen[0]["unit"] or _unit(data, wanted)
     title = f"{wanted} as the gate read it (value over server runs, whiskers: {gate.evidence.get('confidence', 0.95):.0%} CI)"
     colors = [data.arm_color(c["arm"]) for c in chosen]
     series = [charts.Series("canonical", values, mode="canonical", color=0, intervals=intervals, colors=colors)]
-    return charts.bar_chart(f"gate-{data.gate_pages[gate.id]}", title, labels, series, x_title="arm · cell" if several else "arm",
-                            y_title=f"{wanted} ({unit})" if unit else wanted, legend=False)
+    return charts.bar_chart(
+        f"gate-{data.gate_pages[gate.id]}",
+        title,
+        labels,
+        series,
+        x_title="arm · cell" if several else "arm",
+        y_title=f"{wanted} ({unit})" if unit else wanted,
+        legend=False,
+    )
 
 
 def _side_by_side(stats: pd.DataFrame, arm_ids: list[str], metric: str | None) -> list[dict[str, Any]]:
@@ -269,9 +362,17 @@ def _side_by_side(stats: pd.DataFrame, arm_ids: list[str], metric: str | None) -
     modes = canonical_first(sorted({k[0] for k in cells}))
     ordered = sorted(cells, key=lambda k: (modes.index(k[0]), k[4] != metric, k[1], k[2], k[3], k[4]))
     return [
-        {"mode": k[0], "probe": k[1], "scenario": k[2], "context": k[3], "metric": k[4], "unit": k[5],
-         "decides": k[4] == metric, "simulated": cells[k]["simulated"],
-         "values": [cells[k]["values"].get(a) for a in arm_ids]}
+        {
+            "mode": k[0],
+            "probe": k[1],
+            "scenario": k[2],
+            "context": k[3],
+            "metric": k[4],
+            "unit": k[5],
+            "decides": k[4] == metric,
+            "simulated": cells[k]["simulated"],
+            "values": [cells[k]["values"].get(a) for a in arm_ids],
+        }
         for k in ordered
     ]
 
@@ -285,8 +386,10 @@ def _recipes(data: ReportData, arm_ids: list[str]) -> list[dict[str, Any]]:
         values = [str(getattr(data.arm_by_id[a], f)) if a in data.arm_by_id else "" for a in arm_ids]
         out.append({"name": "class" if f == "klass" else f, "values": values, "differs": len(set(values)) > 1})
     for k in keys:
-        values = [size(v) if k in SIZE_FIELDS and isinstance(v, int) else _recipe_value(v)
-                  for v in (recipes.get(a, {}).get(k) for a in arm_ids)]
+        values = [
+            size(v) if k in SIZE_FIELDS and isinstance(v, int) else _recipe_value(v)
+            for v in (recipes.get(a, {}).get(k) for a in arm_ids)
+        ]
         out.append({"name": f"recipe.{k}", "values": values, "differs": len(set(values)) > 1})
     return out
 
@@ -299,7 +402,9 @@ def _recipe_value(value: Any) -> str:
     return str(value)
 
 
-def _chart(data: ReportData, gate: GateView, arm_ids: list[str], role: dict[str, str], params: dict[str, Any]) -> Markup:
+def _chart(
+    data: ReportData, gate: GateView, arm_ids: list[str], role: dict[str, str], params: dict[str, Any]
+) -> Markup:
     metric = params.get("metric")
     title = f"{metric} per arm" if metric else "gate metric"
     if not metric:
@@ -339,7 +444,9 @@ def _chart(data: ReportData, gate: GateView, arm_ids: list[str], role: dict[str,
     for mode in canonical_first(sorted(set(rows["mode"]))):
         vals = [float(cell[(a, mode)]) if (a, mode) in cell.index else None for a in present]
         series.append(charts.Series(mode, vals, mode=mode, color=0, colors=[data.arm_color(a) for a in present]))
-    return charts.bar_chart(chart_id, title, [labels[a] for a in present], series, x_title="arm", y_title=f"{metric} ({unit})")
+    return charts.bar_chart(
+        chart_id, title, [labels[a] for a in present], series, x_title="arm", y_title=f"{metric} ({unit})"
+    )
 
 
 def _unit(data: ReportData, metric: str) -> str:
@@ -350,9 +457,13 @@ def _unit(data: ReportData, metric: str) -> str:
     return str(units.iloc[0]) if len(units) else ""
 
 
-def _load_chart(data: ReportData, gate: GateView, arm_ids: list[str], role: dict[str, str], params: dict[str, Any]) -> Markup | None:
+def _load_chart(
+    data: ReportData, gate: GateView, arm_ids: list[str], role: dict[str, str], params: dict[str, Any]
+) -> Markup | None:
     """A gate over the load probe shows its arms' curves side by side (`reports.load_curve`)."""
     if params.get("probe", "load" if gate.predicate.startswith("load_") else None) != load_curve.LOAD:
         return None
     labels = {a: f"{a} ({role[a]}){' sim' if data.is_simulated(a) else ''}" for a in arm_ids}
-    return load_curve.gate_chart(load_curve.load_rows(data.frame), arm_ids, params, f"gate-{data.gate_pages[gate.id]}-load", labels)
+    return load_curve.gate_chart(
+        load_curve.load_rows(data.frame), arm_ids, params, f"gate-{data.gate_pages[gate.id]}-load", labels
+    )

@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from campaign import metrics
-from campaign.states import ProbeName
-from campaign.units import plain
+from campaign.core import metrics
+from campaign.core.states import ProbeName
+from campaign.core.units import plain
 from reports import charts
 from reports.answer import answer_of
 from reports.coverage import SCENARIOS
@@ -36,7 +36,11 @@ def _best(values: pd.DataFrame, data: ReportData, key_of: Any) -> dict[tuple[str
 
     Speculation is part of the key: a speculative arm's decode is only ever compared with
     other speculative arms', so a bar never sets q4 with a draft model against q8 without."""
-    rows = values[(values["metric"] == metrics.DECODE_TPS.name) & (values["probe"] == ProbeName.DECODE.value)] if not values.empty else values
+    rows = (
+        values[(values["metric"] == metrics.DECODE_TPS.name) & (values["probe"] == ProbeName.DECODE.value)]
+        if not values.empty
+        else values
+    )
     best: dict[tuple[str, str, bool], tuple[float, str]] = {}
     for row in rows.itertuples(index=False):
         arm = data.arm_by_id.get(row.arm_id)
@@ -75,8 +79,13 @@ def decode_per_runtime(data: ReportData) -> Markup:
     best = _best(data.values, data, lambda arm: arm.runtime + _sim_suffix(sim.get(arm.runtime, False)))
     categories = sorted({c for c, _, _ in best})
     return charts.bar_chart(
-        "decode-runtime", "Best decode per runtime, speculative and plain recipes apart", categories,
-        _mode_series(categories, best), x_title="runtime", y_title="decode (tok/s)", print_labels=True,
+        "decode-runtime",
+        "Best decode per runtime, speculative and plain recipes apart",
+        categories,
+        _mode_series(categories, best),
+        x_title="runtime",
+        y_title="decode (tok/s)",
+        print_labels=True,
     )
 
 
@@ -88,8 +97,13 @@ def decode_per_quant(data: ReportData) -> Markup:
     best = _best(data.values, data, lambda arm: label[arm.bits_per_weight])
     categories = [label[b] for b in sorted(quants) if any(c == label[b] for c, _, _ in best)]
     return charts.bar_chart(
-        "decode-quant", "Best decode per quant, speculative and plain recipes apart", categories,
-        _mode_series(categories, best), x_title="bits per weight", y_title="decode (tok/s)", print_labels=True,
+        "decode-quant",
+        "Best decode per quant, speculative and plain recipes apart",
+        categories,
+        _mode_series(categories, best),
+        x_title="bits per weight",
+        y_title="decode (tok/s)",
+        print_labels=True,
     )
 
 
@@ -101,8 +115,15 @@ def decode_per_context(data: ReportData) -> Markup:
     server share its state."""
     title = "Decode per context and arm (canonical)"
     vals = data.values
-    rows = vals[(vals["probe"] == ProbeName.DECODE.value) & (vals["metric"] == metrics.DECODE_TPS.name)
-                & (vals["mode"] == "canonical")] if not vals.empty else vals
+    rows = (
+        vals[
+            (vals["probe"] == ProbeName.DECODE.value)
+            & (vals["metric"] == metrics.DECODE_TPS.name)
+            & (vals["mode"] == "canonical")
+        ]
+        if not vals.empty
+        else vals
+    )
     if rows.empty:
         return charts.empty(title, "no decode measured yet")
     contexts = sorted({int(float(c)) for c in rows["context"]})
@@ -126,14 +147,22 @@ def decode_per_context(data: ReportData) -> Markup:
         series.append(charts.Series(name, values, color=data.arm_color(arm_id), intervals=intervals, labels=labels))
     categories = [f"{c // 1024}K" if c % 1024 == 0 else str(c) for c in contexts]
     return charts.bar_chart(
-        "decode-context", f"{title}, over server runs", categories, series,
-        x_title="context (tokens)", y_title="decode (tok/s)",
+        "decode-context",
+        f"{title}, over server runs",
+        categories,
+        series,
+        x_title="context (tokens)",
+        y_title="decode (tok/s)",
     )
 
 
 def reuse_by_scenario(data: ReportData) -> Markup:
     med = data.values
-    rows = med[(med["metric"] == metrics.REUSE.name) & (med["probe"] == ProbeName.CACHE_PROBE.value)] if not med.empty else med
+    rows = (
+        med[(med["metric"] == metrics.REUSE.name) & (med["probe"] == ProbeName.CACHE_PROBE.value)]
+        if not med.empty
+        else med
+    )
     if rows.empty:
         return charts.empty("Cache-probe reuse by scenario and arm", "no cache-probe measured yet")
     cell = rows.groupby(["scenario", "arm_id", "mode"])["value"].median()
@@ -147,8 +176,12 @@ def reuse_by_scenario(data: ReportData) -> Markup:
             name = f"{arm_id}{' (sim)' if data.is_simulated(arm_id) else ''} · {mode}"
             series.append(charts.Series(name, values, mode=mode, color=data.arm_color(arm_id)))
     return charts.bar_chart(
-        "reuse-scenario", "Cache-probe reuse by scenario and arm", categories, series,
-        x_title="cache-probe scenario", y_title="reuse (cached / prompt tokens)",
+        "reuse-scenario",
+        "Cache-probe reuse by scenario and arm",
+        categories,
+        series,
+        x_title="cache-probe scenario",
+        y_title="reuse (cached / prompt tokens)",
     )
 
 
@@ -157,8 +190,15 @@ def runtime_offerings(data: ReportData) -> list[dict[str, Any]]:
     for arm in data.arms:
         used.setdefault(arm.runtime, []).append(arm.arm_id)
     return [
-        {"name": r.name, "adapter": r.adapter, "seeks": r.seeks, "how": r.how, "cost": r.cost,
-         "arms": used.get(r.name, []), "simulated": r.adapter == "simulator"}
+        {
+            "name": r.name,
+            "adapter": r.adapter,
+            "seeks": r.seeks,
+            "how": r.how,
+            "cost": r.cost,
+            "arms": used.get(r.name, []),
+            "simulated": r.adapter == "simulator",
+        }
         for r in data.summary.spec.runtimes
     ]
 
@@ -168,8 +208,14 @@ def quant_offerings(data: ReportData) -> list[dict[str, Any]]:
     for arm in data.arms:
         used.setdefault((arm.model, arm.quant), []).append(arm.arm_id)
     return [
-        {"name": m.name, "quant": m.quant, "bits_per_weight": m.bits_per_weight, "description": m.description,
-         "served_id": m.served_id or "", "arms": used.get((m.name, m.quant), [])}
+        {
+            "name": m.name,
+            "quant": m.quant,
+            "bits_per_weight": m.bits_per_weight,
+            "description": m.description,
+            "served_id": m.served_id or "",
+            "arms": used.get((m.name, m.quant), []),
+        }
         for m in sorted(data.summary.spec.models, key=lambda m: (m.name, m.bits_per_weight))
     ]
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import pandas as pd
 from markupsafe import Markup
 
-from campaign import metrics
-from campaign.samples import kinds
-from campaign.states import Mode, SampleKind
+from campaign.core import metrics
+from campaign.core.states import Mode, SampleKind
+from campaign.store.samples import kinds
 from gates.intervals import needed_for_upper
 from reports import charts
 from reports.data import canonical_first
@@ -68,7 +68,11 @@ def table(samples: pd.DataFrame) -> list[LatencyRow]:
         probe, scenario, context, mode, metric = (str(k) for k in key)
         values = part["value"].astype(float)
         p50, p90, p99 = (float(values.quantile(q)) for q in QUANTILES)
-        out.append(LatencyRow(probe, scenario, int(float(context)), mode, metric, len(values), p50, p90, p99, len(values) < needs))
+        out.append(
+            LatencyRow(
+                probe, scenario, int(float(context)), mode, metric, len(values), p50, p90, p99, len(values) < needs
+            )
+        )
     modes = canonical_first(sorted({r.mode for r in out}))
     order = {m: i for i, m in enumerate(modes)}
     return sorted(out, key=lambda r: (order[r.mode], r.probe, r.context, r.scenario, METRICS.index(r.metric)))
@@ -77,7 +81,11 @@ def table(samples: pd.DataFrame) -> list[LatencyRow]:
 def distribution_chart(samples: pd.DataFrame, chart_id: str) -> Markup | None:
     """TTFT as a cumulative share of requests, one step line per cell (canonical only:
     greedy is a diagnostic, and doubling the lines would hide the tails being compared)."""
-    ttft = samples[(samples["metric"] == metrics.TTFT_S.name) & (samples["mode"] == Mode.CANONICAL.value)] if not samples.empty else samples
+    ttft = (
+        samples[(samples["metric"] == metrics.TTFT_S.name) & (samples["mode"] == Mode.CANONICAL.value)]
+        if not samples.empty
+        else samples
+    )
     if ttft.empty:
         return None
     series = []
@@ -88,8 +96,13 @@ def distribution_chart(samples: pd.DataFrame, chart_id: str) -> Markup | None:
         points = [(values[0], 0.0)] + [(v, (j + 1) / n) for j, v in enumerate(values)]
         name = f"{probe}{' ' + scenario if scenario else ''} @ {int(float(context))} (n={n})"
         series.append((name, points, i))
-    return charts.xy_chart(chart_id, "TTFT distribution per cell (canonical): share of requests at or under a time",
-                           series, x_title="TTFT (s)", y_title="share of requests")
+    return charts.xy_chart(
+        chart_id,
+        "TTFT distribution per cell (canonical): share of requests at or under a time",
+        series,
+        x_title="TTFT (s)",
+        y_title="share of requests",
+    )
 
 
 def build(frame: pd.DataFrame, arm_id: str, chart_id: str) -> ArmLatency:

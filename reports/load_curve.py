@@ -19,16 +19,20 @@ import pandas as pd
 from markupsafe import Markup
 
 from arms.probes.load import curve_rows, sweep_result
-from campaign import metrics
-from campaign.samples import kinds
-from campaign.states import ProbeName, SampleKind
-from campaign.units import num
+from campaign.core import metrics
+from campaign.core.states import ProbeName, SampleKind
+from campaign.core.units import num
+from campaign.store.samples import kinds
 from gates.load_gates import run_faults
 from reports import charts
 
 LOAD = ProbeName.LOAD.value
-LATENCY_SERIES = (("TTFT p50", metrics.TTFT_P50_S.name, 0, False), ("TTFT p99", metrics.TTFT_P99_S.name, 0, True),
-                  ("TPOT p50", metrics.TPOT_P50_S.name, 1, False), ("TPOT p99", metrics.TPOT_P99_S.name, 1, True))
+LATENCY_SERIES = (
+    ("TTFT p50", metrics.TTFT_P50_S.name, 0, False),
+    ("TTFT p99", metrics.TTFT_P99_S.name, 0, True),
+    ("TPOT p50", metrics.TPOT_P50_S.name, 1, False),
+    ("TPOT p99", metrics.TPOT_P99_S.name, 1, True),
+)
 # the keys of a curve row (`curve_rows`) and a sweep cell (`sweep_result`) read here
 OFFERED, GOODPUT, THROUGHPUT = metrics.OFFERED_RPS.name, metrics.GOODPUT_RPS.name, metrics.REQUEST_THROUGHPUT_RPS.name
 MAX_GOODPUT, MAX_GOODPUT_OFFERED = metrics.MAX_GOODPUT_RPS.name, metrics.MAX_GOODPUT_OFFERED_RPS.name
@@ -56,7 +60,12 @@ def load_rows(frame: pd.DataFrame) -> pd.DataFrame:
 def _records(part: pd.DataFrame) -> list[dict[str, Any]]:
     part = part.assign(kind=kinds(part))
     cols = ["scenario", "mode", "context", "kind", "metric", "value", "source"]
-    return [dict(zip(cols, row)) for row in part[cols].astype({"scenario": str, "mode": str, "kind": str, "metric": str, "source": str}).itertuples(index=False)]
+    return [
+        dict(zip(cols, row))
+        for row in part[cols]
+        .astype({"scenario": str, "mode": str, "kind": str, "metric": str, "source": str})
+        .itertuples(index=False)
+    ]
 
 
 def _knee(records: list[dict[str, Any]], mode: str, context: int) -> tuple[float, float, str] | None:
@@ -81,7 +90,9 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
             knee = _knee(records, mode, int(context))
             cid = f"{chart_prefix}-load-{item}-{int(context)}-{mode}"
             latency = [
-                charts.Curve(name, [(r[OFFERED], r[key]) for r in points if key in r], color=color, mode=mode, dashed=dashed)
+                charts.Curve(
+                    name, [(r[OFFERED], r[key]) for r in points if key in r], color=color, mode=mode, dashed=dashed
+                )
                 for name, key, color, dashed in LATENCY_SERIES
             ]
             top = max((y for c in latency for _, y in c.points), default=0.0)
@@ -90,7 +101,9 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
                 charts.Curve("throughput", [(r[OFFERED], r[THROUGHPUT]) for r in points], color=3, mode=mode),
             ]
             most = max((r[OFFERED] for r in points), default=0.0)
-            goodput.append(charts.Curve("offered (all carried)", [(0.0, 0.0), (most, most)], color=4, mode=mode, dashed=True))
+            goodput.append(
+                charts.Curve("offered (all carried)", [(0.0, 0.0), (most, most)], color=4, mode=mode, dashed=True)
+            )
             summary = f"{len(points)} runs" if len(points) > 1 else _one_run(points[0])
             if knee is not None:
                 x, y, text = knee
@@ -103,19 +116,37 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
                 none = charts.empty("Latency against offered rate", "one run, no curve")
                 out.append(LoadCurve(title, mode, summary, none, Markup(""), 1))
                 continue
-            out.append(LoadCurve(
-                title, mode, summary,
-                charts.curve_chart(f"{cid}-latency", "Latency against offered rate", latency, x_title="offered rate (req/s)", y_title="latency (s)"),
-                charts.curve_chart(f"{cid}-goodput", "Goodput and throughput against offered rate", goodput, x_title="offered rate (req/s)", y_title="req/s"),
-                len(points),
-            ))
+            out.append(
+                LoadCurve(
+                    title,
+                    mode,
+                    summary,
+                    charts.curve_chart(
+                        f"{cid}-latency",
+                        "Latency against offered rate",
+                        latency,
+                        x_title="offered rate (req/s)",
+                        y_title="latency (s)",
+                    ),
+                    charts.curve_chart(
+                        f"{cid}-goodput",
+                        "Goodput and throughput against offered rate",
+                        goodput,
+                        x_title="offered rate (req/s)",
+                        y_title="req/s",
+                    ),
+                    len(points),
+                )
+            )
     return out
 
 
 def _one_run(r: dict[str, Any]) -> str:
     latency = ", ".join(f"{name} {num(r[key])} s" for name, key, _, _ in LATENCY_SERIES if key in r)
-    return (f"1 run, {r['scenario']}: offered {num(r[OFFERED])} req/s, goodput {num(r[GOODPUT])} req/s "
-            f"({r.get(metrics.TARGET_ATTAINMENT.name, 0):.0%} met), throughput {num(r[THROUGHPUT])} req/s; {latency}")
+    return (
+        f"1 run, {r['scenario']}: offered {num(r[OFFERED])} req/s, goodput {num(r[GOODPUT])} req/s "
+        f"({r.get(metrics.TARGET_ATTAINMENT.name, 0):.0%} met), throughput {num(r[THROUGHPUT])} req/s; {latency}"
+    )
 
 
 def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
@@ -134,7 +165,9 @@ def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
         best = [cell[MAX_GOODPUT] for cell in sweep_result(records).values() if MAX_GOODPUT in cell]
         if best:
             text += f" · max goodput {num(max(best))} req/s"
-        summary = part[(kinds(part) == SampleKind.SUMMARY) & (part["probe"] == "load")] if "probe" in part else part.iloc[0:0]
+        summary = (
+            part[(kinds(part) == SampleKind.SUMMARY) & (part["probe"] == "load")] if "probe" in part else part.iloc[0:0]
+        )
         faults = run_faults(summary, str(arm))
         if faults:
             text += f" · {len(faults)} run{'s' if len(faults) != 1 else ''} measured the client (a gate reading them is inconclusive)"
@@ -142,7 +175,9 @@ def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def gate_chart(rows: pd.DataFrame, arm_ids: list[str], params: dict[str, Any], chart_id: str, labels: dict[str, str]) -> Markup:
+def gate_chart(
+    rows: pd.DataFrame, arm_ids: list[str], params: dict[str, Any], chart_id: str, labels: dict[str, str]
+) -> Markup:
     """The arms' curves side by side on a load gate's page: goodput against offered rate
     for a goodput gate, the gate's latency percentile against offered rate for a latency
     gate (where the probe stores that percentile)."""
@@ -157,6 +192,8 @@ def gate_chart(rows: pd.DataFrame, arm_ids: list[str], params: dict[str, Any], c
         mine = rows[rows["arm_id"] == arm] if not rows.empty else rows
         if params.get("context") is not None and not mine.empty:
             mine = mine[mine["context"] == params["context"]]
-        points = [r for r in curve_rows(_records(mine)) if r["mode"] == "canonical" and key in r] if not mine.empty else []
+        points = (
+            [r for r in curve_rows(_records(mine)) if r["mode"] == "canonical" and key in r] if not mine.empty else []
+        )
         curves.append(charts.Curve(labels.get(arm, arm), [(r[OFFERED], r[key]) for r in points], color=i))
     return charts.curve_chart(chart_id, title, curves, x_title="offered rate (req/s)", y_title=y_title)

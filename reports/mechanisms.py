@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from campaign import metrics
-from campaign.states import Mode
-from campaign.units import num
+from campaign.core import metrics
+from campaign.core.states import Mode
+from campaign.core.units import num
 from gates.cells import block_of
 from reports.data import ReportData
 
@@ -63,12 +63,26 @@ def build(data: ReportData) -> Table:
     """One row per arm that measured anything; a column per counter some arm reported, and
     resident memory where it was read. Canonical rows only (what the verdicts read)."""
     frame = data.frame
-    rows = frame[(frame["mode"] == Mode.CANONICAL.value) & frame["metric"].isin([c.metric for c in COUNTERS])] if not frame.empty else frame
+    rows = (
+        frame[(frame["mode"] == Mode.CANONICAL.value) & frame["metric"].isin([c.metric for c in COUNTERS])]
+        if not frame.empty
+        else frame
+    )
     shown = [c for c in COUNTERS if not rows.empty and (rows["metric"] == c.metric).any()]
     rss: dict[str, dict[str, float]] = {}  # arm -> block -> the most resident memory read in it (MiB)
     read = [a for a in data.attempts if a.rss_bytes and a.state == "done"]
-    starts = block_of(pd.DataFrame([{"block_id": a.block_id, "server_block": a.server_block, "item_key": a.item_key,
-                                     "repeat": a.repeat} for a in read])) if read else []
+    starts = (
+        block_of(
+            pd.DataFrame(
+                [
+                    {"block_id": a.block_id, "server_block": a.server_block, "item_key": a.item_key, "repeat": a.repeat}
+                    for a in read
+                ]
+            )
+        )
+        if read
+        else []
+    )
     for att, block in zip(read, starts):
         mine = rss.setdefault(att.arm_id, {})
         mine[block] = max(mine.get(block, 0.0), (att.rss_bytes or 0) / MIB)
@@ -78,7 +92,11 @@ def build(data: ReportData) -> Table:
         return Table([], [])
     by_block = rows.assign(_block=block_of(rows).to_numpy()) if not rows.empty else rows
     canonical = frame[frame["mode"] == Mode.CANONICAL.value] if not frame.empty else frame
-    blocks_of = {str(arm): sorted(set(part)) for arm, part in block_of(canonical).groupby(canonical["arm_id"].astype(str))} if not canonical.empty else {}
+    blocks_of = (
+        {str(arm): sorted(set(part)) for arm, part in block_of(canonical).groupby(canonical["arm_id"].astype(str))}
+        if not canonical.empty
+        else {}
+    )
     out: list[Row] = []
     for arm in data.arms:
         if arm.arm_id not in blocks_of:
@@ -94,7 +112,9 @@ def build(data: ReportData) -> Table:
             per = part.groupby("_block")["value"].agg(counter.how)
             total = per.sum() if counter.how == "sum" else per.max()
             units = sorted(set(part["unit"].astype(str)))
-            row.cells.append(Cell(_count(total), " · ".join(_count(per.get(b, float("nan"))) for b in blocks), "/".join(units)))
+            row.cells.append(
+                Cell(_count(total), " · ".join(_count(per.get(b, float("nan"))) for b in blocks), "/".join(units))
+            )
         if with_rss:
             read = rss.get(arm.arm_id) or {}
             per_block = " · ".join(num(read[b]) if b in read else "—" for b in blocks)

@@ -17,7 +17,7 @@ from typing import IO
 
 from sqlalchemy import text
 
-from campaign.store import Store
+from campaign.store.store import Store
 
 _SQL = text(
     """
@@ -81,11 +81,23 @@ def write(store: Store, campaign_id: int, folder: Path, names: dict[str, str]) -
                     counts[arm_id] = 0
                 raw = row.raw_json or "{}"
                 head = json.dumps(
-                    {"arm": arm_id, "item": row.item_key, "attempt_id": row.attempt_id, "attempt": row.number,
-                     "attempt_state": row.attempt_state, "probe_run_id": row.probe_run_id,
-                     "probe_run_state": row.probe_run_state, "probe": row.probe,
-                     "context": row.context, "request_id": row.id, "scenario": row.scenario, "mode": row.mode,
-                     "trial": row.trial, "ok": bool(row.ok), "error": row.error},
+                    {
+                        "arm": arm_id,
+                        "item": row.item_key,
+                        "attempt_id": row.attempt_id,
+                        "attempt": row.number,
+                        "attempt_state": row.attempt_state,
+                        "probe_run_id": row.probe_run_id,
+                        "probe_run_state": row.probe_run_state,
+                        "probe": row.probe,
+                        "context": row.context,
+                        "request_id": row.id,
+                        "scenario": row.scenario,
+                        "mode": row.mode,
+                        "trial": row.trial,
+                        "ok": bool(row.ok),
+                        "error": row.error,
+                    },
                     separators=(",", ":"),
                 )
                 record = raw if raw.lstrip().startswith("{") else json.dumps(raw)
@@ -116,6 +128,11 @@ def _answer(row: object, raw: str) -> Answer:
     if len(content) > ANSWER_CHARS:
         content = content[: ANSWER_CHARS - 1] + "…"
     return Answer(
-        probe=row.probe, scenario=row.scenario, mode=row.mode, attempt=row.number,  # type: ignore[attr-defined]
-        ok=bool(row.ok), text=content, error=row.error,  # type: ignore[attr-defined]
+        probe=row.probe,
+        scenario=row.scenario,
+        mode=row.mode,
+        attempt=row.number,  # type: ignore[attr-defined]
+        ok=bool(row.ok),
+        text=content,
+        error=row.error,  # type: ignore[attr-defined]
     )

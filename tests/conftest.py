@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -72,8 +72,10 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _lane_seconds:
-        lanes = ", ".join(f"{lane} {len(_lane_tests[lane])} tests {seconds / 60:.1f} min"
-                          for lane, seconds in sorted(_lane_seconds.items()))
+        lanes = ", ".join(
+            f"{lane} {len(_lane_tests[lane])} tests {seconds / 60:.1f} min"
+            for lane, seconds in sorted(_lane_seconds.items())
+        )
         terminalreporter.write_line(f"test time per lane (summed over workers): {lanes}")
 
 

@@ -26,7 +26,9 @@ def server_bin(name: str) -> str | None:
     found = shutil.which(name)
     if found:
         return found
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(Path(p).parts[-3]), reverse=True)
+    candidates = sorted(
+        glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(Path(p).parts[-3]), reverse=True
+    )
     return candidates[0] if candidates else None
 
 
@@ -59,7 +61,7 @@ class Cluster:
     def _run(self, *argv: str) -> None:
         subprocess.run([*self._as, *argv], check=True, capture_output=True, text=True)
 
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         pwfile = self.root / "pw"
         pwfile.write_text(PASSWORD + "\n")
         if self._as:
@@ -67,9 +69,24 @@ class Cluster:
 
             user = pwd.getpwnam("postgres")
             os.chown(pwfile, user.pw_uid, user.pw_gid)
-        self._run(self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8", *([] if self.fsync else ["--no-sync"]))
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200" + ("" if self.fsync else " -c fsync=off")
-        self._run(self.pg_ctl, "-D", str(self.data), "-l", str(self.root / "log"), "-o", options, "-w", "-t", "60", "start")
+        self._run(
+            self.initdb,
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=scram-sha-256",
+            f"--pwfile={pwfile}",
+            "-E",
+            "UTF8",
+            *([] if self.fsync else ["--no-sync"]),
+        )
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200" + (
+            "" if self.fsync else " -c fsync=off"
+        )
+        self._run(
+            self.pg_ctl, "-D", str(self.data), "-l", str(self.root / "log"), "-o", options, "-w", "-t", "60", "start"
+        )
         return self
 
     def url(self, database: str = "postgres", password: bool = True) -> str:
@@ -79,7 +96,9 @@ class Cluster:
     def create_database(self, name: str) -> str:
         import psycopg
 
-        with psycopg.connect(f"host=127.0.0.1 port={self.port} user=postgres password={PASSWORD} dbname=postgres", autocommit=True) as conn:
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port} user=postgres password={PASSWORD} dbname=postgres", autocommit=True
+        ) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 

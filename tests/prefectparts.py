@@ -29,7 +29,9 @@ def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
         try:
-            proc.wait(timeout=90)  # a worker stopping beside two other test workers takes its time (45 s was once short)
+            proc.wait(
+                timeout=90
+            )  # a worker stopping beside two other test workers takes its time (45 s was once short)
         except subprocess.TimeoutExpired:
             pass
     try:
@@ -47,7 +49,18 @@ def lasting_server(home: Path) -> Iterator[str]:
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
     log = (home / "server.log").open("wb")
-    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port), "--analytics-off"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "prefect",
+        "server",
+        "start",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--analytics-off",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
@@ -67,10 +80,17 @@ def lasting_server(home: Path) -> Iterator[str]:
 
 
 def env(tmp_path: Path, api: str, db: str, name: str) -> dict[str, str]:
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / f"prefect-{name}"), "PYTHONPATH": str(ROOT),
-           "PREFECT_API_URL": api, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "CAMPAIGN_DB": db,
-           "CAMPAIGN_HEARTBEAT_S": "1", "CAMPAIGN_WORKER_WAIT_S": "120",
-           "PREFECT_RUNNER_POLL_FREQUENCY": "1"}  # a worker looks for runs every second, not every 10
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / f"prefect-{name}"),
+        "PYTHONPATH": str(ROOT),
+        "PREFECT_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "CAMPAIGN_DB": db,
+        "CAMPAIGN_HEARTBEAT_S": "1",
+        "CAMPAIGN_WORKER_WAIT_S": "120",
+        "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+    }  # a worker looks for runs every second, not every 10
     env.pop("CAMPAIGN_HOST", None)
     return env
 
@@ -79,8 +99,12 @@ def worker(tmp_path: Path, api: str, db: str, host: str) -> tuple[subprocess.Pop
     log = tmp_path / f"worker-{host}.log"
     with log.open("ab") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "worker", "--host", host], env=env(tmp_path, api, db, host),
-            cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "-m", "cli", "worker", "--host", host],
+            env=env(tmp_path, api, db, host),
+            cwd=tmp_path,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     return proc, log
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaign.store import Store
+from campaign.store.store import Store
 
 
 @dataclass
@@ -44,7 +44,9 @@ def run_campaign(tmp_path: Path, text: str, name: str) -> Run:
     return Run(store, camp, result)
 
 
-def metric(frame: Any, arm: str, probe: str, name: str, scenario: str | None = None, *, kind: str | None = None) -> list[float]:
+def metric(
+    frame: Any, arm: str, probe: str, name: str, scenario: str | None = None, *, kind: str | None = None
+) -> list[float]:
     """The values of one metric of one arm and probe (and scenario, and row kind, when given)."""
     rows = frame[(frame["arm_id"] == arm) & (frame["probe"] == probe) & (frame["metric"] == name)]
     if kind is not None:

@@ -18,8 +18,11 @@ def simulator(tmp_path: Path, **profile: Any) -> Iterator[str]:
     argv = [sys.executable, "-m", "arms.simulator", "--port", str(port), "--profile-json", json.dumps(profile)]
     root = str(Path(__file__).resolve().parent.parent)
     server = ServerProcess(
-        argv=argv, base_url=f"http://127.0.0.1:{port}", log_path=tmp_path / f"sim-{port}.log",
-        env={"PYTHONPATH": root}, startup_timeout_s=30,
+        argv=argv,
+        base_url=f"http://127.0.0.1:{port}",
+        log_path=tmp_path / f"sim-{port}.log",
+        env={"PYTHONPATH": root},
+        startup_timeout_s=30,
     )
     with server:
         yield server.base_url

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field, model_validator
 
-from arms.metrics import (
+from arms.measures import (
     RequestRecord,
     decode_tps,
     extract_cached_tokens,
@@ -51,41 +51,94 @@ from arms.metrics import (
     tpot_s,
     ttft_s,
 )
-from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, read_unchanged, record_counter_deltas, record_response
+from arms.probes.base import (
+    ProbeTarget,
+    QueueSampler,
+    Sink,
+    chat,
+    read_counters,
+    read_unchanged,
+    record_counter_deltas,
+    record_response,
+)
 from arms.probes.failures import record_errors
 from arms.probes.prompts import WORD_ESTIMATE, SizedWords, sized_words, tokenizer_for, words
-from campaign import metrics
-from campaign.metrics import Metric
-from campaign.sessions import Session, read_sessions
-from campaign.states import Mode, SampleKind
+from arms.workloads.sessions import Session, read_sessions
+from campaign.core import metrics
+from campaign.core.metrics import Metric
+from campaign.core.states import Mode, SampleKind
 
 
 class AgentLoadParams(BaseModel):
     conversations: int = Field(default=3, ge=1, le=1024, description="agent conversations sent at once")
     turns: int = Field(default=10, ge=1, le=200, description="turns per conversation, each one request")
-    system_tokens: int = Field(default=2000, ge=0, description="shared system prompt, in the server's tokens, template included (seed 000: ~2K)")
-    task_tokens: int = Field(default=4000, ge=1, description="unique task per conversation, in the server's tokens (seed 000: ~4K)")
-    turn_tokens: int = Field(default=1600, ge=0, description="tool output appended each later turn, in the server's tokens (~1.6K)")
+    system_tokens: int = Field(
+        default=2000,
+        ge=0,
+        description="shared system prompt, in the server's tokens, template included (seed 000: ~2K)",
+    )
+    task_tokens: int = Field(
+        default=4000, ge=1, description="unique task per conversation, in the server's tokens (seed 000: ~4K)"
+    )
+    turn_tokens: int = Field(
+        default=1600, ge=0, description="tool output appended each later turn, in the server's tokens (~1.6K)"
+    )
     max_tokens: int = Field(default=200, ge=1, description="output tokens per turn (seed 000: up to 200)")
     baseline: bool = Field(default=True, description="also run one conversation alone, same shape")
-    turn_timeout_s: float = Field(default=900.0, gt=0, description="a turn slower than this is a timeout (seed 000: 15 min)")
+    turn_timeout_s: float = Field(
+        default=900.0, gt=0, description="a turn slower than this is a timeout (seed 000: 15 min)"
+    )
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
     context: int = 0
-    sessions: str | None = Field(default=None, description="recorded sessions: a JSONL of OpenAI-style message lists (your agent's logs), replayed turn by turn instead of the synthetic conversations")
-    history: Literal["recorded", "server"] = Field(default="recorded", description="sessions: later turns carry the recorded assistant replies, or the server's own")
-    session_concurrency: int | None = Field(default=None, ge=1, le=1024, description="sessions: at most this many at once, each starting when one ends; unset: each at its recorded start_s")
-    fan_out: int = Field(default=1, ge=1, le=64, description="branch requests sent at once before each later turn (sub-agents, parallel tools), each the history and a tool output of its own; their replies merge into the turn's request; 1: no branches")
-    tool_delay_s: float = Field(default=0.0, ge=0, le=600, description="a tool's run time: the wait between a reply and the conversation's next request")
+    sessions: str | None = Field(
+        default=None,
+        description="recorded sessions: a JSONL of OpenAI-style message lists (your agent's logs), replayed turn by turn instead of the synthetic conversations",
+    )
+    history: Literal["recorded", "server"] = Field(
+        default="recorded",
+        description="sessions: later turns carry the recorded assistant replies, or the server's own",
+    )
+    session_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="sessions: at most this many at once, each starting when one ends; unset: each at its recorded start_s",
+    )
+    fan_out: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="branch requests sent at once before each later turn (sub-agents, parallel tools), each the history and a tool output of its own; their replies merge into the turn's request; 1: no branches",
+    )
+    tool_delay_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=600,
+        description="a tool's run time: the wait between a reply and the conversation's next request",
+    )
 
     @model_validator(mode="after")
     def _sessions_shape(self) -> AgentLoadParams:
         if self.sessions is None:
             if self.session_concurrency is not None or self.history != "recorded":
-                raise ValueError("history and session_concurrency apply to recorded sessions (sessions = 'agent-logs.jsonl')")
+                raise ValueError(
+                    "history and session_concurrency apply to recorded sessions (sessions = 'agent-logs.jsonl')"
+                )
             return self
         defaults = type(self).model_fields
-        shaped = [f for f in ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens", "fan_out", "tool_delay_s")
-                  if getattr(self, f) != defaults[f].default]
+        shaped = [
+            f
+            for f in (
+                "conversations",
+                "turns",
+                "system_tokens",
+                "task_tokens",
+                "turn_tokens",
+                "fan_out",
+                "tool_delay_s",
+            )
+            if getattr(self, f) != defaults[f].default
+        ]
         if shaped:
             raise ValueError(f"{', '.join(shaped)}: not for recorded sessions, which bring their own shape")
         recorded_sessions(self.sessions)  # refused here, naming the line, before anything runs
@@ -97,10 +150,20 @@ class AgentLoadParams(BaseModel):
         few tokens of chat template per message. `campaign check` holds it to the arm's
         context. Recorded sessions: their longest turn, in words and template tokens."""
         if self.sessions is not None:
-            return max(sum(len(m["content"].split()) + TEMPLATE_TOKENS_PER_MESSAGE for m in turn.messages) + min(turn.reply_words, self.max_tokens)
-                       for session in recorded_sessions(self.sessions) for turn in session.turns)
-        return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens,
-                                   merged=self.fan_out if self.fan_out > 1 else 0)
+            return max(
+                sum(len(m["content"].split()) + TEMPLATE_TOKENS_PER_MESSAGE for m in turn.messages)
+                + min(turn.reply_words, self.max_tokens)
+                for session in recorded_sessions(self.sessions)
+                for turn in session.turns
+            )
+        return conversation_tokens(
+            self.system_tokens,
+            self.task_tokens,
+            self.turns,
+            self.turn_tokens,
+            self.max_tokens,
+            merged=self.fan_out if self.fan_out > 1 else 0,
+        )
 
 
 def recorded_sessions(path: str) -> tuple[Session, ...]:
@@ -120,7 +183,9 @@ def conversation_tokens(system: int, task: int, turns: int, turn: int, reply: in
     workload share this shape). `merged`: branch replies (at most `reply` each) merged
     into every later turn by a fan-out."""
     later = max(0, turns - 1)
-    return system + task + later * (turn + reply + merged * reply) + reply + TEMPLATE_TOKENS_PER_MESSAGE * (2 + 2 * later)
+    return (
+        system + task + later * (turn + reply + merged * reply) + reply + TEMPLATE_TOKENS_PER_MESSAGE * (2 + 2 * later)
+    )
 
 
 def turn_scenario(conversation: int, turn: int) -> str:
@@ -173,7 +238,11 @@ TOOL_LEAD = "Tool output: "
 _ANCHOR: tuple[dict[str, Any], ...] = ({"role": "user", "content": TASK_LEAD.strip()},)
 PIECES = ("system", "task", "turn")
 # the row that says how large each piece was asked to be, and how it was counted
-PIECE_TARGETS = {"system": metrics.SYSTEM_TOKENS_TARGET, "task": metrics.TASK_TOKENS_TARGET, "turn": metrics.TURN_TOKENS_TARGET}
+PIECE_TARGETS = {
+    "system": metrics.SYSTEM_TOKENS_TARGET,
+    "task": metrics.TASK_TOKENS_TARGET,
+    "turn": metrics.TURN_TOKENS_TARGET,
+}
 
 
 def _system_text(salt: str, n: int) -> str:
@@ -210,8 +279,11 @@ def _word_plan(params: AgentLoadParams, salt: str, conversations: int) -> _Plan:
     """The word counts of old (one word taken for one token): a server without a tokenizer."""
     later = max(0, params.turns - 1)
     return _Plan(
-        salt, _system_text(salt, params.system_tokens), (params.task_tokens,) * conversations,
-        ((params.turn_tokens,) * later,) * conversations, dict.fromkeys(PIECES, WORD_ESTIMATE),
+        salt,
+        _system_text(salt, params.system_tokens),
+        (params.task_tokens,) * conversations,
+        ((params.turn_tokens,) * later,) * conversations,
+        dict.fromkeys(PIECES, WORD_ESTIMATE),
     )
 
 
@@ -233,7 +305,9 @@ async def _plan(http: httpx.AsyncClient, params: AgentLoadParams, salt: str, con
     found: dict[str, list[SizedWords]] = {kind: [] for kind in PIECES}
     fallback = {"system": params.system_tokens, "task": params.task_tokens, "turn": params.turn_tokens}
 
-    async def size(kind: str, target: int, build: Callable[[int], list[dict[str, Any]]], above: int, start: int | None) -> int:
+    async def size(
+        kind: str, target: int, build: Callable[[int], list[dict[str, Any]]], above: int, start: int | None
+    ) -> int:
         if target <= 0:  # an empty piece, as before: nothing to size
             return 0
         sized = await sized_words(http, target, build, base=above, start=start, way=way, keep=False)
@@ -241,22 +315,38 @@ async def _plan(http: httpx.AsyncClient, params: AgentLoadParams, salt: str, con
         return fallback[kind] if sized.source == WORD_ESTIMATE else sized.words
 
     system = await size(
-        "system", params.system_tokens, lambda n: [{"role": "system", "content": _system_text(salt, n)}, *anchor], base, None
+        "system",
+        params.system_tokens,
+        lambda n: [{"role": "system", "content": _system_text(salt, n)}, *anchor],
+        base,
+        None,
     )
     system_message = {"role": "system", "content": _system_text(salt, system)}  # one text, shared
     turn_one = params.system_tokens + params.task_tokens
 
     async def one(c: int, hints: tuple[int | None, int | None]) -> tuple[int, tuple[int, ...]]:
         task = await size(
-            "task", turn_one, lambda n: [system_message, {"role": "user", "content": _task_text(salt, c, n)}], 0, hints[0]
+            "task",
+            turn_one,
+            lambda n: [system_message, {"role": "user", "content": _task_text(salt, c, n)}],
+            0,
+            hints[0],
         )
         tools: list[int] = []
         for t in range(params.turns - 1):
-            tools.append(await size(
-                "turn", params.turn_tokens,
-                lambda n, t=t: [*anchor, {"role": "assistant", "content": ""}, {"role": "user", "content": _tool_text(salt, c, t, n)}],
-                base, tools[-1] if tools else hints[1],
-            ))
+            tools.append(
+                await size(
+                    "turn",
+                    params.turn_tokens,
+                    lambda n, t=t: [
+                        *anchor,
+                        {"role": "assistant", "content": ""},
+                        {"role": "user", "content": _tool_text(salt, c, t, n)},
+                    ],
+                    base,
+                    tools[-1] if tools else hints[1],
+                )
+            )
         return task, tuple(tools)
 
     first = await one(0, (params.task_tokens, None))
@@ -264,7 +354,9 @@ async def _plan(http: httpx.AsyncClient, params: AgentLoadParams, salt: str, con
     rest = await asyncio.gather(*(one(c, hints) for c in range(1, conversations)))
     sized = [first, *rest]
     sources = {kind: " + ".join(sorted({f.source for f in found[kind]})) or WORD_ESTIMATE for kind in PIECES}
-    return _Plan(salt, system_message["content"], tuple(t for t, _ in sized), tuple(tools for _, tools in sized), sources)
+    return _Plan(
+        salt, system_message["content"], tuple(t for t, _ in sized), tuple(tools for _, tools in sized), sources
+    )
 
 
 def _record_plan(sink: Sink, params: AgentLoadParams, plan: _Plan, mode: Mode, phase: str) -> None:
@@ -274,8 +366,13 @@ def _record_plan(sink: Sink, params: AgentLoadParams, plan: _Plan, mode: Mode, p
         if kind == "turn" and params.turns < 2:
             continue  # no later turn: no tool output is ever sent
         sink.measurement(
-            metric=PIECE_TARGETS[kind], value=asked[kind], mode=mode, scenario=phase,
-            context=params.context, kind=SampleKind.SUMMARY, source=plan.sources[kind],
+            metric=PIECE_TARGETS[kind],
+            value=asked[kind],
+            mode=mode,
+            scenario=phase,
+            context=params.context,
+            kind=SampleKind.SUMMARY,
+            source=plan.sources[kind],
         )
 
 
@@ -297,8 +394,13 @@ async def _conversation(
     async def send(history: list[dict[str, Any]], scenario: str, turn: int, label: dict[str, Any]) -> RequestRecord:
         with phase.flight:
             record = await chat(
-                http, target, history, mode, params.max_tokens,
-                read_timeout=target.read_timeout or params.turn_timeout_s, total_timeout=params.turn_timeout_s,
+                http,
+                target,
+                history,
+                mode,
+                params.max_tokens,
+                read_timeout=target.read_timeout or params.turn_timeout_s,
+                total_timeout=params.turn_timeout_s,
             )
         record.label = label
         sink.request(record, scenario=scenario, mode=mode, trial=turn)
@@ -314,13 +416,28 @@ async def _conversation(
             if params.fan_out > 1:
                 # the fan-out: every branch sees the history so far and a tool output of its own
                 started = time.perf_counter()
-                branch_records = await asyncio.gather(*(
-                    send([*messages, {"role": "user", "content": _tool_text(plan.salt, index, tool_turn, plan.tools[index][tool_turn], b)}],
-                         branch_scenario(phase.scenario_of(index, turn), b), turn, {"conversation": index, "turn": turn, "branch": b})
-                    for b in range(params.fan_out)))
+                branch_records = await asyncio.gather(
+                    *(
+                        send(
+                            [
+                                *messages,
+                                {
+                                    "role": "user",
+                                    "content": _tool_text(plan.salt, index, tool_turn, plan.tools[index][tool_turn], b),
+                                },
+                            ],
+                            branch_scenario(phase.scenario_of(index, turn), b),
+                            turn,
+                            {"conversation": index, "turn": turn, "branch": b},
+                        )
+                        for b in range(params.fan_out)
+                    )
+                )
                 phase.waits.append(time.perf_counter() - started)
                 phase.branches.extend(branch_records)
-                tool += f"\n{MERGE_LEAD}\n" + "\n".join((r.text.strip() or "ok") if r.ok else f"({r.error})" for r in branch_records)
+                tool += f"\n{MERGE_LEAD}\n" + "\n".join(
+                    (r.text.strip() or "ok") if r.ok else f"({r.error})" for r in branch_records
+                )
             history = [*messages, {"role": "user", "content": tool}]
         record = await send(history, phase.scenario_of(index, turn), turn, {"conversation": index, "turn": turn})
         records.append(record)
@@ -340,7 +457,13 @@ async def _conversation(
 
 
 async def _replay_session(
-    http: httpx.AsyncClient, target: ProbeTarget, params: AgentLoadParams, mode: Mode, session: Session, index: int, sink: Sink,
+    http: httpx.AsyncClient,
+    target: ProbeTarget,
+    params: AgentLoadParams,
+    mode: Mode,
+    session: Session,
+    index: int,
+    sink: Sink,
 ) -> list[RequestRecord]:
     """One recorded session, turn by turn, each after its recorded think time; a later
     turn's history carries the recorded replies, or (`history = "server"`) the server's."""
@@ -352,10 +475,18 @@ async def _replay_session(
         messages = [dict(m) for m in turn.messages]
         if params.history == "server":
             answered = iter(replies)
-            messages = [{"role": "assistant", "content": next(answered, m["content"])} if m["role"] == "assistant" else m for m in messages]
+            messages = [
+                {"role": "assistant", "content": next(answered, m["content"])} if m["role"] == "assistant" else m
+                for m in messages
+            ]
         record = await chat(
-            http, target, messages, mode, max(1, min(turn.reply_words, params.max_tokens)),
-            read_timeout=target.read_timeout or params.turn_timeout_s, total_timeout=params.turn_timeout_s,
+            http,
+            target,
+            messages,
+            mode,
+            max(1, min(turn.reply_words, params.max_tokens)),
+            read_timeout=target.read_timeout or params.turn_timeout_s,
+            total_timeout=params.turn_timeout_s,
         )
         record.label = {"conversation": index, "turn": number, "session": session.id}
         scenario = turn_scenario(index, number)
@@ -367,7 +498,12 @@ async def _replay_session(
 
 
 async def _replay_sessions(
-    http: httpx.AsyncClient, target: ProbeTarget, params: AgentLoadParams, mode: Mode, sessions: tuple[Session, ...], sink: Sink,
+    http: httpx.AsyncClient,
+    target: ProbeTarget,
+    params: AgentLoadParams,
+    mode: Mode,
+    sessions: tuple[Session, ...],
+    sink: Sink,
 ) -> list[list[RequestRecord]]:
     """Every session: each at its recorded start (relative to the first), or, with
     `session_concurrency`, at most that many at once in their recorded order."""
@@ -385,13 +521,31 @@ async def _replay_sessions(
     return list(await asyncio.gather(*(one(i, s) for i, s in enumerate(sessions))))
 
 
-def _emit_turn(sink: Sink, target: ProbeTarget, record: RequestRecord, scenario: str, mode: Mode, context: int, turn: int) -> None:
+def _emit_turn(
+    sink: Sink, target: ProbeTarget, record: RequestRecord, scenario: str, mode: Mode, context: int, turn: int
+) -> None:
     if record_response(sink, target, record, mode=mode, scenario=scenario, context=context, trial=turn) is None:
         return
     rate, source = decode_tps(record)
     if rate is not None:
-        sink.measurement(metric=metrics.DECODE_TPS, value=rate, mode=mode, scenario=scenario, context=context, trial=turn, source=source)
-        sink.measurement(metric=metrics.TPOT_S, value=tpot_s(record)[0], mode=mode, scenario=scenario, context=context, trial=turn, source=source)
+        sink.measurement(
+            metric=metrics.DECODE_TPS,
+            value=rate,
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            trial=turn,
+            source=source,
+        )
+        sink.measurement(
+            metric=metrics.TPOT_S,
+            value=tpot_s(record)[0],
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            trial=turn,
+            source=source,
+        )
 
 
 def _later_turns(records: list[list[RequestRecord]]) -> list[float]:
@@ -410,8 +564,14 @@ def _turn_medians(records: list[list[RequestRecord]], turns: int) -> list[float 
     return out
 
 
-def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoadParams, mode: Mode, baseline: bool,
-               phase: _Phase | None = None) -> None:
+def _summaries(
+    sink: Sink,
+    records: list[list[RequestRecord]],
+    params: AgentLoadParams,
+    mode: Mode,
+    baseline: bool,
+    phase: _Phase | None = None,
+) -> None:
     """Derived numbers: summaries, not samples; `baseline`: the baseline pass's, under
     their `baseline_` names (`metrics.baseline`)."""
     later, first = _later_turns(records), _first_turns(records)
@@ -423,7 +583,9 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
 
     def put(metric: Metric, value: float | None) -> None:
         if value is not None:
-            sink.measurement(metric=named(metric), value=value, mode=mode, scenario="summary", context=ctx, kind=SampleKind.SUMMARY)
+            sink.measurement(
+                metric=named(metric), value=value, mode=mode, scenario="summary", context=ctx, kind=SampleKind.SUMMARY
+            )
 
     put(metrics.TTFT_LATER_MEDIAN_S, statistics.median(later) if later else None)
     put(metrics.TTFT_LATER_MAX_S, max(later) if later else None)
@@ -438,9 +600,13 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
     # each later turn's TTFT beside its median: the samples a gate's n and interval come
     # from (`gates.compare` reads `<x>_median<unit>` through `<x><unit>`)
     for i, value in enumerate(later):
-        sink.measurement(metric=named(metrics.TTFT_LATER_S), value=value, mode=mode, scenario="summary", context=ctx, trial=i)
+        sink.measurement(
+            metric=named(metrics.TTFT_LATER_S), value=value, mode=mode, scenario="summary", context=ctx, trial=i
+        )
     for i, value in enumerate(first):
-        sink.measurement(metric=named(metrics.TTFT_FIRST_S), value=value, mode=mode, scenario="summary", context=ctx, trial=i)
+        sink.measurement(
+            metric=named(metrics.TTFT_FIRST_S), value=value, mode=mode, scenario="summary", context=ctx, trial=i
+        )
     branches = phase.branches if phase is not None else []
     if phase is not None:
         put(metrics.REQUESTS_IN_FLIGHT_MAX, phase.flight.peak)
@@ -453,7 +619,14 @@ def _summaries(sink: Sink, records: list[list[RequestRecord]], params: AgentLoad
         put(metrics.FAN_OUT_WAIT_MAX_S, max(waits) if waits else None)
     # requests, failures by kind (timeouts, HTTP errors, turns not run after stalls), error
     # rate: the branches' among them
-    record_errors(sink, [r for conv in records for r in conv] + branches, mode=mode, scenario="summary", context=ctx, baseline=baseline)
+    record_errors(
+        sink,
+        [r for conv in records for r in conv] + branches,
+        mode=mode,
+        scenario="summary",
+        context=ctx,
+        baseline=baseline,
+    )
 
 
 async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
@@ -487,7 +660,9 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
                 alone = _Phase(lambda _c, t: baseline_scenario(t), _InFlight(), [], [])
                 async with QueueSampler(http, target, sink, phase="baseline") as base_sampler:
                     single = await _conversation(http, target, params, mode, base_plan, 0, sink, alone)
-                await record_counter_deltas(http, target, sink, before, mode=mode, scenario="baseline", context=params.context)
+                await record_counter_deltas(
+                    http, target, sink, before, mode=mode, scenario="baseline", context=params.context
+                )
                 base_sampler.record(mode=mode, scenario="baseline", context=params.context)
                 _summaries(sink, [single], params, mode, baseline=True, phase=alone)
 
@@ -506,9 +681,20 @@ async def _run_sessions(target: ProbeTarget, sink: Sink, params: AgentLoadParams
             await record_counter_deltas(http, target, sink, before, mode=mode, scenario="load", context=params.context)
             sampler.record(mode=mode, scenario="load", context=params.context)
             _summaries(sink, records, shaped, mode, baseline=False)
-            concurrency = f"at most {params.session_concurrency} at once" if params.session_concurrency else "each at its recorded start"
-            sink.measurement(metric=metrics.SESSIONS_REPLAYED, value=len(sessions), mode=mode, scenario="load", context=params.context,
-                             kind=SampleKind.SUMMARY, source=f"{os.path.basename(params.sessions or '')}: history {params.history}, {concurrency}")
+            concurrency = (
+                f"at most {params.session_concurrency} at once"
+                if params.session_concurrency
+                else "each at its recorded start"
+            )
+            sink.measurement(
+                metric=metrics.SESSIONS_REPLAYED,
+                value=len(sessions),
+                mode=mode,
+                scenario="load",
+                context=params.context,
+                kind=SampleKind.SUMMARY,
+                source=f"{os.path.basename(params.sessions or '')}: history {params.history}, {concurrency}",
+            )
 
 
 def turn_records(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:

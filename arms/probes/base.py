@@ -22,13 +22,13 @@ from typing import Any, Protocol
 import httpx
 
 from arms.client import get_text, make_http_client, stream_chat
-from arms.metrics import RequestRecord, counter_deltas, extract_cached_tokens, prompt_tokens, record_payload, ttft_s
+from arms.measures import RequestRecord, counter_deltas, extract_cached_tokens, prompt_tokens, record_payload, ttft_s
 from arms.probes.failures import StallGuard, record_failure
 from arms.runtimes.dialect import Dialect
 from arms.runtimes.telemetry import COUNTERS, Telemetry
-from campaign import metrics
-from campaign.metrics import Metric
-from campaign.states import Mode, SampleKind
+from campaign.core import metrics
+from campaign.core.metrics import Metric
+from campaign.core.states import Mode, SampleKind
 
 GREEDY = {"temperature": 0.0}
 LENGTH_CONTROLS = ("ignore_eos", "min_tokens")
@@ -104,14 +104,14 @@ class ProbeTarget:
 class Sink(Protocol):
     """Where a probe's rows go (`flows.sink.StoreSink`, `MemorySink`).
 
-    `metric` is the catalogue's entry (`campaign.metrics.TTFT_S`), never a bare string,
+    `metric` is the catalogue's entry (`campaign.core.metrics.TTFT_S`), never a bare string,
     so a misspelled metric fails where it is written; a plugin probe names a metric of its
     own with a `Metric` of its own. `unit` is left out: the row takes the catalogue's. A
     probe states one only where the unit is the runtime's, not the metric's (the cache
     counters, in `counter_unit`), and it must be one of the metric's units. The one
     exception to the entry is a name that arrives as data, the server counters named by
     the runtime's telemetry (`COUNTERS`): it must be in the catalogue. What is stored is
-    the plain name and unit, made in one place for every sink (`campaign.metrics.stored`).
+    the plain name and unit, made in one place for every sink (`campaign.core.metrics.stored`).
     """
 
     def measurement(
@@ -313,8 +313,13 @@ async def record_counter_deltas(
     for name in COUNTERS:
         if name in deltas:
             sink.measurement(
-                metric=name, value=deltas[name], unit=target.telemetry.counter_unit(name),
-                mode=mode, scenario=scenario, context=context, source=sources.get(name, ""),
+                metric=name,
+                value=deltas[name],
+                unit=target.telemetry.counter_unit(name),
+                mode=mode,
+                scenario=scenario,
+                context=context,
+                source=sources.get(name, ""),
             )
     return deltas
 
@@ -348,9 +353,25 @@ def record_response(
     cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
     prompt = prompt_tokens(payload)
     if prompt is not None:
-        sink.measurement(metric=metrics.PROMPT_TOKENS, value=prompt, mode=mode, scenario=scenario, context=context, trial=trial, source="usage.prompt_tokens")
+        sink.measurement(
+            metric=metrics.PROMPT_TOKENS,
+            value=prompt,
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            trial=trial,
+            source="usage.prompt_tokens",
+        )
     if cached is not None:
-        sink.measurement(metric=metrics.CACHED_TOKENS, value=cached, mode=mode, scenario=scenario, context=context, trial=trial, source=field)
+        sink.measurement(
+            metric=metrics.CACHED_TOKENS,
+            value=cached,
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            trial=trial,
+            source=field,
+        )
     return cached, prompt, field
 
 
@@ -430,15 +451,27 @@ class QueueSampler:
             return
         if self.series:
             self.sink.measurement(
-                metric=metrics.QUEUE_DEPTH_MAX, value=max(v for _, v in self.series),
-                mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY,
+                metric=metrics.QUEUE_DEPTH_MAX,
+                value=max(v for _, v in self.series),
+                mode=mode,
+                scenario=scenario,
+                context=context,
+                kind=SampleKind.SUMMARY,
             )
         for metric, value, source in (
             (metrics.QUEUE_SAMPLES, self.reads, f"every {self.interval_s:g} s"),
             (metrics.QUEUE_SAMPLE_GAPS, self.gaps, self.first_error),
             (metrics.QUEUE_TICKS_SKIPPED, self.skipped, ""),
         ):
-            self.sink.measurement(metric=metric, value=value, mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY, source=source)
+            self.sink.measurement(
+                metric=metric,
+                value=value,
+                mode=mode,
+                scenario=scenario,
+                context=context,
+                kind=SampleKind.SUMMARY,
+                source=source,
+            )
 
     async def __aenter__(self) -> QueueSampler:
         self._task = asyncio.create_task(self._run())
@@ -453,9 +486,7 @@ class QueueSampler:
                 pass
 
 
-FINGERPRINT_PROMPT = [
-    {"role": "user", "content": "Identity check. Continue the sequence: one two three four five"}
-]
+FINGERPRINT_PROMPT = [{"role": "user", "content": "Identity check. Continue the sequence: one two three four five"}]
 
 
 async def identify(target: ProbeTarget) -> dict[str, Any]:

@@ -20,13 +20,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from arms.metrics import extract_cached_tokens, flag_reuse_source, prompt_tokens, record_payload, reuse
+from arms.measures import extract_cached_tokens, flag_reuse_source, prompt_tokens, record_payload, reuse
 from arms.probes.base import ProbeTarget, Sink, chat
 from arms.probes.failures import NOT_RUN, record_errors, record_failure
 from arms.probes.prompts import sized_conversation
-from campaign import metrics
-from campaign.metrics import Metric
-from campaign.states import Mode, SampleKind
+from campaign.core import metrics
+from campaign.core.metrics import Metric
+from campaign.core.states import Mode, SampleKind
 
 
 class CacheCeilingParams(BaseModel):
@@ -52,11 +52,25 @@ class _Point:
 
 
 async def _reuse_at(
-    http, target: ProbeTarget, sink: Sink, length: int, mode: Mode, salt: str, params: CacheCeilingParams, sent: list[Any]
+    http,
+    target: ProbeTarget,
+    sink: Sink,
+    length: int,
+    mode: Mode,
+    salt: str,
+    params: CacheCeilingParams,
+    sent: list[Any],
 ) -> _Point:
     sized = await sized_conversation(http, length, f"{salt}-{length}", system_cap=64)  # `length` in tokens
     messages = sized.messages
-    sink.measurement(metric=metrics.PROMPT_TOKENS_TARGET, value=length, mode=mode, scenario=f"len{length}", context=params.context, source=sized.source)
+    sink.measurement(
+        metric=metrics.PROMPT_TOKENS_TARGET,
+        value=length,
+        mode=mode,
+        scenario=f"len{length}",
+        context=params.context,
+        source=sized.source,
+    )
     scenario = f"len{length}"
     for attempt in range(2):  # one failed pair is tried again: a single 503 is no ceiling
         record = await chat(http, target, messages, mode, params.max_tokens)
@@ -82,9 +96,23 @@ async def _reuse_at(
     if point.reuse is None:
         point.error = "no cached-token count from the server"
         return point
-    sink.measurement(metric=metrics.REUSE, value=point.reuse, mode=mode, scenario=scenario, context=params.context, source=flag_reuse_source(field, point.reuse))
+    sink.measurement(
+        metric=metrics.REUSE,
+        value=point.reuse,
+        mode=mode,
+        scenario=scenario,
+        context=params.context,
+        source=flag_reuse_source(field, point.reuse),
+    )
     if point.tokens is not None:  # no count at all: nothing stored, never a 0 that reads as one
-        sink.measurement(metric=metrics.PROMPT_TOKENS, value=point.tokens, mode=mode, scenario=scenario, context=params.context, source=point.tokens_source)
+        sink.measurement(
+            metric=metrics.PROMPT_TOKENS,
+            value=point.tokens,
+            mode=mode,
+            scenario=scenario,
+            context=params.context,
+            source=point.tokens_source,
+        )
     return point
 
 
@@ -117,8 +145,14 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheCeilingParams) -> No
                 if length >= limit:
                     break
                 length = min(length * 2, limit)
-            while bad is not None and stopped is None and bad.length - (good.length if good else 0) > params.resolution_tokens:
-                point = await _reuse_at(http, target, sink, ((good.length if good else 0) + bad.length) // 2, mode, salt, params, sent)
+            while (
+                bad is not None
+                and stopped is None
+                and bad.length - (good.length if good else 0) > params.resolution_tokens
+            ):
+                point = await _reuse_at(
+                    http, target, sink, ((good.length if good else 0) + bad.length) // 2, mode, salt, params, sent
+                )
                 if point.error:
                     stopped = point
                 elif point.reuse >= params.min_reuse:
@@ -137,12 +171,28 @@ def _size_of(point: _Point, metric: Metric, what: str) -> tuple[Metric, float, s
     return metric, point.length, f"{what}: the size asked for (no count of its tokens)"
 
 
-def _summary(sink: Sink, params: CacheCeilingParams, mode: Mode, limit: int, good: _Point | None, bad: _Point | None, stopped: _Point | None) -> None:
+def _summary(
+    sink: Sink,
+    params: CacheCeilingParams,
+    mode: Mode,
+    limit: int,
+    good: _Point | None,
+    bad: _Point | None,
+    stopped: _Point | None,
+) -> None:
     """What the search found, in the server's tokens; nothing is claimed that was not seen:
     no ceiling before any length was measured, no death where requests failed."""
 
     def put(metric: Metric, value: float, source: str) -> None:
-        sink.measurement(metric=metric, value=value, mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY, source=source)
+        sink.measurement(
+            metric=metric,
+            value=value,
+            mode=mode,
+            scenario="summary",
+            context=params.context,
+            kind=SampleKind.SUMMARY,
+            source=source,
+        )
 
     if good is not None:
         put(*_size_of(good, metrics.REUSE_CEILING_TOKENS, "largest prompt that reused"))
@@ -152,6 +202,10 @@ def _summary(sink: Sink, params: CacheCeilingParams, mode: Mode, limit: int, goo
         put(*_size_of(bad, metrics.REUSE_DIES_AT_TOKENS, "smallest prompt that did not reuse"))
     if stopped is not None:
         # the failed request has no server count: the size asked for, in sizing tokens
-        put(metrics.CEILING_SEARCH_ERROR_AT, stopped.length, f"{stopped.error}; the search stopped on this error, not on reuse")
+        put(
+            metrics.CEILING_SEARCH_ERROR_AT,
+            stopped.length,
+            f"{stopped.error}; the search stopped on this error, not on reuse",
+        )
     if bad is not None or stopped is None:
         put(metrics.REUSE_HOLDS_TO_LIMIT, float(bad is None), f"limit {limit}")

@@ -22,15 +22,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arms.metrics import flag_reuse_source, reuse, ttft_s
+from arms.measures import flag_reuse_source, reuse, ttft_s
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas, record_response
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import expected_reuse, mutate_middle, sized_conversation, words
-from campaign import metrics
-from campaign.metrics import CACHE_SCENARIOS
-from campaign.schema import CampaignSpec, QueueItem
-from campaign.states import Mode
-
+from campaign.core import metrics
+from campaign.core.metrics import CACHE_SCENARIOS
+from campaign.core.schema import CampaignSpec, QueueItem
+from campaign.core.states import Mode
 
 LOOKUP_TOOL = {
     "type": "function",
@@ -45,12 +44,20 @@ LOOKUP_TOOL = {
 class CacheProbeParams(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
-    prompt_tokens: int = Field(default=1024, ge=16, description="size of each primed prompt, in the server's tokens (template included) where it has a tokenizer")
+    prompt_tokens: int = Field(
+        default=1024,
+        ge=16,
+        description="size of each primed prompt, in the server's tokens (template included) where it has a tokenizer",
+    )
     max_tokens: int = Field(default=8, ge=1, description="output tokens per request (the prompt is what is measured)")
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL, Mode.GREEDY])
-    scenarios: list[str] = Field(default_factory=lambda: list(CACHE_SCENARIOS), description="which shapes of reuse to send")
+    scenarios: list[str] = Field(
+        default_factory=lambda: list(CACHE_SCENARIOS), description="which shapes of reuse to send"
+    )
     # file key `repeats`, `trials` in code: not the queue item's interleaved attempts
-    trials: int = Field(default=1, ge=1, alias="repeats", description="each scenario this many times, fresh prompts each")
+    trials: int = Field(
+        default=1, ge=1, alias="repeats", description="each scenario this many times, fresh prompts each"
+    )
     context: int = 0
 
     def request_tokens(self) -> int:
@@ -64,7 +71,11 @@ def _probe_messages(scenario: str, primed: list[dict[str, Any]], reply: str, sal
     if scenario == "identical":
         return primed
     if scenario == "append":
-        return [*primed, {"role": "assistant", "content": reply}, {"role": "user", "content": words(64, f"{salt}/next")}]
+        return [
+            *primed,
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": words(64, f"{salt}/next")},
+        ]
     if scenario == "tool_turn":
         call_id = "call_" + salt[-8:]
         return [
@@ -73,7 +84,11 @@ def _probe_messages(scenario: str, primed: list[dict[str, Any]], reply: str, sal
                 "role": "assistant",
                 "content": "",
                 "tool_calls": [
-                    {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"key": salt[-6:]})}}
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": json.dumps({"key": salt[-6:]})},
+                    }
                 ],
             },
             {"role": "tool", "tool_call_id": call_id, "content": words(96, f"{salt}/tool")},
@@ -84,10 +99,10 @@ def _probe_messages(scenario: str, primed: list[dict[str, Any]], reply: str, sal
     raise ValueError(f"unknown cache-probe scenario {scenario!r}")
 
 
-
 def item_values(spec: CampaignSpec, item: QueueItem, context: int) -> dict[str, Any]:
     """An item that names its contexts primes prompts of 80% of each (room for the reply)."""
     return {"prompt_tokens": max(16, int(context * 0.8))} if item.contexts else {}
+
 
 async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None:
     run_id = uuid.uuid4().hex[:8]
@@ -105,13 +120,25 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None
                         record = await chat(http, target, primed, mode, params.max_tokens, tools=tools)
                         sent[scenario].append(record)
                         sink.request(record, scenario=scenario, mode=mode, trial=trial)
-                        _emit(sink, target, record, scenario, mode, params.context, trial, expected=0.0, expected_source="constructed")
+                        _emit(
+                            sink,
+                            target,
+                            record,
+                            scenario,
+                            mode,
+                            params.context,
+                            trial,
+                            expected=0.0,
+                            expected_source="constructed",
+                        )
                         continue
                     prime = await chat(http, target, primed, mode, params.max_tokens, tools=tools)
                     sent[scenario].append(prime)
                     sink.request(prime, scenario=f"{scenario}:prime", mode=mode, trial=trial)
                     if not prime.ok:
-                        record_failure(sink, prime, mode=mode, scenario=f"{scenario}:prime", context=params.context, trial=trial)
+                        record_failure(
+                            sink, prime, mode=mode, scenario=f"{scenario}:prime", context=params.context, trial=trial
+                        )
                         continue
                     probe_msgs = _probe_messages(scenario, primed, prime.text.strip() or "ok", salt)
                     expected, source = await expected_reuse(http, primed, probe_msgs, tools)
@@ -120,11 +147,35 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheProbeParams) -> None
                     sink.request(record, scenario=scenario, mode=mode, trial=trial)
                     cold = ttft_s(prime)
                     if cold is not None:
-                        sink.measurement(metric=metrics.TTFT_COLD_S, value=cold, mode=mode, scenario=scenario, context=params.context, trial=trial)
-                    _emit(sink, target, record, scenario, mode, params.context, trial, expected=expected, expected_source=source)
+                        sink.measurement(
+                            metric=metrics.TTFT_COLD_S,
+                            value=cold,
+                            mode=mode,
+                            scenario=scenario,
+                            context=params.context,
+                            trial=trial,
+                        )
+                    _emit(
+                        sink,
+                        target,
+                        record,
+                        scenario,
+                        mode,
+                        params.context,
+                        trial,
+                        expected=expected,
+                        expected_source=source,
+                    )
                     warm = ttft_s(record)
                     if cold and warm:
-                        sink.measurement(metric=metrics.WARM_SPEEDUP, value=cold / warm, mode=mode, scenario=scenario, context=params.context, trial=trial)
+                        sink.measurement(
+                            metric=metrics.WARM_SPEEDUP,
+                            value=cold / warm,
+                            mode=mode,
+                            scenario=scenario,
+                            context=params.context,
+                            trial=trial,
+                        )
             for scenario, records in sent.items():
                 record_errors(sink, records, mode=mode, scenario=scenario, context=params.context)
             await record_counter_deltas(http, target, sink, before, mode=mode, context=params.context)
@@ -142,7 +193,15 @@ def _emit(
     expected: float,
     expected_source: str,
 ) -> None:
-    sink.measurement(metric=metrics.EXPECTED_REUSE, value=expected, mode=mode, scenario=scenario, context=context, trial=trial, source=expected_source)
+    sink.measurement(
+        metric=metrics.EXPECTED_REUSE,
+        value=expected,
+        mode=mode,
+        scenario=scenario,
+        context=context,
+        trial=trial,
+        source=expected_source,
+    )
     response = record_response(sink, target, record, mode=mode, scenario=scenario, context=context, trial=trial)
     if response is None:
         return
@@ -150,4 +209,12 @@ def _emit(
     if cached is not None:
         value = reuse(cached, prompt)
         if value is not None:
-            sink.measurement(metric=metrics.REUSE, value=value, mode=mode, scenario=scenario, context=context, trial=trial, source=flag_reuse_source(field, value))
+            sink.measurement(
+                metric=metrics.REUSE,
+                value=value,
+                mode=mode,
+                scenario=scenario,
+                context=context,
+                trial=trial,
+                source=flag_reuse_source(field, value),
+            )

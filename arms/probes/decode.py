@@ -24,19 +24,28 @@ stored for it, so no verdict changes.
 from __future__ import annotations
 
 import uuid
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arms.metrics import SOURCE_SERVER, RequestRecord, completion_tokens, decode_tps, distribution, e2e_s, record_payload, tpot_s, ttft_s
+from arms.measures import (
+    SOURCE_SERVER,
+    RequestRecord,
+    completion_tokens,
+    decode_tps,
+    distribution,
+    e2e_s,
+    record_payload,
+    tpot_s,
+    ttft_s,
+)
 from arms.probes import pace
 from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import sized_conversation
-from campaign import metrics
-from campaign.schema import CampaignSpec, QueueItem
-from campaign.states import Mode, SampleKind
+from campaign.core import metrics
+from campaign.core.schema import CampaignSpec, QueueItem
+from campaign.core.states import Mode, SampleKind
 
 WARMUP_SCENARIO = "decode:warmup"
 
@@ -45,15 +54,21 @@ class DecodeParams(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
     contexts: list[int] = Field(min_length=1)
-    max_tokens: int = Field(default=64, ge=2, description="output tokens per timed request, all of them generated (ignore_eos)")
+    max_tokens: int = Field(
+        default=64, ge=2, description="output tokens per timed request, all of them generated (ignore_eos)"
+    )
     # file key `repeats` (campaign files keep it); `trials` in code, as it counts timed
     # requests in one probe run, not the item's interleaved attempts (its `repeats`)
     trials: int = Field(default=3, ge=1, alias="repeats", description="timed requests per context and mode")
     fill: float = Field(default=0.8, gt=0, le=1, description="share of the context the prompt fills")
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
-    warmup: int = Field(default=1, ge=0, description="untimed trials before the timed ones, stored but never read by medians or gates")
+    warmup: int = Field(
+        default=1, ge=0, description="untimed trials before the timed ones, stored but never read by medians or gates"
+    )
     ignore_eos: bool = Field(default=True, description="ask the server to generate past end-of-sequence")
-    min_tokens: int | None = Field(default=None, ge=0, description="no end-of-sequence before this many tokens (default: max_tokens)")
+    min_tokens: int | None = Field(
+        default=None, ge=0, description="no end-of-sequence before this many tokens (default: max_tokens)"
+    )
 
     @model_validator(mode="after")
     def _min_within_max(self) -> DecodeParams:
@@ -87,28 +102,77 @@ async def run(target: ProbeTarget, sink: Sink, params: DecodeParams) -> None:
                 # `size` is in the server's tokens where it has a tokenizer; the source says how
                 sized = await sized_conversation(http, size, f"decode-{run_id}-{context}-{mode}", system_cap=256)
                 messages = sized.messages
-                sink.measurement(metric=metrics.PROMPT_TOKENS_TARGET, value=size, mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY, source=sized.source)
+                sink.measurement(
+                    metric=metrics.PROMPT_TOKENS_TARGET,
+                    value=size,
+                    mode=mode,
+                    scenario="decode",
+                    context=context,
+                    kind=SampleKind.SUMMARY,
+                    source=sized.source,
+                )
                 rates: list[float | None] = []
                 per_request: dict[str, float] = {}
                 warmed: list[RequestRecord] = []
                 for i in range(params.warmup):
-                    await _trial(http, target, sink, params, messages, mode, context, WARMUP_SCENARIO, i, None, warmed, kind=SampleKind.WARMUP)
+                    await _trial(
+                        http,
+                        target,
+                        sink,
+                        params,
+                        messages,
+                        mode,
+                        context,
+                        WARMUP_SCENARIO,
+                        i,
+                        None,
+                        warmed,
+                        kind=SampleKind.WARMUP,
+                    )
                 judged = judged or pace.judge_first(sink, warmed, size)
                 before = await read_counters(http, target)
                 timed: list[RequestRecord] = []
                 for trial in range(params.trials):
-                    rates.append(await _trial(http, target, sink, params, messages, mode, context, "decode", trial, per_request, timed))
+                    rates.append(
+                        await _trial(
+                            http, target, sink, params, messages, mode, context, "decode", trial, per_request, timed
+                        )
+                    )
                 judged = judged or pace.judge_first(sink, timed, size)  # without a warm-up: the first timed request
                 record_errors(sink, timed, mode=mode, scenario="decode", context=context)
                 # draft/accepted tokens and the rest, as deltas over this context's trials
-                deltas = await record_counter_deltas(http, target, sink, before, mode=mode, scenario="decode", context=context)
+                deltas = await record_counter_deltas(
+                    http, target, sink, before, mode=mode, scenario="decode", context=context
+                )
                 for name, value in per_request.items():  # runtimes that report drafting per response only
                     if name not in deltas:
-                        sink.measurement(metric=name, value=value, unit=target.telemetry.counter_unit(name), mode=mode, scenario="decode", context=context, source="per-request sum")
+                        sink.measurement(
+                            metric=name,
+                            value=value,
+                            unit=target.telemetry.counter_unit(name),
+                            mode=mode,
+                            scenario="decode",
+                            context=context,
+                            source="per-request sum",
+                        )
                 stats = distribution(rates)
                 if stats:
-                    sink.measurement(metric=metrics.DECODE_TPS_MEDIAN, value=stats["median"], mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY)
-                    sink.measurement(metric=metrics.DECODE_TPS_SPREAD, value=stats["max"] - stats["min"], mode=mode, scenario="decode", context=context, kind=SampleKind.SUMMARY)
+                    sink.measurement(
+                        metric=metrics.DECODE_TPS_MEDIAN,
+                        value=stats["median"],
+                        mode=mode,
+                        scenario="decode",
+                        context=context,
+                        kind=SampleKind.SUMMARY,
+                    )
+                    sink.measurement(
+                        metric=metrics.DECODE_TPS_SPREAD,
+                        value=stats["max"] - stats["min"],
+                        mode=mode,
+                        scenario="decode",
+                        context=context,
+                        kind=SampleKind.SUMMARY,
+                    )
 
 
 async def _trial(
@@ -141,19 +205,47 @@ async def _trial(
             per_request[name] = per_request.get(name, 0.0) + value
     first = ttft_s(record)
     if first is not None:  # prefill is measured whatever the reply's length
-        sink.measurement(metric=metrics.TTFT_S, value=first, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind)
+        sink.measurement(
+            metric=metrics.TTFT_S, value=first, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind
+        )
     generated, counted_by = completion_tokens(record)
     if counted_by == SOURCE_SERVER and generated != params.max_tokens:
         sink.measurement(
-            metric=metrics.SHORT_TRIAL, value=generated or 0, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind,
+            metric=metrics.SHORT_TRIAL,
+            value=generated or 0,
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            trial=trial,
+            kind=kind,
             source=f"completion_tokens {generated} of max_tokens {params.max_tokens}, finish_reason {record.finish_reason}",
         )
         return None
     rate, source = decode_tps(record)
     if rate is not None:
-        sink.measurement(metric=metrics.DECODE_TPS, value=rate, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind, source=source)
-        sink.measurement(metric=metrics.TPOT_S, value=tpot_s(record)[0], mode=mode, scenario=scenario, context=context, trial=trial, kind=kind, source=source)
+        sink.measurement(
+            metric=metrics.DECODE_TPS,
+            value=rate,
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            trial=trial,
+            kind=kind,
+            source=source,
+        )
+        sink.measurement(
+            metric=metrics.TPOT_S,
+            value=tpot_s(record)[0],
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            trial=trial,
+            kind=kind,
+            source=source,
+        )
     total = e2e_s(record)
     if total is not None:
-        sink.measurement(metric=metrics.E2E_S, value=total, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind)
+        sink.measurement(
+            metric=metrics.E2E_S, value=total, mode=mode, scenario=scenario, context=context, trial=trial, kind=kind
+        )
     return rate

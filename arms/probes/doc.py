@@ -15,8 +15,8 @@ import importlib
 import inspect
 
 from arms.probes import registry
-from campaign import metrics
-from campaign.schema_doc import cell, default_text, key_of, limits, type_words
+from campaign.core import metrics
+from campaign.core.schema_doc import cell, default_text, key_of, limits, type_words
 
 INTRO = """# Probes
 
@@ -42,7 +42,9 @@ def _params(spec: registry.ProbeSpec) -> list[str]:
         if name in spec.sample_fields:
             meaning = (meaning + "; " if meaning else "") + "*sample size*"
         if name in spec.draw_fields:
-            meaning = (meaning + "; " if meaning else "") + "*a draw*: in a campaign, set per block from the campaign's seed"
+            meaning = (
+                meaning + "; " if meaning else ""
+            ) + "*a draw*: in a campaign, set per block from the campaign's seed"
         rows.append(f"| `{key}` | {cell(kind)} | {cell(default_text(info))} | {cell(meaning)} |")
     return rows
 
@@ -68,14 +70,33 @@ lists every probe and says what *per context* and *sample size* mean."""
 
 def _section(name: str, doc: str) -> list[str]:
     spec = registry.get(name)
-    return ["", f"## {name}", "", doc, "", "### Parameters", "", *_params(spec), "", "### Metrics", "", *metrics.probe_table(name)]
+    return [
+        "",
+        f"## {name}",
+        "",
+        doc,
+        "",
+        "### Parameters",
+        "",
+        *_params(spec),
+        "",
+        "### Metrics",
+        "",
+        *metrics.probe_table(name),
+    ]
 
 
 def pages() -> dict[str, str]:
     """Every probe page by file name (a test keeps each file in docs/ current)."""
     own = ", ".join(f"`{name}` ([{page}]({page}))" for name, page in OWN_PAGES.items())
-    lines = [INTRO, "", f"Every probe's section is below, except those with a page of their own: {own}.", "",
-             "| probe | per context | what it asks |", "| --- | --- | --- |"]
+    lines = [
+        INTRO,
+        "",
+        f"Every probe's section is below, except those with a page of their own: {own}.",
+        "",
+        "| probe | per context | what it asks |",
+        "| --- | --- | --- |",
+    ]
     names = registry.names()
     docs = {}
     for name in names:
@@ -85,7 +106,9 @@ def pages() -> dict[str, str]:
         docs[name] = doc
         first = doc.split("\n\n")[0].replace("\n", " ")
         link = f"{OWN_PAGES[name]}#{name}" if name in OWN_PAGES else f"#{name}"
-        lines.append(f"| [`{name}`]({link}) | {'yes' if spec.per_context else 'no'} | {cell(first.split(': ', 1)[-1])} |")
+        lines.append(
+            f"| [`{name}`]({link}) | {'yes' if spec.per_context else 'no'} | {cell(first.split(': ', 1)[-1])} |"
+        )
     out = {}
     for name in names:
         if name in OWN_PAGES:

@@ -17,9 +17,9 @@ import re
 import time
 from typing import Any
 
-from arms.metrics import RequestRecord
-from campaign import metrics
-from campaign.states import SampleKind
+from arms.measures import RequestRecord
+from campaign.core import metrics
+from campaign.core.states import SampleKind
 
 NOT_RUN = "not run"
 READ_TIMEOUT = "read timeout"
@@ -94,14 +94,24 @@ class StallGuard:
         return RequestRecord(send_ns=now, end_ns=now, error=f"{NOT_RUN}: {self.reason}")
 
 
-def record_failure(sink: Any, record: RequestRecord, *, mode: Any, scenario: str, context: int = 0, trial: int = 0,
-                   row_kind: SampleKind = SampleKind.SAMPLE) -> str:
+def record_failure(
+    sink: Any,
+    record: RequestRecord,
+    *,
+    mode: Any,
+    scenario: str,
+    context: int = 0,
+    trial: int = 0,
+    row_kind: SampleKind = SampleKind.SAMPLE,
+) -> str:
     """A failed request as one measurement, and its kind: `not_run` (value 1) when the
     stall guard kept it from being sent, else `errors` (value 1). The source is the error
     kind; the raw message stays on the request row."""
     kind = error_kind(record.error)
     metric = metrics.NOT_RUN if kind == NOT_RUN else metrics.ERRORS
-    sink.measurement(metric=metric, value=1, mode=mode, scenario=scenario, context=context, trial=trial, kind=row_kind, source=kind)
+    sink.measurement(
+        metric=metric, value=1, mode=mode, scenario=scenario, context=context, trial=trial, kind=row_kind, source=kind
+    )
     return kind
 
 
@@ -110,7 +120,9 @@ def kind_slug(kind: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", kind.lower()).strip("_") or "other"
 
 
-def record_errors(sink: Any, records: Any, *, mode: Any, scenario: str, context: int = 0, baseline: bool = False) -> dict[str, float]:
+def record_errors(
+    sink: Any, records: Any, *, mode: Any, scenario: str, context: int = 0, baseline: bool = False
+) -> dict[str, float]:
     """One cell's request outcomes as summary rows (kind summary): `requests`,
     `requests_failed`, `error_rate`, `requests_retried`, and `requests_failed_<kind>` for
     each kind seen (source: the kind as `error_kind` names it). Requests the stall guard
@@ -134,7 +146,11 @@ def record_errors(sink: Any, records: Any, *, mode: Any, scenario: str, context:
     rows: list[tuple[metrics.Metric, float, str]] = [
         (metrics.REQUESTS, len(records), ""),
         (metrics.REQUESTS_FAILED, failed, ""),
-        (metrics.REQUESTS_RETRIED, sum(1 for r in records if r.retries), "refused before any byte, sent again; times count from the first send"),
+        (
+            metrics.REQUESTS_RETRIED,
+            sum(1 for r in records if r.retries),
+            "refused before any byte, sent again; times count from the first send",
+        ),
         *((metrics.requests_failed_of(slug), n, kind) for slug, (kind, n) in sorted(kinds.items())),
     ]
     if len(everything) > len(records):
@@ -144,6 +160,14 @@ def record_errors(sink: Any, records: Any, *, mode: Any, scenario: str, context:
     out = {}
     for metric, value, source in rows:
         named = metrics.baseline(metric) if baseline else metric
-        sink.measurement(metric=named, value=value, mode=mode, scenario=scenario, context=context, kind=SampleKind.SUMMARY, source=source)
+        sink.measurement(
+            metric=named,
+            value=value,
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            kind=SampleKind.SUMMARY,
+            source=source,
+        )
         out[named.name] = value
     return out

@@ -2,7 +2,7 @@
 sweep from one request at a time up to the server's maximum throughput that finds the
 highest rate it carries within the targets.
 
-The profiles, the schedule, and every per-run number are defined in `arms.load`; this
+The profiles, the schedule, and every per-run number are defined in `arms.workloads.profiles`; this
 probe supplies the workload, sends through `chat` (so the stall policy applies), samples
 the queue, and writes the rows. The cells:
 
@@ -13,7 +13,7 @@ the queue, and writes the rows. The cells:
   longest gap between token events: the worst stall its user saw), `schedule_lag_s`; a
   failure is its `errors` (or `not_run`) row. The raw record keeps the scheduled and the
   actual send.
-- per run, summaries: `arms.load.run_stats` (offered_rps, request_throughput_rps,
+- per run, summaries: `arms.workloads.profiles.run_stats` (offered_rps, request_throughput_rps,
   output_tps, goodput_rps, target_attainment, p50/p90/p99 of ttft/tpot/itl/e2e, schedule
   lag p50/p99/max, in-flight peak and cap waits), the error counts (`record_errors`), the
   queue (`queue_depth_max`, `queue_depth_mean`, sample counts; samples every 0.5 s
@@ -46,54 +46,114 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field, PositiveFloat, model_validator
 
-from arms import load
-from arms.load import Kind, Point, Profile, RunResult
-from arms.metrics import RequestRecord, e2e_s, extract_cached_tokens, itl_s, record_payload, schedule_lag_s, tpot_s, ttft_s
-from arms.metrics import prompt_tokens as usage_prompt_tokens
+from arms.measures import (
+    RequestRecord,
+    e2e_s,
+    extract_cached_tokens,
+    itl_s,
+    record_payload,
+    schedule_lag_s,
+    tpot_s,
+    ttft_s,
+)
+from arms.measures import prompt_tokens as usage_prompt_tokens
 from arms.probes.agent_load import conversation_tokens
 from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, read_unchanged, record_counter_deltas
 from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
 from arms.probes.prompts import words
-from campaign import datasets, metrics, traces
-from campaign.datasets import Dataset, DatasetPrompt
-from campaign.metrics import Metric
-from campaign.samples import kind_of
-from campaign.states import Mode, SampleKind
-from campaign.traces import DEFAULT_BLOCK_TOKENS, TraceRequest
+from arms.workloads import datasets, traces
+from arms.workloads import profiles as load
+from arms.workloads.datasets import Dataset, DatasetPrompt
+from arms.workloads.profiles import Kind, Point, Profile, RunResult
+from arms.workloads.traces import DEFAULT_BLOCK_TOKENS, TraceRequest
+from campaign.core import metrics
+from campaign.core.metrics import Metric
+from campaign.core.states import Mode, SampleKind
+from campaign.store.samples import kind_of
 
-TargetName = Literal["ttft_s", "tpot_s", "e2e_s"]  # a campaign file's target keys, spelled out as a Literal must (`arms.load.meets`)
+TargetName = Literal[
+    "ttft_s", "tpot_s", "e2e_s"
+]  # a campaign file's target keys, spelled out as a Literal must (`arms.workloads.profiles.meets`)
 AGENT_FIELDS = ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens")
 SWEEP_SCENARIO = "sweep"
 DEFAULT_DURATION_S = 20.0
 
 
 class LoadParams(BaseModel):
-    profile: Kind = Field(default=Kind.SWEEP, description="synchronous | concurrent | constant | poisson | trace | sweep")
+    profile: Kind = Field(
+        default=Kind.SWEEP, description="synchronous | concurrent | constant | poisson | trace | sweep"
+    )
     rate: float | None = Field(default=None, gt=0, description="constant, poisson: requests per second")
     concurrency: int | None = Field(default=None, ge=1, le=4096, description="concurrent: clients")
-    seed: int = Field(default=0, description="poisson, sweep: seeds the arrivals (each step of a sweep its own, derived from it), so a run can be repeated")
-    duration_s: float | None = Field(default=None, gt=0, description=f"seconds per run (each step of a sweep); default {DEFAULT_DURATION_S:g} unless requests is set")
-    requests: int | None = Field(default=None, ge=1, description="requests per run (with duration_s: whichever ends first)")
-    targets: dict[TargetName, PositiveFloat] = Field(default_factory=dict, description="latency targets a request must meet to count as goodput, e.g. {ttft_s = 2.0, tpot_s = 0.2}")
-    fraction: float = Field(default=0.9, gt=0, le=1, description="sweep: a rate holds when this share of its requests met every target")
-    rates: int = Field(default=4, ge=1, le=50, description="sweep: rates run between synchronous and maximum throughput")
+    seed: int = Field(
+        default=0,
+        description="poisson, sweep: seeds the arrivals (each step of a sweep its own, derived from it), so a run can be repeated",
+    )
+    duration_s: float | None = Field(
+        default=None,
+        gt=0,
+        description=f"seconds per run (each step of a sweep); default {DEFAULT_DURATION_S:g} unless requests is set",
+    )
+    requests: int | None = Field(
+        default=None, ge=1, description="requests per run (with duration_s: whichever ends first)"
+    )
+    targets: dict[TargetName, PositiveFloat] = Field(
+        default_factory=dict,
+        description="latency targets a request must meet to count as goodput, e.g. {ttft_s = 2.0, tpot_s = 0.2}",
+    )
+    fraction: float = Field(
+        default=0.9, gt=0, le=1, description="sweep: a rate holds when this share of its requests met every target"
+    )
+    rates: int = Field(
+        default=4, ge=1, le=50, description="sweep: rates run between synchronous and maximum throughput"
+    )
     max_concurrency: int = Field(default=32, ge=2, le=4096, description="sweep: clients of the maximum-throughput run")
-    stop_at_saturation: bool = Field(default=True, description="sweep: no higher rate after the first that did not hold (the knee is decided there); false runs every rate, for the whole curve")
-    arrivals: Literal["constant", "poisson"] | None = Field(default=None, description="sweep: arrivals of its rate runs, default poisson (bursts as real traffic has, so a queue grows before the maximum rate); the constant and poisson profiles say their own, closed loops have none")
-    workload: Literal["synthetic", "agent", "trace", "dataset"] | None = Field(default=None, description="default: trace with the trace profile, dataset with a dataset, agent when any agent-shape field is set")
-    dataset: str | None = Field(default=None, description="dataset: a ShareGPT-style JSON or JSONL file; its prompts in turn, each its reply's length in words as output, capped by max_tokens")
-    trace: str | None = Field(default=None, description="trace: a Mooncake-style JSONL file (timestamp ms, input_length, output_length, hash_ids), replayed at its recorded times")
-    block_tokens: int = Field(default=DEFAULT_BLOCK_TOKENS, ge=1, description="trace: tokens per hash id block (Mooncake's traces: 512)")
-    time_scale: float = Field(default=1.0, gt=0, description="trace: the recorded gaps multiplied by this (0.5 replays twice as fast)")
+    stop_at_saturation: bool = Field(
+        default=True,
+        description="sweep: no higher rate after the first that did not hold (the knee is decided there); false runs every rate, for the whole curve",
+    )
+    arrivals: Literal["constant", "poisson"] | None = Field(
+        default=None,
+        description="sweep: arrivals of its rate runs, default poisson (bursts as real traffic has, so a queue grows before the maximum rate); the constant and poisson profiles say their own, closed loops have none",
+    )
+    workload: Literal["synthetic", "agent", "trace", "dataset"] | None = Field(
+        default=None,
+        description="default: trace with the trace profile, dataset with a dataset, agent when any agent-shape field is set",
+    )
+    dataset: str | None = Field(
+        default=None,
+        description="dataset: a ShareGPT-style JSON or JSONL file; its prompts in turn, each its reply's length in words as output, capped by max_tokens",
+    )
+    trace: str | None = Field(
+        default=None,
+        description="trace: a Mooncake-style JSONL file (timestamp ms, input_length, output_length, hash_ids), replayed at its recorded times",
+    )
+    block_tokens: int = Field(
+        default=DEFAULT_BLOCK_TOKENS, ge=1, description="trace: tokens per hash id block (Mooncake's traces: 512)"
+    )
+    time_scale: float = Field(
+        default=1.0, gt=0, description="trace: the recorded gaps multiplied by this (0.5 replays twice as fast)"
+    )
     prompt_tokens: int = Field(default=256, ge=1, description="synthetic: prompt size (words, about one token each)")
     max_tokens: int = Field(default=64, ge=2, description="output tokens per request")
     ignore_eos: bool = Field(default=True, description="hold every reply to max_tokens")
     conversations: int = Field(default=4, ge=1, le=1024, description="agent: conversations the requests cycle through")
-    turns: int = Field(default=6, ge=1, le=200, description="agent: turns before a conversation starts over with a new task")
+    turns: int = Field(
+        default=6, ge=1, le=200, description="agent: turns before a conversation starts over with a new task"
+    )
     system_tokens: int = Field(default=2000, ge=0, description="agent: shared system prompt, in the server's tokens")
-    task_tokens: int = Field(default=4000, ge=1, description="agent: unique task per conversation, in the server's tokens")
-    turn_tokens: int = Field(default=1600, ge=0, description="agent: tool output appended each later turn, in the server's tokens")
-    max_in_flight: int = Field(default=256, ge=1, le=4096, description="open loop: requests in flight at most; a send that finds it full waits, and is counted")
+    task_tokens: int = Field(
+        default=4000, ge=1, description="agent: unique task per conversation, in the server's tokens"
+    )
+    turn_tokens: int = Field(
+        default=1600, ge=0, description="agent: tool output appended each later turn, in the server's tokens"
+    )
+    max_in_flight: int = Field(
+        default=256,
+        ge=1,
+        le=4096,
+        description="open loop: requests in flight at most; a send that finds it full waits, and is counted",
+    )
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
     context: int = 0
 
@@ -101,13 +161,20 @@ class LoadParams(BaseModel):
     def _coherent(self) -> LoadParams:
         p = self.profile
         if (p == Kind.TRACE) != (self.trace is not None):
-            raise ValueError("profile trace replays a trace file (trace = 'traces/agents.jsonl', --trace FILE)"
-                             if p == Kind.TRACE else f"trace applies to the trace profile, not to {p}")
+            raise ValueError(
+                "profile trace replays a trace file (trace = 'traces/agents.jsonl', --trace FILE)"
+                if p == Kind.TRACE
+                else f"trace applies to the trace profile, not to {p}"
+            )
         if p == Kind.TRACE:
             defaults = type(self).model_fields
-            set_here = [f for f in (*AGENT_FIELDS, "prompt_tokens", "max_tokens") if getattr(self, f) != defaults[f].default]
+            set_here = [
+                f for f in (*AGENT_FIELDS, "prompt_tokens", "max_tokens") if getattr(self, f) != defaults[f].default
+            ]
             if set_here or self.workload not in (None, "trace"):
-                raise ValueError(f"{', '.join(set_here) or 'workload'}: not for a trace replay, which sets its own prompts and output lengths")
+                raise ValueError(
+                    f"{', '.join(set_here) or 'workload'}: not for a trace replay, which sets its own prompts and output lengths"
+                )
             self.workload = "trace"
             recorded(self.trace, self.block_tokens)  # refused here, naming the line, before anything runs
             return self
@@ -118,7 +185,9 @@ class LoadParams(BaseModel):
         if self.dataset is not None and self.workload not in (None, "dataset"):
             raise ValueError(f"dataset applies to the dataset workload, not to {self.workload}")
         if self.dataset is not None:
-            set_here = [f for f in (*AGENT_FIELDS, "prompt_tokens") if getattr(self, f) != type(self).model_fields[f].default]
+            set_here = [
+                f for f in (*AGENT_FIELDS, "prompt_tokens") if getattr(self, f) != type(self).model_fields[f].default
+            ]
             if set_here:
                 raise ValueError(f"{', '.join(set_here)}: not for a dataset, whose records are the prompts")
             self.workload = "dataset"
@@ -130,24 +199,52 @@ class LoadParams(BaseModel):
         if p == Kind.CONCURRENT and self.concurrency is None:
             raise ValueError("profile concurrent needs a number of clients (concurrency = 8, --concurrency 8)")
         if self.concurrency is not None and p != Kind.CONCURRENT:
-            raise ValueError(f"concurrency applies to the concurrent profile, not to {p} (a sweep's is max_concurrency)")
+            raise ValueError(
+                f"concurrency applies to the concurrent profile, not to {p} (a sweep's is max_concurrency)"
+            )
         if p == Kind.SWEEP:
             if not self.targets:
-                raise ValueError("a sweep needs latency targets to find the rate that holds them (targets = {ttft_s = 2.0, tpot_s = 0.2}, --target ttft_s=2.0)")
+                raise ValueError(
+                    "a sweep needs latency targets to find the rate that holds them (targets = {ttft_s = 2.0, tpot_s = 0.2}, --target ttft_s=2.0)"
+                )
             if not load.QUEUE_TARGETS & set(self.targets):
-                raise ValueError("a sweep needs a ttft_s or e2e_s target: a growing queue shows only there, a tpot_s target alone cannot see it")
-        if self.arrivals is not None and p != Kind.SWEEP and self.arrivals != {Kind.CONSTANT: "constant", Kind.POISSON: "poisson"}.get(p):
-            raise ValueError(f"arrivals applies to the sweep profile, not to {p} (the profile is its own arrival process)")
-        self.arrivals = {Kind.CONSTANT: "constant", Kind.POISSON: "poisson", Kind.SWEEP: self.arrivals or "poisson"}.get(p)
+                raise ValueError(
+                    "a sweep needs a ttft_s or e2e_s target: a growing queue shows only there, a tpot_s target alone cannot see it"
+                )
+        if (
+            self.arrivals is not None
+            and p != Kind.SWEEP
+            and self.arrivals != {Kind.CONSTANT: "constant", Kind.POISSON: "poisson"}.get(p)
+        ):
+            raise ValueError(
+                f"arrivals applies to the sweep profile, not to {p} (the profile is its own arrival process)"
+            )
+        self.arrivals = {
+            Kind.CONSTANT: "constant",
+            Kind.POISSON: "poisson",
+            Kind.SWEEP: self.arrivals or "poisson",
+        }.get(p)
         if self.duration_s is None and self.requests is None:
             self.duration_s = DEFAULT_DURATION_S
-        agent_set = [f for f in AGENT_FIELDS if f in self.model_fields_set and getattr(self, f) != type(self).model_fields[f].default]
+        agent_set = [
+            f
+            for f in AGENT_FIELDS
+            if f in self.model_fields_set and getattr(self, f) != type(self).model_fields[f].default
+        ]
         if self.workload is None:
             self.workload = "agent" if agent_set else "synthetic"
         if self.workload == "synthetic" and agent_set:
-            raise ValueError(f"{', '.join(agent_set)} shape(s) the agent workload, not the synthetic one (workload = 'agent')")
-        if self.workload == "agent" and "prompt_tokens" in self.model_fields_set and self.prompt_tokens != type(self).model_fields["prompt_tokens"].default:
-            raise ValueError("prompt_tokens sizes the synthetic workload; the agent one is sized by system_tokens, task_tokens and turn_tokens")
+            raise ValueError(
+                f"{', '.join(agent_set)} shape(s) the agent workload, not the synthetic one (workload = 'agent')"
+            )
+        if (
+            self.workload == "agent"
+            and "prompt_tokens" in self.model_fields_set
+            and self.prompt_tokens != type(self).model_fields["prompt_tokens"].default
+        ):
+            raise ValueError(
+                "prompt_tokens sizes the synthetic workload; the agent one is sized by system_tokens, task_tokens and turn_tokens"
+            )
         return self
 
     def reply_tokens(self, prompt: DatasetPrompt) -> int:
@@ -156,7 +253,12 @@ class LoadParams(BaseModel):
 
     def _cut(self) -> tuple[list[float], list[TraceRequest]]:
         """The trace's send times and requests this run sends: cut by `requests` and `duration_s`."""
-        return traces.cut(recorded(self.trace or "", self.block_tokens), count=self.requests, duration_s=self.duration_s, time_scale=self.time_scale)
+        return traces.cut(
+            recorded(self.trace or "", self.block_tokens),
+            count=self.requests,
+            duration_s=self.duration_s,
+            time_scale=self.time_scale,
+        )
 
     def replayed(self) -> list[TraceRequest]:
         """The trace's requests this run sends (trace profile)."""
@@ -235,8 +337,12 @@ class Workload:
             return prompt.as_messages(), {"index": i, "record": i % len(prompts), "max_tokens": p.reply_tokens(prompt)}
         if p.workload == "trace":
             request = self.trace[i]
-            label = {"index": i, "max_tokens": request.output_length, "input_length": request.input_length,
-                     "implied_cached_tokens": self.implied[i]}
+            label = {
+                "index": i,
+                "max_tokens": request.output_length,
+                "input_length": request.input_length,
+                "implied_cached_tokens": self.implied[i],
+            }
             return [{"role": "user", "content": self._trace_prompt(request, i)}], label
         if p.workload != "agent":
             return [{"role": "user", "content": words(p.prompt_tokens, f"{self.salt}/{i}")}], {"index": i}
@@ -259,14 +365,18 @@ class Workload:
 def _per_request(sink: Sink, record: RequestRecord, *, mode: Mode, scenario: str, context: int, trial: int) -> None:
     lag = schedule_lag_s(record)
     if lag is not None and error_kind(record.error) != NOT_RUN:  # a request never sent has no lag
-        sink.measurement(metric=metrics.SCHEDULE_LAG_S, value=lag, mode=mode, scenario=scenario, context=context, trial=trial)
+        sink.measurement(
+            metric=metrics.SCHEDULE_LAG_S, value=lag, mode=mode, scenario=scenario, context=context, trial=trial
+        )
     if not record.ok:
         record_failure(sink, record, mode=mode, scenario=scenario, context=context, trial=trial)
         return
 
     def put(metric: Metric, value: float | None, source: str = "") -> None:
         if value is not None:
-            sink.measurement(metric=metric, value=value, mode=mode, scenario=scenario, context=context, trial=trial, source=source)
+            sink.measurement(
+                metric=metric, value=value, mode=mode, scenario=scenario, context=context, trial=trial, source=source
+            )
 
     put(metrics.TTFT_S, ttft_s(record))
     tpot, source = tpot_s(record)
@@ -276,7 +386,9 @@ def _per_request(sink: Sink, record: RequestRecord, *, mode: Mode, scenario: str
     put(metrics.ITL_MAX_S, max(gaps) if gaps else None)
 
 
-def _trace_reuse(sink: Sink, target: ProbeTarget, records: list[RequestRecord], *, mode: Mode, scenario: str, context: int) -> None:
+def _trace_reuse(
+    sink: Sink, target: ProbeTarget, records: list[RequestRecord], *, mode: Mode, scenario: str, context: int
+) -> None:
     """A replay's reuse, the server's beside the trace's: per request the cached tokens the
     server reported and those the trace implies (an unbounded prefix cache); per run
     `trace_reuse` and `trace_implied_reuse`, each cached / prompt tokens over the run's
@@ -291,17 +403,37 @@ def _trace_reuse(sink: Sink, target: ProbeTarget, records: list[RequestRecord], 
         cached, field = extract_cached_tokens(payload, prefer=target.cached_field)
         prompt = usage_prompt_tokens(payload)
         implied_here = int(label.get("implied_cached_tokens", 0))
-        sink.measurement(metric=metrics.IMPLIED_CACHED_TOKENS, value=implied_here, mode=mode, scenario=scenario, context=context, trial=trial,
-                         source=f"trace hash_ids, of input_length {label.get('input_length')}")
+        sink.measurement(
+            metric=metrics.IMPLIED_CACHED_TOKENS,
+            value=implied_here,
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            trial=trial,
+            source=f"trace hash_ids, of input_length {label.get('input_length')}",
+        )
         if cached is None or prompt is None:
             continue
-        sink.measurement(metric=metrics.CACHED_TOKENS, value=cached, mode=mode, scenario=scenario, context=context, trial=trial, source=field)
+        sink.measurement(
+            metric=metrics.CACHED_TOKENS,
+            value=cached,
+            mode=mode,
+            scenario=scenario,
+            context=context,
+            trial=trial,
+            source=field,
+        )
         reported, implied, prompts = reported + cached, implied + implied_here, prompts + prompt
         sources.add(field)
     if prompts:
         put = {"mode": mode, "scenario": scenario, "context": context, "kind": SampleKind.SUMMARY}
         sink.measurement(metric=metrics.TRACE_REUSE, value=reported / prompts, source=", ".join(sorted(sources)), **put)
-        sink.measurement(metric=metrics.TRACE_IMPLIED_REUSE, value=implied / prompts, source="trace hash_ids over the server's prompt_tokens", **put)
+        sink.measurement(
+            metric=metrics.TRACE_IMPLIED_REUSE,
+            value=implied / prompts,
+            source="trace hash_ids over the server's prompt_tokens",
+            **put,
+        )
 
 
 async def run_profile(
@@ -327,8 +459,13 @@ async def run_profile(
     before = await read_counters(http, target)
     async with QueueSampler(http, target, sink, phase=scenario) as sampler:
         result = await load.run(
-            profile, send, prepare=workload.prepare, duration_s=params.duration_s, requests=params.requests,
-            max_in_flight=params.max_in_flight, stop=lambda: target.stalls.tripped,
+            profile,
+            send,
+            prepare=workload.prepare,
+            duration_s=params.duration_s,
+            requests=params.requests,
+            max_in_flight=params.max_in_flight,
+            stop=lambda: target.stalls.tripped,
         )
     for trial, record in enumerate(result.records):
         sink.request(record, scenario=scenario, mode=mode, trial=trial)
@@ -337,17 +474,48 @@ async def run_profile(
         _trace_reuse(sink, target, result.records, mode=mode, scenario=scenario, context=ctx)
     numbers: dict[str, float] = {}
     for stat in load.run_stats(result, params.targets):
-        sink.measurement(metric=stat.metric, value=stat.value, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=stat.source)
+        sink.measurement(
+            metric=stat.metric,
+            value=stat.value,
+            mode=mode,
+            scenario=scenario,
+            context=ctx,
+            kind=SampleKind.SUMMARY,
+            source=stat.source,
+        )
         numbers[stat.metric.name] = stat.value
     if profile.open_loop:
-        sink.measurement(metric=metrics.RATE_RPS, value=profile.rate, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=profile.kind.value)
+        sink.measurement(
+            metric=metrics.RATE_RPS,
+            value=profile.rate,
+            mode=mode,
+            scenario=scenario,
+            context=ctx,
+            kind=SampleKind.SUMMARY,
+            source=profile.kind.value,
+        )
     else:
-        sink.measurement(metric=metrics.CONCURRENCY, value=profile.concurrency, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY)
+        sink.measurement(
+            metric=metrics.CONCURRENCY,
+            value=profile.concurrency,
+            mode=mode,
+            scenario=scenario,
+            context=ctx,
+            kind=SampleKind.SUMMARY,
+        )
     record_errors(sink, result.records, mode=mode, scenario=scenario, context=ctx)
     sampler.record(mode=mode, scenario=scenario, context=ctx)
     if sampler.series:
         mean = sum(v for _, v in sampler.series) / len(sampler.series)
-        sink.measurement(metric=metrics.QUEUE_DEPTH_MEAN, value=mean, mode=mode, scenario=scenario, context=ctx, kind=SampleKind.SUMMARY, source=f"{len(sampler.series)} samples")
+        sink.measurement(
+            metric=metrics.QUEUE_DEPTH_MEAN,
+            value=mean,
+            mode=mode,
+            scenario=scenario,
+            context=ctx,
+            kind=SampleKind.SUMMARY,
+            source=f"{len(sampler.series)} samples",
+        )
         numbers["queue_growth"] = queue_growth([v for _, v in sampler.series])
     await record_counter_deltas(http, target, sink, before, mode=mode, scenario=scenario, context=ctx)
     return result, numbers
@@ -355,12 +523,14 @@ async def run_profile(
 
 async def run(target: ProbeTarget, sink: Sink, params: LoadParams) -> None:
     run_id = uuid.uuid4().hex[:8]
-    pool = max(params.max_in_flight, params.max_concurrency if params.profile == Kind.SWEEP else 1, params.concurrency or 1)
+    pool = max(
+        params.max_in_flight, params.max_concurrency if params.profile == Kind.SWEEP else 1, params.concurrency or 1
+    )
     async with target.client(pool + 2) as http:
         for mode in params.modes:
             shared = f"load-{run_id}-{mode}"
 
-            def workload(profile: Profile) -> Workload:
+            def workload(profile: Profile, shared: str = shared) -> Workload:
                 return Workload(params, f"{shared}-{profile.scenario}", shared)
 
             if params.profile != Kind.SWEEP:
@@ -380,9 +550,11 @@ def queue_growth(depths: list[float]) -> float:
     return statistics.fmean(depths[-third:]) - statistics.fmean(depths[:third])
 
 
-async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params: LoadParams, mode: Mode, workload: Any) -> None:
+async def sweep(
+    http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params: LoadParams, mode: Mode, workload: Any
+) -> None:
     """Synchronous, then maximum throughput, then `rates` rates between the two (GuideLLM's
-    sweep); then the knee: the highest rate whose goodput holds (`arms.load.knee`).
+    sweep); then the knee: the highest rate whose goodput holds (`arms.workloads.profiles.knee`).
 
     The knee walks up from the lowest rate and stops at the first that does not hold, so no
     higher rate can change it: with `stop_at_saturation` the sweep stops there, records
@@ -394,32 +566,56 @@ async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params
 
     async def step(profile: Profile) -> dict[str, float]:
         _, numbers = await run_profile(http, target, sink, params, profile, mode, workload(profile))
-        points.append(Point(profile.scenario, numbers.get(metrics.OFFERED_RPS.name, 0.0), numbers.get(metrics.GOODPUT_RPS.name, 0.0),
-                            numbers.get(metrics.TARGET_ATTAINMENT.name, 0.0), profile.open_loop))
+        points.append(
+            Point(
+                profile.scenario,
+                numbers.get(metrics.OFFERED_RPS.name, 0.0),
+                numbers.get(metrics.GOODPUT_RPS.name, 0.0),
+                numbers.get(metrics.TARGET_ATTAINMENT.name, 0.0),
+                profile.open_loop,
+            )
+        )
         return numbers
 
     first = await step(load.synchronous())
     top = await step(load.concurrent(params.max_concurrency))
-    sync_rps, max_rps = first.get(metrics.REQUEST_THROUGHPUT_RPS.name, 0.0), top.get(metrics.REQUEST_THROUGHPUT_RPS.name, 0.0)
+    sync_rps, max_rps = (
+        first.get(metrics.REQUEST_THROUGHPUT_RPS.name, 0.0),
+        top.get(metrics.REQUEST_THROUGHPUT_RPS.name, 0.0),
+    )
     planned = load.sweep_rates(sync_rps, max_rps, params.rates)
     for i, rate in enumerate(planned):
         if target.stalls.tripped:
             break  # the stall guard stopped the probe: the rates not run are not measured
         constant = load.constant(rate)
-        profile = load.poisson(rate, load.step_seed(params.seed, constant.scenario)) if params.arrivals == "poisson" else constant
+        profile = (
+            load.poisson(rate, load.step_seed(params.seed, constant.scenario))
+            if params.arrivals == "poisson"
+            else constant
+        )
         numbers = await step(profile)
         attainment = numbers.get(metrics.TARGET_ATTAINMENT.name, 1.0)
         if params.stop_at_saturation and attainment + 1e-9 < params.fraction and i + 1 < len(planned):
             skipped = len(planned) - i - 1
-            stopped = (f"saturated at {profile.scenario}: {attainment:.0%} of its requests met the targets (< {params.fraction:.0%}); "
-                       f"queue grew {numbers.get('queue_growth', 0.0):+.1f} over the run, schedule lag p99 "
-                       f"{numbers.get(metrics.SCHEDULE_LAG_P99_S.name, 0.0) * 1000:.0f} ms; {skipped} higher rate(s) not run")
+            stopped = (
+                f"saturated at {profile.scenario}: {attainment:.0%} of its requests met the targets (< {params.fraction:.0%}); "
+                f"queue grew {numbers.get('queue_growth', 0.0):+.1f} over the run, schedule lag p99 "
+                f"{numbers.get(metrics.SCHEDULE_LAG_P99_S.name, 0.0) * 1000:.0f} ms; {skipped} higher rate(s) not run"
+            )
             break
     found = load.knee(points, params.fraction)
     ctx = params.context
 
     def put(metric: Metric, value: float, source: str = "") -> None:
-        sink.measurement(metric=metric, value=value, mode=mode, scenario=SWEEP_SCENARIO, context=ctx, kind=SampleKind.SUMMARY, source=source)
+        sink.measurement(
+            metric=metric,
+            value=value,
+            mode=mode,
+            scenario=SWEEP_SCENARIO,
+            context=ctx,
+            kind=SampleKind.SUMMARY,
+            source=source,
+        )
 
     put(metrics.MAX_GOODPUT_RPS, found.max_goodput_rps, found.point.scenario if found.point else "")
     put(metrics.MAX_GOODPUT_OFFERED_RPS, found.point.offered_rps if found.point else 0.0, found.text())
@@ -429,16 +625,35 @@ async def sweep(http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params
     put(metrics.SWEEP_RUNS, len(points), "synchronous, maximum throughput, then the rates")
     put(metrics.SWEEP_RATES_SKIPPED, skipped, stopped or "every planned rate ran")
     if skipped and params.duration_s:
-        put(metrics.SWEEP_TIME_SAVED_S, skipped * params.duration_s, f"{skipped} run(s) of {params.duration_s:g} s not spent")
+        put(
+            metrics.SWEEP_TIME_SAVED_S,
+            skipped * params.duration_s,
+            f"{skipped} run(s) of {params.duration_s:g} s not spent",
+        )
 
 
 # -- the curve, for the command line, JSON and the report --------------------------------------
 
-CURVE_METRICS = tuple(m.name for m in (
-    metrics.OFFERED_RPS, metrics.REQUEST_THROUGHPUT_RPS, metrics.GOODPUT_RPS, metrics.TARGET_ATTAINMENT, metrics.OUTPUT_TPS,
-    metrics.TTFT_P50_S, metrics.TTFT_P99_S, metrics.TPOT_P50_S, metrics.TPOT_P99_S, metrics.E2E_P99_S, metrics.ERROR_RATE,
-    metrics.QUEUE_DEPTH_MEAN, metrics.QUEUE_DEPTH_MAX, metrics.SCHEDULE_LAG_P99_S, metrics.IN_FLIGHT_CAP_WAITS,
-))
+CURVE_METRICS = tuple(
+    m.name
+    for m in (
+        metrics.OFFERED_RPS,
+        metrics.REQUEST_THROUGHPUT_RPS,
+        metrics.GOODPUT_RPS,
+        metrics.TARGET_ATTAINMENT,
+        metrics.OUTPUT_TPS,
+        metrics.TTFT_P50_S,
+        metrics.TTFT_P99_S,
+        metrics.TPOT_P50_S,
+        metrics.TPOT_P99_S,
+        metrics.E2E_P99_S,
+        metrics.ERROR_RATE,
+        metrics.QUEUE_DEPTH_MEAN,
+        metrics.QUEUE_DEPTH_MAX,
+        metrics.SCHEDULE_LAG_P99_S,
+        metrics.IN_FLIGHT_CAP_WAITS,
+    )
+)
 
 
 def curve_rows(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -455,10 +670,17 @@ def curve_rows(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (mode, context, scenario), values in cells.items():
         if metrics.OFFERED_RPS.name not in values:
             continue
-        row: dict[str, Any] = {"mode": mode, "context": context, "scenario": scenario, "open_loop": load.is_open_loop(scenario)}
+        row: dict[str, Any] = {
+            "mode": mode,
+            "context": context,
+            "scenario": scenario,
+            "open_loop": load.is_open_loop(scenario),
+        }
         row.update({metric: statistics.median(v) for metric, v in values.items()})
         rows.append(row)
-    return sorted(rows, key=lambda r: (r["mode"] != Mode.CANONICAL.value, r["mode"], r["context"], r[metrics.OFFERED_RPS.name]))
+    return sorted(
+        rows, key=lambda r: (r["mode"] != Mode.CANONICAL.value, r["mode"], r["context"], r[metrics.OFFERED_RPS.name])
+    )
 
 
 def sweep_result(measurements: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -475,5 +697,7 @@ def sweep_result(measurements: list[dict[str, Any]]) -> dict[tuple[str, int], di
 def extras(measurements: list[dict[str, Any]], requests: list[dict[str, Any]]) -> dict[str, Any]:
     """What `campaign probe --json` adds for a run: the curve, one row per run, and the
     sweep's answer per (mode, context)."""
-    return {"curve": curve_rows(measurements),
-            "sweep": [{"mode": m, "context": c, **cell} for (m, c), cell in sweep_result(measurements).items()]}
+    return {
+        "curve": curve_rows(measurements),
+        "sweep": [{"mode": m, "context": c, **cell} for (m, c), cell in sweep_result(measurements).items()],
+    }

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from arms.metrics import RequestRecord, decode_tps, prompt_tokens, record_payload, ttft_s
+from arms.measures import RequestRecord, decode_tps, prompt_tokens, record_payload, ttft_s
 from arms.probes.base import Sink
-from campaign.units import num, plain
+from campaign.core.units import num, plain
 
 MIN_DECODE_TPS = 2.0
 MIN_PREFILL_TPS = 10.0

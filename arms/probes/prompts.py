@@ -94,7 +94,9 @@ class PromptTokenizer:
 
     def __init__(self, http: httpx.AsyncClient):
         self.http = http
-        self.ways: dict[str, Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], Awaitable[list[str] | None]]] = {
+        self.ways: dict[
+            str, Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], Awaitable[list[str] | None]]
+        ] = {
             VIA_TEMPLATE: self._via_template,
             VIA_MESSAGES: self._via_messages,
         }
@@ -151,15 +153,21 @@ class PromptTokenizer:
             return None
         return [str(t.get("id", t)) if isinstance(t, dict) else str(t) for t in tokens]
 
-    async def _via_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[str] | None:
+    async def _via_template(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> list[str] | None:
         body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
         rendered = await self._post("/apply-template", body, VIA_TEMPLATE)
         prompt = rendered.get("prompt") if rendered else None
         if not isinstance(prompt, str) or not prompt:
             return None
-        return self._token_list(await self._post("/tokenize", {"content": prompt, "add_special": True}, VIA_TEMPLATE), VIA_TEMPLATE)
+        return self._token_list(
+            await self._post("/tokenize", {"content": prompt, "add_special": True}, VIA_TEMPLATE), VIA_TEMPLATE
+        )
 
-    async def _via_messages(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[str] | None:
+    async def _via_messages(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> list[str] | None:
         body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
         return self._token_list(await self._post("/tokenize", body, VIA_MESSAGES), VIA_MESSAGES)
 

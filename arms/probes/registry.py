@@ -1,6 +1,6 @@
 """Probe names -> the function and parameter model.
 
-The set is open: the built-in probes (named by `campaign.states.ProbeName`) register
+The set is open: the built-in probes (named by `campaign.core.states.ProbeName`) register
 here on import, and a campaign's plugin module registers its own with `register`, after
 which a queue item can name it (`flows.resolve.known_names` checks files against what
 is registered)."""
@@ -14,10 +14,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from arms.probes import agent_load, cache_ceiling, cache_probe, decode, load, tool_loop
-from campaign import metrics
-from campaign.registry import Registry
-from campaign.schema import CampaignSpec, QueueItem
-from campaign.states import ProbeName
+from campaign.core import metrics
+from campaign.core.registry import Registry
+from campaign.core.schema import CampaignSpec, QueueItem
+from campaign.core.states import ProbeName
 
 # what a queue item gives a probe beside its overrides: (campaign, item, the context one
 # run fills) -> parameter values, before the item's overrides (which win)
@@ -89,16 +89,54 @@ def register(spec: ProbeSpec) -> ProbeSpec:
 
 
 for _spec in (
-    ProbeSpec(ProbeName.CACHE_PROBE, cache_probe.run, cache_probe.CacheProbeParams, True, frozenset({"trials"}), cold_cache=True,
-              item_values=cache_probe.item_values),
-    ProbeSpec(ProbeName.DECODE, decode.run, decode.DecodeParams, True, frozenset({"trials"}), item_values=decode.item_values,
-              cli_defaults={"contexts": [2048]}, headline=Headline(metrics.DECODE_TPS.name, "tok/s")),
-    ProbeSpec(ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False, frozenset({"trials"}), needs_tools=True),
-    ProbeSpec(ProbeName.AGENT_LOAD, agent_load.run, agent_load.AgentLoadParams, False, cold_cache=True,
-              headline=Headline(metrics.TTFT_S.name, "s TTFT of the slowest turn"), extras=agent_load.extras),
-    ProbeSpec(ProbeName.CACHE_CEILING, cache_ceiling.run, cache_ceiling.CacheCeilingParams, False, cold_cache=True,
-              headline=Headline(metrics.REUSE.name, "reuse")),
-    ProbeSpec(ProbeName.LOAD, load.run, load.LoadParams, False, draw_fields=frozenset({"seed"}), cold_cache=True, extras=load.extras),
+    ProbeSpec(
+        ProbeName.CACHE_PROBE,
+        cache_probe.run,
+        cache_probe.CacheProbeParams,
+        True,
+        frozenset({"trials"}),
+        cold_cache=True,
+        item_values=cache_probe.item_values,
+    ),
+    ProbeSpec(
+        ProbeName.DECODE,
+        decode.run,
+        decode.DecodeParams,
+        True,
+        frozenset({"trials"}),
+        item_values=decode.item_values,
+        cli_defaults={"contexts": [2048]},
+        headline=Headline(metrics.DECODE_TPS.name, "tok/s"),
+    ),
+    ProbeSpec(
+        ProbeName.TOOL_LOOP, tool_loop.run, tool_loop.ToolLoopParams, False, frozenset({"trials"}), needs_tools=True
+    ),
+    ProbeSpec(
+        ProbeName.AGENT_LOAD,
+        agent_load.run,
+        agent_load.AgentLoadParams,
+        False,
+        cold_cache=True,
+        headline=Headline(metrics.TTFT_S.name, "s TTFT of the slowest turn"),
+        extras=agent_load.extras,
+    ),
+    ProbeSpec(
+        ProbeName.CACHE_CEILING,
+        cache_ceiling.run,
+        cache_ceiling.CacheCeilingParams,
+        False,
+        cold_cache=True,
+        headline=Headline(metrics.REUSE.name, "reuse"),
+    ),
+    ProbeSpec(
+        ProbeName.LOAD,
+        load.run,
+        load.LoadParams,
+        False,
+        draw_fields=frozenset({"seed"}),
+        cold_cache=True,
+        extras=load.extras,
+    ),
 ):
     register(_spec)
 

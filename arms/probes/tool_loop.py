@@ -14,12 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from arms.metrics import ttft_s
-from arms.probes import tool_env
+from arms.measures import ttft_s
 from arms.probes.base import ProbeTarget, Sink, chat
 from arms.probes.failures import NOT_RUN, record_errors, record_failure
-from campaign import metrics
-from campaign.states import Mode, SampleKind
+from arms.workloads import tool_env
+from campaign.core import metrics
+from campaign.core.states import Mode, SampleKind
 
 
 class ToolLoopParams(BaseModel):
@@ -34,7 +34,13 @@ SYSTEM = "You are an agent. Call the tools you are given, one step at a time, th
 
 
 async def run_trial(
-    http: Any, target: ProbeTarget, sink: Sink, params: ToolLoopParams, mode: Mode, trial: int, task: tool_env.Task,
+    http: Any,
+    target: ProbeTarget,
+    sink: Sink,
+    params: ToolLoopParams,
+    mode: Mode,
+    trial: int,
+    task: tool_env.Task,
     sent: list[Any] | None = None,
 ) -> dict[str, Any]:
     """One task to its end; `sent` collects the requests (for the error rate)."""
@@ -47,18 +53,45 @@ async def run_trial(
         sink.request(record, scenario=f"trial{trial}-step{step}", mode=mode, trial=trial)
         if not record.ok:
             kind = record_failure(sink, record, mode=mode, scenario=f"step{step}", context=params.context, trial=trial)
-            return {"passed": False, "steps": step + 1, "calls": calls, "answer": "", "error": record.error, "not_run": kind == NOT_RUN}
+            return {
+                "passed": False,
+                "steps": step + 1,
+                "calls": calls,
+                "answer": "",
+                "error": record.error,
+                "not_run": kind == NOT_RUN,
+            }
         t = ttft_s(record)
         if t is not None:
-            sink.measurement(metric=metrics.TTFT_S, value=t, mode=mode, scenario=f"step{step}", context=params.context, trial=trial)
+            sink.measurement(
+                metric=metrics.TTFT_S, value=t, mode=mode, scenario=f"step{step}", context=params.context, trial=trial
+            )
         if not record.tool_calls:
-            return {"passed": tool_env.check(task, record.text), "steps": step + 1, "calls": calls, "answer": record.text.strip()[:200], "error": None}
+            return {
+                "passed": tool_env.check(task, record.text),
+                "steps": step + 1,
+                "calls": calls,
+                "answer": record.text.strip()[:200],
+                "error": None,
+            }
         assistant_calls = []
         results = []
         for i, call in enumerate(record.tool_calls):
             call_id = call.get("id") or f"call-{uuid.uuid4().hex[:8]}-{i}"
-            assistant_calls.append({"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": call["arguments"] or "{}"}})
-            results.append({"role": "tool", "tool_call_id": call_id, "content": tool_env.call(call["name"], call["arguments"] or "{}")})
+            assistant_calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": call["arguments"] or "{}"},
+                }
+            )
+            results.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": tool_env.call(call["name"], call["arguments"] or "{}"),
+                }
+            )
             calls += 1
         messages.append({"role": "assistant", "content": record.text or "", "tool_calls": assistant_calls})
         messages.extend(results)
@@ -78,11 +111,37 @@ async def run(target: ProbeTarget, sink: Sink, params: ToolLoopParams) -> None:
                 ran += 1
                 passes += int(outcome["passed"])
                 sink.measurement(
-                    metric=metrics.TOOL_LOOP_PASS, value=float(outcome["passed"]), mode=mode,
-                    scenario=f"user:{task.user}", context=params.context, trial=trial,
+                    metric=metrics.TOOL_LOOP_PASS,
+                    value=float(outcome["passed"]),
+                    mode=mode,
+                    scenario=f"user:{task.user}",
+                    context=params.context,
+                    trial=trial,
                     source=json.dumps({k: outcome[k] for k in ("steps", "calls", "answer", "error")}),
                 )
-                sink.measurement(metric=metrics.TOOL_CALLS, value=outcome["calls"], mode=mode, scenario=f"user:{task.user}", context=params.context, trial=trial)
-            sink.measurement(metric=metrics.TOOL_LOOP_PASSES, value=passes, mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY, source=f"{passes}/{ran}")
-            sink.measurement(metric=metrics.TOOL_LOOP_TRIALS, value=ran, mode=mode, scenario="summary", context=params.context, kind=SampleKind.SUMMARY)
+                sink.measurement(
+                    metric=metrics.TOOL_CALLS,
+                    value=outcome["calls"],
+                    mode=mode,
+                    scenario=f"user:{task.user}",
+                    context=params.context,
+                    trial=trial,
+                )
+            sink.measurement(
+                metric=metrics.TOOL_LOOP_PASSES,
+                value=passes,
+                mode=mode,
+                scenario="summary",
+                context=params.context,
+                kind=SampleKind.SUMMARY,
+                source=f"{passes}/{ran}",
+            )
+            sink.measurement(
+                metric=metrics.TOOL_LOOP_TRIALS,
+                value=ran,
+                mode=mode,
+                scenario="summary",
+                context=params.context,
+                kind=SampleKind.SUMMARY,
+            )
             record_errors(sink, sent, mode=mode, scenario="summary", context=params.context)

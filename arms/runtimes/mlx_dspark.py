@@ -30,7 +30,19 @@ from typing import ClassVar
 from pydantic import Field
 
 from arms.runtimes.base import HealthStatus
-from arms.runtimes.launching import HOST_PORT, Const, Flag, LaunchFacts, Row, Rows, RuntimeOptions, fixed, flag, whole, workdir_path
+from arms.runtimes.launching import (
+    HOST_PORT,
+    Const,
+    Flag,
+    LaunchFacts,
+    Row,
+    Rows,
+    RuntimeOptions,
+    fixed,
+    flag,
+    whole,
+    workdir_path,
+)
 from arms.runtimes.mlx_model import MlxFolderOptions, prepared_folder
 from arms.runtimes.openai_compat import OpenAICompatAdapter, expand_path
 from arms.runtimes.registry import register
@@ -42,7 +54,9 @@ MODES = ("dspark", "dflash", "lookup")
 
 class MlxDsparkOptions(MlxFolderOptions):
     prefix_cache_slots: int | None = Field(
-        None, ge=1, description="prefix-cache entries kept (--prefix-cache-slots; unset: as many as the slots, at least 2)"
+        None,
+        ge=1,
+        description="prefix-cache entries kept (--prefix-cache-slots; unset: as many as the slots, at least 2)",
     )
 
 
@@ -101,4 +115,12 @@ class MlxDsparkAdapter(OpenAICompatAdapter):
     health_status: ClassVar[HealthStatus | None] = HealthStatus(ready=("ok",))
     # `/health` names the target, the drafter and the serving policy in force
     identity_path: ClassVar[str | None] = "/health"
-    identity_keys: ClassVar[tuple[str, ...]] = ("model", "target", "drafter", "mode", "max_draft", "context_window", "kv_bits")
+    identity_keys: ClassVar[tuple[str, ...]] = (
+        "model",
+        "target",
+        "drafter",
+        "mode",
+        "max_draft",
+        "context_window",
+        "kv_bits",
+    )

@@ -35,7 +35,8 @@ class MlxFolderOptions(RuntimeOptions):
     own options model extends this one."""
 
     gguf: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description="a GGUF converted into the MLX folder at the model path on first use (a path, or package/file)",
     )
 
@@ -89,7 +90,9 @@ def convert(gguf: Path, out: Path) -> None:
     weights, meta = mx.load(str(gguf), return_metadata=True)
     arch = str(meta.get("general.architecture", "?"))
     if arch != "llama":
-        raise LaunchError(f"GGUF {gguf.name}: architecture {arch!r}; only llama-architecture GGUFs are converted for MLX")
+        raise LaunchError(
+            f"GGUF {gguf.name}: architecture {arch!r}; only llama-architecture GGUFs are converted for MLX"
+        )
     tensors: dict[str, Any] = {}
     for name, array in weights.items():
         base, _, kind = name.rpartition(".")
@@ -134,7 +137,10 @@ def convert(gguf: Path, out: Path) -> None:
     kinds = kinds.tolist() if hasattr(kinds, "tolist") else list(kinds or [])
     tokenizer.add_special_tokens([t for t, k in zip(tokens, kinds) if int(k) == _CONTROL_TOKEN])
     tokenizer.save(str(out / "tokenizer.json"))
-    tokenizer_config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+    tokenizer_config: dict[str, Any] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "clean_up_tokenization_spaces": False,
+    }
     for role in ("bos", "eos"):
         key = f"tokenizer.ggml.{role}_token_id"
         if key in meta:

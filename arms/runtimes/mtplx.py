@@ -32,7 +32,8 @@ from arms.runtimes.telemetry import Telemetry
 class MtplxOptions(RuntimeOptions):
     profile: str | None = Field(None, min_length=1, description="the server's --profile")
     session_cap_flag: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description="the flag that caps one session's cache (recipe.session_cache_cap), where the build has one",
     )
 
@@ -77,7 +78,8 @@ class MtplxAdapter(OpenAICompatAdapter):
             "memory_bytes": "memory.active_bytes",
         },
         request_counter_fields=(
-            "x_metrics", {"draft_tokens": "mtp_drafted", "accepted_tokens": "mtp_accepted"},
+            "x_metrics",
+            {"draft_tokens": "mtp_drafted", "accepted_tokens": "mtp_accepted"},
         ),
     )
     # MTPLX is built on macOS's own libraries: elsewhere it installs, then fails to load the

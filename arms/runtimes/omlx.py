@@ -81,4 +81,3 @@ class OmlxAdapter(OpenAICompatAdapter):
                 if isinstance(m, Mapping)
             ]
         }
-

@@ -39,13 +39,22 @@ def expectation(info: FieldInfo) -> str:
     if isinstance(kind, type) and issubclass(kind, BaseModel):
         text = f"a table of {kind.__name__} fields"
     else:
-        words = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a table", list: "an array"}
+        words = {
+            bool: "true or false",
+            int: "an integer",
+            float: "a number",
+            str: "a string",
+            dict: "a table",
+            list: "an array",
+        }
         text = words.get(get_origin(kind) or kind, "a value")
     bounds: dict[str, Any] = {}
     for rule in info.metadata:  # pydantic's constraints: annotated_types' Ge, Gt, MinLen, ...
         if kind is str and getattr(rule, "min_length", None) == 1:
             text = "a non-empty string"
-        bounds.update({attr: getattr(rule, attr) for attr in ("ge", "gt", "le", "lt") if getattr(rule, attr, None) is not None})
+        bounds.update(
+            {attr: getattr(rule, attr) for attr in ("ge", "gt", "le", "lt") if getattr(rule, attr, None) is not None}
+        )
     if "ge" in bounds and "le" in bounds:
         return f"{text} from {bounds['ge']} to {bounds['le']}"
     signs = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from arms.runtimes.base import RuntimeAdapter
-from campaign.registry import Registry
+from campaign.core.registry import Registry
 
 A = TypeVar("A", bound=type[RuntimeAdapter])
 

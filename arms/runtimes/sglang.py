@@ -31,11 +31,13 @@ SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE", "DFLASH", 
 
 class SglangOptions(RuntimeOptions):
     spec_algorithm: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description="speculative algorithm, any case (unset: EAGLE with a draft model, else NGRAM)",
     )
     hierarchical_cache: bool = Field(
-        False, description="turn on the hierarchical (host-memory) cache, as much as recipe.prefix_cache (--hicache-size)"
+        False,
+        description="turn on the hierarchical (host-memory) cache, as much as recipe.prefix_cache (--hicache-size)",
     )
     tool_call_parser: str | None = Field(
         None, min_length=1, description="tool-call parser (--tool-call-parser), for probes that send tools"

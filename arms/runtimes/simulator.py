@@ -23,7 +23,7 @@ from arms.runtimes.registry import register
 from arms.runtimes.start_failures import StartFailures
 from arms.runtimes.telemetry import Telemetry
 from arms.simulator.profile import SimProfile
-from campaign.schema import OverrideKeys
+from campaign.core.schema import OverrideKeys
 
 REFUSED_EXIT_CODE = 3
 
@@ -34,7 +34,8 @@ class SimulatorOptions(RuntimeOptions):
         description="the simulated engine's fields (arms.simulator.profile.SimProfile): rates, time scale, faults",
     )
     reference_bits: float | None = Field(
-        None, gt=0,
+        None,
+        gt=0,
         description="bits per weight the profile's decode_tps is for: a model's decode_tps becomes decode_tps x reference_bits / its bits_per_weight (unset: as written)",
     )
     session_cap_bounds_reuse: bool = Field(
@@ -106,18 +107,20 @@ class SimulatorAdapter(RuntimeAdapter):
     appends_extra_args: ClassVar[bool] = False
     flags: ClassVar[tuple[Row, ...]] = (*HOST_PORT, flag("--profile-json", profile_json))
     cache_flush: ClassVar[str | None] = "/flush_cache"
-    telemetry: ClassVar[Telemetry] = Telemetry(metric_names={
-        "cache_lookups": "sim_cache_lookups_total",
-        "cache_hits": "sim_cache_hits_total",
-        "prompt_tokens": "sim_prompt_tokens_total",
-        "cached_prompt_tokens": "sim_prompt_tokens_cached_total",
-        "generation_tokens": "sim_generation_tokens_total",
-        "draft_tokens": "sim_draft_tokens_total",
-        "accepted_tokens": "sim_draft_accepted_tokens_total",
-        "queue_depth": "sim_requests_deferred",
-        "slots_busy": "sim_slots_busy",
-        "memory_bytes": "sim_memory_bytes",
-    })
+    telemetry: ClassVar[Telemetry] = Telemetry(
+        metric_names={
+            "cache_lookups": "sim_cache_lookups_total",
+            "cache_hits": "sim_cache_hits_total",
+            "prompt_tokens": "sim_prompt_tokens_total",
+            "cached_prompt_tokens": "sim_prompt_tokens_cached_total",
+            "generation_tokens": "sim_generation_tokens_total",
+            "draft_tokens": "sim_draft_tokens_total",
+            "accepted_tokens": "sim_draft_accepted_tokens_total",
+            "queue_depth": "sim_requests_deferred",
+            "slots_busy": "sim_slots_busy",
+            "memory_bytes": "sim_memory_bytes",
+        }
+    )
     # the simulator refuses a recipe it cannot serve with its own exit code
     start_failures: ClassVar[StartFailures] = StartFailures(blocked_exit_codes=frozenset({REFUSED_EXIT_CODE}))
 

@@ -58,7 +58,8 @@ DEFAULT_TOOL_PARSER = "hermes"
 
 class VllmOptions(HfFolderOptions):
     spec_method: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description=f"speculative method in --speculative-config (unset: {DEFAULT_SPEC_METHOD} without a draft model, none with one)",
     )
     prompt_lookup_max: int = Field(4, ge=1, description="n-gram speculation's longest lookup")

@@ -12,9 +12,9 @@ import asyncio
 import json
 import os
 import time
-from datetime import UTC, datetime
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -57,9 +57,13 @@ class SimState:
 STATE_KEY = web.AppKey("simulator_state", SimState)
 
 
-def make_app(profile: SimProfile, *, reply_policy: ReplyPolicy | None = None,
-             clock: Clock | None = None,
-             crash: Callable[[int], Any] = os._exit) -> web.Application:
+def make_app(
+    profile: SimProfile,
+    *,
+    reply_policy: ReplyPolicy | None = None,
+    clock: Clock | None = None,
+    crash: Callable[[int], Any] = os._exit,
+) -> web.Application:
     """Build the simulator application for one profile.
 
     `reply_policy` chooses the reply text (default: filler words); `clock` replaces the
@@ -67,8 +71,7 @@ def make_app(profile: SimProfile, *, reply_policy: ReplyPolicy | None = None,
     so the process dies without cleanup, the way a crashing server does).
     """
     app = web.Application(client_max_size=256 * 1024 * 1024)
-    state = SimState(profile=profile, engine=Engine(profile, reply_policy=reply_policy, clock=clock),
-                     crash=crash)
+    state = SimState(profile=profile, engine=Engine(profile, reply_policy=reply_policy, clock=clock), crash=crash)
     app[STATE_KEY] = state
 
     async def on_startup(app: web.Application) -> None:
@@ -109,9 +112,12 @@ async def health(request: web.Request) -> web.Response:
 async def models(request: web.Request) -> web.Response:
     """The served model id, with metadata that marks the server as simulated."""
     p = request.app[STATE_KEY].profile
-    entry = {"id": p.model, "object": "model", "owned_by": "simulator",
-             "meta": {"simulated": True, "slots": p.slots, "ctx_size": p.ctx_size,
-                      "time_scale": p.time_scale}}
+    entry = {
+        "id": p.model,
+        "object": "model",
+        "owned_by": "simulator",
+        "meta": {"simulated": True, "slots": p.slots, "ctx_size": p.ctx_size, "time_scale": p.time_scale},
+    }
     return web.json_response({"object": "list", "data": [entry]})
 
 
@@ -119,8 +125,7 @@ async def metrics(request: web.Request) -> web.Response:
     """Prometheus text exposition of counters and gauges."""
     engine = request.app[STATE_KEY].engine
     text = render_prometheus(engine.counters.as_dict(), engine.gauges())
-    return web.Response(text=text, content_type="text/plain", charset="utf-8",
-                        headers={"X-Prometheus-Format": "0.0.4"})
+    return web.Response(text=text, content_type="text/plain", charset="utf-8", headers={"X-Prometheus-Format": "0.0.4"})
 
 
 async def slots(request: web.Request) -> web.Response:
@@ -165,8 +170,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     engine = state.engine
     if state.loading():
         engine.record_error()
-        return web.json_response(error_body("Loading model", type_="unavailable_error", code=503),
-                                 status=503)
+        return web.json_response(error_body("Loading model", type_="unavailable_error", code=503), status=503)
     try:
         body = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -185,8 +189,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if every and state.chat_requests % every == 0:
         engine.record_error()
         return web.json_response(
-            error_body("simulated server error (fault error_5xx_every)", type_="server_error", code=503),
-            status=503)
+            error_body("simulated server error (fault error_5xx_every)", type_="server_error", code=503), status=503
+        )
 
     tools = body.get("tools") or None
     try:
@@ -195,8 +199,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         prompt = render_prompt(messages, tools)
         max_tokens = _parse_max_tokens(body)
         temperature = body.get("temperature")
-        if temperature is not None and (isinstance(temperature, bool)
-                                        or not isinstance(temperature, (int, float))):
+        if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))):
             raise ValueError("'temperature' must be a number")
         ignore_eos = body.get("ignore_eos", False)
         if not isinstance(ignore_eos, bool):
@@ -204,9 +207,15 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         min_tokens = body.get("min_tokens") or 0
         if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 0:
             raise ValueError("'min_tokens' must be an integer >= 0")
-        req = engine.submit(prompt, max_tokens=max_tokens,
-                            temperature=None if temperature is None else float(temperature),
-                            messages=messages, tools=tools, ignore_eos=ignore_eos, min_tokens=min_tokens)
+        req = engine.submit(
+            prompt,
+            max_tokens=max_tokens,
+            temperature=None if temperature is None else float(temperature),
+            messages=messages,
+            tools=tools,
+            ignore_eos=ignore_eos,
+            min_tokens=min_tokens,
+        )
     except ContextLimitError as exc:
         engine.record_error()
         return _bad_request(str(exc), param="messages", code="context_length_exceeded")
@@ -226,20 +235,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 def _base(state: SimState, req: SimRequest, obj: str) -> dict[str, Any]:
-    return {"id": f"chatcmpl-sim-{req.id}", "object": obj, "created": _unix_now(),
-            "model": state.profile.model}
+    return {"id": f"chatcmpl-sim-{req.id}", "object": obj, "created": _unix_now(), "model": state.profile.model}
 
 
 async def _complete(request: web.Request, state: SimState, req: SimRequest) -> web.StreamResponse:
     await req.collect()
     if req.finish_reason == "cancelled":
         state.engine.record_error()
-        return web.json_response(error_body("request cancelled", type_="server_error", code=503),
-                                 status=503)
+        return web.json_response(error_body("request cancelled", type_="server_error", code=503), status=503)
     style = state.profile.cached_tokens_style
     body = _base(state, req, "chat.completion")
-    body["choices"] = [{"index": 0, "message": DeltaRenderer(req.plan).message(req.generated),
-                        "finish_reason": req.finish_reason}]
+    body["choices"] = [
+        {"index": 0, "message": DeltaRenderer(req.plan).message(req.generated), "finish_reason": req.finish_reason}
+    ]
     body["usage"] = usage(req, style)
     body.update(final_extras(req, style))
     resp = web.json_response(body)
@@ -256,16 +264,18 @@ async def _hold_until_gone(request: web.Request) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _stream(request: web.Request, state: SimState, req: SimRequest,
-                  include_usage: bool, received_ns: int = 0) -> web.StreamResponse:
+async def _stream(
+    request: web.Request, state: SimState, req: SimRequest, include_usage: bool, received_ns: int = 0
+) -> web.StreamResponse:
     faults = state.profile.faults
     state.streamed_requests += 1
     n = state.streamed_requests
     malformed = bool(faults.malformed_every and n % faults.malformed_every == 0)
     stall_at = faults.stall_after_tokens if faults.stall_every and n % faults.stall_every == 0 else None
 
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                       "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
     await resp.prepare(request)
     try:
         await _write_stream(request, state, req, resp, include_usage, malformed, stall_at, received_ns)
@@ -274,9 +284,16 @@ async def _stream(request: web.Request, state: SimState, req: SimRequest,
     return resp
 
 
-async def _write_stream(request: web.Request, state: SimState, req: SimRequest,
-                        resp: web.StreamResponse, include_usage: bool, malformed: bool,
-                        stall_at: int | None, received_ns: int = 0) -> None:
+async def _write_stream(
+    request: web.Request,
+    state: SimState,
+    req: SimRequest,
+    resp: web.StreamResponse,
+    include_usage: bool,
+    malformed: bool,
+    stall_at: int | None,
+    received_ns: int = 0,
+) -> None:
     """Write the SSE events of one request as the engine emits them, faults included.
     With `write_stamps`, the last chunk says when the request was received and when the
     first token chunk was handed to the transport (`time.perf_counter_ns`: CLOCK_MONOTONIC,
@@ -300,7 +317,7 @@ async def _write_stream(request: web.Request, state: SimState, req: SimRequest,
     async for emission in req.events():
         if emission.finish_reason == "cancelled":
             return  # the engine shut down under us
-        tokens = emission.tokens if stall_at is None else emission.tokens[:stall_at - sent]
+        tokens = emission.tokens if stall_at is None else emission.tokens[: stall_at - sent]
         if tokens:
             await send(chunk(renderer.delta(tokens), None))
             first_write_ns = first_write_ns or time.perf_counter_ns()  # written: in the transport's hands

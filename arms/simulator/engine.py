@@ -60,8 +60,15 @@ class Emission:
 class SimRequest:
     """One chat request inside the engine: its prompt, progress, reply and event stream."""
 
-    def __init__(self, request_id: int, prompt: list[str], max_tokens: int, plan: ReplyPlan,
-                 submitted_at: float, draft_rng: random.Random) -> None:
+    def __init__(
+        self,
+        request_id: int,
+        prompt: list[str],
+        max_tokens: int,
+        plan: ReplyPlan,
+        submitted_at: float,
+        draft_rng: random.Random,
+    ) -> None:
         self.id = request_id
         self.prompt = prompt
         self.max_tokens = max_tokens
@@ -180,8 +187,9 @@ def choose_slot(slots: Sequence[Slot], prompt: Sequence[str], min_match: int) ->
 class Engine:
     """The simulated serving engine. Create it, `start()` it inside a running loop, `submit`."""
 
-    def __init__(self, profile: SimProfile, *, reply_policy: ReplyPolicy | None = None,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self, profile: SimProfile, *, reply_policy: ReplyPolicy | None = None, clock: Clock | None = None
+    ) -> None:
         self.profile = profile
         if reply_policy is None:
             from arms.simulator.tool_policy import scripted_tool_policy
@@ -223,11 +231,17 @@ class Engine:
             self.cancel(req)
 
     # ------------------------------------------------------------------ requests
-    def submit(self, prompt: Sequence[str], *, max_tokens: int | None = None,
-               temperature: float | None = None,
-               messages: Sequence[Mapping[str, Any]] | None = None,
-               tools: Sequence[Mapping[str, Any]] | None = None,
-               ignore_eos: bool = False, min_tokens: int = 0) -> SimRequest:
+    def submit(
+        self,
+        prompt: Sequence[str],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        ignore_eos: bool = False,
+        min_tokens: int = 0,
+    ) -> SimRequest:
         """Queue a request; it is admitted at once if a slot is idle.
 
         `ignore_eos` (generate all of max_tokens) and `min_tokens` (no end before that
@@ -246,11 +260,25 @@ class Engine:
             raise ContextLimitError(len(prompt), n_max, self.profile.ctx_size)
         self.start()
         request_id = next(self._request_ids)
-        rng = text_rng(model=self.profile.model, prompt=prompt, temperature=temperature,
-                       seed=self.profile.seed, request_counter=request_id)
-        plan = self.reply_policy(ReplyContext(
-            request_id=request_id, model=self.profile.model, prompt=tuple(prompt),
-            max_tokens=n_max, temperature=temperature, rng=rng, messages=messages, tools=tools))
+        rng = text_rng(
+            model=self.profile.model,
+            prompt=prompt,
+            temperature=temperature,
+            seed=self.profile.seed,
+            request_counter=request_id,
+        )
+        plan = self.reply_policy(
+            ReplyContext(
+                request_id=request_id,
+                model=self.profile.model,
+                prompt=tuple(prompt),
+                max_tokens=n_max,
+                temperature=temperature,
+                rng=rng,
+                messages=messages,
+                tools=tools,
+            )
+        )
         plan = at_least(plan, n_max if ignore_eos else min(min_tokens, n_max), n_max, rng)
         draft_rng = random.Random(f"draft:{self.profile.seed}:{request_id}")
         req = SimRequest(request_id, prompt, n_max, plan, self.clock.now(), draft_rng)
@@ -285,7 +313,10 @@ class Engine:
         busy slot keeps its request's tokens). What SGLang's /flush_cache does; a server
         kept for another queue item is emptied this way before a probe that needs a cold
         cache. Returns what was dropped."""
-        dropped = {"cache_entries": len(self.cache), "slot_tokens": sum(len(s.tokens) for s in self.slots if s.request is None)}
+        dropped = {
+            "cache_entries": len(self.cache),
+            "slot_tokens": sum(len(s.tokens) for s in self.slots if s.request is None),
+        }
         self.cache = PrefixCache(self.profile.prefix_cache_tokens, self.profile.session_cap_tokens)
         for slot in self.slots:
             if slot.request is None:
@@ -300,8 +331,11 @@ class Engine:
     def gauges(self) -> dict[str, int]:
         """Point-in-time values: queue depth, busy slots, memory, cache occupancy."""
         used = self.cache.used_tokens
-        memory = (self.profile.base_memory_bytes + self.profile.slot_memory_bytes * len(self.slots)
-                  + int(used * self.profile.kv_bytes_per_token))
+        memory = (
+            self.profile.base_memory_bytes
+            + self.profile.slot_memory_bytes * len(self.slots)
+            + int(used * self.profile.kv_bytes_per_token)
+        )
         return {
             "requests_deferred": len(self._queue),
             "slots_busy": sum(1 for s in self.slots if s.request is not None),
@@ -315,8 +349,10 @@ class Engine:
 
     def slot_states(self) -> list[dict[str, Any]]:
         """What /slots reports for each slot."""
-        return [{"id": s.id, "state": s.state, "n_ctx": self.profile.ctx_size,
-                 "n_tokens": len(s.tokens)} for s in self.slots]
+        return [
+            {"id": s.id, "state": s.state, "n_ctx": self.profile.ctx_size, "n_tokens": len(s.tokens)}
+            for s in self.slots
+        ]
 
     # ----------------------------------------------------------------- time model
     def prefill_time(self, n_tokens: int, at: float = 0.0) -> float:
@@ -404,8 +440,7 @@ class Engine:
     def _plan_step(self, start: float = 0.0) -> _Step | None:
         busy = [(s, s.request) for s in self.slots if s.request is not None]
         decoding = [(s, r) for s, r in busy if r.state == "decode"]
-        prefilling = sorted(((s, r) for s, r in busy if r.state == "prefill"),
-                            key=lambda pair: pair[1].admit_seq)
+        prefilling = sorted(((s, r) for s, r in busy if r.state == "prefill"), key=lambda pair: pair[1].admit_seq)
         if not decoding and not prefilling:
             return None
         p = self.profile
@@ -429,7 +464,7 @@ class Engine:
             if slot.request is not req:
                 continue  # cancelled during the step
             start = req.cached_tokens + req.prefilled
-            slot.tokens.extend(req.prompt[start:start + n])
+            slot.tokens.extend(req.prompt[start : start + n])
             req.prefilled += n
             if req.to_prefill == 0:
                 first_tokens.append((slot, req))
@@ -463,11 +498,10 @@ class Engine:
         self.counters.draft_accepted_tokens_total += accepted
         self._emit(slot, req, 1 + accepted, t, drafted=p.draft_k, accepted=accepted)
 
-    def _emit(self, slot: Slot, req: SimRequest, n: int, t: float, *,
-              drafted: int = 0, accepted: int = 0) -> None:
+    def _emit(self, slot: Slot, req: SimRequest, n: int, t: float, *, drafted: int = 0, accepted: int = 0) -> None:
         start = len(req.generated)
         n = max(0, min(n, req.target - start))
-        tokens = req.plan.tokens[start:start + n]
+        tokens = req.plan.tokens[start : start + n]
         req.generated.extend(tokens)
         slot.tokens.extend(tokens)
         self.counters.generation_tokens_total += n

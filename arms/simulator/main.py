@@ -29,8 +29,9 @@ EXIT_INVALID_PROFILE = 2
 EXIT_REFUSED = 3
 
 
-def serve(profile: SimProfile, host: str = "127.0.0.1", port: int = 8000, *,
-          reply_policy: ReplyPolicy | None = None) -> None:
+def serve(
+    profile: SimProfile, host: str = "127.0.0.1", port: int = 8000, *, reply_policy: ReplyPolicy | None = None
+) -> None:
     """Serve until SIGTERM/SIGINT, then shut down cleanly (blocking).
 
     With the refuse_start fault set, print its message to stderr and raise
@@ -83,8 +84,7 @@ def _add_field_options(parser: argparse.ArgumentParser, model: type[Any], prefix
         annotation = info.annotation
         if isinstance(annotation, type) and issubclass(annotation, FaultKnobs):
             continue
-        kwargs: dict[str, Any] = {"dest": dest_prefix + name, "default": argparse.SUPPRESS,
-                                  "help": info.description}
+        kwargs: dict[str, Any] = {"dest": dest_prefix + name, "default": argparse.SUPPRESS, "help": info.description}
         origin, args = typing.get_origin(annotation), typing.get_args(annotation)
         if annotation is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
@@ -105,11 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line: host/port, one flag per profile field and fault knob, --profile-json."""
     parser = argparse.ArgumentParser(
         prog="python -m arms.simulator",
-        description="Serve an OpenAI-compatible API from a simulated LLM serving engine.")
+        description="Serve an OpenAI-compatible API from a simulated LLM serving engine.",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default 127.0.0.1).")
     parser.add_argument("--port", type=int, required=True, help="Port to bind (0 = any free port).")
-    parser.add_argument("--profile-json", default=None, metavar="JSON",
-                        help="A SimProfile as JSON (or @file); explicit flags override it.")
+    parser.add_argument(
+        "--profile-json",
+        default=None,
+        metavar="JSON",
+        help="A SimProfile as JSON (or @file); explicit flags override it.",
+    )
     _add_field_options(parser, SimProfile, "--", "p_")
     _add_field_options(parser, FaultKnobs, "--fault-", "f_")
     return parser

@@ -68,22 +68,14 @@ class FaultKnobs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    refuse_start: str = Field(
-        "", description="If set, print this message to stderr and exit 3 before listening."
-    )
+    refuse_start: str = Field("", description="If set, print this message to stderr and exit 3 before listening.")
     crash_after_requests: int = Field(
         0, ge=0, description="Exit the process (code 1) after this many completed chat requests."
     )
     error_5xx_every: int = Field(0, ge=0, description="Every Nth chat request answers HTTP 503.")
-    malformed_every: int = Field(
-        0, ge=0, description="Every Nth streamed request carries one non-JSON SSE event."
-    )
-    stall_every: int = Field(
-        0, ge=0, description="Every Nth streamed request stops sending mid-stream."
-    )
-    stall_after_tokens: int = Field(
-        3, ge=0, description="How many tokens a stalled stream sends before it stops."
-    )
+    malformed_every: int = Field(0, ge=0, description="Every Nth streamed request carries one non-JSON SSE event.")
+    stall_every: int = Field(0, ge=0, description="Every Nth streamed request stops sending mid-stream.")
+    stall_after_tokens: int = Field(3, ge=0, description="How many tokens a stalled stream sends before it stops.")
 
 
 class SimProfile(BaseModel):
@@ -108,15 +100,11 @@ class SimProfile(BaseModel):
         0.0, ge=0, description="Extra decode step time per 1000 tokens of the longest context in the batch."
     )
     prefix_cache_tokens: int = Field(0, ge=0, description="Prefix cache capacity in tokens; 0 = off.")
-    session_cap_tokens: int | None = Field(
-        None, ge=0, description="A cache entry longer than this is not stored."
-    )
+    session_cap_tokens: int | None = Field(None, ge=0, description="A cache entry longer than this is not stored.")
     cache_min_match: int = Field(16, ge=1, description="Shortest prefix worth resuming from.")
     draft_k: int = Field(0, ge=0, description="Speculative draft length; 0 = speculation off.")
     acceptance: float = Field(0.8, ge=0, le=1, description="Per-draft-token acceptance probability.")
-    draft_cost: float = Field(
-        0.1, ge=0, description="Decode step time is multiplied by 1 + draft_cost * draft_k."
-    )
+    draft_cost: float = Field(0.1, ge=0, description="Decode step time is multiplied by 1 + draft_cost * draft_k.")
     verify_kv_factor: float = Field(
         1.0, ge=0, description="Multiplies the KV-read term when speculation is on (MTP verify)."
     )
@@ -128,7 +116,8 @@ class SimProfile(BaseModel):
     base_memory_bytes: int = Field(2_000_000_000, ge=0, description="Weights and runtime overhead.")
     time_scale: float = Field(1.0, gt=0, description="Wall seconds = model seconds / time_scale.")
     write_stamps: bool = Field(
-        False, description="Add x_sim to a stream's last chunk: when the handler got the request and when the "
+        False,
+        description="Add x_sim to a stream's last chunk: when the handler got the request and when the "
         "first token chunk was written, on the machine's monotonic clock (what a client's stamps are checked against).",
     )
     seed: int = Field(0, description="Seeds sampled (non-greedy) text and draft acceptance.")
@@ -145,7 +134,9 @@ class SimProfile(BaseModel):
     startup_delay_s: float = Field(0.0, ge=0, description="/health answers 503 loading this long.")
     # -- run-to-run variation (arms.simulator.variation); defaults measured, see RUN_VARIATION
     run_sd: float = Field(
-        RUN_SD, ge=0, le=2,
+        RUN_SD,
+        ge=0,
+        le=2,
         description=(
             "sd of log(decode rate) between server starts: a log-normal factor drawn once per start "
             "from run_seed multiplies the whole decode step's speed (decode_tps and KV read). "
@@ -154,18 +145,23 @@ class SimProfile(BaseModel):
         ),
     )
     prefill_run_sd_scale: float = Field(
-        PREFILL_RUN_SD_SCALE, ge=0,
+        PREFILL_RUN_SD_SCALE,
+        ge=0,
         description=(
             "The prefill factor's sd is run_sd times this (so run_sd = 0 turns both off); "
             "measured: prefill's between-run sd was 2.2 times decode's."
         ),
     )
     run_corr: float = Field(
-        RUN_CORR, ge=-1, le=1,
+        RUN_CORR,
+        ge=-1,
+        le=1,
         description="Correlation of one start's prefill and decode draws (1 = one draw moves both); measured 0.6.",
     )
     drift_sd_per_min: float = Field(
-        DRIFT_SD_PER_MIN, ge=0, le=1,
+        DRIFT_SD_PER_MIN,
+        ge=0,
+        le=1,
         description=(
             "Slow drift during a run: a random walk on log(prefill and decode rate) over model time, "
             "sd of its change over one minute (after T minutes: this x sqrt(T)). 0 = none. Default 0.02: "

@@ -14,8 +14,9 @@ from arms.simulator.reply import ReplyPlan
 from arms.simulator.tokens import CALL_PREFIX
 
 
-def error_body(message: str, *, type_: str = "invalid_request_error", code: Any = None,
-               param: str | None = None) -> dict[str, Any]:
+def error_body(
+    message: str, *, type_: str = "invalid_request_error", code: Any = None, param: str | None = None
+) -> dict[str, Any]:
     """An OpenAI-style error object."""
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
@@ -49,8 +50,7 @@ def timings(req: SimRequest) -> dict[str, Any]:
         "prompt_ms": prompt_ms,
         "prompt_per_second": prompt_n / (prompt_ms / 1000.0) if prompt_ms > 0 else None,
         "predicted_ms": predicted_ms,
-        "predicted_per_second": (req.completion_tokens / (predicted_ms / 1000.0)
-                                 if predicted_ms > 0 else None),
+        "predicted_per_second": (req.completion_tokens / (predicted_ms / 1000.0) if predicted_ms > 0 else None),
     }
 
 
@@ -63,12 +63,16 @@ def final_extras(req: SimRequest, style: str) -> dict[str, Any]:
         # real server sends: no drafted/accepted counts, one forward per token it did not
         # accept from a draft
         forwards = max(1, req.completion_tokens - req.accepted_tokens)
-        return {"x_mlx_dspark": {"mode": "dspark" if req.draft_tokens else "baseline",
-                                 "accept_len": round(req.completion_tokens / forwards, 3),
-                                 "target_forwards": forwards,
-                                 "prompt_tokens": req.prompt_tokens,
-                                 "cached_tokens": req.cached_tokens,
-                                 "completion_tokens": req.completion_tokens}}
+        return {
+            "x_mlx_dspark": {
+                "mode": "dspark" if req.draft_tokens else "baseline",
+                "accept_len": round(req.completion_tokens / forwards, 3),
+                "target_forwards": forwards,
+                "prompt_tokens": req.prompt_tokens,
+                "cached_tokens": req.cached_tokens,
+                "completion_tokens": req.completion_tokens,
+            }
+        }
     return {}
 
 
@@ -104,8 +108,7 @@ class DeltaRenderer:
         d = self.delta(tokens)
         msg: dict[str, Any] = {"role": "assistant", "content": d.get("content", "")}
         if "tool_calls" in d:
-            msg["tool_calls"] = [{k: v for k, v in c.items() if k != "index"}
-                                 for c in d["tool_calls"]]
+            msg["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in d["tool_calls"]]
             if not msg["content"]:
                 msg["content"] = None
         return msg
@@ -116,6 +119,9 @@ class DeltaRenderer:
         spec = self.plan.tool_calls[self._calls_seen]
         index = self._calls_seen
         self._calls_seen += 1
-        return {"index": index, "id": spec.id, "type": "function",
-                "function": {"name": spec.name,
-                             "arguments": json.dumps(dict(spec.arguments), sort_keys=True)}}
+        return {
+            "index": index,
+            "id": spec.id,
+            "type": "function",
+            "function": {"name": spec.name, "arguments": json.dumps(dict(spec.arguments), sort_keys=True)},
+        }

@@ -13,9 +13,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from arms.probes import tool_env
 from arms.simulator.reply import ReplyContext, ReplyPlan, ReplyPolicy, ToolCallPlan
 from arms.simulator.tokens import content_text
+from arms.workloads import tool_env
 
 _ids = itertools.count(1)
 

@@ -27,17 +27,18 @@ from typing import Any
 
 import pytest
 
-from campaign.states import Verdict
-from campaign.store import Store
+from campaign.core.states import Verdict
+from campaign.store.store import Store
 from tests.paths import EXAMPLES
 
 pytestmark = pytest.mark.integration
 
 TIME_SCALE = 4
 
+
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) -> dict[str, Any]:
-    from campaign.summary import summarize
+    from campaign.store.summary import summarize
     from flows.campaign_flow import campaign_flow
 
     tmp_path = tmp_path_factory.mktemp("svc")
@@ -53,7 +54,11 @@ def campaign(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) ->
     store = Store(f"sqlite:///{tmp_path / 'svc.db'}")
     campaign_flow(str(path), store.url, str(tmp_path / "w"))
     summary = summarize(store, "slots-vs-cache")
-    return {"gates": {g.id: g for g in summary.gates}, "frame": store.measurements_frame(summary.campaign_id), "store": store}
+    return {
+        "gates": {g.id: g for g in summary.gates},
+        "frame": store.measurements_frame(summary.campaign_id),
+        "store": store,
+    }
 
 
 def test_slots_vs_cache_by_ablation(campaign: dict[str, Any]) -> None:
@@ -62,7 +67,9 @@ def test_slots_vs_cache_by_ablation(campaign: dict[str, Any]) -> None:
     assert win.verdict == Verdict.PASS, win.reason
     b = next(c for c in win.read("cells") if c["arm"] == "B")
     assert b["samples"] == "ttft_later_s"  # each run's value is the median of its later turns, not the stored median
-    assert b["runs"] == 5 and min(b["requests_per_run"]) >= 20  # the load item's 5 blocks; 3 conversations x 9 later turns per run
+    assert (
+        b["runs"] == 5 and min(b["requests_per_run"]) >= 20
+    )  # the load item's 5 blocks; 3 conversations x 9 later turns per run
     assert win.read("comparisons")[0]["pairs"] == 5  # paired with A within the load item's blocks
     # switching to two slots (chunks kept) loses it: the slots get the credit
     slots = gates["credit-slots"]
@@ -91,7 +98,7 @@ def test_the_first_screen_of_status_answers_the_question_at_80_columns(campaign:
     first turn pays -- every number the gate's own (its stored comparison)."""
     from rich.console import Console
 
-    from campaign.units import pct
+    from campaign.core.units import pct
     from cli.status_view import render_status
 
     console = Console(width=80, record=True, color_system=None)
@@ -102,13 +109,18 @@ def test_the_first_screen_of_status_answers_the_question_at_80_columns(campaign:
     assert "Question: Do 4 slots beat 2 on later turns" in screen
     gates = campaign["gates"]
     win = gates["win"].read("comparisons")[0]
-    assert f"PASS win: B vs A: ttft_later_median_s {pct(win['change'])} [{pct(win['change_low'])}, {pct(win['change_high'])}] over 5 blocks, needs <= -50%" in " ".join(screen.split())
+    assert (
+        f"PASS win: B vs A: ttft_later_median_s {pct(win['change'])} [{pct(win['change_low'])}, {pct(win['change_high'])}] over 5 blocks, needs <= -50%"
+        in " ".join(screen.split())
+    )
     assert "credit-slots: the win was the slots; B vs B-2slots -" in screen
-    cache = " ".join(screen[screen.index("credit-cache:"):].split())
+    cache = " ".join(screen[screen.index("credit-cache:") :].split())
     assert cache.startswith("credit-cache: not the cache; B vs B-nocache ")
     assert "cache hits: B 0 of" in cache.split("cache-counters")[0]  # the seed's first question, answered on the line
     first = gates["first-turn"].read("comparisons")[0]
     b_first = next(c for c in gates["first-turn"].read("cells") if c["arm"] == "B")
     assert b_first["samples"] == "ttft_first_s"  # each run's value: the median of its conversations' first turns
     assert f"first-turn: B vs A: ttft_first_median_s {pct(first['change'])} [" in " ".join(screen.split())
-    assert "B vs A: ttft_later_median_s" not in screen[screen.index("credit-cache:"):screen.index("Campaign queue")]  # never the win again
+    assert (
+        "B vs A: ttft_later_median_s" not in screen[screen.index("credit-cache:") : screen.index("Campaign queue")]
+    )  # never the win again

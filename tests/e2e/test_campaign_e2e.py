@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign.processes import group_alive
-from campaign.states import AttemptState, ItemState, Verdict
-from campaign.store import Store
+from campaign.core.processes import group_alive
+from campaign.core.states import AttemptState, ItemState, Verdict
+from campaign.store.store import Store
 from tests.campaigns import arm, campaign_file, gate, item, model, sim
 
 pytestmark = pytest.mark.integration
@@ -20,25 +20,63 @@ ARMS = [
     arm("C", context=4096, recipe={"slots": 2, "prefix_cache": "1G", "speculative": True, "draft_k": 4}),
     arm("O", runtime="ane", context=4096),
 ]
-RUNTIMES = [sim(decode_tps=100.0),
-            {"name": "ane", "adapter": "simulator", "options": {"profile": {"faults": {"refuse_start": "Private ANE procedure-bank compiler is unavailable"}}}}]
+RUNTIMES = [
+    sim(decode_tps=100.0),
+    {
+        "name": "ane",
+        "adapter": "simulator",
+        "options": {"profile": {"faults": {"refuse_start": "Private ANE procedure-bank compiler is unavailable"}}},
+    },
+]
 ANE_GATE = gate("ane", "relative_improvement", {"metric": "decode_tps", "min_gain": 0.0}, ["O"], ["B"])
-ANE_ITEMS = [item("ane", ["O"], ["decode"], title="ANE", gate="ane"),
-             item("after-ane", ["B"], ["decode"], title="needs ANE", depends_on=["ane"])]
+ANE_ITEMS = [
+    item("ane", ["O"], ["decode"], title="ANE", gate="ane"),
+    item("after-ane", ["B"], ["decode"], title="needs ANE", depends_on=["ane"]),
+]
 
 
 def e2e_campaign(name: str = "e2e", full: bool = True) -> str:
     """B, C (B with speculation) and O (on a runtime whose start is refused): in full, a
     speculation gate over cache-probe and decode, a cache gate, and the ANE gate with an
     item behind it; otherwise the ANE part alone."""
-    gates = [gate("spec", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.10}, ["C"], ["B"]),
-             gate("cache", "threshold", {"metric": "reuse", "op": ">=", "value": 0.95, "scenarios": ["identical"]}, ["B"])]
-    queue = [item("probe", ["B", "C"], ["cache-probe", "decode"], title="cache-probe + decode B/C", contexts=[1024],
-                  modes=["canonical", "greedy"], gate="spec", repeats=3, overrides={"repeats": 3}),
-             item("cache", ["B"], ["cache-probe"], title="cache gate", gate="cache", depends_on=["probe"], repeats=3,
-                  overrides={"prompt_tokens": 256, "repeats": 3})]
-    return campaign_file(name, default_max_tokens=24, models=[model(served_id="m-q4")], runtimes=RUNTIMES, arms=ARMS,
-                         gates=(gates if full else []) + [ANE_GATE], queue=(queue if full else []) + ANE_ITEMS)
+    gates = [
+        gate(
+            "spec", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.10}, ["C"], ["B"]
+        ),
+        gate("cache", "threshold", {"metric": "reuse", "op": ">=", "value": 0.95, "scenarios": ["identical"]}, ["B"]),
+    ]
+    queue = [
+        item(
+            "probe",
+            ["B", "C"],
+            ["cache-probe", "decode"],
+            title="cache-probe + decode B/C",
+            contexts=[1024],
+            modes=["canonical", "greedy"],
+            gate="spec",
+            repeats=3,
+            overrides={"repeats": 3},
+        ),
+        item(
+            "cache",
+            ["B"],
+            ["cache-probe"],
+            title="cache gate",
+            gate="cache",
+            depends_on=["probe"],
+            repeats=3,
+            overrides={"prompt_tokens": 256, "repeats": 3},
+        ),
+    ]
+    return campaign_file(
+        name,
+        default_max_tokens=24,
+        models=[model(served_id="m-q4")],
+        runtimes=RUNTIMES,
+        arms=ARMS,
+        gates=(gates if full else []) + [ANE_GATE],
+        queue=(queue if full else []) + ANE_ITEMS,
+    )
 
 
 CAMPAIGN = e2e_campaign()
@@ -67,7 +105,15 @@ def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
     # the spec verdict is what the stored canonical numbers say, not something written in
     frame = store.measurements_frame(camp.id)
     canonical = frame[frame["mode"] == "canonical"]
-    outcome = compare(canonical, ["C"], ["B"], Selector(metric="decode_tps", probe="decode"), higher_is_better=True, threshold=0.10, rigor=Rigor())
+    outcome = compare(
+        canonical,
+        ["C"],
+        ["B"],
+        Selector(metric="decode_tps", probe="decode"),
+        higher_is_better=True,
+        threshold=0.10,
+        rigor=Rigor(),
+    )
     (cmp,) = outcome.comparisons  # one cell: decode at 1024, 3 trials a side
     assert cmp.subject.n == cmp.baseline.n == 3
     expected = Verdict.PASS if cmp.low >= 0.10 else (Verdict.FAIL if cmp.high < 0.10 else Verdict.INCONCLUSIVE)
@@ -99,7 +145,12 @@ def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
     before = len(store.measurements_frame(camp.id, latest_only=False))
     campaign_flow(str(path), store.url, str(tmp_path / "work"))
     assert len(store.measurements_frame(camp.id, latest_only=False)) == before
-    assert [i.state for i in store.items(camp.id)] == [ItemState.DONE, ItemState.DONE, ItemState.BLOCKED, ItemState.PENDING]
+    assert [i.state for i in store.items(camp.id)] == [
+        ItemState.DONE,
+        ItemState.DONE,
+        ItemState.BLOCKED,
+        ItemState.PENDING,
+    ]
 
     # the report lists every gate and every queue item
     from reports.site import write_site
@@ -135,10 +186,16 @@ def test_the_prefect_ui_holds_the_queue_and_the_campaign_log(tmp_path: Path, pre
 
     async def read() -> tuple[list, list]:
         async with get_client() as client:
-            versions = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key("ui-view", "queue")])))
-            assert versions and len({v.flow_run_id for v in versions}) == 1  # each update linked from the campaign's flow run
+            versions = await client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key("ui-view", "queue")]))
+            )
+            assert (
+                versions and len({v.flow_run_id for v in versions}) == 1
+            )  # each update linked from the campaign's flow run
             artifact = max(versions, key=lambda v: v.created)
-            logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[artifact.flow_run_id])))
+            logs = await client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[artifact.flow_run_id]))
+            )
             run = await client.read_flow_run(artifact.flow_run_id)
             assert run.name == "ui-view"  # named after the campaign, not its file
             return artifact.data, [log.message for log in logs]

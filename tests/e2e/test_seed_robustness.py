@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import Verdict
-from campaign.store import Store
+from campaign.core.states import Verdict
+from campaign.store.store import Store
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,9 @@ def sized_down(text: str, name: str, device: str = "local") -> str:
             item = re.sub(r"^repeats = \d+\n", "", item, flags=re.MULTILINE)
             assert item.count("\noverrides = { ") == 1 and "time_scale" not in item, item
             # 3 blocks (what a comparative verdict needs), on a clock ten times faster
-            item = item.replace("\noverrides = { ", f'\nrepeats = {BLOCKS}\noverrides = {{ "sim.time_scale" = {TIME_SCALE}, ')
+            item = item.replace(
+                "\noverrides = { ", f'\nrepeats = {BLOCKS}\noverrides = {{ "sim.time_scale" = {TIME_SCALE}, '
+            )
             kept.append(item)
     assert len(kept) == len(KEEP), "an item of the replay was renamed: update KEEP"
     # only the gates above: the others read items left out, which the loader refuses
@@ -72,7 +74,7 @@ def sized_down(text: str, name: str, device: str = "local") -> str:
 
 
 def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harness: None) -> None:
-    from campaign.summary import summarize
+    from campaign.store.summary import summarize
     from flows.campaign_flow import campaign_flow
 
     text = (examples / "qwen38.toml").read_text()
@@ -80,7 +82,9 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
     reasons: dict[str, dict[str, str]] = {gate: {} for gate in GATES}
     acceptance: dict[str, float] = {}
 
-    stores = {seed: Store(f"sqlite:///{tmp_path / f'seeds-{seed}.db'}") for seed in SEEDS}  # no writer waits on another seed's
+    stores = {
+        seed: Store(f"sqlite:///{tmp_path / f'seeds-{seed}.db'}") for seed in SEEDS
+    }  # no writer waits on another seed's
 
     def run(seed: str) -> None:
         name = f"qwen38-{seed}"
@@ -121,8 +125,13 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
     # three tool-loop trials decide nothing, whatever the seed (the gates that need one)
     for gate in ("gate-8", "gate-10", "mtp-gate"):
         assert set(table[gate].values()) <= {Verdict.INCONCLUSIVE.value, Verdict.FAIL.value}, (gate, reasons[gate])
-        assert all("trials cannot tell" in reason or "CIs overlap" in reason or "intervals overlap" in reason
-                   or "other settings" in reason for reason in reasons[gate].values()), reasons[gate]
+        assert all(
+            "trials cannot tell" in reason
+            or "CIs overlap" in reason
+            or "intervals overlap" in reason
+            or "other settings" in reason
+            for reason in reasons[gate].values()
+        ), reasons[gate]
     # at 3 blocks every comparison has its interval over server runs, and what is still
     # undecided says why in numbers (a CI straddling the threshold, tool-loop trials too
     # few, a lone pass Holm's adjustment over the family does not keep), never "needs 3": these gates need more blocks than seed 004 ran, or more trials
@@ -139,6 +148,13 @@ def test_replay_verdicts_over_seeds(tmp_path: Path, examples: Path, prefect_harn
                 metric = reason.split(":", 1)[0].split("; ")[-1].strip()
                 blocks = mine.groupby("item_key")["block_id"].nunique()
                 measured = mine[mine["metric"] == metric].groupby("item_key")["block_id"].nunique()
-                assert int(metric_runs) < BLOCKS and any(measured.get(k, 0) < n for k, n in blocks.items()), (gate, seed, reason)
-            assert table[gate][seed] != Verdict.INCONCLUSIVE.value or any(
-                why in reason for why in ("straddles", "trials cannot tell", "overlap", "over the family")) or starved, (gate, seed, reason)
+                assert int(metric_runs) < BLOCKS and any(measured.get(k, 0) < n for k, n in blocks.items()), (
+                    gate,
+                    seed,
+                    reason,
+                )
+            assert (
+                table[gate][seed] != Verdict.INCONCLUSIVE.value
+                or any(why in reason for why in ("straddles", "trials cannot tell", "overlap", "over the family"))
+                or starved
+            ), (gate, seed, reason)

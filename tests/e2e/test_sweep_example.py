@@ -17,7 +17,7 @@ def test_sweep_example_verdicts_and_report(tmp_path: Path, examples: Path, prefe
     the coverage matrix says which arms have one. About six minutes."""
     import re
 
-    from campaign.store import Store
+    from campaign.store.store import Store
     from flows.campaign_flow import campaign_flow
     from reports.site import write_site
 
@@ -28,12 +28,17 @@ def test_sweep_example_verdicts_and_report(tmp_path: Path, examples: Path, prefe
     assert sorted(frame.groupby("arm_id")["block_id"].nunique()) == [6, 6]  # 3 blocks of each item per arm
     # one curve point per scenario: the fixed rate, synchronous, 8 clients and the Poisson rates,
     # which follow each block's synchronous rate (so blocks can add points: no fixed count)
-    points = {arm: len(set(part.loc[(part["scenario"] != "sweep") & (part["kind"] == "summary"), "scenario"]))
-              for arm, part in frame.groupby("arm_id")}
+    points = {
+        arm: len(set(part.loc[(part["scenario"] != "sweep") & (part["kind"] == "summary"), "scenario"]))
+        for arm, part in frame.groupby("arm_id")
+    }
     index = write_site(store, "sweep", tmp_path / "site")
     shown = re.findall(r"curve, (\d+) runs", index.read_text())
     # (a sweep stops at its first rate that does not hold: at least one Poisson rate a block)
-    assert sorted(set(int(n) for n in shown)) == sorted(set(points.values())) and min(points.values()) >= 5, (shown, points)
+    assert sorted(set(int(n) for n in shown)) == sorted(set(points.values())) and min(points.values()) >= 5, (
+        shown,
+        points,
+    )
     arm = (index.parent / "arms" / "b.html").read_text()
     assert "Latency against offered rate" in arm and "max goodput" in arm
     gate_page = (index.parent / "gates" / "goodput.html").read_text()
@@ -47,5 +52,7 @@ def test_sweep_example_verdicts_and_report(tmp_path: Path, examples: Path, prefe
     busy = any("fell behind its schedule" in r for r in reasons.values())
     for gate_id, expected in {"goodput": "pass", "ttft-b": "pass", "ttft-a": "fail"}.items():
         got = result["verdicts"][gate_id]
-        lagged = "fell behind its schedule" in reasons[gate_id] or (gate_id == "goodput" and busy and "straddles" in reasons[gate_id])
+        lagged = "fell behind its schedule" in reasons[gate_id] or (
+            gate_id == "goodput" and busy and "straddles" in reasons[gate_id]
+        )
         assert got == expected or (got == "inconclusive" and lagged), (gate_id, got, reasons[gate_id])

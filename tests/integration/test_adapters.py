@@ -15,7 +15,7 @@ from arms.probes.base import MemorySink, ProbeTarget, read_counters
 from arms.runtimes import catalog as registry
 from arms.runtimes.external import ExternalAdapter
 from arms.server import ServerProcess, free_port
-from campaign.states import Mode
+from campaign.core.states import Mode
 from tests.unit.test_adapters import gauges_have_queue
 
 
@@ -23,11 +23,28 @@ from tests.unit.test_adapters import gauges_have_queue
 def simulator_url(tmp_path: Path) -> Any:
     """The embedded simulator as a real process, standing in for somebody else's server."""
     port = free_port()
-    argv = [sys.executable, "-m", "arms.simulator", "--port", str(port), "--slots", "2",
-            "--prefill-tps", "40000", "--decode-tps", "400", "--prefix-cache-tokens", "8192", "--model", "sim-8b"]
-    with ServerProcess(argv=argv, base_url=f"http://127.0.0.1:{port}", log_path=tmp_path / "sim.log",
-                       startup_timeout_s=30) as server:
+    argv = [
+        sys.executable,
+        "-m",
+        "arms.simulator",
+        "--port",
+        str(port),
+        "--slots",
+        "2",
+        "--prefill-tps",
+        "40000",
+        "--decode-tps",
+        "400",
+        "--prefix-cache-tokens",
+        "8192",
+        "--model",
+        "sim-8b",
+    ]
+    with ServerProcess(
+        argv=argv, base_url=f"http://127.0.0.1:{port}", log_path=tmp_path / "sim.log", startup_timeout_s=30
+    ) as server:
         yield server.base_url
+
 
 @pytest.mark.integration
 def test_external_against_the_simulator_process(simulator_url: str) -> None:
@@ -36,8 +53,9 @@ def test_external_against_the_simulator_process(simulator_url: str) -> None:
     assert speaks.name == "simulator" and isinstance(adapter, ExternalAdapter)
     target = ProbeTarget.speaking(speaks, base_url=simulator_url, model="sim-8b", sampling={"temperature": 1.0})
     sink = MemorySink()
-    params = cache_probe.CacheProbeParams(prompt_tokens=128, max_tokens=4, modes=[Mode.CANONICAL],
-                                          scenarios=["cold", "identical"])
+    params = cache_probe.CacheProbeParams(
+        prompt_tokens=128, max_tokens=4, modes=[Mode.CANONICAL], scenarios=["cold", "identical"]
+    )
     asyncio.run(cache_probe.run(target, sink, params))
 
     reuse_rows = {m["scenario"]: m for m in sink.measurements if m["metric"] == "reuse"}
@@ -67,10 +85,23 @@ def test_a_campaign_measures_a_server_at_a_url_as_the_family_it_shows(simulator_
     from tests.runs import run_campaign
 
     text = campaign_file(
-        "ext", models=[model("sim-8b")], runtimes=[{"name": "ext", "adapter": "external", "url": simulator_url}],
+        "ext",
+        models=[model("sim-8b")],
+        runtimes=[{"name": "ext", "adapter": "external", "url": simulator_url}],
         arms=[arm("A", model="sim-8b", runtime="ext", context=4096)],
-        queue=[item("cache", ["A"], ["cache-probe"], overrides={"prompt_tokens": 128, "max_tokens": 4, "modes": ["canonical"],
-                                                                 "scenarios": ["cold", "identical"]})],
+        queue=[
+            item(
+                "cache",
+                ["A"],
+                ["cache-probe"],
+                overrides={
+                    "prompt_tokens": 128,
+                    "max_tokens": 4,
+                    "modes": ["canonical"],
+                    "scenarios": ["cold", "identical"],
+                },
+            )
+        ],
     )
     run = run_campaign(tmp_path, text, "ext")
     attempt = run.attempts()["A"]

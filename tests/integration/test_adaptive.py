@@ -11,19 +11,42 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import BUDGET_SPENT, SETTLED, AttemptState, ItemState
-from campaign.store import Store
+from campaign.core.states import BUDGET_SPENT, SETTLED, AttemptState, ItemState
+from campaign.store.store import Store
 from tests.campaigns import arm, campaign_file, gate, item, sim
 
 
 def _file(path: Path, *, fast_a: bool, **fields: object) -> Path:
     """A (2x the decode rate of B when `fast_a`) against B, a +10% gate on decode_tps."""
     text = campaign_file(
-        "adaptive", seed=1, default_max_tokens=24,
+        "adaptive",
+        seed=1,
+        default_max_tokens=24,
         runtimes=[sim(decode_tps=100.0, profile={"time_scale": 2.0})],  # 200-400 tok/s: a rate the client reads exactly
-        arms=[arm("A", context=4096, **({"simulate": {"decode_tps": 200.0}} if fast_a else {})), arm("B", context=4096)],
-        gates=[gate("faster", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["A"], ["B"])],
-        queue=[item("k", ["A", "B"], ["decode"], contexts=[1024], gate="faster", overrides={"repeats": 2, "warmup": 0}, **fields)],
+        arms=[
+            arm("A", context=4096, **({"simulate": {"decode_tps": 200.0}} if fast_a else {})),
+            arm("B", context=4096),
+        ],
+        gates=[
+            gate(
+                "faster",
+                "relative_improvement",
+                {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1},
+                ["A"],
+                ["B"],
+            )
+        ],
+        queue=[
+            item(
+                "k",
+                ["A", "B"],
+                ["decode"],
+                contexts=[1024],
+                gate="faster",
+                overrides={"repeats": 2, "warmup": 0},
+                **fields,
+            )
+        ],
     )
     path.write_text(text)
     return path
@@ -58,7 +81,9 @@ def test_an_adaptive_item_stops_when_its_gate_is_settled_and_stays_done(tmp_path
 
 
 @pytest.mark.integration
-def test_a_gate_still_open_at_the_budget_says_so_and_a_raised_budget_adds_blocks(tmp_path: Path, prefect_harness: None) -> None:
+def test_a_gate_still_open_at_the_budget_says_so_and_a_raised_budget_adds_blocks(
+    tmp_path: Path, prefect_harness: None
+) -> None:
     """Two blocks are too few for a confidence sequence to exclude anything (and fewer
     than the gate's 3 runs): the budget is spent, the gate is inconclusive at budget; a
     budget of 8 keeps the two blocks and adds blocks until the gate is settled."""
@@ -126,7 +151,7 @@ def _stopped_at_the_first_settled_block(store: Store, path: Path) -> None:
     """Each block run is whole (both arms done once), the blocks are 0..n-1, the gate read
     on blocks 0..k is open for every k < n-1 past the least and settled at n-1, and the
     item's reason says n."""
-    from campaign.loader import read_campaign
+    from campaign.core.loader import read_campaign
     from flows.campaign_flow import settled
 
     spec = read_campaign(path)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import AttemptState, ItemState
-from campaign.store import Store
-from tests.paths import ROOT
+from campaign.core.states import AttemptState, ItemState
+from campaign.store.store import Store
 from tests.campaigns import arm
 from tests.campaigns import item as queue_item
+from tests.paths import ROOT
 from tests.unit.test_blocks import _campaign, _seed_with_varying_order, _spec  # noqa: F401 - helpers and fixtures
 
 
@@ -65,7 +65,12 @@ def test_blocks_are_stored_on_attempts_and_carried_by_the_frame(tmp_path: Path, 
         for row in frame.itertuples():
             att = by_id[row.attempt_id]
             assert (row.block_id, row.block_order, row.settings_hash, row.recipe_hash, row.attempt_number) == (
-                att.block_id, att.block_order, runs[row.probe_run_id].settings_hash, att.recipe_hash, att.number)
+                att.block_id,
+                att.block_order,
+                runs[row.probe_run_id].settings_hash,
+                att.recipe_hash,
+                att.number,
+            )
         if categorical:
             assert all(str(frame[c].dtype) == "category" for c in ("block_id", "settings_hash", "recipe_hash"))
     # a chosen set of columns, old and new
@@ -80,7 +85,9 @@ def test_asking_for_more_blocks_runs_only_the_blocks_missing(tmp_path: Path, pre
     from flows.campaign_flow import campaign_flow
 
     def queue(n: int) -> list[dict]:
-        return [queue_item("k", ["A", "B"], ["decode"], contexts=[1024], repeats=n, overrides={"repeats": 2, "warmup": 0})]
+        return [
+            queue_item("k", ["A", "B"], ["decode"], contexts=[1024], repeats=n, overrides={"repeats": 2, "warmup": 0})
+        ]
 
     path, _ = _spec(_campaign("more", 3, "AB", queue(1)), tmp_path)
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
@@ -91,7 +98,14 @@ def test_asking_for_more_blocks_runs_only_the_blocks_missing(tmp_path: Path, pre
     path.write_text(_campaign("more", 3, "AB", queue(3)))
     assert campaign_flow(str(path), store.url, str(tmp_path / "w"))["items"] == {"k": "done"}
     attempts = store.attempts(camp.id)
-    assert sorted((a.arm_id, a.repeat) for a in attempts) == [("A", 0), ("A", 1), ("A", 2), ("B", 0), ("B", 1), ("B", 2)]
+    assert sorted((a.arm_id, a.repeat) for a in attempts) == [
+        ("A", 0),
+        ("A", 1),
+        ("A", 2),
+        ("B", 0),
+        ("B", 1),
+        ("B", 2),
+    ]
     assert {(a.arm_id, a.repeat): a.id for a in attempts if a.repeat == 0} == first  # kept, not run again
     assert all(a.state == AttemptState.DONE for a in attempts)
 
@@ -101,13 +115,17 @@ def test_a_resumed_rerun_runs_with_its_stored_overrides(tmp_path: Path, prefect_
     """A rerun with `--set max_tokens=9 --set recipe.slots=3` was interrupted; `campaign
     resume` continues that attempt. Before, it ran the file's settings (max_tokens 8,
     slots 1) under the rerun's label; now it runs what the attempt stores."""
-    from campaign import queue
-    from campaign.tables import AttemptRow
+    from campaign.store import queue
+    from campaign.store.tables import AttemptRow
     from flows.campaign_flow import campaign_flow
     from flows.resolve import simulated_adapters
 
-    body = _campaign("resume-set", 0, "A", [queue_item("d", ["A"], ["decode"], title="decode", contexts=[1024],
-                                                     overrides={"repeats": 2, "warmup": 0})])
+    body = _campaign(
+        "resume-set",
+        0,
+        "A",
+        [queue_item("d", ["A"], ["decode"], title="decode", contexts=[1024], overrides={"repeats": 2, "warmup": 0})],
+    )
     path, spec = _spec(body, tmp_path)
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
     camp = queue.register(store, spec, str(path), simulated_adapters())
@@ -124,8 +142,10 @@ def test_a_resumed_rerun_runs_with_its_stored_overrides(tmp_path: Path, prefect_
     frame = store.measurements_frame(camp.id)
     target = frame[frame["metric"] == "prompt_tokens_target"]["value"].tolist()
     assert target == [max(16, int(1024 * 0.8) - 9 - 16)], target  # decode sized its prompt for max_tokens 9
-    tokens = [json.loads(r.raw_json).get("usage", {}).get("completion_tokens") for r in store.requests(
-        [p.id for p in store.probe_runs(att.id)])]
+    tokens = [
+        json.loads(r.raw_json).get("usage", {}).get("completion_tokens")
+        for r in store.requests([p.id for p in store.probe_runs(att.id)])
+    ]
     assert tokens and set(tokens) <= {9, None} and 9 in tokens
 
 
@@ -136,19 +156,32 @@ def test_an_arm_whose_every_request_failed_fails_the_item_and_the_run_exits_1(tm
     failed, its item failed with the count, the kind and the server's own words, the
     other item is done, and `campaign run` exits 1 naming the failed item."""
     body = _campaign(
-        "all-failed", 0, "A",
-        [queue_item("tight", ["T"], ["decode"], contexts=[1024], overrides={"repeats": 3, "warmup": 0}),
-         queue_item("fine", ["A"], ["decode"], contexts=[1024], overrides={"repeats": 2, "warmup": 0})],
+        "all-failed",
+        0,
+        "A",
+        [
+            queue_item("tight", ["T"], ["decode"], contexts=[1024], overrides={"repeats": 3, "warmup": 0}),
+            queue_item("fine", ["A"], ["decode"], contexts=[1024], overrides={"repeats": 2, "warmup": 0}),
+        ],
         more_arms=[arm("T", context=4096, simulate={"ctx_size": 512})],
     )
     path = tmp_path / "c.toml"
     path.write_text(body)
     db = tmp_path / "c.db"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PYTHONPATH": str(ROOT),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
     env.pop("PREFECT_API_URL", None)
     run = subprocess.run(
         [sys.executable, "-m", "cli", "run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stderr
@@ -168,10 +201,13 @@ def test_an_arm_whose_every_request_failed_fails_the_item_and_the_run_exits_1(tm
     # nothing left to run: the next `campaign run` says so, and still exits 1
     again = subprocess.run(
         [sys.executable, "-m", "cli", "run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert again.returncode == 1 and again.stdout.startswith("nothing to do"), again.stdout + again.stderr
-
 
 
 def test_block_order_is_a_reproducible_permutation_drawn_per_block() -> None:
@@ -187,6 +223,12 @@ def test_block_order_is_a_reproducible_permutation_drawn_per_block() -> None:
     assert any(block_order(0, "k", 0, arms) != block_order(0, other, 0, arms) for other in ("j", "l", "m"))  # per item
     # the string seed goes through SHA-512, not hash(): the same in a fresh process
     code = "from flows.campaign_flow import block_order; print(block_order(7, 'k', 3, ['A', 'B', 'C', 'D']))"
-    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                           env={**os.environ, "PYTHONHASHSEED": "123"}, check=True)
+    fresh = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONHASHSEED": "123"},
+        check=True,
+    )
     assert fresh.stdout.strip() == str(block_order(7, "k", 3, arms))

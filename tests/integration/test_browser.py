@@ -26,17 +26,26 @@ from typing import Any
 
 import pytest
 
-from campaign.store import Store
-from tests import synthetic
+from campaign.store.store import Store
 from reports.site import write_site
+from tests import synthetic
 from tests.paths import ROOT
 
 SHOTS = ROOT / "screenshots"
 HOSTILE = "<script>alert(1)</script>"
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
 ]
 
 
@@ -50,7 +59,8 @@ def _chromium() -> str | None:
 
 BROWSER = _chromium()
 pytestmark = pytest.mark.skipif(
-    BROWSER is None, reason="no Chromium found on PATH (Debian/Ubuntu: apt-get install -y chromium); the browser check needs one"
+    BROWSER is None,
+    reason="no Chromium found on PATH (Debian/Ubuntu: apt-get install -y chromium); the browser check needs one",
 )
 
 
@@ -71,8 +81,12 @@ class Browser:
 
         self.proc = subprocess.Popen(
             [executable, *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=plumbing, close_fds=False, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=plumbing,
+            close_fds=False,
+            start_new_session=True,
         )
         os.close(to_child_r)
         os.close(from_child_w)
@@ -104,7 +118,9 @@ class Browser:
                 else:
                     self.events.append(msg)
 
-    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30
+    ) -> dict[str, Any]:
         with self._lock:
             self._next += 1
             ident = self._next
@@ -176,12 +192,20 @@ def _visit(b: Browser, url: str) -> dict[str, Any]:
     session = b.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
         b.send(f"{domain}.enable", session=session)
-    b.send("Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=session)
+    b.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        session=session,
+    )
     start = len(b.events)
     b.send("Page.navigate", {"url": url}, session=session)
     b.wait_event("Page.loadEventFired", session, start)
     time.sleep(0.2)  # late console messages
-    probe = b.send("Runtime.evaluate", {"returnByValue": True, "expression": """(() => {
+    probe = b.send(
+        "Runtime.evaluate",
+        {
+            "returnByValue": True,
+            "expression": """(() => {
         const svgs = [...document.querySelectorAll('svg')];
         return {
           title: document.title,
@@ -192,18 +216,34 @@ def _visit(b: Browser, url: str) -> dict[str, Any]:
           scripts: document.querySelectorAll('script').length,
           text: document.body.innerText,
         };
-    })()"""}, session=session)["result"]["value"]
+    })()""",
+        },
+        session=session,
+    )["result"]["value"]
     metrics = b.send("Page.getLayoutMetrics", session=session)
     size = metrics.get("cssContentSize") or metrics["contentSize"]
-    shot = b.send("Page.captureScreenshot", {
-        "format": "png", "captureBeyondViewport": True,
-        "clip": {"x": 0, "y": 0, "width": 1280, "height": min(size["height"], 6000), "scale": 1},
-    }, session=session)["data"]
+    shot = b.send(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": 1280, "height": min(size["height"], 6000), "scale": 1},
+        },
+        session=session,
+    )["data"]
     events = [e for e in b.events[start:] if e.get("sessionId") == session]
     b.send("Target.closeTarget", {"targetId": target})
     errors = [e["params"] for e in events if e["method"] == "Runtime.exceptionThrown"]
-    errors += [e["params"] for e in events if e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert")]
-    errors += [e["params"]["entry"] for e in events if e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"]
+    errors += [
+        e["params"]
+        for e in events
+        if e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert")
+    ]
+    errors += [
+        e["params"]["entry"]
+        for e in events
+        if e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"
+    ]
     requests = [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
     dialogs = [e["params"] for e in events if e["method"] == "Page.javascriptDialogOpening"]
     return {"probe": probe, "errors": errors, "requests": requests, "dialogs": dialogs, "png": base64.b64decode(shot)}
@@ -233,7 +273,15 @@ def test_index_has_the_gate_table_and_charts(site: Path, browser: Browser) -> No
     assert probe["gateRows"] == 1 + 4  # header + the synthetic campaign's four gates
     assert probe["svgs"] >= 3 and probe["drawn"] == probe["svgs"]
     assert probe["bars"] > 0
-    for text in ("Gate verdicts", "Campaign queue", "Coverage matrix", "Runtime offerings", "Quant offerings", "Identity flags", "Legend"):
+    for text in (
+        "Gate verdicts",
+        "Campaign queue",
+        "Coverage matrix",
+        "Runtime offerings",
+        "Quant offerings",
+        "Identity flags",
+        "Legend",
+    ):
         assert text in probe["text"]
 
 

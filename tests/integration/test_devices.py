@@ -33,7 +33,9 @@ def _client() -> Any:
 def _occupy(name: str, holder: Holder | None) -> str:
     """Take the slot the way a campaign does, as somebody else."""
     with _client() as client:
-        response = client.increment_concurrency_slots_with_lease(names=[name], slots=1, mode="concurrency", lease_duration=60)
+        response = client.increment_concurrency_slots_with_lease(
+            names=[name], slots=1, mode="concurrency", lease_duration=60
+        )
         token = f"{name}/{response.json()['lease_id']}"
         if holder is not None:
             holder.lease = token
@@ -66,9 +68,19 @@ def test_a_waiting_arm_names_the_live_holder_and_goes_on_when_it_dies(prefect_ha
         import psutil
 
         since = time.time()
-        _occupy(name, Holder(limit=name, pid=sleeper.pid, host=socket.gethostname(),
-                             process_start=psutil.Process(sleeper.pid).create_time(), since=since, renewed=since - 600,
-                             attempt=7, what="demo: spec-decode/B"))  # late renewals: on this host, liveness decides
+        _occupy(
+            name,
+            Holder(
+                limit=name,
+                pid=sleeper.pid,
+                host=socket.gethostname(),
+                process_start=psutil.Process(sleeper.pid).create_time(),
+                since=since,
+                renewed=since - 600,
+                attempt=7,
+                what="demo: spec-decode/B",
+            ),
+        )  # late renewals: on this host, liveness decides
         said: list[str] = []
         thread, got = _acquire_in_thread(DeviceLock(name, device="gpu0", on_wait=said.append, poll_s=0.2))
         time.sleep(3)

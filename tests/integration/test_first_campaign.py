@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import Verdict
-from campaign.store import Store
-from campaign.summary import summarize
+from campaign.core.states import Verdict
+from campaign.store.store import Store
+from campaign.store.summary import summarize
 from flows.resolve import load_campaign
 from tests.paths import DOCS, ROOT
 from tests.unit.test_docs_reference import loads_and_checks, toml_blocks
@@ -37,8 +37,9 @@ def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _env(prefect_home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(prefect_home), PYTHONPATH=str(ROOT), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               COLUMNS="80")
+    env.update(
+        PREFECT_HOME=str(prefect_home), PYTHONPATH=str(ROOT), PREFECT_SERVER_ANALYTICS_ENABLED="false", COLUMNS="80"
+    )
     return env
 
 
@@ -55,7 +56,7 @@ def _blocks() -> tuple[str, str]:
 
 def test_the_llamacpp_variant_loads_and_checks(tmp_path: Path) -> None:
     simulated, head = _blocks()
-    variant = head.rstrip() + "\n\n" + simulated[simulated.index("[[arms]]"):]
+    variant = head.rstrip() + "\n\n" + simulated[simulated.index("[[arms]]") :]
     loads_and_checks(tmp_path, "llama.toml", variant)
     loads_and_checks(tmp_path, "sim.toml", simulated)
     spec, sim = load_campaign(tmp_path / "llama.toml"), load_campaign(tmp_path / "sim.toml")
@@ -63,7 +64,9 @@ def test_the_llamacpp_variant_loads_and_checks(tmp_path: Path) -> None:
     argv = spec.runtimes[0].argv
     assert argv[0] == "{llama_server}" and "--threads" in argv
     assert spec.campaign.name != sim.campaign.name  # done items are never run again under the old name
-    assert [a.id for a in spec.arms] == [a.id for a in sim.arms] and [g.id for g in spec.gates] == [g.id for g in sim.gates]
+    assert [a.id for a in spec.arms] == [a.id for a in sim.arms] and [g.id for g in spec.gates] == [
+        g.id for g in sim.gates
+    ]
 
 
 def test_the_simulator_campaign_runs_to_an_answer_at_80_columns(tmp_path: Path, prefect_home: Path) -> None:
@@ -73,19 +76,34 @@ def test_the_simulator_campaign_runs_to_an_answer_at_80_columns(tmp_path: Path, 
     spec = load_campaign(path)
     assert spec.campaign.question
     env = _env(prefect_home)
-    run = subprocess.run([sys.executable, "-m", "cli", "run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, "-m", "cli", "run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     gates = {g.id: g for g in summarize(Store(f"sqlite:///{db}"), spec.campaign.name).gates}
     assert set(gates) == {g.id for g in spec.gates}
     assert {gid: g.reason for gid, g in gates.items() if g.verdict == Verdict.PENDING} == {}
 
-    status = subprocess.run([sys.executable, "-m", "cli", "status", str(path), "--db", str(db)],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    status = subprocess.run(
+        [sys.executable, "-m", "cli", "status", str(path), "--db", str(db)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert status.returncode == 0, status.stderr
     out = status.stdout
     assert max(len(line) for line in out.splitlines()) <= 80, out
     assert f"Question: {spec.campaign.question}" in " ".join(out.split())
-    answer = out[out.index("Answer ("):out.index("Campaign queue")]
+    answer = out[out.index("Answer (") : out.index("Campaign queue")]
     for gate in spec.gates:
-        assert re.search(rf"^  (PASS|FAIL|UNSURE|CONTROL|BLOCKED) +{re.escape(gate.id)}: ", answer, re.MULTILINE), (gate.id, answer)
+        assert re.search(rf"^  (PASS|FAIL|UNSURE|CONTROL|BLOCKED) +{re.escape(gate.id)}: ", answer, re.MULTILINE), (
+            gate.id,
+            answer,
+        )

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign.processes import group_alive
-from campaign.states import AttemptState, ItemState, ProbeRunState
-from campaign.store import Store
+from campaign.core.processes import group_alive
+from campaign.core.states import AttemptState, ItemState, ProbeRunState
+from campaign.store.store import Store
 from tests.campaigns import three_context_decode
 from tests.paths import ROOT
 
@@ -53,7 +53,9 @@ def _wait_for(what: str, check: Callable[[], bool], proc: subprocess.Popen[bytes
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"the run ended (code {proc.returncode}) before {what}: {proc.stderr.read().decode() if proc.stderr else ''}")
+            raise AssertionError(
+                f"the run ended (code {proc.returncode}) before {what}: {proc.stderr.read().decode() if proc.stderr else ''}"
+            )
         try:
             if check():
                 return
@@ -115,8 +117,12 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
                 pass
 
 
-def _start(args: list[str], env: dict[str, str], cwd: Path, procs: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+def _start(
+    args: list[str], env: dict[str, str], cwd: Path, procs: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     procs.append(proc)
     return proc
 
@@ -148,7 +154,9 @@ def test_first_ctrl_c_stops_cleanly_and_resume_completes(
     err_text = err.decode()
     assert run.returncode == 130, err_text
     assert "Traceback" not in err_text
-    assert [line for line in err_text.splitlines() if "campaign resume" in line] == [line for line in err_text.splitlines() if line.startswith("interrupted:")]
+    assert [line for line in err_text.splitlines() if "campaign resume" in line] == [
+        line for line in err_text.splitlines() if line.startswith("interrupted:")
+    ]
     assert len([line for line in err_text.splitlines() if "campaign resume" in line]) == 1, err_text
     assert stopped_in < 30, f"took {stopped_in:.1f} s to stop"
 
@@ -165,7 +173,12 @@ def test_first_ctrl_c_stops_cleanly_and_resume_completes(
 
     resume = subprocess.run(
         _cli("resume", "--db", str(db), "--workdir", str(tmp_path / "w")),
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, start_new_session=True,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
     )
     assert resume.returncode == 0, resume.stderr
     assert [i.state for i in store.items(camp.id)] == [ItemState.DONE]
@@ -174,13 +187,19 @@ def test_first_ctrl_c_stops_cleanly_and_resume_completes(
     done = [r for r in store.probe_runs(attempt.id) if r.state == ProbeRunState.DONE]
     assert sorted(r.context for r in done) == [1024, 2048, 4096]
     frame = store.measurements_frame(camp.id)
-    assert frame[(frame["metric"] == "decode_tps") & (frame["kind"] == "sample")].groupby("context").size().to_dict() == {1024: 4, 2048: 4, 4096: 4}
+    assert frame[(frame["metric"] == "decode_tps") & (frame["kind"] == "sample")].groupby(
+        "context"
+    ).size().to_dict() == {1024: 4, 2048: 4, 4096: 4}
 
     # finished: run and resume say so, start no Prefect server, and exit 0
     for command in (["run", str(path)], ["resume"]):
         again = subprocess.run(
             _cli(*command, "--db", str(db), "--workdir", str(tmp_path / "w")),
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert again.returncode == 0, again.stderr
         assert again.stdout.startswith("nothing to do: every queue item of 'stop' has run (1 done)")
@@ -211,7 +230,12 @@ def test_second_ctrl_c_exits_at_once_and_a_run_on_another_database_reclaims_the_
     other = _write(tmp_path, "other", repeats=1)
     result = subprocess.run(
         _cli("run", str(other), "--db", str(tmp_path / "other.db"), "--workdir", str(tmp_path / "w2")),
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, start_new_session=True,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
     )
     assert result.returncode == 0, result.stderr
     assert "no longer exists); slot taken back" in result.stdout
@@ -220,7 +244,9 @@ def test_second_ctrl_c_exits_at_once_and_a_run_on_another_database_reclaims_the_
     # (resume after a hard stop is resume after a crash: tests/integration/test_resume.py)
 
 
-def test_two_runners_at_the_same_instant_one_runs(tmp_path: Path, prefect_home: Path, procs: list[subprocess.Popen[bytes]]) -> None:
+def test_two_runners_at_the_same_instant_one_runs(
+    tmp_path: Path, prefect_home: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
     path = _write(tmp_path, "twice", repeats=1)
     db = tmp_path / "twice.db"  # new: both also race to create its tables
     env = _env(prefect_home)
@@ -232,7 +258,9 @@ def test_two_runners_at_the_same_instant_one_runs(tmp_path: Path, prefect_home: 
     refused = next(err for code, err in results if code == 1)
     winner = next(p for p, (code, _) in zip(both, results) if code == 0)
     assert refused.strip().splitlines() == [
-        line for line in refused.strip().splitlines() if line.startswith("error: campaign 'twice' is already being run by")
+        line
+        for line in refused.strip().splitlines()
+        if line.startswith("error: campaign 'twice' is already being run by")
     ]
     assert f"by pid {winner.pid} on host" in refused
     store = Store(f"sqlite:///{db}")
@@ -244,11 +272,18 @@ def test_an_unreachable_prefect_api_is_one_line(tmp_path: Path, prefect_home: Pa
     path = _write(tmp_path, "nowhere", repeats=1)
     env = {**_env(prefect_home), "PREFECT_API_URL": "http://127.0.0.1:9/api"}
     out = subprocess.run(
-        _cli("run", str(path), "--db", str(tmp_path / "n.db")), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        _cli("run", str(path), "--db", str(tmp_path / "n.db")),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 1
     (line,) = out.stderr.strip().splitlines()
-    assert line.startswith("error: PREFECT_API_URL is http://127.0.0.1:9/api (from the environment) but no Prefect server answers there")
+    assert line.startswith(
+        "error: PREFECT_API_URL is http://127.0.0.1:9/api (from the environment) but no Prefect server answers there"
+    )
     assert "campaign ui" in line
 
 
@@ -257,12 +292,19 @@ def test_a_prefect_server_that_cannot_start_in_time_is_one_line(tmp_path: Path, 
     busy machine needs more than Prefect's 20 s); too short a wait is one line, exit 1."""
     from cli import prefect_server as cli_prefect
 
-    assert cli_prefect.startup_timeout_s() == int(os.environ.get(cli_prefect.TIMEOUT_SETTING) or cli_prefect.STARTUP_TIMEOUT_S)
+    assert cli_prefect.startup_timeout_s() == int(
+        os.environ.get(cli_prefect.TIMEOUT_SETTING) or cli_prefect.STARTUP_TIMEOUT_S
+    )
     assert cli_prefect.STARTUP_TIMEOUT_S >= 120
     path = _write(tmp_path, "slow", repeats=1)
     env = {**_env(prefect_home), cli_prefect.TIMEOUT_SETTING: "1"}
     out = subprocess.run(
-        _cli("run", str(path), "--db", str(tmp_path / "s.db")), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180
+        _cli("run", str(path), "--db", str(tmp_path / "s.db")),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert out.returncode == 1, out.stderr
     assert out.stderr.strip().splitlines()[0] == "starting a local Prefect server..."
@@ -288,20 +330,25 @@ def _using(prefect_home: Path) -> list[int]:
 def test_the_runner_claim_is_re_entrant_refuses_the_living_and_replaces_the_dead(tmp_path: Path) -> None:
     import socket
 
-    from campaign import queue
-    from campaign.tables import RunnerRow
+    from campaign.store import queue
+    from campaign.store.tables import RunnerRow
 
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")
     assert queue.claim_runner(store, "c", "campaign run") is True
     assert queue.claim_runner(store, "c", "campaign run") is False  # this process already holds it
-    assert queue.current_runner(store, "c").startswith(f"pid {os.getpid()} on host {socket.gethostname()} (`campaign run`, since ")
+    assert queue.current_runner(store, "c").startswith(
+        f"pid {os.getpid()} on host {socket.gethostname()} (`campaign run`, since "
+    )
     queue.release_runner(store, "c")
     assert queue.current_runner(store, "c") is None
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         store.add(RunnerRow(campaign_name="c", pid=sleeper.pid, host=socket.gethostname(), command="campaign resume"))
-        with pytest.raises(queue.RunnerBusy, match=f"campaign 'c' is already being run by pid {sleeper.pid} on host .* \\(`campaign resume`, since "):
+        with pytest.raises(
+            queue.RunnerBusy,
+            match=f"campaign 'c' is already being run by pid {sleeper.pid} on host .* \\(`campaign resume`, since ",
+        ):
             queue.claim_runner(store, "c")
     finally:
         sleeper.kill()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import AttemptState, ItemState, Verdict
-from campaign.store import Store
-from campaign.tables import AttemptRow
+from campaign.core.states import AttemptState, ItemState, Verdict
+from campaign.store.store import Store
+from campaign.store.tables import AttemptRow
 from tests.campaigns import arm, campaign_file, gate, item, sim
 
 BLOCKS = 3
@@ -21,21 +21,50 @@ BLOCKS = 3
 
 def _file(keep: bool = True) -> str:
     return campaign_file(
-        "kept", default_max_tokens=16, keep_servers=keep, runtimes=[sim(profile={"time_scale": 5.0})],
-        arms=[arm("A", context=4096, recipe={"slots": 1, "prefix_cache": "1G"}),
-              arm("B", context=4096, recipe={"slots": 2, "prefix_cache": "1G"})],
-        gates=[gate("speed", "threshold", {"metric": "decode_tps", "probe": "decode", "op": ">=", "value": 50}, ["A", "B"]),
-               gate("reuse", "threshold", {"metric": "reuse", "probe": "cache-probe", "op": ">=", "value": 0.9, "scenario": "identical"},
-                    ["A", "B"])],
-        queue=[item("decode", ["A", "B"], ["decode"], contexts=[1024], gate="speed", repeats=BLOCKS, overrides={"repeats": 3, "warmup": 0}),
-               item("cache", ["A", "B"], ["cache-probe"], gate="reuse", repeats=BLOCKS,
-                    overrides={"prompt_tokens": 256, "scenarios": ["identical"]})],
+        "kept",
+        default_max_tokens=16,
+        keep_servers=keep,
+        runtimes=[sim(profile={"time_scale": 5.0})],
+        arms=[
+            arm("A", context=4096, recipe={"slots": 1, "prefix_cache": "1G"}),
+            arm("B", context=4096, recipe={"slots": 2, "prefix_cache": "1G"}),
+        ],
+        gates=[
+            gate(
+                "speed", "threshold", {"metric": "decode_tps", "probe": "decode", "op": ">=", "value": 50}, ["A", "B"]
+            ),
+            gate(
+                "reuse",
+                "threshold",
+                {"metric": "reuse", "probe": "cache-probe", "op": ">=", "value": 0.9, "scenario": "identical"},
+                ["A", "B"],
+            ),
+        ],
+        queue=[
+            item(
+                "decode",
+                ["A", "B"],
+                ["decode"],
+                contexts=[1024],
+                gate="speed",
+                repeats=BLOCKS,
+                overrides={"repeats": 3, "warmup": 0},
+            ),
+            item(
+                "cache",
+                ["A", "B"],
+                ["cache-probe"],
+                gate="reuse",
+                repeats=BLOCKS,
+                overrides={"prompt_tokens": 256, "scenarios": ["identical"]},
+            ),
+        ],
     )
 
 
 @pytest.mark.integration
 def test_consecutive_items_run_on_one_start_per_arm_and_block(tmp_path: Path, prefect_harness: None) -> None:
-    from campaign.summary import run_cost
+    from campaign.store.summary import run_cost
     from flows.arm_flow import CACHE_FLUSHED, SERVER_KEPT
     from flows.campaign_flow import campaign_flow
 
@@ -54,16 +83,25 @@ def test_consecutive_items_run_on_one_start_per_arm_and_block(tmp_path: Path, pr
     first = {(a.arm_id, a.repeat): a for a in attempts if a.item_key == "decode"}
     for att in (a for a in attempts if a.item_key == "cache"):
         lead = first[(att.arm_id, att.repeat)]
-        assert (att.server_log, att.server_pgid, att.server_cmdline) == (lead.server_log, lead.server_pgid, lead.server_cmdline)
+        assert (att.server_log, att.server_pgid, att.server_cmdline) == (
+            lead.server_log,
+            lead.server_pgid,
+            lead.server_cmdline,
+        )
         assert att.started_at >= lead.ended_at  # after it, on the same server
         assert att.block_order == lead.block_order  # its place in the block is the one it ran at
         assert att.block_id.startswith(f"cache/b{att.repeat}/") and att.block_id != lead.block_id
-        assert (att.server_block, lead.server_block) == (lead.block_id, "")  # the start it ran on: one run with the lead's
+        assert (att.server_block, lead.server_block) == (
+            lead.block_id,
+            "",
+        )  # the start it ran on: one run with the lead's
     assert len({a.server_log for a in attempts}) == 2 * BLOCKS
     assert run_cost(store, "kept", attempts[0].started_at).server_starts == 2 * BLOCKS
 
     events = [e for e in store.events(camp.id) if e.kind in (SERVER_KEPT, CACHE_FLUSHED)]
-    assert sorted((e.kind, e.item_key) for e in events) == sorted([(SERVER_KEPT, "cache"), (CACHE_FLUSHED, "cache")] * 2 * BLOCKS)
+    assert sorted((e.kind, e.item_key) for e in events) == sorted(
+        [(SERVER_KEPT, "cache"), (CACHE_FLUSHED, "cache")] * 2 * BLOCKS
+    )
     for event in (e for e in events if e.kind == CACHE_FLUSHED):
         # what the server said it dropped: the decode item's prompts were there to drop
         assert event.message.startswith("POST /flush_cache: ")
@@ -74,7 +112,9 @@ def test_consecutive_items_run_on_one_start_per_arm_and_block(tmp_path: Path, pr
     frame = store.measurements_frame(camp.id)
     reuse = frame[(frame["item_key"] == "cache") & (frame["metric"] == "reuse") & (frame["scenario"] == "identical")]
     assert len(reuse) == 2 * BLOCKS and reuse["value"].min() >= 0.9
-    assert {str(b).split("/")[0] for b in frame["server_block"]} == {"decode"}  # every row names its start, the decode item's
+    assert {str(b).split("/")[0] for b in frame["server_block"]} == {
+        "decode"
+    }  # every row names its start, the decode item's
 
     # the arm page says which attempts ran on a kept server, and whose
     from reports.site import write_site

@@ -9,14 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from arms import load
 from arms.probes import load as load_probe
 from arms.probes.base import MemorySink
-from campaign.states import Verdict
+from arms.workloads import profiles as load
+from campaign.core.states import Verdict
 from gates.engine import evaluate
 from reports import charts, load_curve
 from tests.unit.test_load import AGENT, SIM, gate, rows_of, sim_target  # noqa: F401 - helpers and fixtures
-
 
 # open-loop schedules must send on time: these run in the CPU-bound xdist group
 pytestmark = pytest.mark.cpu_bound
@@ -33,8 +32,15 @@ def test_a_sweep_of_two_servers_stores_its_curve_its_schedule_and_what_the_repor
     says only that B's best rate is measured."""
     from tests.simproc import simulator
 
-    params = load_probe.LoadParams(profile="sweep", duration_s=2.5, rates=3, max_concurrency=8,
-                                   targets={"ttft_s": 1.0, "tpot_s": 0.1}, stop_at_saturation=False, **AGENT)  # the whole curve
+    params = load_probe.LoadParams(
+        profile="sweep",
+        duration_s=2.5,
+        rates=3,
+        max_concurrency=8,
+        targets={"ttft_s": 1.0, "tpot_s": 0.1},
+        stop_at_saturation=False,
+        **AGENT,
+    )  # the whole curve
     sinks = {"A": MemorySink(), "B": MemorySink()}
     for arm in "AB":
         with simulator(tmp_path, slots=2 if arm == "A" else 4, **SIM) as url:
@@ -74,7 +80,9 @@ def test_open_loop_on_the_simulator_shows_the_queue_a_closed_loop_hides(tmp_path
     synthetic = {"prompt_tokens": 100, "max_tokens": 16, "duration_s": 3.0}
     with simulator(tmp_path, slots=1, prefill_tps=4000.0, decode_tps=80.0) as url:
         over, single = MemorySink(), MemorySink()
-        asyncio.run(load_probe.run(sim_target(url), over, load_probe.LoadParams(profile="constant", rate=8, **synthetic)))
+        asyncio.run(
+            load_probe.run(sim_target(url), over, load_probe.LoadParams(profile="constant", rate=8, **synthetic))
+        )
         asyncio.run(load_probe.run(sim_target(url), single, load_probe.LoadParams(profile="synchronous", **synthetic)))
     assert over.values("queue_depth_max", scenario="rate=8")[0] >= 3
     assert single.values("queue_depth_max", scenario="synchronous")[0] == 0
@@ -93,13 +101,25 @@ def test_a_sweep_stops_at_the_first_rate_that_does_not_hold_and_says_why(tmp_pat
     there) and records why and what it saved; with the stop off, every rate runs."""
     from tests.simproc import simulator
 
-    synthetic = {"prompt_tokens": 100, "max_tokens": 16, "duration_s": 2.5, "rates": 4, "max_concurrency": 4,
-                 "targets": {"ttft_s": 0.15}}
+    synthetic = {
+        "prompt_tokens": 100,
+        "max_tokens": 16,
+        "duration_s": 2.5,
+        "rates": 4,
+        "max_concurrency": 4,
+        "targets": {"ttft_s": 0.15},
+    }
     sinks = {}
     with simulator(tmp_path, slots=1, prefill_tps=4000.0, decode_tps=80.0) as url:
         for stop in (True, False):
             sinks[stop] = MemorySink()
-            asyncio.run(load_probe.run(sim_target(url), sinks[stop], load_probe.LoadParams(profile="sweep", stop_at_saturation=stop, **synthetic)))
+            asyncio.run(
+                load_probe.run(
+                    sim_target(url),
+                    sinks[stop],
+                    load_probe.LoadParams(profile="sweep", stop_at_saturation=stop, **synthetic),
+                )
+            )
     stopped, whole = sinks[True], sinks[False]
     curve = load_probe.curve_rows(stopped.measurements)
     rates = [r for r in curve if r["open_loop"]]

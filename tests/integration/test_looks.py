@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.store import Store
+from campaign.store.store import Store
 from flows.overrides import check_rerun
 from tests.campaigns import arm, campaign_file, gate, sim
 from tests.campaigns import item as queue_item
@@ -19,11 +19,31 @@ def _file(repeats: int) -> str:
     # time scale 5, not faster: at 20 a busy machine read a run's few tokens in one burst,
     # its decode rate undefined, and the block had no decode_tps to pair
     return campaign_file(
-        "looks", seed=3, default_max_tokens=8, runtimes=[sim(profile={"time_scale": 5.0})],
+        "looks",
+        seed=3,
+        default_max_tokens=8,
+        runtimes=[sim(profile={"time_scale": 5.0})],
         arms=[arm("A", context=4096, recipe={"slots": 1}), arm("B", context=4096, recipe={"slots": 1})],
-        gates=[gate("faster", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.0}, ["A"], ["B"])],
-        queue=[queue_item("k", ["A", "B"], ["decode"], contexts=[1024], repeats=repeats, gate="faster",
-                          overrides={"repeats": 2, "warmup": 0})],
+        gates=[
+            gate(
+                "faster",
+                "relative_improvement",
+                {"metric": "decode_tps", "probe": "decode", "min_gain": 0.0},
+                ["A"],
+                ["B"],
+            )
+        ],
+        queue=[
+            queue_item(
+                "k",
+                ["A", "B"],
+                ["decode"],
+                contexts=[1024],
+                repeats=repeats,
+                gate="faster",
+                overrides={"repeats": 2, "warmup": 0},
+            )
+        ],
     )
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from campaign import metrics
+from campaign.core import metrics
 from tests.unit.test_metric_catalogue import _everything_probes_store  # noqa: F401 - helpers and fixtures
 
 

@@ -15,38 +15,69 @@ from pathlib import Path
 import httpx
 import pytest
 
-from campaign.states import AttemptState, ProbeRunState
-from campaign.store import Store
+from campaign.core.states import AttemptState, ProbeRunState
+from campaign.store.store import Store
+from tests.campaigns import arm, campaign_file, gate, item, sim
+from tests.paths import ROOT
 from tests.prefectparts import env as _env
 from tests.prefectparts import stop as _stop
 from tests.prefectparts import wait_for as _wait_for
 from tests.prefectparts import worker as _worker
-from tests.campaigns import arm, campaign_file, gate, item, sim
-from tests.paths import ROOT
 
 pytestmark = pytest.mark.integration
+
 
 def two_hosts(name: str) -> str:
     """A on h1 against B on h2, and an arm X whose runtime h1 cannot start."""
     return campaign_file(
-        name, default_max_tokens=16,
+        name,
+        default_max_tokens=16,
         # tenfold: decode_tps is client-timed, and beside busy test workers 300 vs 600
         # measured 190 vs 241
-        runtimes=[sim("sim1", decode_tps=40.0, host="h1"), sim("sim2", decode_tps=400.0, host="h2"),
-                  {"name": "refusing", "adapter": "simulator", "host": "h1",
-                   "options": {"profile": {"faults": {"refuse_start": "this accelerator is not in the machine"}}}}],
-        arms=[arm("X", runtime="refusing", context=4096), arm("A", runtime="sim1", context=4096), arm("B", runtime="sim2", context=4096)],
+        runtimes=[
+            sim("sim1", decode_tps=40.0, host="h1"),
+            sim("sim2", decode_tps=400.0, host="h2"),
+            {
+                "name": "refusing",
+                "adapter": "simulator",
+                "host": "h1",
+                "options": {"profile": {"faults": {"refuse_start": "this accelerator is not in the machine"}}},
+            },
+        ],
+        arms=[
+            arm("X", runtime="refusing", context=4096),
+            arm("A", runtime="sim1", context=4096),
+            arm("B", runtime="sim2", context=4096),
+        ],
         gates=[FASTER],
-        queue=[item("one", ["A", "B"], ["decode"], title="A on h1 against B on h2", contexts=[1024], gate="faster", repeats=3),
-               item("two", ["X"], ["decode"], title="an arm its host cannot serve", contexts=[1024])],
+        queue=[
+            item(
+                "one",
+                ["A", "B"],
+                ["decode"],
+                title="A on h1 against B on h2",
+                contexts=[1024],
+                gate="faster",
+                repeats=3,
+            ),
+            item("two", ["X"], ["decode"], title="an arm its host cannot serve", contexts=[1024]),
+        ],
     )
 
 
-FASTER = gate("faster", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.10, "min_runs": 2}, ["B"], ["A"])
+FASTER = gate(
+    "faster",
+    "relative_improvement",
+    {"metric": "decode_tps", "probe": "decode", "min_gain": 0.10, "min_runs": 2},
+    ["B"],
+    ["A"],
+)
 
 
 def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
-    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    prefect_server: str,
+    postgres_cluster,  # type: ignore[no-untyped-def]
 ) -> None:
     db = postgres_cluster.create_database("twohosts")
     path = tmp_path / "c.toml"
@@ -57,7 +88,11 @@ def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
             _wait_for("the worker's start line", lambda log=log: "serving deployment arm/arm-" in log.read_text())
         run = subprocess.run(
             [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
-            env=_env(tmp_path, prefect_server, db, "run"), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env=_env(tmp_path, prefect_server, db, "run"),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         logs = "\n".join(log.read_text() for _p, log in workers)
         assert run.returncode == 0, (run.stdout, run.stderr, logs)
@@ -89,7 +124,9 @@ def test_arms_on_two_hosts_are_recorded_with_their_host_and_gated_together(
     assert "paired over 3 blocks" in verdict.reason, verdict.reason
 
     # the arms' flow runs are subflows of the campaign run, tagged with where they ran
-    runs = httpx.post(f"{prefect_server}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": ["campaign:twohosts"]}}}, timeout=10).json()
+    runs = httpx.post(
+        f"{prefect_server}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": ["campaign:twohosts"]}}}, timeout=10
+    ).json()
     by_id = {r["id"]: r for r in runs}
     for arm_id, host in (("A", "h1"), ("B", "h2")):
         for att in by_arm[arm_id]:
@@ -110,7 +147,11 @@ def test_a_campaign_naming_hosts_without_a_prefect_server_fails_fast(tmp_path: P
     started = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "cli", "run", str(path), "--db", str(tmp_path / "c.db")],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 1, (run.stdout, run.stderr)
     lines = run.stderr.strip().splitlines()
@@ -154,23 +195,31 @@ def slow(name: str, host: str = "h1", stoppable: bool = False) -> str:
     """A slow arm on `host` (120 tokens at 40 tok/s). Stoppable: with B beside it on the
     same host and a gate, in two blocks (block 0 runs B then A under the default seed), the
     gate deciding over two runs."""
-    runtimes = [sim("sim1", decode_tps=40.0, host=host)] + ([sim("sim1b", decode_tps=400.0, host=host)] if stoppable else [])
+    runtimes = [sim("sim1", decode_tps=40.0, host=host)] + (
+        [sim("sim1b", decode_tps=400.0, host=host)] if stoppable else []
+    )
     arms = [arm("A", runtime="sim1", context=4096)] + ([arm("B", runtime="sim1b", context=4096)] if stoppable else [])
     more = {"gate": "faster", "repeats": 2} if stoppable else {}
     return campaign_file(
-        name, default_max_tokens=120, runtimes=runtimes, arms=arms, gates=[FASTER] if stoppable else [],
+        name,
+        default_max_tokens=120,
+        runtimes=runtimes,
+        arms=arms,
+        gates=[FASTER] if stoppable else [],
         queue=[item("one", [a["id"] for a in arms], ["decode"], title="a slow arm on h1", contexts=[1024], **more)],
     )
 
 
 def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart(
-    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    prefect_server: str,
+    postgres_cluster,  # type: ignore[no-untyped-def]
 ) -> None:
     """SIGKILL the worker while its arm measures: the flow run is left Running in
     Prefect and the attempt running in the store. `campaign run` sees the attempt's
     heartbeat stop, sends the arm again, and the restarted worker takes the dead attempt
     over: one attempt, continued, finished once."""
-    from campaign.processes import kill_orphan
+    from campaign.core.processes import kill_orphan
 
     db = postgres_cluster.create_database("killed")
     path = tmp_path / "c.toml"
@@ -179,11 +228,16 @@ def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart
     worker, log = _worker(tmp_path, prefect_server, db, "h1")
     run = subprocess.Popen(
         [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
-        env=_env(tmp_path, prefect_server, db, "run"), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        env=_env(tmp_path, prefect_server, db, "run"),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     first = None
     try:
+
         def measuring():  # type: ignore[no-untyped-def]
             camp = store.campaign("killed")
             atts = store.attempts(camp.id) if camp and camp.id else []
@@ -212,10 +266,18 @@ def test_a_worker_killed_mid_arm_leaves_its_attempt_continued_once_after_restart
 
 @pytest.mark.parametrize(
     ("host", "served_once", "said"),
-    [("nobody", False, "no worker has ever served host nobody"), ("gone", True, "no worker for host gone picked up the arm within 3 s")],
+    [
+        ("nobody", False, "no worker has ever served host nobody"),
+        ("gone", True, "no worker for host gone picked up the arm within 3 s"),
+    ],
 )
 def test_an_arm_on_a_host_without_a_worker_is_blocked_saying_which_worker_to_start(
-    tmp_path: Path, prefect_server: str, postgres_cluster, host: str, served_once: bool, said: str  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    prefect_server: str,
+    postgres_cluster,
+    host: str,
+    served_once: bool,
+    said: str,  # type: ignore[no-untyped-def]
 ) -> None:
     """Never served: no deployment to run. Served once, worker since stopped: the run
     would stay Scheduled forever; it is cancelled after the wait instead. Either way the
@@ -226,12 +288,24 @@ def test_an_arm_on_a_host_without_a_worker_is_blocked_saying_which_worker_to_sta
     env = {**_env(tmp_path, prefect_server, db, "run"), "CAMPAIGN_WORKER_WAIT_S": "3"}
     if served_once:  # what a worker leaves behind: its deployment, with nobody polling it
         subprocess.run(
-            [sys.executable, "-c", f"from flows.arm_flow import arm_flow; arm_flow.to_deployment(name='arm-{host}').apply()"],
-            env=env, cwd=tmp_path, check=True, capture_output=True, timeout=120,
+            [
+                sys.executable,
+                "-c",
+                f"from flows.arm_flow import arm_flow; arm_flow.to_deployment(name='arm-{host}').apply()",
+            ],
+            env=env,
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
     run = subprocess.run(
         [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 0, (run.stdout, run.stderr)
     store = Store(db)
@@ -245,8 +319,6 @@ def test_an_arm_on_a_host_without_a_worker_is_blocked_saying_which_worker_to_sta
     assert (attempt.state, attempt.host) == (AttemptState.BLOCKED, host) and said in attempt.error
 
 
-
-
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -256,13 +328,15 @@ def _group_alive(pgid: int) -> bool:
 
 
 def test_ctrl_c_of_campaign_run_stops_the_arm_on_its_worker_and_resume_continues_it_once(
-    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    prefect_server: str,
+    postgres_cluster,  # type: ignore[no-untyped-def]
 ) -> None:
     """Ctrl-C while an arm measures on h1's worker: `campaign run` exits 130 with the
     usual hint, the arm's flow run is cancelled, the worker stops its server, and its
     attempt ends interrupted (not running, not done). `campaign resume` continues that
     attempt once and gives the verdict an uninterrupted run gives."""
-    from campaign.processes import kill_orphan
+    from campaign.core.processes import kill_orphan
 
     db = postgres_cluster.create_database("stopped")
     path = tmp_path / "c.toml"
@@ -274,7 +348,12 @@ def test_ctrl_c_of_campaign_run_stops_the_arm_on_its_worker_and_resume_continues
     try:
         run = subprocess.Popen(
             [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
-            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
 
         def measuring():  # type: ignore[no-untyped-def]
@@ -301,13 +380,20 @@ def test_ctrl_c_of_campaign_run_stops_the_arm_on_its_worker_and_resume_continues
         _wait_for("the worker to stop the arm's server", lambda: not _group_alive(first.server_pgid), timeout=20)
         [stopped] = store.attempts(first.campaign_id, "one", "A")
         runs = [(r.probe, r.state, r.error) for r in store.probe_runs(first.id or 0)]
-        assert (stopped.state, stopped.error) == (AttemptState.INTERRUPTED, "interrupted by the user"), (runs, log.read_text())
+        assert (stopped.state, stopped.error) == (AttemptState.INTERRUPTED, "interrupted by the user"), (
+            runs,
+            log.read_text(),
+        )
         assert [state for _p, state, _e in runs] == [ProbeRunState.INTERRUPTED], runs
         assert worker.poll() is None, log.read_text()  # the worker goes on serving
 
         resume = subprocess.run(
             [sys.executable, "-m", "cli", "resume", str(path), "--workdir", str(tmp_path / "w")],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert resume.returncode == 0, (resume.stdout, resume.stderr, log.read_text())
     finally:
@@ -323,10 +409,15 @@ def test_ctrl_c_of_campaign_run_stops_the_arm_on_its_worker_and_resume_continues
     assert [(a.id, a.state) for a in a_one] == [(first.id, AttemptState.DONE)]  # the same attempt, continued
     runs = [r.state for r in store.probe_runs(first.id or 0)]
     assert runs.count(ProbeRunState.DONE) == 1 and ProbeRunState.RUNNING not in runs, runs
-    resumed = [e for e in store.events(camp.id) if e.kind == "attempt-resumed" and e.arm_id == "A" and e.item_key == "one"]
+    resumed = [
+        e for e in store.events(camp.id) if e.kind == "attempt-resumed" and e.arm_id == "A" and e.item_key == "one"
+    ]
     assert len(resumed) == 1, resumed
     assert sorted((a.arm_id, a.repeat, a.state) for a in attempts) == [
-        ("A", 0, AttemptState.DONE), ("A", 1, AttemptState.DONE), ("B", 0, AttemptState.DONE), ("B", 1, AttemptState.DONE)
+        ("A", 0, AttemptState.DONE),
+        ("A", 1, AttemptState.DONE),
+        ("B", 0, AttemptState.DONE),
+        ("B", 1, AttemptState.DONE),
     ]
     assert {i.key: i.state for i in store.items(camp.id)} == {"one": "done"}
     verdict = store.latest_verdicts(camp.id)["faster"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.store import Store
+from campaign.store.store import Store
 from flows.overrides import check_rerun
 from tests.unit.test_overrides import (  # noqa: F401 - helpers and fixtures
     _cli,
@@ -36,14 +36,17 @@ def test_a_recipe_set_reaches_the_servers_launch(tmp_path: Path, prefect_harness
     assert json.loads(second.overrides_json)["recipe.slots"] == 3
 
 
-
 def test_the_cli_exits_2_before_starting_anything(tmp_path: Path) -> None:
     path, _ = _spec(tmp_path, "repeat = 3")
     out = _cli(tmp_path, "run", str(path), "--db", str(tmp_path / "c.db"))
     assert out.returncode == 2
-    assert "unknown key 'repeat'; valid keys: probe parameters of decode:" in out.stderr and "Traceback" not in out.stderr
+    assert (
+        "unknown key 'repeat'; valid keys: probe parameters of decode:" in out.stderr and "Traceback" not in out.stderr
+    )
     path, _ = _spec(tmp_path)
-    out = _cli(tmp_path, "rerun", "decode", "--set", "max_token=96", "--file", str(path), "--db", str(tmp_path / "c.db"))
+    out = _cli(
+        tmp_path, "rerun", "decode", "--set", "max_token=96", "--file", str(path), "--db", str(tmp_path / "c.db")
+    )
     assert out.returncode == 2
     assert out.stderr.startswith("error: --set: unknown key 'max_token'; valid keys:")
     assert not (tmp_path / "prefect").exists()  # refused before Prefect was touched

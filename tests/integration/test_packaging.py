@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from tests.paths import ROOT
 
 PACKAGES = ("campaign", "arms", "gates", "flows", "reports")
@@ -24,12 +25,29 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     the sources it builds, and the checkout is not the place for them."""
     out = tmp_path_factory.mktemp("wheel")
     source = out / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".campaign", "screenshots", "site", ".pytest_cache", "*.db*",
-    ))
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            "build",
+            "dist",
+            "*.egg-info",
+            "__pycache__",
+            ".campaign",
+            "screenshots",
+            "site",
+            ".pytest_cache",
+            "*.db*",
+        ),
+    )
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=out,
     )
     assert build.returncode == 0, build.stderr[-3000:]
     (path,) = out.glob("llm_campaign-*.whl")
@@ -59,7 +77,10 @@ def test_the_wheel_metadata(wheel: Path) -> None:
     meta = email.message_from_bytes(archive.read(meta_name))
     requires = {r.split(";")[0].replace(" ", "") for r in meta.get_all("Requires-Dist") or []}
     assert "prefect<4,>=3.4.10" in requires or "prefect>=3.4.10,<4" in requires
-    assert {r for r in requires if r.startswith(("psutil", "prometheus-client"))} == {"psutil>=5.9", "prometheus-client>=0.20"}
+    assert {r for r in requires if r.startswith(("psutil", "prometheus-client"))} == {
+        "psutil>=5.9",
+        "prometheus-client>=0.20",
+    }
     assert not any(r.startswith("httpx-aiohttp") for r in requires)
     assert (ROOT / "LICENSE").read_text().lstrip().startswith("Apache License")
     assert "Apache-2.0" in (meta.get("License") or meta.get("License-Expression") or "")
@@ -67,17 +88,29 @@ def test_the_wheel_metadata(wheel: Path) -> None:
 
 def test_campaign_examples_writes_one_from_the_installed_package(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                             capture_output=True, text=True, timeout=300)
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert install.returncode == 0, install.stderr[-2000:]
     env = {**os.environ, "PYTHONPATH": str(target)}  # the installed copy, not this checkout
     work = tmp_path / "work"
     work.mkdir()
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "cli", *args], env=env, cwd=work, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "cli", *args], env=env, cwd=work, capture_output=True, text=True, timeout=120
+        )
 
-    where = subprocess.run([sys.executable, "-c", "import campaign; print(campaign.__file__)"], env=env, cwd=work, capture_output=True, text=True)
+    where = subprocess.run(
+        [sys.executable, "-c", "import campaign; print(campaign.__file__)"],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
     assert where.stdout.strip().startswith(str(target))
     listing = cli("examples")
     assert listing.returncode == 0, listing.stderr

@@ -10,18 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import AttemptState, ProbeRunState
-from campaign.store import Store
+from campaign.core.states import AttemptState, ProbeRunState
+from campaign.store.store import Store
 from tests.campaigns import arm, campaign_file, item
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.integration
 
+
 def two_items(name: str) -> str:
     """A and B on the simulator, two items of two blocks each."""
     return campaign_file(
-        name, default_max_tokens=16, arms=[arm("A", context=4096), arm("B", context=4096)],
-        queue=[item(key, ["A", "B"], ["decode"], title=title, contexts=[1024], repeats=2) for key, title in (("one", "first"), ("two", "second"))],
+        name,
+        default_max_tokens=16,
+        arms=[arm("A", context=4096), arm("B", context=4096)],
+        queue=[
+            item(key, ["A", "B"], ["decode"], title=title, contexts=[1024], repeats=2)
+            for key, title in (("one", "first"), ("two", "second"))
+        ],
     )
 
 
@@ -31,11 +37,26 @@ def test_two_campaign_runs_on_one_postgres_campaign_run_each_arm_once(tmp_path: 
     path.write_text(two_items("tworuns"))
     procs = []
     for n in range(2):
-        env = {**os.environ, "PREFECT_HOME": str(tmp_path / f"prefect{n}"), "PYTHONPATH": str(ROOT),
-               "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "CAMPAIGN_DB": url}
+        env = {
+            **os.environ,
+            "PREFECT_HOME": str(tmp_path / f"prefect{n}"),
+            "PYTHONPATH": str(ROOT),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "CAMPAIGN_DB": url,
+        }
         env.pop("PREFECT_API_URL", None)
         cmd = [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / f"w{n}")]
-        procs.append(subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        )
     results = [(p.wait(timeout=600), p.communicate()) for p in procs]
     codes = sorted(code for code, _ in results)
     # one ran the campaign; the other either found it running (exit 1, naming the

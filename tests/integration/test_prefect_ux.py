@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 
-from campaign.states import AttemptState
-from campaign.store import Store
-from campaign.tables import EventRow
-from campaign.summary import PREFECT_API_EVENT
+from campaign.core.states import AttemptState
+from campaign.store.store import Store
+from campaign.store.summary import PREFECT_API_EVENT
+from campaign.store.tables import EventRow
 from tests.paths import ROOT
 from tests.prefectparts import env as _env
 from tests.prefectparts import stop as _stop
@@ -29,7 +29,9 @@ from tests.unit.test_prefect_ux import (  # noqa: F401 - helpers and fixtures
 
 
 def test_the_campaign_deployment_launches_a_campaign_named_in_the_store_and_reruns_it(
-    tmp_path: Path, prefect_server: str, postgres_cluster  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    prefect_server: str,
+    postgres_cluster,  # type: ignore[no-untyped-def]
 ) -> None:
     """What the UI's "Run" on `campaign/campaign-h1` does: typed parameters naming a
     campaign kept in the shared database (its file is not on the worker's host), the
@@ -38,7 +40,7 @@ def test_the_campaign_deployment_launches_a_campaign_named_in_the_store_and_reru
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from campaign import queue
+    from campaign.store import queue
     from flows.resolve import load_campaign
 
     db = postgres_cluster.create_database("launched")
@@ -51,7 +53,10 @@ def test_the_campaign_deployment_launches_a_campaign_named_in_the_store_and_reru
     worker, log = _worker(tmp_path, prefect_server, db, "h1")
     try:
         _wait_for("the worker's start line", lambda: "campaign/campaign-h1" in log.read_text())
-        _wait_for("the campaign deployment", lambda: httpx.get(f"{prefect_server}/deployments/name/campaign/campaign-h1", timeout=5).status_code == 200)
+        _wait_for(
+            "the campaign deployment",
+            lambda: httpx.get(f"{prefect_server}/deployments/name/campaign/campaign-h1", timeout=5).status_code == 200,
+        )
         launch = {"launch": {"campaign": "launched", "workdir": str(tmp_path / "w")}}
         with temporary_settings(updates={PREFECT_API_URL: prefect_server}):
             first = run_deployment("campaign/campaign-h1", parameters=launch, timeout=120)
@@ -98,7 +103,11 @@ def test_in_process_arms_send_their_logs_and_heartbeats_to_a_configured_server(
     path.write_text(two_arms("logged"))
     run = subprocess.run(
         [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
-        env=_env(tmp_path, prefect_server, db, "run"), cwd=tmp_path, capture_output=True, text=True, timeout=180,
+        env=_env(tmp_path, prefect_server, db, "run"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert run.returncode == 0, (run.stdout, run.stderr)
     store = Store(db)
@@ -113,16 +122,20 @@ def test_in_process_arms_send_their_logs_and_heartbeats_to_a_configured_server(
 
     def beats() -> list:  # type: ignore[type-arg]
         since = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
-        body = {"filter": {"occurred": {"since": since}, "event": {"name": ["prefect.flow-run.heartbeat"]},
-                           "resource": {"id": [f"prefect.flow-run.{arm_a.flow_run_id}"]}}, "limit": 10}
+        body = {
+            "filter": {
+                "occurred": {"since": since},
+                "event": {"name": ["prefect.flow-run.heartbeat"]},
+                "resource": {"id": [f"prefect.flow-run.{arm_a.flow_run_id}"]},
+            },
+            "limit": 10,
+        }
         return httpx.post(f"{prefect_server}/events/filter", json=body, timeout=10).json().get("events", [])
 
     assert _wait_for("the arm's heartbeat event", beats, timeout=30)
 
 
-def test_an_arm_no_worker_picks_up_ends_blocked_and_the_campaign_goes_on(
-    tmp_path: Path, prefect_server: str
-) -> None:
+def test_an_arm_no_worker_picks_up_ends_blocked_and_the_campaign_goes_on(tmp_path: Path, prefect_server: str) -> None:
     """Host `gone` had a worker once (its deployment is there) but none runs now: its
     arm's flow run stays Scheduled. After $CAMPAIGN_WORKER_WAIT_S the run is cancelled,
     the attempt ends blocked on `gone` naming the worker to start, and the next item
@@ -133,12 +146,20 @@ def test_an_arm_no_worker_picks_up_ends_blocked_and_the_campaign_goes_on(
     env = {**_env(tmp_path, prefect_server, db, "run"), "CAMPAIGN_WORKER_WAIT_S": "4"}
     subprocess.run(  # what a worker that died leaves behind: its deployment, nobody polling it
         [sys.executable, "-c", "from flows.arm_flow import arm_flow; arm_flow.to_deployment(name='arm-gone').apply()"],
-        env=env, cwd=tmp_path, check=True, capture_output=True, timeout=120,
+        env=env,
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     began = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 0, (run.stdout, run.stderr)
     assert time.monotonic() - began < 90
@@ -156,20 +177,26 @@ def test_an_arm_no_worker_picks_up_ends_blocked_and_the_campaign_goes_on(
     assert [r["state_type"] for r in cancelled.values() if "arm:R" in r["tags"]] == ["CANCELLED"]
 
 
-
 def test_status_lists_each_arms_flow_run_within_80_columns(tmp_path: Path) -> None:
     """At 80 columns a URL goes on a line of its own, never cut, after the line naming
     the arm, its attempt and host; without a configured Prefect server, status says
     nothing about flow runs."""
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
-    from campaign import queue
+    from campaign.store import queue
     from flows.resolve import load_campaign
 
     path = tmp_path / "c.toml"
     path.write_text(two_arms("wide"))
     cid = queue.register(store, load_campaign(path), str(path)).id
     assert cid is not None
-    store.add(EventRow(campaign_id=cid, kind=PREFECT_API_EVENT, message="http://server-host:4200/api", at=datetime(2026, 1, 1, tzinfo=UTC)))
+    store.add(
+        EventRow(
+            campaign_id=cid,
+            kind=PREFECT_API_EVENT,
+            message="http://server-host:4200/api",
+            at=datetime(2026, 1, 1, tzinfo=UTC),
+        )
+    )
     ids = {}
     for arm, host in (("A", "h1"), ("B", "a-rather-long-host-name.lab.example.org")):
         att = store.new_attempt(cid, "one", arm, {})
@@ -177,17 +204,31 @@ def test_status_lists_each_arms_flow_run_within_80_columns(tmp_path: Path) -> No
         store.update(type(att), att.id, state="done", flow_run_id=ids[arm], host=host, ended_at=datetime.now(UTC))
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT), "PREFECT_API_URL": "http://server-host:4200/api"}
     env.pop("PREFECT_UI_URL", None)
-    out = subprocess.run([sys.executable, "-m", "cli", "status", "--db", str(tmp_path / "c.db")], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli", "status", "--db", str(tmp_path / "c.db")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, out.stdout
-    runs = lines[lines.index("Flow runs (newest attempt of each arm)") + 1:]
+    runs = lines[lines.index("Flow runs (newest attempt of each arm)") + 1 :]
     assert [line.strip() for line in runs] == [
-        "one/A #1 done on h1:", f"http://server-host:4200/runs/flow-run/{ids['A']}",
-        "one/B #2 done on a-rather-long-host-name.lab.example.org:", f"http://server-host:4200/runs/flow-run/{ids['B']}",
+        "one/A #1 done on h1:",
+        f"http://server-host:4200/runs/flow-run/{ids['A']}",
+        "one/B #2 done on a-rather-long-host-name.lab.example.org:",
+        f"http://server-host:4200/runs/flow-run/{ids['B']}",
     ], out.stdout
     env["PREFECT_API_URL"] = ""
     env["PREFECT_HOME"] = str(tmp_path / "prefect")  # an empty profile: no server configured
-    out = subprocess.run([sys.executable, "-m", "cli", "status", "--db", str(tmp_path / "c.db")], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli", "status", "--db", str(tmp_path / "c.db")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "Flow runs" not in out.stdout and "flow-run/" not in out.stdout

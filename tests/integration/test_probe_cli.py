@@ -25,9 +25,26 @@ def test_agent_load_json_and_exit_0(tmp_path: Path) -> None:
     out = tmp_path / "load.json"
     with simulator(tmp_path, slots=2, prefill_tps=20000.0, decode_tps=300.0, faults={"error_5xx_every": 7}) as url:
         proc = campaign(
-            "probe", url, "--probe", "agent-load", "--conversations", "3", "--turns", "4",
-            "--system-tokens", "50", "--task-tokens", "80", "--turn-tokens", "40", "--max-tokens", "8",
-            "--runtime", "simulator", "--json", str(out),
+            "probe",
+            url,
+            "--probe",
+            "agent-load",
+            "--conversations",
+            "3",
+            "--turns",
+            "4",
+            "--system-tokens",
+            "50",
+            "--task-tokens",
+            "80",
+            "--turn-tokens",
+            "40",
+            "--max-tokens",
+            "8",
+            "--runtime",
+            "simulator",
+            "--json",
+            str(out),
         )
     assert proc.returncode == 0, proc.stderr  # some requests succeeded
     assert "TTFT per turn" in proc.stdout
@@ -66,7 +83,9 @@ def test_no_request_succeeded_is_exit_1_with_errors_counted_by_kind(tmp_path: Pa
 
 def test_stalling_server_stops_the_probe_after_two_stalls(tmp_path: Path) -> None:
     out = tmp_path / "stall.json"
-    with simulator(tmp_path, prefill_tps=20000.0, decode_tps=300.0, faults={"stall_every": 1, "stall_after_tokens": 2}) as url:
+    with simulator(
+        tmp_path, prefill_tps=20000.0, decode_tps=300.0, faults={"stall_every": 1, "stall_after_tokens": 2}
+    ) as url:
         t0 = time.perf_counter()
         proc = campaign("probe", url, *DECODE, "--repeats", "3", "--read-timeout", "1", "--json", str(out))
         elapsed = time.perf_counter() - t0
@@ -86,11 +105,55 @@ def test_load_profiles_write_the_curve_and_goodput(tmp_path: Path) -> None:
     simulator: the JSON carries the metrics the issue names, the sweep its maximum goodput."""
     out = {name: tmp_path / f"{name}.json" for name in ("constant", "concurrent", "sweep")}
     with simulator(tmp_path, slots=2, prefill_tps=20000.0, decode_tps=200.0) as url:
-        constant = campaign("probe", url, *LOAD, "--profile", "constant", "--rate", "4", "--duration", "2",
-                            "--target", "ttft_s=2.0", "--target", "tpot_s=0.2", "--json", str(out["constant"]))
-        concurrent = campaign("probe", url, *LOAD, "--profile", "concurrent", "--concurrency", "3", "--requests", "9", "--json", str(out["concurrent"]))
-        sweep = campaign("probe", url, *LOAD, "--profile", "sweep", "--duration", "1.5", "--rates", "2", "--max-concurrency", "4",
-                         "--target", "ttft_s=2.0", "--target", "tpot_s=0.2", "--json", str(out["sweep"]))
+        constant = campaign(
+            "probe",
+            url,
+            *LOAD,
+            "--profile",
+            "constant",
+            "--rate",
+            "4",
+            "--duration",
+            "2",
+            "--target",
+            "ttft_s=2.0",
+            "--target",
+            "tpot_s=0.2",
+            "--json",
+            str(out["constant"]),
+        )
+        concurrent = campaign(
+            "probe",
+            url,
+            *LOAD,
+            "--profile",
+            "concurrent",
+            "--concurrency",
+            "3",
+            "--requests",
+            "9",
+            "--json",
+            str(out["concurrent"]),
+        )
+        sweep = campaign(
+            "probe",
+            url,
+            *LOAD,
+            "--profile",
+            "sweep",
+            "--duration",
+            "1.5",
+            "--rates",
+            "2",
+            "--max-concurrency",
+            "4",
+            "--target",
+            "ttft_s=2.0",
+            "--target",
+            "tpot_s=0.2",
+            "--json",
+            str(out["sweep"]),
+        )
     for proc in (constant, concurrent, sweep):
         assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "rate=4" in constant.stdout and "goodput" in constant.stdout
@@ -105,7 +168,9 @@ def test_load_profiles_write_the_curve_and_goodput(tmp_path: Path) -> None:
     assert "max_goodput_rps" in {m["metric"] for m in swept["measurements"]}
     assert swept["sweep"][0]["max_goodput_rps"] > 0 and "max goodput" in sweep.stdout
     skipped = next(m["value"] for m in swept["measurements"] if m["metric"] == "sweep_rates_skipped")
-    assert [r["scenario"] for r in swept["curve"]][0] == "synchronous" and len(swept["curve"]) + skipped == 4  # stopped at saturation, or not
+    assert [r["scenario"] for r in swept["curve"]][0] == "synchronous" and len(
+        swept["curve"]
+    ) + skipped == 4  # stopped at saturation, or not
 
 
 def test_bad_load_parameters_exit_2_with_the_reason() -> None:

@@ -23,8 +23,8 @@ from arms.runtimes.mlx_dspark import MlxDsparkAdapter
 from arms.simulator.app import make_app
 from arms.simulator.profile import SimProfile
 from arms.simulator.reply import ReplyContext, ReplyPlan
-from campaign.schema import GateEntry
-from campaign.states import Verdict
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
 from gates.engine import canonical_only, evaluate
 from reports.data import cell_stats, cell_values
 from tests.simproc import simulator
@@ -35,7 +35,9 @@ FAST = {"prefill_tps": 20000.0, "decode_tps": 200.0}
 
 
 def target(url: str, **kw: object) -> ProbeTarget:
-    return ProbeTarget.speaking(registry.get("simulator"), base_url=url, model="sim-model", sampling={"temperature": 1.0}, **kw)
+    return ProbeTarget.speaking(
+        registry.get("simulator"), base_url=url, model="sim-model", sampling={"temperature": 1.0}, **kw
+    )
 
 
 def test_cache_probe_scenarios_and_modes(tmp_path: Path) -> None:
@@ -50,10 +52,15 @@ def test_cache_probe_scenarios_and_modes(tmp_path: Path) -> None:
         mutated = sink.values("reuse", scenario="middle_mutation", mode=mode)[0]
         expected = sink.values("expected_reuse", scenario="middle_mutation", mode=mode)[0]
         assert abs(mutated - expected) < 0.05 and 0.3 < mutated < 0.7
-        assert sink.values("ttft_cold_s", scenario="identical", mode=mode)[0] > sink.values("ttft_s", scenario="identical", mode=mode)[0]
+        assert (
+            sink.values("ttft_cold_s", scenario="identical", mode=mode)[0]
+            > sink.values("ttft_s", scenario="identical", mode=mode)[0]
+        )
     sources = {m["source"] for m in sink.measurements if m["metric"] == "cached_tokens"}
     assert sources == {"usage.prompt_tokens_details.cached_tokens"}
-    assert {m["source"] for m in sink.measurements if m["metric"] == "expected_reuse" and m["scenario"] != "cold"} == {VIA_MESSAGES}
+    assert {m["source"] for m in sink.measurements if m["metric"] == "expected_reuse" and m["scenario"] != "cold"} == {
+        VIA_MESSAGES
+    }
     lookups = sink.values("cache_lookups", mode="canonical")
     assert lookups and lookups[0] >= 9  # per-probe deltas, not cumulative totals
 
@@ -67,7 +74,9 @@ def test_decode_median_and_spread(tmp_path: Path) -> None:
         # the engine's step = 2 ms overhead + 1/200 s: 142.9 tok/s; the client must see that
         # (the median; each trial within 20%: a busy machine delays the simulator's own steps)
         engine = 1 / (0.002 + 1 / 200)
-        assert len(rates) == 3 and abs(sorted(rates)[1] - engine) < 10 and all(abs(r / engine - 1) < 0.2 for r in rates), rates
+        assert (
+            len(rates) == 3 and abs(sorted(rates)[1] - engine) < 10 and all(abs(r / engine - 1) < 0.2 for r in rates)
+        ), rates
         assert sink.values("tpot_s", context=ctx, scenario="decode") == pytest.approx([1 / r for r in rates])
         assert sink.values("decode_tps_median", context=ctx)
         assert sink.values("decode_tps_spread", context=ctx)[0] >= 0
@@ -85,10 +94,19 @@ def test_tool_loop_majority(tmp_path: Path, rate: float, expected: int) -> None:
 
 
 def test_agent_load_slots_vs_cache(tmp_path: Path) -> None:
-    params = agent_load.AgentLoadParams(conversations=3, turns=5, system_tokens=200, task_tokens=400, turn_tokens=200, max_tokens=16)
+    params = agent_load.AgentLoadParams(
+        conversations=3, turns=5, system_tokens=200, task_tokens=400, turn_tokens=200, max_tokens=16
+    )
     results = {}
     for slots in (2, 4):
-        with simulator(tmp_path, slots=slots, prefill_tps=3000.0, decode_tps=100.0, prefix_cache_tokens=50000, session_cap_tokens=700) as url:
+        with simulator(
+            tmp_path,
+            slots=slots,
+            prefill_tps=3000.0,
+            decode_tps=100.0,
+            prefix_cache_tokens=50000,
+            session_cap_tokens=700,
+        ) as url:
             sink = MemorySink()
             asyncio.run(agent_load.run(target(url), sink, params))
             results[slots] = sink
@@ -102,14 +120,19 @@ def test_agent_load_slots_vs_cache(tmp_path: Path) -> None:
     assert four.values("cache_lookups", scenario="load")[0] == 15
     assert two.values("queue_depth_max")[0] >= 1
     turns = agent_load.turn_records(two.requests)
-    assert {(t["conversation"], t["turn"]) for t in turns if t["phase"] == "load"} == {(c, t) for c in range(3) for t in range(5)}
+    assert {(t["conversation"], t["turn"]) for t in turns if t["phase"] == "load"} == {
+        (c, t) for c in range(3) for t in range(5)
+    }
     assert all(t["ttft_s"] is not None for t in turns)
     assert two.values("baseline_ttft_later_median_s")  # the single-stream run beside it
     # the sampler runs through the baseline too: its samples say the queue was empty then
     baseline = [s for s in two.samples if s["label"] == "baseline" and s["series"] == "queue_depth"]
     assert baseline and max(s["value"] for s in baseline) == 0
     assert two.values("queue_depth_max", scenario="baseline") == [0]
-    assert two.values("queue_sample_gaps", scenario="load") == [0] and two.values("queue_samples", scenario="baseline")[0] >= 1
+    assert (
+        two.values("queue_sample_gaps", scenario="load") == [0]
+        and two.values("queue_samples", scenario="baseline")[0] >= 1
+    )
 
 
 def test_agent_load_fans_out_branches_and_merges_their_replies(tmp_path: Path) -> None:
@@ -117,14 +140,26 @@ def test_agent_load_fans_out_branches_and_merges_their_replies(tmp_path: Path) -
     history and a tool output of its own; the turn's request then carries their replies.
     A conversation holds three requests in flight during a fan-out (the client's count),
     and a tool's run time separates a reply from the next request."""
-    params = agent_load.AgentLoadParams(conversations=2, turns=3, system_tokens=100, task_tokens=150, turn_tokens=60,
-                                        max_tokens=8, fan_out=3, tool_delay_s=0.2)
+    params = agent_load.AgentLoadParams(
+        conversations=2,
+        turns=3,
+        system_tokens=100,
+        task_tokens=150,
+        turn_tokens=60,
+        max_tokens=8,
+        fan_out=3,
+        tool_delay_s=0.2,
+    )
     with simulator(tmp_path, slots=8, **FAST) as url:
         sink = MemorySink()
         asyncio.run(agent_load.run(target(url), sink, params))
     rows = [r for r in sink.requests if (r.get("label") or {}).get("conversation") is not None]
     load = [r for r in rows if not r["scenario"].startswith("baseline")]
-    branches = {(r["label"]["conversation"], r["label"]["turn"], r["label"]["branch"]): r for r in load if "branch" in r["label"]}
+    branches = {
+        (r["label"]["conversation"], r["label"]["turn"], r["label"]["branch"]): r
+        for r in load
+        if "branch" in r["label"]
+    }
     turns = {(r["label"]["conversation"], r["label"]["turn"]): r for r in load if "branch" not in r["label"]}
     assert set(branches) == {(c, t, b) for c in range(2) for t in (1, 2) for b in range(3)}
     assert set(turns) == {(c, t) for c in range(2) for t in range(3)}
@@ -139,7 +174,11 @@ def test_agent_load_fans_out_branches_and_merges_their_replies(tmp_path: Path) -
             assert min(sent) > history["prompt_tokens"] + history["completion_tokens"]
             # the merge: the turn's request carries the tool output and the branches' replies
             replies = sum(branches[(c, t, b)]["usage"]["completion_tokens"] for b in range(3))
-            assert turns[(c, t)]["usage"]["prompt_tokens"] >= max(sent) + replies, (turns[(c, t)]["usage"], sent, replies)
+            assert turns[(c, t)]["usage"]["prompt_tokens"] >= max(sent) + replies, (
+                turns[(c, t)]["usage"],
+                sent,
+                replies,
+            )
             # the branches went out at once, after the tool ran; the turn after they all came back
             starts = [branches[(c, t, b)]["send_ns"] for b in range(3)]
             assert max(starts) - min(starts) < 0.1e9
@@ -160,7 +199,9 @@ def test_agent_load_sizes_its_prompts_in_the_servers_tokens(tmp_path: Path) -> N
     """The sizes asked for are the server's own count (its usage.prompt_tokens, template
     included), say how they were counted, and cost about one count per piece, all taken
     before the first timed request."""
-    params = agent_load.AgentLoadParams(conversations=2, turns=3, system_tokens=150, task_tokens=300, turn_tokens=120, max_tokens=8)
+    params = agent_load.AgentLoadParams(
+        conversations=2, turns=3, system_tokens=150, task_tokens=300, turn_tokens=120, max_tokens=8
+    )
     first, tol = params.system_tokens + params.task_tokens, sizing_tolerance
     with simulator(tmp_path, slots=2, **FAST) as url:
         sink = MemorySink()
@@ -174,14 +215,20 @@ def test_agent_load_sizes_its_prompts_in_the_servers_tokens(tmp_path: Path) -> N
 
             async with httpx.AsyncClient(base_url=url, event_hooks={"request": [hook]}) as http:
                 plan = await agent_load._plan(http, params, "sized", params.conversations)
+
                 async def count(messages: list[dict[str, Any]]) -> int:
                     return len((await http.post("/tokenize", json={"messages": messages})).json()["tokens"])
+
                 anchor = list(agent_load._ANCHOR)
                 system = [{"role": "system", "content": plan.system}, *anchor]
                 return plan, len(posts), await count(system) - await count(anchor)
 
         plan, posts, system_tokens = asyncio.run(plan_and_counts())
-    served = {(r["scenario"].split("-t")[0], r["label"]["turn"]): r["usage"] for r in sink.requests if "turn" in (r.get("label") or {})}
+    served = {
+        (r["scenario"].split("-t")[0], r["label"]["turn"]): r["usage"]
+        for r in sink.requests
+        if "turn" in (r.get("label") or {})
+    }
     assert len(served) == 3 * 3
     for scenario in ("c0", "c1", "baseline"):
         # turn 1: system + task, as the server counts its prompt
@@ -192,7 +239,11 @@ def test_agent_load_sizes_its_prompts_in_the_servers_tokens(tmp_path: Path) -> N
             grown = now["prompt_tokens"] - before["prompt_tokens"] - before["completion_tokens"]
             assert params.turn_tokens - tol(params.turn_tokens) <= grown <= params.turn_tokens, served
     assert params.system_tokens - tol(params.system_tokens) <= system_tokens <= params.system_tokens
-    targets = {(m["metric"], m["scenario"]): (m["value"], m["source"]) for m in sink.measurements if m["metric"].endswith("_tokens_target")}
+    targets = {
+        (m["metric"], m["scenario"]): (m["value"], m["source"])
+        for m in sink.measurements
+        if m["metric"].endswith("_tokens_target")
+    }
     assert targets == {
         (f"{kind}_tokens_target", phase): (value, VIA_MESSAGES)
         for kind, value in (("system", 150), ("task", 300), ("turn", 120))
@@ -220,7 +271,9 @@ def test_agent_load_without_a_server_tokenizer_keeps_its_word_counts() -> None:
 
 def test_cache_ceiling_finds_where_reuse_dies(tmp_path: Path) -> None:
     """Sizes are the server's prompt_tokens; a 503 now and then is retried, never a death."""
-    with simulator(tmp_path, slots=1, reuse_ceiling_tokens=1067, ctx_size=8192, faults={"error_5xx_every": 5}, **FAST) as url:
+    with simulator(
+        tmp_path, slots=1, reuse_ceiling_tokens=1067, ctx_size=8192, faults={"error_5xx_every": 5}, **FAST
+    ) as url:
         sink = MemorySink()
         params = cache_ceiling.CacheCeilingParams(start_tokens=128, max_tokens_prompt=4096, resolution_tokens=32)
         asyncio.run(cache_ceiling.run(target(url), sink, params))
@@ -245,7 +298,10 @@ def test_cache_ceiling_stops_on_a_failed_request_without_claiming_reuse_died(tmp
     stop = [m for m in sink.measurements if m["metric"] == "ceiling_search_error_at"]
     assert [m["value"] for m in stop] == [1024] and stop[0]["source"].startswith("HTTP 400")
     failed = [m for m in sink.measurements if m["metric"] == "errors"]
-    assert [(m["scenario"], m["trial"], m["source"]) for m in failed] == [("len1024", 0, "HTTP 400"), ("len1024", 1, "HTTP 400")]
+    assert [(m["scenario"], m["trial"], m["source"]) for m in failed] == [
+        ("len1024", 0, "HTTP 400"),
+        ("len1024", 1, "HTTP 400"),
+    ]
 
 
 def test_misbehaving_server_is_recorded_not_fatal(tmp_path: Path) -> None:
@@ -257,7 +313,9 @@ def test_misbehaving_server_is_recorded_not_fatal(tmp_path: Path) -> None:
     assert any(e.startswith("HTTP 503") for e in errors)
     assert any("malformed" in e for e in errors)
     assert len(sink.values("decode_tps", scenario="decode")) == 8 - len(errors)
-    assert sorted(m["source"] for m in sink.measurements if m["metric"] == "errors" and m["scenario"] == "decode") == sorted(map(error_kind, errors))
+    assert sorted(
+        m["source"] for m in sink.measurements if m["metric"] == "errors" and m["scenario"] == "decode"
+    ) == sorted(map(error_kind, errors))
 
 
 def test_stall_ends_at_a_timeout_and_crash_is_an_error(tmp_path: Path) -> None:
@@ -267,7 +325,13 @@ def test_stall_ends_at_a_timeout_and_crash_is_an_error(tmp_path: Path) -> None:
         async with make_http_client(url, 2) as http:
             out = []
             for _ in range(n):
-                out.append(await stream_chat(http, {"model": "m", "messages": [{"role": "user", "content": "hi there"}], "max_tokens": 20}, read_timeout=1.0))
+                out.append(
+                    await stream_chat(
+                        http,
+                        {"model": "m", "messages": [{"role": "user", "content": "hi there"}], "max_tokens": 20},
+                        read_timeout=1.0,
+                    )
+                )
             return out
 
     with simulator(tmp_path, faults={"stall_every": 1, "stall_after_tokens": 2}, **FAST) as url:
@@ -289,7 +353,13 @@ def test_decode_sums_per_response_counts_when_the_runtime_has_no_counters(tmp_pa
     per_response = dataclasses.replace(MlxDsparkAdapter.telemetry, metrics_path=None)
 
     with simulator(tmp_path, slots=1, draft_k=4, acceptance=0.8, cached_tokens_style="dspark", **FAST) as url:
-        t = ProbeTarget(telemetry=per_response, dialect=MlxDsparkAdapter.dialect, base_url=url, model="sim-model", sampling={"temperature": 1.0})
+        t = ProbeTarget(
+            telemetry=per_response,
+            dialect=MlxDsparkAdapter.dialect,
+            base_url=url,
+            model="sim-model",
+            sampling={"temperature": 1.0},
+        )
         sink = MemorySink()
         asyncio.run(decode.run(t, sink, decode.DecodeParams(contexts=[512], max_tokens=40, repeats=2)))
     (forwards,) = [m for m in sink.measurements if m["metric"] == "target_forwards"]
@@ -305,10 +375,16 @@ def test_decode_warmup_is_stored_but_never_read_by_medians_or_gates(tmp_path: Pa
     with simulator(tmp_path, slots=1, **FAST) as url:
         for _ in range(3):
             sinks.append(MemorySink())
-            asyncio.run(decode.run(target(url), sinks[-1], decode.DecodeParams(contexts=[512], max_tokens=16, repeats=1, warmup=2)))
+            asyncio.run(
+                decode.run(
+                    target(url), sinks[-1], decode.DecodeParams(contexts=[512], max_tokens=16, repeats=1, warmup=2)
+                )
+            )
     sink = sinks[0]
     assert [(r["scenario"], r["trial"]) for r in sink.requests] == [
-        (decode.WARMUP_SCENARIO, 0), (decode.WARMUP_SCENARIO, 1), ("decode", 0)
+        (decode.WARMUP_SCENARIO, 0),
+        (decode.WARMUP_SCENARIO, 1),
+        ("decode", 0),
     ]
     for one in sinks:
         warm = [m for m in one.measurements if m["metric"] == "decode_tps" and m["scenario"] == decode.WARMUP_SCENARIO]
@@ -318,13 +394,18 @@ def test_decode_warmup_is_stored_but_never_read_by_medians_or_gates(tmp_path: Pa
         # run's three decode_tps rows: a run's median would be absurd if it read them)
         for m in warm:
             m["value"] = 1e6
-    frame = pd.DataFrame([
-        {**m, "arm_id": "A", "probe": "decode", "item_key": "i", "repeat": block, "simulated": True}
-        for block, one in enumerate(sinks) for m in one.measurements
-    ])
+    frame = pd.DataFrame(
+        [
+            {**m, "arm_id": "A", "probe": "decode", "item_key": "i", "repeat": block, "simulated": True}
+            for block, one in enumerate(sinks)
+            for m in one.measurements
+        ]
+    )
     assert len(warm) == 2 and (canonical_only(frame)["kind"] != "warmup").all()
     assert {m["kind"] for m in warm} == {"warmup"}
-    gate = GateEntry(id="g", predicate="threshold", params={"metric": "decode_tps", "op": "<", "value": 1e5}, subjects=["A"])
+    gate = GateEntry(
+        id="g", predicate="threshold", params={"metric": "decode_tps", "op": "<", "value": 1e5}, subjects=["A"]
+    )
     result = evaluate(gate, frame)
     assert result.verdict == Verdict.PASS, result.reason
     assert "3 runs" in result.reason, result.reason
@@ -359,7 +440,11 @@ async def _decode_in_process(params: decode.DecodeParams) -> MemorySink:
 
 def test_decode_sends_ignore_eos_and_flags_short_trials() -> None:
     # the server ignores nothing it was not asked to: replies end at 5 tokens, and are flagged
-    short = asyncio.run(_decode_in_process(decode.DecodeParams(contexts=[512], max_tokens=16, repeats=3, warmup=0, ignore_eos=False, min_tokens=0)))
+    short = asyncio.run(
+        _decode_in_process(
+            decode.DecodeParams(contexts=[512], max_tokens=16, repeats=3, warmup=0, ignore_eos=False, min_tokens=0)
+        )
+    )
     assert sink_metrics(short, "short_trial") == [5.0, 5.0, 5.0]
     assert not short.values("decode_tps") and not short.values("decode_tps_median") and not short.values("e2e_s")
     assert len(short.values("ttft_s")) == 3  # prefill was still measured
@@ -397,7 +482,12 @@ STALL_PROBES: list[tuple[Any, Any]] = [
     (cache_probe.run, cache_probe.CacheProbeParams(prompt_tokens=200)),
     (cache_ceiling.run, cache_ceiling.CacheCeilingParams(start_tokens=64, max_tokens_prompt=1024)),
     (tool_loop.run, tool_loop.ToolLoopParams(trials=3)),
-    (agent_load.run, agent_load.AgentLoadParams(conversations=2, turns=3, system_tokens=50, task_tokens=50, turn_tokens=20, max_tokens=8)),
+    (
+        agent_load.run,
+        agent_load.AgentLoadParams(
+            conversations=2, turns=3, system_tokens=50, task_tokens=50, turn_tokens=20, max_tokens=8
+        ),
+    ),
 ]
 
 
@@ -414,7 +504,10 @@ def test_every_probe_stops_sending_after_two_stalls(tmp_path: Path) -> None:
             assert "" not in kinds, name  # every request stalled or was not sent
             # agent-load's conversations run at once and go on after a failed turn, so one
             # more turn may already be in flight when the second stall trips the guard
-            assert kinds.count(READ_TIMEOUT) == 2 or (run is agent_load.run and kinds.count(READ_TIMEOUT) == 3), (name, kinds)
+            assert kinds.count(READ_TIMEOUT) == 2 or (run is agent_load.run and kinds.count(READ_TIMEOUT) == 3), (
+                name,
+                kinds,
+            )
             assert elapsed < 4, (name, elapsed)
             if run is cache_ceiling.run:  # its search ends at the failed length: nothing left to skip
                 stop = [m for m in sink.measurements if m["metric"] == "ceiling_search_error_at"]
@@ -449,7 +542,9 @@ def _metrics_client(delays: list[float], fail_every: int = 0) -> tuple[Any, list
     return httpx.AsyncClient(base_url="http://sim", transport=httpx.MockTransport(handler)), started
 
 
-def _sample(duration: float, delays: list[float], interval: float = 0.2, fail_every: int = 0) -> tuple[Any, MemorySink, list[float]]:
+def _sample(
+    duration: float, delays: list[float], interval: float = 0.2, fail_every: int = 0
+) -> tuple[Any, MemorySink, list[float]]:
     from arms.probes.base import QueueSampler
 
     sink = MemorySink()
@@ -506,7 +601,10 @@ def test_log_tail_reads_only_what_was_added(tmp_path: Path) -> None:
     from arms.runtimes.llamacpp import TELEMETRY, LlamaCppTelemetry
 
     log = tmp_path / "server.log"
-    lookup, hit = "srv load:  - looking for better prompt, base f_keep = 0.1\n", "srv load:  - found better prompt with f_keep = 1\n"
+    lookup, hit = (
+        "srv load:  - looking for better prompt, base f_keep = 0.1\n",
+        "srv load:  - found better prompt with f_keep = 1\n",
+    )
     log.write_text("start\n" + lookup)
     scanned: list[tuple[int, str]] = []
 
@@ -516,12 +614,16 @@ def test_log_tail_reads_only_what_was_added(tmp_path: Path) -> None:
             return super().log_counters(text)
 
     counting = Counting(**{f.name: getattr(TELEMETRY, f.name) for f in dataclasses.fields(TELEMETRY)})
-    tgt = ProbeTarget(telemetry=counting, dialect=Dialect(), base_url="http://127.0.0.1:9", model="m", log_path=str(log))
+    tgt = ProbeTarget(
+        telemetry=counting, dialect=Dialect(), base_url="http://127.0.0.1:9", model="m", log_path=str(log)
+    )
 
     async def read() -> dict[str, float]:
         import httpx
 
-        async with httpx.AsyncClient(base_url="http://x", transport=httpx.MockTransport(lambda r: httpx.Response(404))) as http:
+        async with httpx.AsyncClient(
+            base_url="http://x", transport=httpx.MockTransport(lambda r: httpx.Response(404))
+        ) as http:
             out = await read_counters(http, tgt)
         return {k: out[k] for k in ("cache_lookups", "cache_hits")}
 

@@ -10,7 +10,14 @@ import time
 
 import psutil
 
-from campaign.processes import cmdline_of, group_processes, process_start, rss_of_group, same_process_alive, stop_group
+from campaign.core.processes import (
+    cmdline_of,
+    group_processes,
+    process_start,
+    rss_of_group,
+    same_process_alive,
+    stop_group,
+)
 
 PARENT = (
     "import subprocess, sys, time\n"
@@ -63,7 +70,9 @@ def test_memory_counts_descendants_and_stop_reaches_those_that_left_the_group() 
         child.wait(timeout=10)
         assert not child.is_running()
     finally:
-        for p in [proc.pid, *[c.pid for c in psutil.Process(proc.pid).children()]] if psutil.pid_exists(proc.pid) else []:
+        for p in (
+            [proc.pid, *[c.pid for c in psutil.Process(proc.pid).children()]] if psutil.pid_exists(proc.pid) else []
+        ):
             try:
                 psutil.Process(p).kill()
             except psutil.NoSuchProcess:

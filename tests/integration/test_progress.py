@@ -10,19 +10,34 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from campaign.store.store import Store
 from cli import progress_view
-from flows.resolve import load_campaign
-from campaign.store import Store
 from flows.progress import subscribe
+from flows.resolve import load_campaign
 from tests.campaigns import arm, campaign_file, item
 
 pytestmark = pytest.mark.integration
 
 CAMPAIGN = campaign_file(
-    "talk", arms=[arm("A", recipe={"slots": 2})],
-    queue=[item("load", ["A"], ["agent-load"], title="agent load",
-                overrides={"conversations": 2, "turns": 3, "system_tokens": 64, "task_tokens": 64, "turn_tokens": 32,
-                           "max_tokens": 8, "baseline": False})],
+    "talk",
+    arms=[arm("A", recipe={"slots": 2})],
+    queue=[
+        item(
+            "load",
+            ["A"],
+            ["agent-load"],
+            title="agent load",
+            overrides={
+                "conversations": 2,
+                "turns": 3,
+                "system_tokens": 64,
+                "task_tokens": 64,
+                "turn_tokens": 32,
+                "max_tokens": 8,
+                "baseline": False,
+            },
+        )
+    ],
 )
 
 

@@ -19,7 +19,9 @@ def test_decode_and_cache_ceiling_prompts_are_sized_in_the_servers_tokens(tmp_pa
     """The word count used to be the size: the template's role tokens came on top."""
     sink = MemorySink()
     with simulator(tmp_path, slots=1, prefill_tps=20000.0, decode_tps=500.0, ctx_size=8192) as url:
-        target = ProbeTarget.speaking(registry.get("simulator"), base_url=url, model="sim-model", sampling={"temperature": 1.0})
+        target = ProbeTarget.speaking(
+            registry.get("simulator"), base_url=url, model="sim-model", sampling={"temperature": 1.0}
+        )
         asyncio.run(decode.run(target, sink, decode.DecodeParams(contexts=[1024], max_tokens=8, repeats=1)))
         params = cache_ceiling.CacheCeilingParams(start_tokens=300, max_tokens_prompt=600, resolution_tokens=300)
         asyncio.run(cache_ceiling.run(target, sink, params))

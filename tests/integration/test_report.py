@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from campaign.store import Store
+from campaign.store.store import Store
 from cli import ui_server as prefect_ui
-from tests import synthetic
 from reports.site import write_site
+from tests import synthetic
 from tests.paths import ROOT
-from tests.unit.test_report import health_server  # noqa: F401 - helpers and fixtures
+from tests.unit.test_report import health_server  # noqa: F401 - a fixture (pyproject: F811)
 
 
 def test_ui_starts_a_server_in_the_background_and_stops_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,7 +62,11 @@ def test_ui_records_its_server_for_this_folder_and_leaves_the_profile_alone(heal
     env["PYTHONPATH"] = str(ROOT)
     out = subprocess.run(
         [sys.executable, "-c", "from cli.main import main; main()", "ui", "--port", port],
-        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
     assert "already answers" in out.stdout and f"http://127.0.0.1:{port}/" in out.stdout
@@ -73,14 +77,16 @@ def test_ui_records_its_server_for_this_folder_and_leaves_the_profile_alone(heal
     assert not profiles.exists() or "PREFECT_API_URL" not in profiles.read_text()
 
 
-def test_a_run_reports_to_the_recorded_server_while_it_lives(health_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_reports_to_the_recorded_server_while_it_lives(
+    health_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What `campaign run` does with the record: its server is used (and put into the
     environment, for what the run starts); a record whose started server died, or whose
     server no longer answers, gives a temporary server instead of an error."""
     import subprocess
 
-    from flows import prefect_api
     from cli import prefect_server
+    from flows import prefect_api
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
@@ -110,8 +116,14 @@ def test_ui_stop_gives_the_prefect_profile_back(health_server: str, tmp_path: Pa
     profiles = tmp_path / "prefect-home" / "profiles.toml"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", "from cli.main import main; main()", *args],
-                              env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        return subprocess.run(
+            [sys.executable, "-c", "from cli.main import main; main()", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
 
     assert cli("ui", "--port", port, "--write-profile", "--workdir", str(tmp_path)).returncode == 0
     assert f'PREFECT_API_URL = "{health_server}"' in profiles.read_text()
@@ -136,7 +148,11 @@ def test_a_report_folder_holds_one_campaign_and_no_older_pages(tmp_path: Path) -
     out = default_folder(tmp_path / "reports" / "site", name)
     assert out.parent == tmp_path / "reports" / "site" and out.name
     write_site(store, name, out)
-    stale = [out / "gates" / "renamed-gate.html", out / "arms" / "old-arm.html", out / "arms" / "old-arm.requests.jsonl"]
+    stale = [
+        out / "gates" / "renamed-gate.html",
+        out / "arms" / "old-arm.html",
+        out / "arms" / "old-arm.requests.jsonl",
+    ]
     for path in stale:
         path.write_text("from an older run")
     (out / "notes.txt").write_text("mine")
@@ -146,7 +162,13 @@ def test_a_report_folder_holds_one_campaign_and_no_older_pages(tmp_path: Path) -
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "ph"))
-    done = subprocess.run([sys.executable, "-m", "cli", "report", "--db", str(tmp_path / "c.db")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "report", "--db", str(tmp_path / "c.db")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert (out / "index.html").exists() and str(out / "index.html") in done.stdout.replace("\n", "")

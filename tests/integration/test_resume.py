@@ -14,24 +14,38 @@ from pathlib import Path
 
 import pytest
 
-from campaign.states import AttemptState, ItemState, ProbeRunState, Verdict
-from campaign.processes import group_alive
-from campaign.store import Store
+from campaign.core.processes import group_alive
+from campaign.core.states import AttemptState, ItemState, ProbeRunState, Verdict
+from campaign.store.store import Store
 from tests.campaigns import arm, campaign_file, gate, item, sim, three_context_decode
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.integration
+
 
 def ane_campaign(refused: bool) -> str:
     """L on the simulator, O on an "ane" runtime whose start is refused (while `refused`)
     with the message of a build missing its compiler; an item gated on O vs L, one after it."""
     faults = {"faults": {"refuse_start": "Private ANE procedure-bank compiler is unavailable"}} if refused else {}
     return campaign_file(
-        "blocked", default_max_tokens=32, runtimes=[sim(decode_tps=200.0), sim("ane", decode_tps=200.0, profile=faults)],
+        "blocked",
+        default_max_tokens=32,
+        runtimes=[sim(decode_tps=200.0), sim("ane", decode_tps=200.0, profile=faults)],
         arms=[arm("L", context=4096), arm("O", runtime="ane", context=4096, recipe={"prefill_chunk": 1024})],
-        gates=[gate("7", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": -0.5}, ["O"], ["L"], title="ANE")],
-        queue=[item("ane", ["L", "O"], ["decode"], title="ANE 4K (Gate 7)", contexts=[1024], gate="7", repeats=3),
-               item("after", ["O"], ["decode"], title="after ANE", contexts=[1024], depends_on=["ane"])],
+        gates=[
+            gate(
+                "7",
+                "relative_improvement",
+                {"metric": "decode_tps", "probe": "decode", "min_gain": -0.5},
+                ["O"],
+                ["L"],
+                title="ANE",
+            )
+        ],
+        queue=[
+            item("ane", ["L", "O"], ["decode"], title="ANE 4K (Gate 7)", contexts=[1024], gate="7", repeats=3),
+            item("after", ["O"], ["decode"], title="after ANE", contexts=[1024], depends_on=["ane"]),
+        ],
     )
 
 
@@ -39,11 +53,22 @@ def rerun_campaign() -> str:
     """V, one slot with a 64M session cap, a cache item and a confirmatory one at 1G."""
     overrides = {"prompt_tokens": 1500, "modes": ["canonical"]}
     return campaign_file(
-        "rerun", default_max_tokens=32, runtimes=[sim(decode_tps=200.0)],
+        "rerun",
+        default_max_tokens=32,
+        runtimes=[sim(decode_tps=200.0)],
         arms=[arm("V", recipe={"slots": 1, "prefix_cache": "1G", "session_cache_cap": "64M"})],
-        queue=[item("cache", ["V"], ["cache-probe"], title="cache 2K, cap 64M", overrides=overrides),
-               item("confirm", ["V"], ["cache-probe"], title="confirmatory: cap 1G", confirms="cache",
-                    change={"session_cache_cap": "1G"}, overrides=overrides)],
+        queue=[
+            item("cache", ["V"], ["cache-probe"], title="cache 2K, cap 64M", overrides=overrides),
+            item(
+                "confirm",
+                ["V"],
+                ["cache-probe"],
+                title="confirmatory: cap 1G",
+                confirms="cache",
+                change={"session_cache_cap": "1G"},
+                overrides=overrides,
+            ),
+        ],
     )
 
 
@@ -78,10 +103,17 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
     path = tmp_path / "crash.toml"
     path.write_text(body)
     db = tmp_path / "crash.db"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PYTHONPATH": str(ROOT),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
     env.pop("PREFECT_API_URL", None)
     cmd = [sys.executable, "-m", "cli", "run", str(path), "--db", str(db), "--workdir", str(tmp_path / "w")]
-    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 180
         pgid = None
@@ -92,7 +124,9 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
             try:
                 with sqlite3.connect(db) as conn:
                     done = conn.execute("select count(*) from probe_run where state='done'").fetchone()[0]
-                    running = conn.execute("select count(*) from measurement m join probe_run p on m.probe_run_id=p.id where p.state='running'").fetchone()[0]
+                    running = conn.execute(
+                        "select count(*) from measurement m join probe_run p on m.probe_run_id=p.id where p.state='running'"
+                    ).fetchone()[0]
                     row = conn.execute("select server_pgid from attempt where state='running'").fetchone()
             except sqlite3.OperationalError:
                 continue
@@ -110,7 +144,12 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
     try:
         resume = subprocess.run(
             [sys.executable, "-m", "cli", "resume", "--db", str(db), "--workdir", str(tmp_path / "w")],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, start_new_session=True,
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            start_new_session=True,
         )
     finally:
         # the killed process's own helpers (Prefect's temporary server) die with its group
@@ -131,7 +170,9 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
     assert sorted(r.context for r in done) == [1024, 2048, 4096]  # each probe run finished exactly once
     assert any(r.state == ProbeRunState.INTERRUPTED for r in runs)
     frame = store.measurements_frame(camp.id)
-    per_context = frame[(frame["metric"] == "decode_tps") & (frame["kind"] == "sample")].groupby("context").size().to_dict()
+    per_context = (
+        frame[(frame["metric"] == "decode_tps") & (frame["kind"] == "sample")].groupby("context").size().to_dict()
+    )
     assert per_context == {1024: 4, 2048: 4, 4096: 4}
     assert not frame.duplicated(["probe_run_id", "metric", "trial", "context", "scenario", "mode"]).any()
     for att in store.attempts(camp.id):
@@ -140,7 +181,7 @@ def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
 
 
 def test_rerun_keeps_history_and_confirmatory_item_says_what_moved(tmp_path: Path, prefect_harness: None) -> None:
-    from campaign.summary import summarize
+    from campaign.store.summary import summarize
     from flows.campaign_flow import campaign_flow, rerun_flow
 
     body = rerun_campaign()

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from arms.measures import NS
 from arms.probes import agent_load
 from arms.probes.base import MemorySink
-from arms.metrics import NS
 from tests.simproc import simulator
 from tests.unit.test_load import sim_target
 
@@ -21,13 +21,17 @@ pytestmark = pytest.mark.integration
 
 def _session(name: str, start: float) -> dict[str, object]:
     reply = " ".join(["recorded"] * 30)
-    return {"id": name, "start_s": start, "messages": [
-        {"role": "system", "content": "You are an agent. " * 20, "t": 0},
-        {"role": "user", "content": f"Task {name}: " + "word " * 40, "t": 0},
-        {"role": "assistant", "content": reply, "t": 0.1},
-        {"role": "tool", "content": "output " * 30, "t": 0.7},
-        {"role": "assistant", "content": reply, "t": 0.8},
-    ]}
+    return {
+        "id": name,
+        "start_s": start,
+        "messages": [
+            {"role": "system", "content": "You are an agent. " * 20, "t": 0},
+            {"role": "user", "content": f"Task {name}: " + "word " * 40, "t": 0},
+            {"role": "assistant", "content": reply, "t": 0.1},
+            {"role": "tool", "content": "output " * 30, "t": 0.7},
+            {"role": "assistant", "content": reply, "t": 0.8},
+        ],
+    }
 
 
 def test_sessions_replay_in_order_with_think_times_and_the_history_asked_for(tmp_path: Path) -> None:
@@ -40,8 +44,13 @@ def test_sessions_replay_in_order_with_think_times_and_the_history_asked_for(tmp
             params = agent_load.AgentLoadParams(sessions=str(path), history=history, max_tokens=4)
             asyncio.run(agent_load.run(sim_target(url), sinks[history], params))
         sinks["one at a time"] = MemorySink()
-        asyncio.run(agent_load.run(sim_target(url), sinks["one at a time"],
-                                   agent_load.AgentLoadParams(sessions=str(path), max_tokens=4, session_concurrency=1)))
+        asyncio.run(
+            agent_load.run(
+                sim_target(url),
+                sinks["one at a time"],
+                agent_load.AgentLoadParams(sessions=str(path), max_tokens=4, session_concurrency=1),
+            )
+        )
     recorded = sinks["recorded"]
     turns = {(r["label"]["session"], r["label"]["turn"]): r for r in recorded.requests}
     assert sorted(turns) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)] and not recorded.values("errors")
@@ -50,8 +59,10 @@ def test_sessions_replay_in_order_with_think_times_and_the_history_asked_for(tmp
     assert turns[("b", 0)]["send_ns"] - turns[("a", 0)]["send_ns"] >= 0.25 * NS  # b starts 0.3 s after a
     assert all(r["usage"]["completion_tokens"] == 4 for r in recorded.requests)  # replies capped by max_tokens
     # the history: the recorded 30-word reply, or the server's 4-token one, in turn 2's prompt
-    grown = {h: sinks[h].values("prompt_tokens", scenario="c0-t1")[0] - sinks[h].values("prompt_tokens", scenario="c0-t0")[0]
-             for h in ("recorded", "server")}
+    grown = {
+        h: sinks[h].values("prompt_tokens", scenario="c0-t1")[0] - sinks[h].values("prompt_tokens", scenario="c0-t0")[0]
+        for h in ("recorded", "server")
+    }
     assert grown["recorded"] - grown["server"] >= 20, grown
     source = next(m["source"] for m in sinks["server"].measurements if m["metric"] == "sessions_replayed")
     assert "history server" in source and "each at its recorded start" in source

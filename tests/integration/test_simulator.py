@@ -100,7 +100,12 @@ def start_sim(tmp_path: Path) -> Iterator[Callable[..., Sim]]:
         with open(out, "wb") as fo, open(err, "wb") as fe:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "arms.simulator", "--port", str(port), *flags],
-                stdout=fo, stderr=fe, cwd=REPO_ROOT, env=_env(), start_new_session=True)
+                stdout=fo,
+                stderr=fe,
+                cwd=REPO_ROOT,
+                env=_env(),
+                start_new_session=True,
+            )
         sim = Sim(proc, f"http://127.0.0.1:{port}", out, err)
         sims.append(sim)
         deadline = time.monotonic() + 15
@@ -132,8 +137,7 @@ def test_returning_conversation_resumes_in_its_slot(start_sim: Callable[..., Sim
     n_first = sim.tokenize(conv)
     assert first.usage()["prompt_tokens"] == n_first
 
-    conv2 = conv + [{"role": "assistant", "content": first.text},
-                    {"role": "user", "content": words("tail", 20)}]
+    conv2 = conv + [{"role": "assistant", "content": first.text}, {"role": "user", "content": words("tail", 20)}]
     second = stream_chat(sim.url, conv2, max_tokens=8, temperature=0)
     usage = second.usage()
     assert usage["prompt_tokens"] == sim.tokenize(conv2)
@@ -151,7 +155,8 @@ def test_returning_conversation_resumes_in_its_slot(start_sim: Callable[..., Sim
     states = sim.client.get("/slots").json()
     assert [s["state"] for s in states] == ["idle", "idle"]
     assert sorted(s["n_tokens"] for s in states) == sorted(
-        [usage["prompt_tokens"] + 8, cold.usage()["prompt_tokens"] + 8])
+        [usage["prompt_tokens"] + 8, cold.usage()["prompt_tokens"] + 8]
+    )
 
 
 def test_prefix_cache_hits_when_conversations_outnumber_slots(start_sim: Callable[..., Sim]) -> None:
@@ -183,8 +188,7 @@ def test_prefix_cache_idle_when_every_conversation_has_a_slot(start_sim: Callabl
 
 
 def test_requests_queue_when_all_slots_are_busy(start_sim: Callable[..., Sim]) -> None:
-    sim = start_sim("--slots", "1", "--decode-tps", "100", "--prefill-tps", "10000",
-                    "--step-overhead-s", "0.0")
+    sim = start_sim("--slots", "1", "--decode-tps", "100", "--prefill-tps", "10000", "--step-overhead-s", "0.0")
     results: list[StreamResult] = []
     go = threading.Barrier(3)
 
@@ -255,8 +259,14 @@ def test_cached_tokens_style(start_sim: Callable[..., Sim], style: str) -> None:
         assert "prompt_tokens_details" not in usage
     else:
         assert body["x_mlx_dspark"]["cached_tokens"] == expected
-        assert final["x_mlx_dspark"] == {"mode": "baseline", "accept_len": 1.0, "target_forwards": 4,
-                                         "prompt_tokens": n_prompt, "cached_tokens": expected, "completion_tokens": 4}
+        assert final["x_mlx_dspark"] == {
+            "mode": "baseline",
+            "accept_len": 1.0,
+            "target_forwards": 4,
+            "prompt_tokens": n_prompt,
+            "cached_tokens": expected,
+            "completion_tokens": 4,
+        }
         assert "prompt_tokens_details" not in usage
 
 
@@ -280,17 +290,24 @@ def test_endpoints_startup_delay_and_profile_json(start_sim: Callable[..., Sim])
     tok = sim.client.post("/tokenize", json={"content": "one two  three"}).json()
     assert tok == {"tokens": ["one", "two", "three"], "count": 3}
     text = sim.client.get("/metrics").text
-    for name in ("requests_total", "prompt_tokens_total", "prompt_tokens_cached_total",
-                 "generation_tokens_total", "cache_lookups_total", "cache_hits_total",
-                 "draft_tokens_total", "draft_accepted_tokens_total", "errors_total"):
+    for name in (
+        "requests_total",
+        "prompt_tokens_total",
+        "prompt_tokens_cached_total",
+        "generation_tokens_total",
+        "cache_lookups_total",
+        "cache_hits_total",
+        "draft_tokens_total",
+        "draft_accepted_tokens_total",
+        "errors_total",
+    ):
         assert f"# TYPE sim_{name} counter" in text
     for name in ("requests_deferred", "slots_busy", "memory_bytes", "prefix_cache_tokens_used"):
         assert f"# TYPE sim_{name} gauge" in text
     assert sim.metrics()["sim_memory_bytes"] == 2_000_000_000 + 2 * 940_000_000
     # Greedy answers repeat exactly.
     conv = conversation("g", 5)
-    texts = {sim.chat(conv, temperature=0, max_tokens=5).json()["choices"][0]["message"]["content"]
-             for _ in range(2)}
+    texts = {sim.chat(conv, temperature=0, max_tokens=5).json()["choices"][0]["message"]["content"] for _ in range(2)}
     assert len(texts) == 1
     # Clean shutdown on SIGTERM.
     sim.proc.send_signal(signal.SIGTERM)
@@ -304,8 +321,7 @@ def test_bad_requests_and_context_limit(start_sim: Callable[..., Sim]) -> None:
     err = resp.json()["error"]
     assert err["code"] == "context_length_exceeded" and "100" in err["message"]
     assert sim.chat([{"role": "user", "content": words("w", 50)}], max_tokens=10).status_code == 200
-    bad = sim.client.post("/v1/chat/completions", content=b"{not json",
-                          headers={"content-type": "application/json"})
+    bad = sim.client.post("/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
     assert bad.status_code == 400 and "error" in bad.json()
     assert sim.client.post("/v1/chat/completions", json={"model": "x"}).status_code == 400
     assert sim.metrics()["sim_errors_total"] == 3
@@ -321,8 +337,7 @@ def test_invalid_profile_exits_2(start_sim: Callable[..., Sim]) -> None:
 
 def test_fault_refuse_start(start_sim: Callable[..., Sim]) -> None:
     message = "Private ANE procedure-bank compiler is unavailable"
-    sim = start_sim("--profile-json", json.dumps({"faults": {"refuse_start": message}}),
-                    wait_healthy=False)
+    sim = start_sim("--profile-json", json.dumps({"faults": {"refuse_start": message}}), wait_healthy=False)
     assert sim.proc.wait(timeout=10) == 3
     assert message in sim.stderr()
     assert "listening" not in sim.stdout_path.read_text()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from campaign.store import Store
-from campaign.tables import CampaignRow
+from campaign.store.store import Store
+from campaign.store.tables import CampaignRow
 from tests.conftest import postgres_database
 
 
@@ -27,8 +27,8 @@ def test_concurrent_claims_from_many_processes_give_one_winner(db_url: str) -> N
     camp = store.add(CampaignRow(name="c"))
     script = (
         "import sys\n"
-        "from campaign.store import Store, AttemptRow\n"
-        "from campaign.states import AttemptState\n"
+        "from campaign.store.store import Store, AttemptRow\n"
+        "from campaign.core.states import AttemptState\n"
         "s = Store(sys.argv[1]); cid = int(sys.argv[2])\n"
         "print('ready', flush=True); sys.stdin.readline()\n"
         "won = []\n"
@@ -38,8 +38,15 @@ def test_concurrent_claims_from_many_processes_give_one_winner(db_url: str) -> N
         "        won.append(arm); s.update(AttemptRow, att.id, state=AttemptState.DONE)\n"
         "print(''.join(won))\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", script, store.url, str(camp.id)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, store.url, str(camp.id)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     for proc in procs:  # all at once
@@ -59,8 +66,8 @@ def test_holder_gone_needs_proof(monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
     from datetime import timedelta
 
-    from campaign.liveness import holder_gone, this_host, this_machine
-    from campaign.tables import AttemptRow, utcnow
+    from campaign.store.liveness import holder_gone, this_host, this_machine
+    from campaign.store.tables import AttemptRow, utcnow
 
     monkeypatch.setenv("CAMPAIGN_HOST", "h1")
     now = utcnow()
@@ -78,6 +85,11 @@ def test_holder_gone_needs_proof(monkeypatch: pytest.MonkeyPatch) -> None:
     # the pid is read on the machine that made it, whatever the placement label says:
     # another worker's label on this machine is still judged by its pid...
     here = this_machine()
-    assert "is gone" in (holder_gone(att(host="h2", machine=here, owner_pid=dead.pid, heartbeat_at=fresh), now, 60) or "")
+    assert "is gone" in (
+        holder_gone(att(host="h2", machine=here, owner_pid=dead.pid, heartbeat_at=fresh), now, 60) or ""
+    )
     # ...and a holder on another machine under this label only by its heartbeat
-    assert holder_gone(att(host="h1", machine=here + "-elsewhere", owner_pid=dead.pid, heartbeat_at=fresh), now, 60) is None
+    assert (
+        holder_gone(att(host="h1", machine=here + "-elsewhere", owner_pid=dead.pid, heartbeat_at=fresh), now, 60)
+        is None
+    )

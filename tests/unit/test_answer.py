@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from campaign.schema import GateEntry
-from campaign.states import Verdict
-from campaign.summary import GateView
-from campaign.units import pct
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
+from campaign.core.units import pct
+from campaign.store.summary import GateView
 from gates.engine import evaluate
 from reports.answer import answer_of
 from tests.unit.test_attribution_checks import campaign, spec_gate
@@ -18,19 +18,34 @@ from tests.unit.test_attribution_checks import campaign, spec_gate
 def view(gate: GateEntry, title: str = "") -> GateView:
     frame = campaign(11)
     result = evaluate(gate, frame)
-    return GateView(gate.id, title or gate.id, str(result.verdict), result.reason, list(gate.subjects), list(gate.baseline),
-                    gate.predicate, result.evidence)
+    return GateView(
+        gate.id,
+        title or gate.id,
+        str(result.verdict),
+        result.reason,
+        list(gate.subjects),
+        list(gate.baseline),
+        gate.predicate,
+        result.evidence,
+    )
 
 
 def test_a_comparison_answers_with_its_change_and_interval() -> None:
-    gate = GateEntry(id="faster", predicate="relative_improvement", subjects=["B"], baseline=["A"],
-                     params={"metric": "decode_tps", "probe": "decode", "min_gain": 0.5})
+    gate = GateEntry(
+        id="faster",
+        predicate="relative_improvement",
+        subjects=["B"],
+        baseline=["A"],
+        params={"metric": "decode_tps", "probe": "decode", "min_gain": 0.5},
+    )
     g = view(gate)
     assert g.verdict == Verdict.PASS
     (c,) = g.evidence["comparisons"]
     a = answer_of(g)
     # the very numbers the gate decided on, formatted once
-    assert a.found == (f"B vs A: decode_tps {pct(c['change'])} [{pct(c['change_low'])}, {pct(c['change_high'])}] 95% CI over 5 blocks, needs >= +50%")
+    assert a.found == (
+        f"B vs A: decode_tps {pct(c['change'])} [{pct(c['change_low'])}, {pct(c['change_high'])}] 95% CI over 5 blocks, needs >= +50%"
+    )
     assert f"{pct(c['change'])} [{pct(c['change_low'])}, {pct(c['change_high'])}]" in g.reason  # the reason's numbers
     lines = a.lines(80)
     assert lines[0].startswith("PASS    faster: B vs A: decode_tps +")
@@ -59,5 +74,7 @@ def test_an_undecided_credit_says_so_and_a_long_answer_is_cut_at_two_lines() -> 
 
 @pytest.mark.parametrize("verdict", ["pending", "blocked"])
 def test_a_gate_without_a_verdict_answers_with_its_reasons_first_clause(verdict: str) -> None:
-    g = GateView("g", "t", verdict, "arm B blocked: llama-server not found; more here", ["B"], [], "relative_improvement", {})
+    g = GateView(
+        "g", "t", verdict, "arm B blocked: llama-server not found; more here", ["B"], [], "relative_improvement", {}
+    )
     assert answer_of(g).found == "arm B blocked: llama-server not found"

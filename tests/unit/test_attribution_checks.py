@@ -12,15 +12,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from campaign.schema import GateEntry
-from campaign.states import AttemptState, ProbeRunState, Verdict
-from campaign.store import Store
-from campaign.tables import AttemptRow, CampaignRow, MeasurementRow, ProbeRunRow
+from campaign.core.schema import GateEntry
+from campaign.core.states import AttemptState, ProbeRunState, Verdict
+from campaign.store.store import Store
+from campaign.store.tables import AttemptRow, CampaignRow, MeasurementRow, ProbeRunRow
 from gates.engine import evaluate
 
 BLOCKS = 5
-PLACED = {"host": "host-a", "machine": "m1", "device_lease": "device-host-a-gpu0/7f1c", "served_model": "qwen3-8b",
-          "fingerprint": "5e0c2a91d4b7f3aa"}
+PLACED = {
+    "host": "host-a",
+    "machine": "m1",
+    "device_lease": "device-host-a-gpu0/7f1c",
+    "served_model": "qwen3-8b",
+    "fingerprint": "5e0c2a91d4b7f3aa",
+}
 
 
 def tps(rng: np.random.Generator, centre: float) -> list[float]:
@@ -28,38 +33,82 @@ def tps(rng: np.random.Generator, centre: float) -> list[float]:
     return [round(float(v), 3) for v in centre * np.exp(rng.normal(0.0, 0.03, BLOCKS))]
 
 
-def arm_rows(arm: str, values: list[float], drafted: int | None = None, accepted: int = 0, **attempt: Any) -> list[dict[str, Any]]:
+def arm_rows(
+    arm: str, values: list[float], drafted: int | None = None, accepted: int = 0, **attempt: Any
+) -> list[dict[str, Any]]:
     """The arm's decode runs, block i its i-th value, and its draft counters split over the
     blocks (none without `drafted`); each attempt column (host, served_model, ...) is one
     value or one per block."""
     rows = []
     for i, value in enumerate(values):
         placed = {k: (v[i] if isinstance(v, list) else v) for k, v in {**PLACED, **attempt}.items()}
-        where = {"arm_id": arm, "probe": "decode", "scenario": "decode", "context": 4096, "kind": "sample", "trial": 0,
-                 "repeat": i, "mode": "canonical", "item_key": "item", **placed}
+        where = {
+            "arm_id": arm,
+            "probe": "decode",
+            "scenario": "decode",
+            "context": 4096,
+            "kind": "sample",
+            "trial": 0,
+            "repeat": i,
+            "mode": "canonical",
+            "item_key": "item",
+            **placed,
+        }
         rows.append({**where, "metric": "decode_tps", "value": value, "unit": "tok/s"})
         if drafted is None:
             continue
-        share = (lambda total: total // BLOCKS + (1 if i < total % BLOCKS else 0))
+
+        def share(total: int, i: int = i) -> int:
+            return total // BLOCKS + (1 if i < total % BLOCKS else 0)
+
         rows.append({**where, "metric": "draft_tokens", "value": float(share(drafted)), "unit": "tokens"})
         rows.append({**where, "metric": "accepted_tokens", "value": float(share(accepted)), "unit": "tokens"})
     return rows
 
 
 def spec_gate(ablation: str = "B-nospec", baseline: tuple[str, ...] = ("A", "B-nospec")) -> GateEntry:
-    params = {"claim": "speculation", "ablation": ablation, "metric": "decode_tps", "probe": "decode", "scenario": "decode",
-              "lower_is_better": False, "min_gain": 0.5, "counter_scenario": "decode"}
+    params = {
+        "claim": "speculation",
+        "ablation": ablation,
+        "metric": "decode_tps",
+        "probe": "decode",
+        "scenario": "decode",
+        "lower_is_better": False,
+        "min_gain": 0.5,
+        "counter_scenario": "decode",
+    }
     return GateEntry(id="credit-spec", predicate="attribution", params=params, subjects=["B"], baseline=list(baseline))
 
 
-def campaign(seed: int, *, drafted: int = 1860, accepted: int = 1512, ablation: dict[str, Any] | None = None,
-             subject: dict[str, Any] | None = None, ablation_drafts: tuple[int, int] = (0, 0)) -> pd.DataFrame:
+def campaign(
+    seed: int,
+    *,
+    drafted: int = 1860,
+    accepted: int = 1512,
+    ablation: dict[str, Any] | None = None,
+    subject: dict[str, Any] | None = None,
+    ablation_drafts: tuple[int, int] = (0, 0),
+) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame([
-        *arm_rows("B", tps(rng, 60.0), drafted, accepted, **(subject or {})),
-        *arm_rows("A", tps(rng, 30.0), host="host-c", machine="m3", served_model="llama-3-8b", fingerprint="0badc0de00000000"),
-        *arm_rows("B-nospec", tps(rng, 30.5), *ablation_drafts, **{"device_lease": "device-host-a-gpu0/91ab", **(ablation or {})}),
-    ])
+    return pd.DataFrame(
+        [
+            *arm_rows("B", tps(rng, 60.0), drafted, accepted, **(subject or {})),
+            *arm_rows(
+                "A",
+                tps(rng, 30.0),
+                host="host-c",
+                machine="m3",
+                served_model="llama-3-8b",
+                fingerprint="0badc0de00000000",
+            ),
+            *arm_rows(
+                "B-nospec",
+                tps(rng, 30.5),
+                *ablation_drafts,
+                **{"device_lease": "device-host-a-gpu0/91ab", **(ablation or {})},
+            ),
+        ]
+    )
 
 
 def test_the_same_everything_keeps_the_credit_and_says_the_drafts_were_accepted() -> None:
@@ -93,8 +142,13 @@ def test_speculation_whose_drafts_were_never_accepted_is_not_credited(baseline: 
     silent = evaluate(spec_gate(baseline=baseline), campaign(12, drafted=0, accepted=0).query("metric == 'decode_tps'"))
     assert silent.verdict == Verdict.INCONCLUSIVE and "B reports no draft counters (decode/decode)" in silent.reason
     # without an ablation the counters argue by elimination, and say what they show
-    alone = GateEntry(id="spec", predicate="attribution", params={k: v for k, v in spec_gate().params.items() if k != "ablation"},
-                      subjects=["B"], baseline=["A"])
+    alone = GateEntry(
+        id="spec",
+        predicate="attribution",
+        params={k: v for k, v in spec_gate().params.items() if k != "ablation"},
+        subjects=["B"],
+        baseline=["A"],
+    )
     eliminated = evaluate(alone, campaign(12, accepted=0))
     assert eliminated.verdict == Verdict.INCONCLUSIVE
     assert "speculation accepted 0 of 1,860 drafted tokens, so it did no work on B" in eliminated.reason
@@ -108,11 +162,15 @@ def test_an_ablation_that_still_accepted_drafts_did_not_switch_speculation_off()
 
 def test_an_ablation_on_another_host_is_refused() -> None:
     """The audit: the ablation ran on a host 2.7x slower, so it "lost the win" by its host."""
-    result = evaluate(spec_gate(), campaign(14, ablation={"host": "host-b", "machine": "m2", "device_lease": "device-host-b-gpu0/33"}))
+    result = evaluate(
+        spec_gate(), campaign(14, ablation={"host": "host-b", "machine": "m2", "device_lease": "device-host-b-gpu0/33"})
+    )
     assert result.verdict == Verdict.INCONCLUSIVE, result.reason
-    assert ("B ran on host-a, its ablation B-nospec on host-b; B ran on machine m1, its ablation B-nospec on machine m2; "
-            "B held device device-host-a-gpu0, its ablation B-nospec device device-host-b-gpu0: "
-            "an ablation must share the subject's placement") in result.reason
+    assert (
+        "B ran on host-a, its ablation B-nospec on host-b; B ran on machine m1, its ablation B-nospec on machine m2; "
+        "B held device device-host-a-gpu0, its ablation B-nospec device device-host-b-gpu0: "
+        "an ablation must share the subject's placement"
+    ) in result.reason
     assert result.evidence["placement"]["host"] == {"B": ["host-a"], "B-nospec": ["host-b"]}
     # the same host, another device on it
     other_gpu = evaluate(spec_gate(), campaign(14, ablation={"device_lease": "device-host-a-gpu1/34"}))
@@ -123,7 +181,10 @@ def test_an_ablation_on_another_host_is_refused() -> None:
 def test_an_ablation_serving_another_model_is_refused() -> None:
     result = evaluate(spec_gate(), campaign(15, ablation={"served_model": "qwen3-8b-awq"}))
     assert result.verdict == Verdict.INCONCLUSIVE, result.reason
-    assert "B served qwen3-8b, its ablation B-nospec qwen3-8b-awq: an ablation must serve the subject's model" in result.reason
+    assert (
+        "B served qwen3-8b, its ablation B-nospec qwen3-8b-awq: an ablation must serve the subject's model"
+        in result.reason
+    )
     # the same name, other weights (its greedy fingerprint differs); the sole case too
     result = evaluate(spec_gate(baseline=("B-nospec",)), campaign(15, ablation={"fingerprint": "aaaaaaaaaaaaaaaa"}))
     assert result.verdict == Verdict.INCONCLUSIVE, result.reason
@@ -139,7 +200,9 @@ def test_hosts_swapped_within_blocks_are_refused() -> None:
     assert result.verdict == Verdict.INCONCLUSIVE, result.reason
     assert "in block item/b0 B ran on host-a, its ablation B-nospec on host-b" in result.reason
     # both on both hosts, block by block together: nothing differs
-    assert evaluate(spec_gate(), campaign(16, subject={"host": hosts}, ablation={"host": hosts})).verdict == Verdict.PASS
+    assert (
+        evaluate(spec_gate(), campaign(16, subject={"host": hosts}, ablation={"host": hosts})).verdict == Verdict.PASS
+    )
 
 
 def test_the_measurement_frame_carries_the_attempts_placement_and_model(db_url: str) -> None:
@@ -149,15 +212,30 @@ def test_the_measurement_frame_carries_the_attempts_placement_and_model(db_url: 
     store = Store(db_url)
     cid = store.add(CampaignRow(name="c")).id
     rng = np.random.default_rng(17)
-    placed = {"B": {**PLACED}, "B-2slots": {**PLACED, "host": "host-b", "device_lease": "device-host-b-gpu0/1"},
-              "C": {"host": "", "machine": "", "device_lease": "", "served_model": "", "fingerprint": ""}}
+    placed = {
+        "B": {**PLACED},
+        "B-2slots": {**PLACED, "host": "host-b", "device_lease": "device-host-b-gpu0/1"},
+        "C": {"host": "", "machine": "", "device_lease": "", "served_model": "", "fingerprint": ""},
+    }
     for arm, centre in (("B", 0.4), ("B-2slots", 1.3), ("C", 1.0)):
         for block, value in enumerate(centre * np.exp(rng.normal(0.0, 0.03, 3))):
             att = store.new_attempt(cid, "load", arm, {}, block, block={"block_order": 0, "block_id": f"load/b{block}"})
             run = store.add(ProbeRunRow(attempt_id=att.id, probe="agent-load", context=0, state=ProbeRunState.DONE))
-            store.add(MeasurementRow(campaign_id=cid, attempt_id=att.id, probe_run_id=run.id, item_key="load", arm_id=arm,
-                                     repeat=block, probe="agent-load", scenario="summary", mode="canonical",
-                                     metric="ttft_later_median_s", value=float(value)))
+            store.add(
+                MeasurementRow(
+                    campaign_id=cid,
+                    attempt_id=att.id,
+                    probe_run_id=run.id,
+                    item_key="load",
+                    arm_id=arm,
+                    repeat=block,
+                    probe="agent-load",
+                    scenario="summary",
+                    mode="canonical",
+                    metric="ttft_later_median_s",
+                    value=float(value),
+                )
+            )
             store.update(AttemptRow, att.id, state=AttemptState.DONE, **placed[arm])
     for categorical in (False, True):
         frame = store.measurements_frame(cid, categorical=categorical)
@@ -165,8 +243,13 @@ def test_the_measurement_frame_carries_the_attempts_placement_and_model(db_url: 
             assert column in frame.columns
             assert set(frame.loc[frame["arm_id"] == "C", column].astype(str)) == {""}
         assert set(frame.loc[frame["arm_id"] == "B-2slots", "host"].astype(str)) == {"host-b"}
-        gate = GateEntry(id="credit-slots", predicate="attribution", params={"claim": "slots", "ablation": "B-2slots"},
-                         subjects=["B"], baseline=["B-2slots"])
+        gate = GateEntry(
+            id="credit-slots",
+            predicate="attribution",
+            params={"claim": "slots", "ablation": "B-2slots"},
+            subjects=["B"],
+            baseline=["B-2slots"],
+        )
         result = evaluate(gate, frame)
         assert result.verdict == Verdict.INCONCLUSIVE, result.reason
         assert "B ran on host-a, its ablation B-2slots on host-b" in result.reason

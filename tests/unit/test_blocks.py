@@ -12,12 +12,16 @@ from tests.campaigns import arm, campaign_file, sim
 from tests.campaigns import item as queue_item
 
 
-
-
 def _campaign(name: str, seed: int, arms: str, queue: list[dict], more_arms: list[dict] | None = None) -> str:
     """Arms `arms` (one letter each, slots 1, 2, ...) on a simulator twenty times faster."""
-    return campaign_file(name, seed=seed, default_max_tokens=8, runtimes=[sim(profile={"time_scale": 20.0})],
-                         arms=_arms(arms) + (more_arms or []), queue=queue)
+    return campaign_file(
+        name,
+        seed=seed,
+        default_max_tokens=8,
+        runtimes=[sim(profile={"time_scale": 20.0})],
+        arms=_arms(arms) + (more_arms or []),
+        queue=queue,
+    )
 
 
 def _spec(text: str, tmp_path: Path, name: str = "c.toml"):  # type: ignore[no-untyped-def]
@@ -81,7 +85,15 @@ def test_a_probe_runs_settings_are_its_parameters_not_the_items(tmp_path: Path) 
 
     queue = [
         queue_item("a", ["A"], ["decode"], contexts=[2048]),
-        queue_item("b", ["B"], ["cache-probe", "decode"], contexts=[1024, 2048], modes=["canonical", "greedy"], repeats=3, overrides={"repeats": 2}),
+        queue_item(
+            "b",
+            ["B"],
+            ["cache-probe", "decode"],
+            contexts=[1024, 2048],
+            modes=["canonical", "greedy"],
+            repeats=3,
+            overrides={"repeats": 2},
+        ),
     ]
     _, spec = _spec(_campaign("cells", 1, "AB", queue), tmp_path)
     a, b = spec.item("a"), spec.item("b")

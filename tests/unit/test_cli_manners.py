@@ -36,9 +36,31 @@ def test_command_summaries_wrap_at_the_terminal_not_where_the_docstring_broke() 
     each command's summary is one line."""
     text = runner.invoke(app, ["--help"], env={"COLUMNS": "400"}).output
     rows = [line.strip("│ ") for line in text.splitlines() if line.startswith("│")]
-    continuation = [row for row in rows if row and row.split()[0] not in
-                    {"run", "check", "resume", "rerun", "worker", "status", "report", "simulate", "examples", "new",
-                     "probe", "export", "ui", "db", "trace", "--version", "--help"}]
+    continuation = [
+        row
+        for row in rows
+        if row
+        and row.split()[0]
+        not in {
+            "run",
+            "check",
+            "resume",
+            "rerun",
+            "worker",
+            "status",
+            "report",
+            "simulate",
+            "examples",
+            "new",
+            "probe",
+            "export",
+            "ui",
+            "db",
+            "trace",
+            "--version",
+            "--help",
+        }
+    ]
     assert not continuation, continuation
 
 
@@ -69,7 +91,9 @@ def test_new_writes_a_file_that_passes_check(runtime: str, tmp_path: Path) -> No
     result = runner.invoke(app, ["new", "--runtime", runtime, "--out", str(out)])
     assert result.exit_code == 0 and out.is_file(), result.output
     assert check_campaign(load_campaign(out)) == []
-    assert all(len(line) <= 100 for line in out.read_text().splitlines() if str(out) not in line), "a line a terminal would fold"
+    assert all(len(line) <= 100 for line in out.read_text().splitlines() if str(out) not in line), (
+        "a line a terminal would fold"
+    )
     again = runner.invoke(app, ["new", "--runtime", runtime, "--out", str(out)])
     assert again.exit_code != 0  # never overwritten without --force
 
@@ -87,7 +111,10 @@ def test_new_takes_llama_threads_from_the_machines_cores(tmp_path: Path, monkeyp
     assert result.exit_code == 0, result.output
     runtime = load_campaign(out).runtime("server")
     assert runtime.options["threads"] == 5 and "--threads" not in runtime.argv
-    assert "threads = 5                     # --threads: 6 cores here, less 1 for the campaign's own process" in out.read_text()
+    assert (
+        "threads = 5                     # --threads: 6 cores here, less 1 for the campaign's own process"
+        in out.read_text()
+    )
     assert "llama.cpp threads: 5 (6 cores here, less 1 for the campaign's own process)" in result.output
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # no affinity: the machine's count
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
@@ -105,7 +132,10 @@ def test_probe_takes_a_model_list_that_is_not_json_as_no_list() -> None:
 
     assert _model_ids(httpx.Response(200, content=b"")) == []
     assert _model_ids(httpx.Response(200, json={"data": "odd"})) == []
-    assert _model_ids(httpx.Response(200, json={"data": [{"id": "m1"}, {"object": "model"}, {"id": "m2"}]})) == ["m1", "m2"]
+    assert _model_ids(httpx.Response(200, json={"data": [{"id": "m1"}, {"object": "model"}, {"id": "m2"}]})) == [
+        "m1",
+        "m2",
+    ]
 
 
 def test_probe_requests_the_name_the_runtime_serves_its_model_under(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,13 +155,16 @@ def test_probe_requests_the_name_the_runtime_serves_its_model_under(monkeypatch:
     assert mlx_lm == "default_model"
     assert probe_cli._reachable_model("http://mlx", None, mlx_lm) == "default_model"
     assert probe_cli._reachable_model("http://mlx", "mine", mlx_lm) == "mine"
-    assert probe_cli._reachable_model("http://other", None, runtimes.get("llamacpp").dialect.request_model) == "some/cached-hub-model"
+    assert (
+        probe_cli._reachable_model("http://other", None, runtimes.get("llamacpp").dialect.request_model)
+        == "some/cached-hub-model"
+    )
 
 
 def test_status_and_report_take_the_campaign_file_a_user_just_ran(tmp_path: Path) -> None:
     """`campaign status FILE` looks up the campaign the file names, as `run FILE` and
     `resume FILE` take it; a file without a name, or one that is not there, says so."""
-    from campaign.store import Store
+    from campaign.store.store import Store
     from cli.app import UsageError
 
     def refused(args: list[str]) -> str:
@@ -149,7 +182,9 @@ def test_status_and_report_take_the_campaign_file_a_user_just_ran(tmp_path: Path
     nameless = tmp_path / "nameless.toml"
     nameless.write_text("[campaign]\n")
     assert "no [campaign] name" in refused(["status", str(nameless), "--db", str(db)])
-    assert "absent.toml: cannot read the campaign's name" in refused(["status", str(tmp_path / "absent.toml"), "--db", str(db)])
+    assert "absent.toml: cannot read the campaign's name" in refused(
+        ["status", str(tmp_path / "absent.toml"), "--db", str(db)]
+    )
 
 
 def test_a_worker_started_with_sigint_ignored_takes_ctrl_c_back() -> None:

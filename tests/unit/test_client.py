@@ -14,7 +14,7 @@ from aiohttp import web
 from arms import transport
 from arms.client import make_http_client, stream_chat
 from arms.events import ChunkEvent, EventParser, parse_chunk, parse_events
-from arms.metrics import (
+from arms.measures import (
     CONTENT,
     DONE,
     EMPTY,
@@ -67,7 +67,12 @@ async def loopback() -> AsyncIterator[Callable[..., Awaitable[str]]]:
     headers (lower-cased names) and body are appended to `seen` when one is given."""
     runners: list[web.AppRunner] = []
 
-    async def start(script: list[bytes], gap: float = 0.005, hold: float = 0.0, seen: list[tuple[dict[str, str], bytes]] | None = None) -> str:
+    async def start(
+        script: list[bytes],
+        gap: float = 0.005,
+        hold: float = 0.0,
+        seen: list[tuple[dict[str, str], bytes]] | None = None,
+    ) -> str:
         async def handler(request: web.Request) -> web.StreamResponse:
             body = await request.read()
             if seen is not None:
@@ -231,7 +236,11 @@ async def test_the_direct_post_sends_what_httpx_would_send(loopback) -> None:
         assert http.direct_transport() is None
         records.append(await stream_chat(http, body))
     (direct_headers, direct_body), (httpx_headers, httpx_body) = seen
-    assert json.loads(direct_body) == json.loads(httpx_body) == {**body, "stream": True, "stream_options": {"include_usage": True}}
+    assert (
+        json.loads(direct_body)
+        == json.loads(httpx_body)
+        == {**body, "stream": True, "stream_options": {"include_usage": True}}
+    )
     for headers in (direct_headers, httpx_headers):
         headers.pop("content-length")  # httpx's JSON spacing differs between its versions
     assert direct_headers == httpx_headers

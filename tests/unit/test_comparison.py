@@ -16,8 +16,8 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats as st
 
-from campaign.schema import GateEntry
-from campaign.states import Verdict
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
 from gates import blockstats
 from gates.catalog import params_model
 from gates.cells import Selector, arm_errors, cell_stats
@@ -25,14 +25,38 @@ from gates.engine import evaluate
 from gates.intervals import median_interval, rate_interval
 
 
-def cell(arm: str, metric: str, values: list[float], *, probe: str = "decode", scenario: str = "decode", context: int = 4096,
-         repeat: int | None = None, trial: int | None = None, kind: str = "sample", unit: str = "", mode: str = "canonical", item: str = "item") -> list[dict[str, Any]]:
+def cell(
+    arm: str,
+    metric: str,
+    values: list[float],
+    *,
+    probe: str = "decode",
+    scenario: str = "decode",
+    context: int = 4096,
+    repeat: int | None = None,
+    trial: int | None = None,
+    kind: str = "sample",
+    unit: str = "",
+    mode: str = "canonical",
+    item: str = "item",
+) -> list[dict[str, Any]]:
     """Without `repeat`, each value is one server run's median (blocks 0, 1, ...): the run
     is the unit. With it, every value is a request of that one run."""
     return [
-        {"arm_id": arm, "metric": metric, "value": float(v), "probe": probe, "scenario": scenario, "context": context,
-         "kind": kind, "trial": i if trial is None else trial, "repeat": i if repeat is None else repeat, "mode": mode, "unit": unit,
-         "item_key": item}
+        {
+            "arm_id": arm,
+            "metric": metric,
+            "value": float(v),
+            "probe": probe,
+            "scenario": scenario,
+            "context": context,
+            "kind": kind,
+            "trial": i if trial is None else trial,
+            "repeat": i if repeat is None else repeat,
+            "mode": mode,
+            "unit": unit,
+            "item_key": item,
+        }
         for i, v in enumerate(values)
     ]
 
@@ -45,7 +69,9 @@ def runs(arm: str, metric: str, per_run: list[list[float]], **where: Any) -> lis
 def errors(arm: str, requests: int, failed: dict[str, int], **where: Any) -> list[dict[str, Any]]:
     """The per-cell request outcome rows every probe writes (`arms.probes.failures.record_errors`)."""
     total = sum(failed.values())
-    out = cell(arm, "requests", [requests], kind="summary", **where) + cell(arm, "requests_failed", [total], kind="summary", **where)
+    out = cell(arm, "requests", [requests], kind="summary", **where) + cell(
+        arm, "requests_failed", [total], kind="summary", **where
+    )
     for kind, n in failed.items():
         out += cell(arm, f"requests_failed_{kind}", [n], kind="summary", **where)
     return out + cell(arm, "error_rate", [total / requests], kind="summary", **where)
@@ -81,7 +107,13 @@ def test_reason_carries_the_gain_its_ci_over_runs_and_the_sizes() -> None:
     """Five blocks of four requests each: the gain's CI is the t interval of the five
     per-block log ratios of run medians, checked here against scipy directly."""
     b_runs = [[68, 69, 70, 71], [70, 71, 72, 73], [66, 67, 67, 68], [69, 70, 70, 72], [67, 68, 69, 69]]
-    c_runs = [[158, 160, 161, 163], [166, 167, 168, 170], [155, 156, 158, 158], [161, 163, 164, 166], [157, 158, 160, 161]]
+    c_runs = [
+        [158, 160, 161, 163],
+        [166, 167, 168, 170],
+        [155, 156, 158, 158],
+        [161, 163, 164, 166],
+        [157, 158, 160, 161],
+    ]
     rows = frame(runs("C", "decode_tps", c_runs), runs("B", "decode_tps", b_runs))
     result = evaluate(gate("relative_improvement", REL, ["C"], ["B"]), rows)
     assert result.verdict == Verdict.PASS
@@ -93,13 +125,17 @@ def test_reason_carries_the_gain_its_ci_over_runs_and_the_sizes() -> None:
     mean, se = sum(logs) / 5, st.sem(logs)
     half = st.t.ppf(0.975, 4) * se
     cmp = result.evidence["comparisons"][0]
-    assert cmp["change_low"] == pytest.approx(math.exp(mean - half) - 1) and cmp["change_high"] == pytest.approx(math.exp(mean + half) - 1)
+    assert cmp["change_low"] == pytest.approx(math.exp(mean - half) - 1) and cmp["change_high"] == pytest.approx(
+        math.exp(mean + half) - 1
+    )
     assert cmp["method"] == f"{blockstats.PAIRED_METHOD} (5 blocks)" and cmp["pairs"] == 5
     cells = {(c["arm"], c["role"]): c for c in result.evidence["cells"]}
     c, b = cells[("C", "subject")], cells[("B", "baseline")]
     assert c["n"] == c["runs"] == 5 and c["requests_per_run"] == [4] * 5 and c["size"] == "5 runs x 4 requests"
     assert b["run_values"] == [med(r) for r in b_runs]
-    assert b["median"] == pytest.approx(math.exp(sum(math.log(med(r)) for r in b_runs) / 5))  # geometric mean of run medians
+    assert b["median"] == pytest.approx(
+        math.exp(sum(math.log(med(r)) for r in b_runs) / 5)
+    )  # geometric mean of run medians
     assert b["low"] < b["median"] < b["high"] and b["request_low"] <= b["median"] <= b["request_high"]
 
 
@@ -139,7 +175,9 @@ def test_min_runs_below_two_is_refused_and_min_n_is_gone() -> None:
         model.model_validate({**REL, "min_n": 3})  # the old request-count knob is not silently ignored
     assert model.model_validate({**REL, "min_runs": 2}).min_runs == 2
     with pytest.raises(ValidationError):
-        evaluate(gate("relative_improvement", {**REL, "min_runs": 1}, ["C"], ["B"]), frame(cell("C", "decode_tps", [1.0])))
+        evaluate(
+            gate("relative_improvement", {**REL, "min_runs": 1}, ["C"], ["B"]), frame(cell("C", "decode_tps", [1.0]))
+        )
 
 
 def test_a_gain_whose_ci_straddles_the_threshold_is_inconclusive() -> None:
@@ -152,14 +190,23 @@ def test_a_gain_whose_ci_straddles_the_threshold_is_inconclusive() -> None:
     assert "C 113 (+12% [+3%, +21%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs B 101" in result.reason
     assert "C's CI straddles +10%" in result.reason
     assert result.evidence["comparisons"][0]["statistical"] is True  # decided by the test, not by a rule
-    clear_fail = frame(cell("C", "decode_tps", scaled(base, [1.01, 1.03, 1.02, 1.00, 1.02])), cell("B", "decode_tps", base))
+    clear_fail = frame(
+        cell("C", "decode_tps", scaled(base, [1.01, 1.03, 1.02, 1.00, 1.02])), cell("B", "decode_tps", base)
+    )
     assert evaluate(gate("relative_improvement", REL, ["C"], ["B"]), clear_fail).verdict == Verdict.FAIL
-    clear_pass = frame(cell("C", "decode_tps", scaled(base, [1.19, 1.22, 1.20, 1.21, 1.18])), cell("B", "decode_tps", base))
+    clear_pass = frame(
+        cell("C", "decode_tps", scaled(base, [1.19, 1.22, 1.20, 1.21, 1.18])), cell("B", "decode_tps", base)
+    )
     assert evaluate(gate("relative_improvement", REL, ["C"], ["B"]), clear_pass).verdict == Verdict.PASS
 
 
 AGENT = {"probe": "agent-load", "scenario": "summary", "context": 0}
-FLAKY_GATE = gate("relative_improvement", {"metric": "ttft_later_s", "probe": "agent-load", "min_gain": 0.5, "higher_is_better": False}, ["FLAKY"], ["SLOW"])
+FLAKY_GATE = gate(
+    "relative_improvement",
+    {"metric": "ttft_later_s", "probe": "agent-load", "min_gain": 0.5, "higher_is_better": False},
+    ["FLAKY"],
+    ["SLOW"],
+)
 
 
 def test_a_flaky_subject_cannot_pass() -> None:
@@ -167,7 +214,9 @@ def test_a_flaky_subject_cannot_pass() -> None:
     Before, failures simply left the latency samples and FLAKY passed at -96%."""
     fast = cell("FLAKY", "ttft_later_s", [0.03, 0.03, 0.02, 0.04, 0.03, 0.03], **AGENT)
     slow = cell("SLOW", "ttft_later_s", [0.66, 0.70, 0.62, 0.65, 0.68, 0.66], **AGENT)
-    result = evaluate(FLAKY_GATE, frame(fast, slow, errors("FLAKY", 9, {"http_503": 3}, **AGENT), errors("SLOW", 9, {}, **AGENT)))
+    result = evaluate(
+        FLAKY_GATE, frame(fast, slow, errors("FLAKY", 9, {"http_503": 3}, **AGENT), errors("SLOW", 9, {}, **AGENT))
+    )
     assert result.verdict == Verdict.FAIL
     assert "FLAKY failed 3/9 requests (0.333 [0.0749, 0.701] 95% CI): http_503 3 > 0.05: cannot pass" in result.reason
     flaky = next(c for c in result.evidence["cells"] if c["arm"] == "FLAKY")
@@ -184,7 +233,13 @@ def test_errors_count_per_arm_over_every_cell_it_ran() -> None:
     fast = cell("FLAKY", "ttft_later_s", [0.03, 0.03, 0.02, 0.04, 0.03, 0.03], **AGENT)
     slow = cell("SLOW", "ttft_later_s", [0.66, 0.70, 0.62, 0.65, 0.68, 0.66], **AGENT)
     elsewhere = {"probe": "decode", "scenario": "decode", "context": 4096}
-    rows = frame(fast, slow, errors("FLAKY", 9, {}, **AGENT), errors("FLAKY", 11, {"http_503": 5}, **elsewhere), errors("SLOW", 20, {}, **AGENT))
+    rows = frame(
+        fast,
+        slow,
+        errors("FLAKY", 9, {}, **AGENT),
+        errors("FLAKY", 11, {"http_503": 5}, **elsewhere),
+        errors("SLOW", 20, {}, **AGENT),
+    )
     result = evaluate(FLAKY_GATE, rows)
     assert result.verdict == Verdict.FAIL
     assert "FLAKY failed 5/20 requests (0.25 [0.0866, 0.491] 95% CI): http_503 5 > 0.05: cannot pass" in result.reason
@@ -197,13 +252,21 @@ def test_a_cell_where_the_arm_failed_every_request_counts_against_it() -> None:
     """At 32K C answered nothing: no latency there, but not an absent cell either."""
     at32 = {"probe": "decode", "scenario": "decode", "context": 32768}
     base = [50, 51, 49, 50, 52]
-    rows = frame(cell("C", "decode_tps", scaled(base, [1.3] * 5)), cell("B", "decode_tps", base),
-                 cell("B", "decode_tps", base, **at32), errors("C", 5, {"http_503": 5}, **at32), errors("B", 5, {}, **at32),
-                 errors("C", 100, {}), errors("B", 100, {}))
+    rows = frame(
+        cell("C", "decode_tps", scaled(base, [1.3] * 5)),
+        cell("B", "decode_tps", base),
+        cell("B", "decode_tps", base, **at32),
+        errors("C", 5, {"http_503": 5}, **at32),
+        errors("B", 5, {}, **at32),
+        errors("C", 100, {}),
+        errors("B", 100, {}),
+    )
     stats = cell_stats(rows, Selector(metric="decode_tps"), "C")
     dead = next(s for c, s in stats.items() if c.context == 32768)
     assert dead.all_failed and dead.n == 0 and dead.size() == "0 runs (5/5 requests failed)"
-    result = evaluate(gate("relative_improvement", {**REL, "max_error_rate": 0.2}, ["C"], ["B"]), rows)  # 5/105: under the arm's limit
+    result = evaluate(
+        gate("relative_improvement", {**REL, "max_error_rate": 0.2}, ["C"], ["B"]), rows
+    )  # 5/105: under the arm's limit
     assert result.verdict == Verdict.FAIL
     assert "C failed every request at decode/decode@32K (5/5): cannot pass" in result.reason
 
@@ -214,38 +277,71 @@ def test_a_flaky_baseline_cannot_make_a_subject_fail() -> None:
     rows = frame(c, cell("B", "decode_tps", base), errors("B", 10, {"read_timeout": 4}))
     result = evaluate(gate("relative_improvement", REL, ["C"], ["B"]), rows)
     assert result.verdict == Verdict.INCONCLUSIVE
-    assert "baseline B failed 4/10 requests (0.40 [0.122, 0.738] 95% CI): read_timeout 4 > 0.05: its numbers cannot decide" in result.reason
+    assert (
+        "baseline B failed 4/10 requests (0.40 [0.122, 0.738] 95% CI): read_timeout 4 > 0.05: its numbers cannot decide"
+        in result.reason
+    )
     # the same numbers from a healthy baseline: C surely falls short, a fail
-    assert evaluate(gate("relative_improvement", REL, ["C"], ["B"]), frame(c, cell("B", "decode_tps", base), errors("B", 10, {}))).verdict == Verdict.FAIL
+    assert (
+        evaluate(
+            gate("relative_improvement", REL, ["C"], ["B"]),
+            frame(c, cell("B", "decode_tps", base), errors("B", 10, {})),
+        ).verdict
+        == Verdict.FAIL
+    )
 
 
 def test_contexts_are_never_pooled() -> None:
     """Seed-004 Gate 6 in small: M measured at 16K only, L at 16K and 32K. Pooling L's two
     contexts made M look 40% faster; at 16K, where both ran, it is 10% faster."""
-    g = gate("relative_improvement", {"metric": "ttft_s", "probe": "cache-probe", "scenario": "cold", "min_gain": 0.3, "higher_is_better": False}, ["M"], ["L"])
+    g = gate(
+        "relative_improvement",
+        {"metric": "ttft_s", "probe": "cache-probe", "scenario": "cold", "min_gain": 0.3, "higher_is_better": False},
+        ["M"],
+        ["L"],
+    )
     where16 = {"probe": "cache-probe", "scenario": "cold", "context": 16384}
     l16 = [10.0, 10.2, 9.9, 10.1, 10.0]
-    rows = frame(cell("M", "ttft_s", scaled(l16, [0.90, 0.91, 0.89, 0.90, 0.91]), **where16), cell("L", "ttft_s", l16, **where16),
-                 cell("L", "ttft_s", [20.0, 20.4, 19.8, 20.2, 20.0], probe="cache-probe", scenario="cold", context=32768))
+    rows = frame(
+        cell("M", "ttft_s", scaled(l16, [0.90, 0.91, 0.89, 0.90, 0.91]), **where16),
+        cell("L", "ttft_s", l16, **where16),
+        cell("L", "ttft_s", [20.0, 20.4, 19.8, 20.2, 20.0], probe="cache-probe", scenario="cold", context=32768),
+    )
     result = evaluate(g, rows)
     assert result.verdict == Verdict.FAIL
-    assert result.reason.startswith("ttft_s: M 9.06 (-10% [-11%, -9%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs L 10.0")
+    assert result.reason.startswith(
+        "ttft_s: M 9.06 (-10% [-11%, -9%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs L 10.0"
+    )
     assert [c["context"] for c in result.evidence["comparisons"]] == [16384]
 
 
 def test_each_context_is_compared_and_all_must_pass() -> None:
     base = [50, 51, 49, 50, 52]
-    rows = frame(cell("C", "decode_tps", scaled(base, [1.20, 1.21, 1.19, 1.22, 1.20]), context=8192), cell("B", "decode_tps", base, context=8192),
-                 cell("C", "decode_tps", scaled(base, [1.02, 1.01, 1.03, 1.02, 1.02]), context=32768), cell("B", "decode_tps", base, context=32768))
+    rows = frame(
+        cell("C", "decode_tps", scaled(base, [1.20, 1.21, 1.19, 1.22, 1.20]), context=8192),
+        cell("B", "decode_tps", base, context=8192),
+        cell("C", "decode_tps", scaled(base, [1.02, 1.01, 1.03, 1.02, 1.02]), context=32768),
+        cell("B", "decode_tps", base, context=32768),
+    )
     result = evaluate(gate("relative_improvement", REL, ["C"], ["B"]), rows)
     assert result.verdict == Verdict.FAIL
-    assert "at 8K: C 60.7 (+20% [+19%, +22%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs B 50.4; " in result.reason
-    assert "at 32K: C 51.4 (+2% [+1%, +3%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs B 50.4" in result.reason
-    assert [c["verdict"] for c in result.evidence["comparisons"]] == ["pass", "fail"]  # the 32K fail survives Holm over the 2 cells
+    assert (
+        "at 8K: C 60.7 (+20% [+19%, +22%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs B 50.4; "
+        in result.reason
+    )
+    assert (
+        "at 32K: C 51.4 (+2% [+1%, +3%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs B 50.4" in result.reason
+    )
+    assert [c["verdict"] for c in result.evidence["comparisons"]] == [
+        "pass",
+        "fail",
+    ]  # the 32K fail survives Holm over the 2 cells
 
 
 def test_no_common_cell_is_pending_and_names_what_is_missing() -> None:
-    rows = frame(cell("C", "decode_tps", [60, 61, 59], context=8192), cell("B", "decode_tps", [50, 51, 49], context=4096))
+    rows = frame(
+        cell("C", "decode_tps", [60, 61, 59], context=8192), cell("B", "decode_tps", [50, 51, 49], context=4096)
+    )
     result = evaluate(gate("relative_improvement", REL, ["C"], ["B"]), rows)
     assert result.verdict == Verdict.PENDING
     assert result.reason == "no common cell for decode_tps: C has decode/decode@8K; B has decode/decode@4K"
@@ -256,7 +352,11 @@ def test_every_baseline_arm_is_used() -> None:
     as fast as C."""
     base = [50, 51, 49, 50, 52]
     c = scaled(base, [1.50, 1.49, 1.51, 1.50, 1.50])
-    rows = frame(cell("C", "decode_tps", c), cell("B", "decode_tps", base), cell("D", "decode_tps", scaled(c, [0.99, 0.98, 0.99, 0.99, 0.985])))
+    rows = frame(
+        cell("C", "decode_tps", c),
+        cell("B", "decode_tps", base),
+        cell("D", "decode_tps", scaled(c, [0.99, 0.98, 0.99, 0.99, 0.985])),
+    )
     result = evaluate(gate("relative_improvement", REL, ["C"], ["B", "D"]), rows)
     assert result.verdict == Verdict.FAIL
     assert "C 75.6 (+50% [+49%, +51%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs B 50.4; " in result.reason
@@ -276,7 +376,11 @@ def test_shared_blocks_pair_the_gain() -> None:
     result = evaluate(gate("relative_improvement", REL, ["C"], ["B"]), paired)
     assert result.verdict == Verdict.PASS
     cmp = result.evidence["comparisons"][0]
-    assert cmp["method"] == f"{blockstats.PAIRED_METHOD} (5 blocks)" and cmp["pairs"] == 5 and "paired over 5 blocks" in result.reason
+    assert (
+        cmp["method"] == f"{blockstats.PAIRED_METHOD} (5 blocks)"
+        and cmp["pairs"] == 5
+        and "paired over 5 blocks" in result.reason
+    )
     apart = frame(cell("B", "decode_tps", base, item="load-b"), cell("C", "decode_tps", c, item="load-c"))
     result = evaluate(gate("relative_improvement", REL, ["C"], ["B"]), apart)
     assert result.verdict == Verdict.INCONCLUSIVE and "C's CI straddles +10%" in result.reason
@@ -298,7 +402,9 @@ def test_arms_measured_in_different_items_are_compared_unpaired_and_say_so() -> 
     cells = {x["arm"]: x for x in result.evidence["cells"]}
     assert cells["B"]["items"] == ["baseline-item"] and cells["C"]["items"] == ["subject-item"]
     assert not set(cells["B"]["blocks"]) & set(cells["C"]["blocks"])
-    two_shared = frame(cell("B", "decode_tps", b), cell("C", "decode_tps", c[:2]), cell("C", "decode_tps", c[2:], item="other"))
+    two_shared = frame(
+        cell("B", "decode_tps", b), cell("C", "decode_tps", c[:2]), cell("C", "decode_tps", c[2:], item="other")
+    )
     cmp = evaluate(gate("relative_improvement", REL, ["C"], ["B"]), two_shared).evidence["comparisons"][0]
     assert cmp["method"] == f"{blockstats.UNPAIRED_METHOD}; 2 shared blocks are too few to pair" and cmp["pairs"] == 0
 
@@ -307,12 +413,39 @@ def test_a_summary_metric_reads_its_per_request_samples() -> None:
     """agent-load stores ttft_later_median_s once per attempt and each later turn's TTFT as
     ttft_later_s beside it: each run's value is the median of those requests, and the
     reason says how many there were per run."""
-    a_runs = [[1.20, 1.30, 1.35, 1.40, 1.25], [1.28, 1.33, 1.38, 1.42, 1.30], [1.18, 1.26, 1.31, 1.37, 1.22], [1.25, 1.29, 1.36, 1.41, 1.27]]
-    b_runs = [[0.38, 0.40, 0.41, 0.42, 0.39], [0.40, 0.41, 0.43, 0.44, 0.40], [0.37, 0.39, 0.40, 0.41, 0.38], [0.39, 0.40, 0.42, 0.43, 0.41]]
-    summaries = [row for arm, per_run in (("A", a_runs), ("B", b_runs)) for r, reqs in enumerate(per_run)
-                 for row in cell(arm, "ttft_later_median_s", [sorted(reqs)[2]], repeat=r, kind="summary", **AGENT)]
-    rows = frame(*[runs(arm, "ttft_later_s", per_run, **AGENT) for arm, per_run in (("A", a_runs), ("B", b_runs))], summaries)
-    g = gate("relative_improvement", {"metric": "ttft_later_median_s", "probe": "agent-load", "scenario": "summary", "min_gain": 0.5, "higher_is_better": False}, ["B"], ["A"])
+    a_runs = [
+        [1.20, 1.30, 1.35, 1.40, 1.25],
+        [1.28, 1.33, 1.38, 1.42, 1.30],
+        [1.18, 1.26, 1.31, 1.37, 1.22],
+        [1.25, 1.29, 1.36, 1.41, 1.27],
+    ]
+    b_runs = [
+        [0.38, 0.40, 0.41, 0.42, 0.39],
+        [0.40, 0.41, 0.43, 0.44, 0.40],
+        [0.37, 0.39, 0.40, 0.41, 0.38],
+        [0.39, 0.40, 0.42, 0.43, 0.41],
+    ]
+    summaries = [
+        row
+        for arm, per_run in (("A", a_runs), ("B", b_runs))
+        for r, reqs in enumerate(per_run)
+        for row in cell(arm, "ttft_later_median_s", [sorted(reqs)[2]], repeat=r, kind="summary", **AGENT)
+    ]
+    rows = frame(
+        *[runs(arm, "ttft_later_s", per_run, **AGENT) for arm, per_run in (("A", a_runs), ("B", b_runs))], summaries
+    )
+    g = gate(
+        "relative_improvement",
+        {
+            "metric": "ttft_later_median_s",
+            "probe": "agent-load",
+            "scenario": "summary",
+            "min_gain": 0.5,
+            "higher_is_better": False,
+        },
+        ["B"],
+        ["A"],
+    )
     result = evaluate(g, rows)
     assert result.verdict == Verdict.PASS
     assert "4 runs x 5 requests" in result.reason
@@ -340,11 +473,16 @@ def test_threshold_per_cell_with_intervals() -> None:
     three = frame(cell("L", "reuse", [1.0, 0.99, 1.0], **where))
     assert evaluate(g, three).verdict == Verdict.PASS
     straddle = evaluate(g, frame(cell("L", "reuse", [0.85, 0.95, 0.97], **where)))
-    assert straddle.verdict == Verdict.INCONCLUSIVE and "L's 95% CI [0.773, 1.10] straddles the bound" in straddle.reason
+    assert (
+        straddle.verdict == Verdict.INCONCLUSIVE and "L's 95% CI [0.773, 1.10] straddles the bound" in straddle.reason
+    )
     clear_miss = frame(cell("L", "reuse", [0.50, 0.52, 0.49], **where))
     assert evaluate(g, clear_miss).verdict == Verdict.FAIL
     # pooled over contexts the median was 1.00 and passed; at 32K it is 0.50
-    pooled = frame(cell("L", "reuse", [1.0] * 5, context=16384, **where), cell("L", "reuse", [0.5, 0.51, 0.49], context=32768, **where))
+    pooled = frame(
+        cell("L", "reuse", [1.0] * 5, context=16384, **where),
+        cell("L", "reuse", [0.5, 0.51, 0.49], context=32768, **where),
+    )
     result = evaluate(g, pooled)
     assert result.verdict == Verdict.FAIL and "L identical at 32K 0.50" in result.reason
 
@@ -366,8 +504,13 @@ def test_majority_reports_the_interval_and_three_trials_cannot_decide() -> None:
     split = evaluate(gate("majority", {}, ["R"]), frame(trials("R", [1] * 18 + [0] * 2), at32))
     assert split.verdict == Verdict.FAIL and "R at 32K 1/10" in split.reason
     # the arm's errors over every request it made: 18/20 answered right, but 6 of 26 requests failed
-    flaky = evaluate(gate("majority", {}, ["R"]), frame(trials("R", [1] * 18 + [0] * 2), errors("R", 26, {"http_503": 6}, **tool)))
-    assert flaky.verdict == Verdict.FAIL and "R failed 6/26 requests (0.231 [0.0897, 0.436] 95% CI): http_503 6 > 0.05: cannot pass" in flaky.reason
+    flaky = evaluate(
+        gate("majority", {}, ["R"]), frame(trials("R", [1] * 18 + [0] * 2), errors("R", 26, {"http_503": 6}, **tool))
+    )
+    assert (
+        flaky.verdict == Verdict.FAIL
+        and "R failed 6/26 requests (0.231 [0.0897, 0.436] 95% CI): http_503 6 > 0.05: cannot pass" in flaky.reason
+    )
 
 
 def test_goodput_counts_failures_as_misses() -> None:
@@ -382,12 +525,26 @@ def test_goodput_counts_failures_as_misses() -> None:
             rows += cell(arm, "errors", [1], scenario=f"c{ok + i}-t1", trial=1, repeat=i % runs, **where)
         return rows
 
-    g = gate("goodput", {"metric": "ttft_s", "probe": "agent-load", "scenario_pattern": r"c\d+-t[1-9]\d*", "target": 2.0, "min_share": 0.8}, ["B"])
+    g = gate(
+        "goodput",
+        {
+            "metric": "ttft_s",
+            "probe": "agent-load",
+            "scenario_pattern": r"c\d+-t[1-9]\d*",
+            "target": 2.0,
+            "min_share": 0.8,
+        },
+        ["B"],
+    )
     assert evaluate(g, frame(turns("B", 20, 0))).verdict == Verdict.PASS
     result = evaluate(g, frame(turns("B", 40, 20)))  # every answered request is fast; a third failed
     assert result.verdict == Verdict.FAIL
-    assert result.reason.startswith("ttft_s <= 2.00 for B 66% [53%, 78%] 95% CI in a typical run (40/60 requests in 4 runs, 20 failed); needs 80%")
-    one_run = evaluate(g, frame(turns("B", 40, 20, runs=1)))  # the requests of one server start are not independent trials
+    assert result.reason.startswith(
+        "ttft_s <= 2.00 for B 66% [53%, 78%] 95% CI in a typical run (40/60 requests in 4 runs, 20 failed); needs 80%"
+    )
+    one_run = evaluate(
+        g, frame(turns("B", 40, 20, runs=1))
+    )  # the requests of one server start are not independent trials
     assert one_run.verdict == Verdict.INCONCLUSIVE and "has 1 run; needs 3" in one_run.reason
 
 
@@ -418,8 +575,12 @@ def test_control_best_of_and_ceiling_use_intervals() -> None:
     ceil = gate("holds_at_ceiling", {"context": 262144, "min_value": 12}, ["L"], ["V"])
     two = frame(cell("L", "decode_tps", [15, 16], context=262144), cell("V", "decode_tps", [6, 6.1], context=262144))
     result = evaluate(ceil, two)
-    assert result.verdict == Verdict.INCONCLUSIVE and f"L has 2 runs; {TOO_FEW}" in result.reason  # two runs at the ceiling decide nothing
-    three = frame(cell("L", "decode_tps", [15, 16, 15.5], context=262144), cell("V", "decode_tps", [6, 6.1, 6.2], context=262144))
+    assert (
+        result.verdict == Verdict.INCONCLUSIVE and f"L has 2 runs; {TOO_FEW}" in result.reason
+    )  # two runs at the ceiling decide nothing
+    three = frame(
+        cell("L", "decode_tps", [15, 16, 15.5], context=262144), cell("V", "decode_tps", [6, 6.1, 6.2], context=262144)
+    )
     result = evaluate(ceil, three)
     assert result.verdict == Verdict.PASS
     assert result.reason == (
@@ -430,7 +591,9 @@ def test_control_best_of_and_ceiling_use_intervals() -> None:
 # -- attribution by ablation ------------------------------------------------------------------------
 
 
-def _load(arm: str, values: list[float], hits: float | None = None, lookups: float | None = None, unit: str = "requests") -> list[dict[str, Any]]:
+def _load(
+    arm: str, values: list[float], hits: float | None = None, lookups: float | None = None, unit: str = "requests"
+) -> list[dict[str, Any]]:
     """One later-turn TTFT per run (blocks 0, 1, ...), and the load's cache counters."""
     where = {"probe": "agent-load", "context": 0}
     rows = cell(arm, "ttft_later_s", values, scenario="summary", **where)
@@ -460,19 +623,24 @@ def test_attribution_without_an_ablation_is_never_a_pass() -> None:
     assert slots.verdict == cache.verdict == Verdict.INCONCLUSIVE
     assert "by elimination only (no ablation arm): the cache made 0 hits, which leaves the slots" in slots.reason
     assert "cache 0 hits in 18 lookups (requests) on B (hits (requests): B 0, A 12)" in slots.reason
-    assert "B 0.41 (-70% [-70%, -69%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs A 1.35" in slots.reason  # the win itself is established
+    assert (
+        "B 0.41 (-70% [-70%, -69%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs A 1.35" in slots.reason
+    )  # the win itself is established
 
 
 def test_attribution_an_ablation_that_keeps_the_win_fails_the_claim() -> None:
     """Switching the cache off (B-nocache) keeps the win: the win was not the cache. B's 0
     hits agree; they are no reason to leave the claim undecided."""
-    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-nocache", [0.41, 0.40, 0.43, 0.42, 0.40], 0, 0))
+    rows = frame(
+        _load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-nocache", [0.41, 0.40, 0.43, 0.42, 0.40], 0, 0)
+    )
     result = evaluate(attribution("cache", "B-nocache", ["A", "B-nocache"]), rows)
     assert result.verdict == Verdict.FAIL, result.reason
     assert "switching the cache off keeps the win: the win was not the cache" in result.reason
     assert "B-nocache (cache off): B-nocache 0.412 (-69% [-71%, -68%] 95% CI, paired over 5 blocks" in result.reason
     # and it stays a fail as one of the campaign's family: its p-value is the ablation's own win
     from gates import family
+
     g = attribution("cache", "B-nocache", ["A", "B-nocache"])
     assert family.adjust({g.id: result}, [g], 0.95)[g.id].verdict == Verdict.FAIL
 
@@ -482,13 +650,26 @@ def test_a_credit_failed_because_the_ablation_keeps_the_win_does_not_read_as_und
     switching the cache off costs B (-9% [-16%, -2%] against a -10% bar) is undecided, but
     the fail does not rest on it. Before, the reason quoted "B's CI straddles -10% ... would
     be needed" beside "the win was not the cache", and read as undecided."""
-    g = gate("attribution", {"claim": "cache", "metric": "ttft_later_s", "min_gain": 0.1, "ablation": "B-nocache"}, ["B"], ["A", "B-nocache"])
-    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-nocache", [0.455, 0.445, 0.474, 0.454, 0.431], 0, 0))
+    g = gate(
+        "attribution",
+        {"claim": "cache", "metric": "ttft_later_s", "min_gain": 0.1, "ablation": "B-nocache"},
+        ["B"],
+        ["A", "B-nocache"],
+    )
+    rows = frame(
+        _load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-nocache", [0.455, 0.445, 0.474, 0.454, 0.431], 0, 0)
+    )
     result = evaluate(g, rows)
     assert result.verdict == Verdict.FAIL, result.reason
-    assert result.evidence["subject_vs_ablation"]["comparisons"][0]["verdict"] == "inconclusive"  # the cost itself is undecided
+    assert (
+        result.evidence["subject_vs_ablation"]["comparisons"][0]["verdict"] == "inconclusive"
+    )  # the cost itself is undecided
     assert "the win was not the cache" in result.reason
-    assert "straddles" not in result.reason and "would be needed" not in result.reason and "would decide" not in result.reason
+    assert (
+        "straddles" not in result.reason
+        and "would be needed" not in result.reason
+        and "would decide" not in result.reason
+    )
 
 
 def test_a_credit_names_the_gate_that_states_its_win_instead_of_repeating_it() -> None:
@@ -499,7 +680,9 @@ def test_a_credit_names_the_gate_that_states_its_win_instead_of_repeating_it() -
     from gates.engine import evaluate_family
 
     rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-2slots", LOST, 10, 18))
-    win = gate("relative_improvement", {"metric": "ttft_later_s", "min_gain": 0.5}, ["B"], ["A"]).model_copy(update={"id": "win"})
+    win = gate("relative_improvement", {"metric": "ttft_later_s", "min_gain": 0.5}, ["B"], ["A"]).model_copy(
+        update={"id": "win"}
+    )
     credit = attribution("slots", "B-2slots", ["A", "B-2slots"]).model_copy(update={"id": "credit"})
     results = evaluate_family([win, credit], {"win": rows, "credit": rows})
     stated = results["win"].reason.split("; needs ")[0]
@@ -513,7 +696,9 @@ def test_a_credit_names_the_gate_that_states_its_win_instead_of_repeating_it() -
 
 def test_attribution_by_ablation_each_branch() -> None:
     # the same branch for the slots, whose claim no counter can veto: switching them off keeps the win
-    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-2slots", [0.41, 0.40, 0.43, 0.42, 0.40], 0, 18))
+    rows = frame(
+        _load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-2slots", [0.41, 0.40, 0.43, 0.42, 0.40], 0, 18)
+    )
     result = evaluate(attribution("slots", "B-2slots", ["A", "B-2slots"]), rows)
     assert result.verdict == Verdict.FAIL
     assert "switching the slots off keeps the win: the win was not the slots" in result.reason
@@ -523,28 +708,43 @@ def test_attribution_by_ablation_each_branch() -> None:
     result = evaluate(attribution("slots", "B-2slots", ["A", "B-2slots"]), rows)
     assert result.verdict == Verdict.PASS
     assert "switching the slots off costs the win: the win was the slots" in result.reason
-    assert "B vs B-2slots: B 0.41 (-68% [-70%, -66%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs B-2slots 1.29" in result.reason
+    assert (
+        "B vs B-2slots: B 0.41 (-68% [-70%, -66%] 95% CI, paired over 5 blocks, 5 runs x 1 requests) vs B-2slots 1.29"
+        in result.reason
+    )
     assert {c["arm"] for c in result.evidence["ablation_vs_reference"]["cells"]} == {"A", "B-2slots"}
     assert {c["arm"] for c in result.evidence["subject_vs_ablation"]["cells"]} == {"B", "B-2slots"}
     # the ablation says the cache, its counters say it never hit: not credited
     rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-nocache", LOST, 0, 0))
     contradicted = evaluate(attribution("cache", "B-nocache", ["A", "B-nocache"]), rows)
     assert contradicted.verdict == Verdict.INCONCLUSIVE
-    assert "but B made 0 cache hits: the difference is not the cache's doing (drift between runs?)" in contradicted.reason
+    assert (
+        "but B made 0 cache hits: the difference is not the cache's doing (drift between runs?)" in contradicted.reason
+    )
     rows = frame(_load("B", FAST, 15, 18), _load("A", SLOW, 12, 18), _load("B-nocache", LOST, 0, 0))
     credited = evaluate(attribution("cache", "B-nocache", ["A", "B-nocache"]), rows)
     assert credited.verdict == Verdict.PASS and "the win was the cache" in credited.reason
     # switching it off surely costs the win, but whether the ablation keeps it is undecided: not yet credited
-    rows = frame(_load("B", [0.20, 0.21, 0.19, 0.20, 0.22], 0, 18), _load("A", SLOW, 12, 18), _load("B-wide", [0.55, 0.80, 0.62, 0.75, 0.68], 0, 18))
+    rows = frame(
+        _load("B", [0.20, 0.21, 0.19, 0.20, 0.22], 0, 18),
+        _load("A", SLOW, 12, 18),
+        _load("B-wide", [0.55, 0.80, 0.62, 0.75, 0.68], 0, 18),
+    )
     waiting = evaluate(attribution("slots", "B-wide", ["A", "B-wide"]), rows)
     assert waiting.verdict == Verdict.INCONCLUSIVE
     assert "switching the slots off costs the win, but whether B-wide keeps it is undecided" in waiting.reason
     # switching it off costs part of the win: neither credited nor cleared
-    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-half", [0.74, 0.75, 0.76, 0.73, 0.77], 0, 18))
+    rows = frame(
+        _load("B", FAST, 0, 18), _load("A", SLOW, 12, 18), _load("B-half", [0.74, 0.75, 0.76, 0.73, 0.77], 0, 18)
+    )
     partial = evaluate(attribution("slots", "B-half", ["A", "B-half"]), rows)
     assert partial.verdict == Verdict.INCONCLUSIVE and "the ablation does not decide it" in partial.reason
     # the ablation keeps the win and switching off still costs the full win: both matter
-    rows = frame(_load("B", [0.20, 0.21, 0.19, 0.20, 0.22], 0, 18), _load("A", SLOW, 12, 18), _load("B-half", [0.60, 0.61, 0.62, 0.59, 0.63], 0, 18))
+    rows = frame(
+        _load("B", [0.20, 0.21, 0.19, 0.20, 0.22], 0, 18),
+        _load("A", SLOW, 12, 18),
+        _load("B-half", [0.60, 0.61, 0.62, 0.59, 0.63], 0, 18),
+    )
     both = evaluate(attribution("slots", "B-half", ["A", "B-half"]), rows)
     assert both.verdict == Verdict.INCONCLUSIVE and "only part of the win" in both.reason
     # no win, nothing to credit
@@ -554,7 +754,9 @@ def test_attribution_by_ablation_each_branch() -> None:
     # the ablation may be the baseline itself (llama.cpp S3 vs S1 differ only in slots)
     rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18))
     sole = evaluate(attribution("slots", "A", ["A"]), rows)
-    assert sole.verdict == Verdict.PASS and "A is B with slots off, so switching it off costs the whole win" in sole.reason
+    assert (
+        sole.verdict == Verdict.PASS and "A is B with slots off, so switching it off costs the whole win" in sole.reason
+    )
     rows = frame(_load("B", SLOW, 0, 18), _load("A", SLOW, 12, 18), _load("B-off", SLOW, 0, 0))
     # the ablation must be one of the gate's arms, so its rows reach the predicate
     assert evaluate(attribution("cache", "B-off", ["A"]), rows).verdict == Verdict.PENDING
@@ -563,13 +765,19 @@ def test_attribution_by_ablation_each_branch() -> None:
 def test_an_ablation_run_in_other_blocks_is_compared_unpaired() -> None:
     """The ablation ran in its own item: no block shared with B, so B vs the ablation is
     Welch over runs, and the evidence says so."""
-    rows = frame(_load("B", FAST, 0, 18), _load("A", SLOW, 12, 18),
-                 [{**r, "item_key": "ablations"} for r in _load("B-2slots", LOST, 10, 18)])
+    rows = frame(
+        _load("B", FAST, 0, 18),
+        _load("A", SLOW, 12, 18),
+        [{**r, "item_key": "ablations"} for r in _load("B-2slots", LOST, 10, 18)],
+    )
     result = evaluate(attribution("slots", "B-2slots", ["A", "B-2slots"]), rows)
     assert result.verdict == Verdict.PASS
     cost = result.evidence["subject_vs_ablation"]["comparisons"][0]
     assert cost["method"] == blockstats.UNPAIRED_METHOD and cost["pairs"] == 0
-    assert "B vs B-2slots: B 0.41 (-68%" in result.reason and ", unpaired, 5 runs x 1 requests) vs B-2slots 1.29" in result.reason
+    assert (
+        "B vs B-2slots: B 0.41 (-68%" in result.reason
+        and ", unpaired, 5 runs x 1 requests) vs B-2slots 1.29" in result.reason
+    )
 
 
 def test_cache_hits_are_compared_only_within_a_unit() -> None:

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from campaign.schema import GateEntry
-from campaign.states import Verdict
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
 from gates.engine import evaluate
 
 BLOCKS = 5
@@ -24,15 +24,40 @@ def runs(seed: int, slowdown: float) -> pd.DataFrame:
         for context, factor in ((4096, 1.0), (8192, 1.0 - slowdown)):
             for trial in range(3):
                 value = start * factor * float(np.exp(rng.normal(0.0, 0.01)))
-                rows.append({"arm_id": "A", "probe": "decode", "scenario": "decode", "context": context, "kind": "sample", "trial": trial,
-                             "repeat": block, "block_id": f"b{block}", "settings_hash": f"probe-settings-{context}", "mode": "canonical", "item_key": "ctx", "metric": "decode_tps",
-                             "value": value, "unit": "tok/s"})
+                rows.append(
+                    {
+                        "arm_id": "A",
+                        "probe": "decode",
+                        "scenario": "decode",
+                        "context": context,
+                        "kind": "sample",
+                        "trial": trial,
+                        "repeat": block,
+                        "block_id": f"b{block}",
+                        "settings_hash": f"probe-settings-{context}",
+                        "mode": "canonical",
+                        "item_key": "ctx",
+                        "metric": "decode_tps",
+                        "value": value,
+                        "unit": "tok/s",
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def gate(min_gain: float) -> GateEntry:
-    return GateEntry(id="ctx", predicate="context_change", subjects=["A"],
-                     params={"metric": "decode_tps", "probe": "decode", "context": 8192, "baseline_context": 4096, "min_gain": min_gain})
+    return GateEntry(
+        id="ctx",
+        predicate="context_change",
+        subjects=["A"],
+        params={
+            "metric": "decode_tps",
+            "probe": "decode",
+            "context": 8192,
+            "baseline_context": 4096,
+            "min_gain": min_gain,
+        },
+    )
 
 
 @pytest.mark.parametrize(("slowdown", "expected"), [(0.03, Verdict.PASS), (0.25, Verdict.FAIL)])
@@ -46,12 +71,28 @@ def test_8k_within_10_percent_of_4k_is_decided_over_runs_paired_by_block(slowdow
 
 
 def test_the_same_context_twice_or_a_baseline_arm_is_refused() -> None:
-    same = GateEntry(id="ctx", predicate="context_change", subjects=["A"],
-                     params={"metric": "decode_tps", "context": 4096, "baseline_context": 4096, "min_gain": 0.0})
+    same = GateEntry(
+        id="ctx",
+        predicate="context_change",
+        subjects=["A"],
+        params={"metric": "decode_tps", "context": 4096, "baseline_context": 4096, "min_gain": 0.0},
+    )
     assert evaluate(same, runs(2, 0.0)).verdict == Verdict.PENDING
-    with_base = GateEntry(id="ctx", predicate="context_change", subjects=["A"], baseline=["B"],
-                          params={"metric": "decode_tps", "context": 8192, "baseline_context": 4096, "min_gain": 0.0})
+    with_base = GateEntry(
+        id="ctx",
+        predicate="context_change",
+        subjects=["A"],
+        baseline=["B"],
+        params={"metric": "decode_tps", "context": 8192, "baseline_context": 4096, "min_gain": 0.0},
+    )
     assert "leave baseline empty" in evaluate(with_base, runs(2, 0.0)).reason
-    missing = evaluate(GateEntry(id="ctx", predicate="context_change", subjects=["A"],
-                                 params={"metric": "decode_tps", "context": 16384, "baseline_context": 4096, "min_gain": 0.0}), runs(2, 0.0))
+    missing = evaluate(
+        GateEntry(
+            id="ctx",
+            predicate="context_change",
+            subjects=["A"],
+            params={"metric": "decode_tps", "context": 16384, "baseline_context": 4096, "min_gain": 0.0},
+        ),
+        runs(2, 0.0),
+    )
     assert missing.verdict == Verdict.PENDING

@@ -13,8 +13,16 @@ from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, ArmRun, Link, ProbeRun
 
 def arm_run(**changes: object) -> ArmRun:
     values: dict[str, object] = dict(
-        campaign_name="c", item_key="k", arm_id="A", spec_json="{}", store_url="sqlite:///x.db", campaign_id=1,
-        overrides={"max_tokens": 64}, workdir="/tmp/w", repeat=2, block={"block_id": "k/b2/ab", "block_order": 1},
+        campaign_name="c",
+        item_key="k",
+        arm_id="A",
+        spec_json="{}",
+        store_url="sqlite:///x.db",
+        campaign_id=1,
+        overrides={"max_tokens": 64},
+        workdir="/tmp/w",
+        repeat=2,
+        block={"block_id": "k/b2/ab", "block_order": 1},
         then=(Link(item_key="k2", repeat=2, block={"block_order": 1}, overrides={}),),
     )
     return ArmRun(**{**values, **changes})
@@ -35,9 +43,23 @@ def test_a_misspelt_field_is_refused_and_nothing_changes_on_the_way() -> None:
     with pytest.raises(ValidationError, match="frozen"):
         arm_run().repeat = 3  # type: ignore[misc]
     with pytest.raises(ValidationError):
-        ProbeRun(store_url="s", campaign_id=1, attempt_id=1, repeat=0, item_key="k", arm_id="A", probe="decode",
-                 context="big", base_url="u", speaks="simulator", simulated=True, model="m", sampling={}, params_json="{}",  # type: ignore[arg-type]
-                 cached_tokens_field="")
+        ProbeRun(
+            store_url="s",
+            campaign_id=1,
+            attempt_id=1,
+            repeat=0,
+            item_key="k",
+            arm_id="A",
+            probe="decode",
+            context="big",
+            base_url="u",
+            speaks="simulator",
+            simulated=True,
+            model="m",
+            sampling={},
+            params_json="{}",  # type: ignore[arg-type]
+            cached_tokens_field="",
+        )
 
 
 def test_an_outcome_says_whether_a_chained_attempt_failed() -> None:

@@ -1,4 +1,4 @@
-"""ShareGPT-style datasets (campaign.datasets) and the load probe's dataset workload."""
+"""ShareGPT-style datasets (arms.workloads.datasets) and the load probe's dataset workload."""
 
 from __future__ import annotations
 
@@ -8,13 +8,26 @@ from pathlib import Path
 import pytest
 
 from arms.probes.load import LoadParams, Workload
-from campaign.datasets import DatasetError, read_dataset
+from arms.workloads.datasets import DatasetError, read_dataset
 
 SHAREGPT = [
-    {"id": "a", "conversations": [{"from": "human", "value": "Name three rivers."}, {"from": "gpt", "value": "Nile, Amazon and Yangtze."}]},
+    {
+        "id": "a",
+        "conversations": [
+            {"from": "human", "value": "Name three rivers."},
+            {"from": "gpt", "value": "Nile, Amazon and Yangtze."},
+        ],
+    },
     {"id": "b", "conversations": [{"from": "gpt", "value": "a reply with no question"}]},
-    {"id": "c", "conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "Why is the sky blue?"},
-                                  {"from": "gpt", "value": " ".join(["word"] * 100)}, {"from": "human", "value": "more"}]},
+    {
+        "id": "c",
+        "conversations": [
+            {"from": "system", "value": "Be brief."},
+            {"from": "human", "value": "Why is the sky blue?"},
+            {"from": "gpt", "value": " ".join(["word"] * 100)},
+            {"from": "human", "value": "more"},
+        ],
+    },
     {"id": "d", "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello there"}]},
 ]
 
@@ -26,19 +39,24 @@ def test_records_give_prompts_and_reply_lengths_and_the_unusable_are_counted(tmp
     assert data.skipped == 1 and len(data.prompts) == 3
     assert data.prompts[0].as_messages() == [{"role": "user", "content": "Name three rivers."}]
     assert data.prompts[0].output_words == 4
-    assert [m["role"] for m in data.prompts[1].as_messages()] == ["system", "user"] and data.prompts[1].output_words == 100
+    assert [m["role"] for m in data.prompts[1].as_messages()] == ["system", "user"] and data.prompts[
+        1
+    ].output_words == 100
     jsonl = tmp_path / "sg.jsonl"
     jsonl.write_text("\n".join(json.dumps(r) for r in SHAREGPT) + "\n")
     assert read_dataset(jsonl) == data
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ('[{"id": 1}]', "record 0: expected conversations"),
-    ('{"conversations": [{"from": "robot", "value": "x"}]}', "line 1: turn 0: speaker 'robot'"),
-    ('{"conversations": [1]}', "line 1: turn 0: expected an object"),
-    ('{"conversations": [{"from": "human", "value": "q"}]}\n{oops', "sg.jsonl:2: not JSON"),
-    ('{"conversations": [{"from": "gpt", "value": "a"}]}', "no usable prompt (1 record(s)"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[{"id": 1}]', "record 0: expected conversations"),
+        ('{"conversations": [{"from": "robot", "value": "x"}]}', "line 1: turn 0: speaker 'robot'"),
+        ('{"conversations": [1]}', "line 1: turn 0: expected an object"),
+        ('{"conversations": [{"from": "human", "value": "q"}]}\n{oops', "sg.jsonl:2: not JSON"),
+        ('{"conversations": [{"from": "gpt", "value": "a"}]}', "no usable prompt (1 record(s)"),
+    ],
+)
 def test_a_file_that_is_not_a_dataset_is_refused_naming_the_record(tmp_path: Path, text: str, expected: str) -> None:
     path = tmp_path / "sg.jsonl"
     path.write_text(text)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from campaign.mechanisms import MECHANISMS
-from campaign.schema import CampaignFileError, Recipe
+from campaign.core.mechanisms import MECHANISMS
+from campaign.core.schema import CampaignFileError, Recipe
 from flows.resolve import load_campaign
 from tests.campaigns import campaign_file, gate, item, problems, simulator, table, write_campaign
 
@@ -27,7 +27,9 @@ ARMS = (
     + arm("B-2slots", 'slots = 2, prefill_chunk = 2048, prefix_cache = "8G", session_cache_cap = "128M"')
 )
 
-CREDIT = table("gates", gate("credit", "attribution", {"claim": "cache", "ablation": "B-nocache"}, ["B"], ["A", "B-nocache"]))
+CREDIT = table(
+    "gates", gate("credit", "attribution", {"claim": "cache", "ablation": "B-nocache"}, ["B"], ["A", "B-nocache"])
+)
 
 LOAD = table("queue", item("load", ["A", "B", "B-nocache", "B-2slots"], ["agent-load"], title="agent load"))
 
@@ -50,7 +52,9 @@ def test_every_mechanism_names_recipe_fields_and_none_shares_one() -> None:
 
 
 def test_a_correct_ablation_loads(tmp_path: Path) -> None:
-    slots = CREDIT.replace('"credit"', '"credit-slots"').replace('claim = "cache", ablation = "B-nocache"', 'claim = "slots", ablation = "B-2slots"')
+    slots = CREDIT.replace('"credit"', '"credit-slots"').replace(
+        'claim = "cache", ablation = "B-nocache"', 'claim = "slots", ablation = "B-2slots"'
+    )
     slots = slots.replace('baseline = ["A", "B-nocache"]', 'baseline = ["A", "B-2slots"]')
     spec = load_campaign(write_campaign(tmp_path, campaign(CREDIT, slots, LOAD)))
     assert [g.id for g in spec.gates] == ["credit", "credit-slots"]
@@ -64,7 +68,10 @@ def test_an_ablation_may_be_the_baseline_itself(tmp_path: Path) -> None:
 
 
 def test_an_ablation_differing_in_slots_is_refused(tmp_path: Path) -> None:
-    arms = ARMS.replace('id = "B-nocache"\nmodel = "m"\nruntime = "sim"\ncontext = 8192\nrecipe = { slots = 4', 'id = "B-nocache"\nmodel = "m"\nruntime = "sim"\ncontext = 8192\nrecipe = { slots = 1')
+    arms = ARMS.replace(
+        'id = "B-nocache"\nmodel = "m"\nruntime = "sim"\ncontext = 8192\nrecipe = { slots = 4',
+        'id = "B-nocache"\nmodel = "m"\nruntime = "sim"\ncontext = 8192\nrecipe = { slots = 1',
+    )
     (msg,) = problems(tmp_path, campaign(CREDIT, LOAD, arms=arms))
     assert msg == (
         "gates[0] (id 'credit'): ablation arm 'B-nocache' differs from subject 'B' in slots (B: 4, B-nocache: 1), "
@@ -73,7 +80,7 @@ def test_an_ablation_differing_in_slots_is_refused(tmp_path: Path) -> None:
 
 
 def test_an_ablation_differing_in_context_and_quant_is_refused(tmp_path: Path) -> None:
-    head = HEAD.replace('[[runtimes]]', '[[models]]\nname = "m"\nquant = "q8"\nbits_per_weight = 8.5\n\n[[runtimes]]')
+    head = HEAD.replace("[[runtimes]]", '[[models]]\nname = "m"\nquant = "q8"\nbits_per_weight = 8.5\n\n[[runtimes]]')
     arms = (
         arm("A", "slots = 2", model='model = "m"\nquant = "q4"')
         + arm("B", 'slots = 4, prefix_cache = "8G"', model='model = "m"\nquant = "q4"')
@@ -83,16 +90,23 @@ def test_an_ablation_differing_in_context_and_quant_is_refused(tmp_path: Path) -
     with pytest.raises(CampaignFileError) as info:
         load_campaign(write_campaign(tmp_path, head + arms + CREDIT + load))
     (msg,) = info.value.problems
-    assert "ablation arm 'B-nocache' differs from subject 'B' in quant (B: q4, B-nocache: q8); context (B: 8192, B-nocache: 4096)" in msg
+    assert (
+        "ablation arm 'B-nocache' differs from subject 'B' in quant (B: q4, B-nocache: q8); context (B: 8192, B-nocache: 4096)"
+        in msg
+    )
 
 
 def test_an_ablation_that_switches_nothing_is_refused(tmp_path: Path) -> None:
-    gate = CREDIT.replace('ablation = "B-nocache"', 'ablation = "B-2slots"').replace('"A", "B-nocache"]', '"A", "B-2slots"]')
+    gate = CREDIT.replace('ablation = "B-nocache"', 'ablation = "B-2slots"').replace(
+        '"A", "B-nocache"]', '"A", "B-2slots"]'
+    )
     (msg,) = problems(tmp_path, campaign(gate, LOAD))
     # B-2slots keeps the cache and changes the slots: both halves of the rule are broken
     assert "ablation arm 'B-2slots' differs from subject 'B' in slots (B: 4, B-2slots: 2)" in msg
     same = ARMS + arm("B-same", 'slots = 4, prefill_chunk = 2048, prefix_cache = "8G", session_cache_cap = "128M"')
-    gate = CREDIT.replace('ablation = "B-nocache"', 'ablation = "B-same"').replace('"A", "B-nocache"]', '"A", "B-same"]')
+    gate = CREDIT.replace('ablation = "B-nocache"', 'ablation = "B-same"').replace(
+        '"A", "B-nocache"]', '"A", "B-same"]'
+    )
     (msg,) = problems(tmp_path, campaign(gate, LOAD.replace('"B-2slots"]', '"B-2slots", "B-same"]'), arms=same))
     assert msg == (
         "gates[0] (id 'credit'): ablation arm 'B-same' does not differ from subject 'B' in the cache fields "
@@ -125,16 +139,23 @@ def test_checks_inside_all_of_are_read_too(tmp_path: Path) -> None:
         """
     )
     unknown, wrong = problems(tmp_path, campaign(gate, LOAD))
-    assert unknown.startswith("gates[0] (id 'both').params.checks[1].params.claim: found 'kv', expected one of the mechanisms")
-    assert wrong.startswith("gates[0] (id 'both').params.checks[2]: ablation arm 'B-nocache' differs from subject 'B' in prefix_cache")
+    assert unknown.startswith(
+        "gates[0] (id 'both').params.checks[1].params.claim: found 'kv', expected one of the mechanisms"
+    )
+    assert wrong.startswith(
+        "gates[0] (id 'both').params.checks[2]: ablation arm 'B-nocache' differs from subject 'B' in prefix_cache"
+    )
     assert wrong.endswith("not only in the slots field (slots)")
 
 
 def test_an_ablation_that_shares_no_item_with_its_subject_is_refused(tmp_path: Path) -> None:
     apart = table("queue", item("load", ["A", "B"], ["agent-load"], title="A and B")) + table(
-        "queue", item("ablations", ["B-nocache", "B-2slots"], ["agent-load"], title="the ablations, later"))
+        "queue", item("ablations", ["B-nocache", "B-2slots"], ["agent-load"], title="the ablations, later")
+    )
     (msg,) = problems(tmp_path, campaign(CREDIT, apart))
-    assert msg.startswith("gates[0] (id 'credit'): ablation arm 'B-nocache' shares no block with subject 'B': no queue item lists both")
+    assert msg.startswith(
+        "gates[0] (id 'credit'): ablation arm 'B-nocache' shares no block with subject 'B': no queue item lists both"
+    )
     assert "load, ablations" in msg
     # fed by an item: only the items feeding it count, though another item lists both
     fed = LOAD + table("queue", item("credited", ["A", "B"], ["agent-load"], title="B alone", gate="credit"))
@@ -153,7 +174,10 @@ def test_an_item_override_that_undoes_the_ablation_is_refused(tmp_path: Path) ->
 
 # -- what one gate pools --------------------------------------------------------------------------
 
-WIN = table("gates", gate("win", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["B"], ["A"]))
+WIN = table(
+    "gates",
+    gate("win", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["B"], ["A"]),
+)
 
 
 def items(first: str = "", second: str = "", probes: str = '["decode"]') -> str:
@@ -172,11 +196,15 @@ def test_items_feeding_one_gate_with_the_same_settings_load(tmp_path: Path) -> N
 def test_a_sample_size_is_not_a_setting(tmp_path: Path) -> None:
     """decode's `repeats` (its timed requests per run) sizes each run's sample; runs of 3
     and of 5 requests measure one cell, so items differing only in it may feed one gate."""
-    load_campaign(write_campaign(tmp_path, campaign(WIN, items("overrides = { repeats = 3 }", "overrides = { repeats = 5 }"))))
+    load_campaign(
+        write_campaign(tmp_path, campaign(WIN, items("overrides = { repeats = 3 }", "overrides = { repeats = 5 }")))
+    )
 
 
 def test_two_items_pooling_different_recipes_for_one_arm_are_refused(tmp_path: Path) -> None:
-    (msg,) = problems(tmp_path, campaign(WIN, items("", 'overrides = { "recipe.slots" = 2, "recipe.prefix_cache" = "16G" }')))
+    (msg,) = problems(
+        tmp_path, campaign(WIN, items("", 'overrides = { "recipe.slots" = 2, "recipe.prefix_cache" = "16G" }'))
+    )
     assert msg == (
         "queue[1] (id 'second').gate: gate 'win' is also fed by queue[0] (id 'first'), which runs arm 'B' with another "
         "recipe: slots (first: 4, second: 2); prefix_cache (first: 8G, second: 16G); one verdict must not pool unlike "
@@ -185,7 +213,9 @@ def test_two_items_pooling_different_recipes_for_one_arm_are_refused(tmp_path: P
 
 
 def test_two_items_with_different_overrides_for_a_shared_probe_are_refused(tmp_path: Path) -> None:
-    (msg,) = problems(tmp_path, campaign(WIN, items("overrides = { repeats = 3, max_tokens = 16 }", "overrides = { repeats = 3 }")))
+    (msg,) = problems(
+        tmp_path, campaign(WIN, items("overrides = { repeats = 3, max_tokens = 16 }", "overrides = { repeats = 3 }"))
+    )
     assert msg == (
         "queue[1] (id 'second').overrides: gate 'win' is also fed by queue[0] (id 'first'), and both run probe decode "
         "but with other settings: max_tokens (first: 16, second: unset (the probe's default)); one verdict must not "
@@ -194,8 +224,9 @@ def test_two_items_with_different_overrides_for_a_shared_probe_are_refused(tmp_p
 
 
 def test_a_setting_of_another_probe_of_the_item_does_not_count(tmp_path: Path) -> None:
-    first = table("queue", item("first", ["A", "B"], ["decode", "tool-loop"], gate="win", overrides={"repeats": 3, "trials": 5})) + table(
-        "queue", item("second", ["A", "B"], ["decode"], gate="win", overrides={"repeats": 3}))
+    first = table(
+        "queue", item("first", ["A", "B"], ["decode", "tool-loop"], gate="win", overrides={"repeats": 3, "trials": 5})
+    ) + table("queue", item("second", ["A", "B"], ["decode"], gate="win", overrides={"repeats": 3}))
     load_campaign(write_campaign(tmp_path, campaign(WIN, first)))
 
 
@@ -208,7 +239,7 @@ def test_a_confirmatory_item_must_not_feed_the_gate_of_the_item_it_confirms(tmp_
         "never pooled with it in one verdict (feed another gate, or none)"
     )
     # fed to no gate (as examples/qwen38.toml's confirm-cap is), it loads
-    load_campaign(write_campaign(tmp_path, campaign(WIN, confirm.replace('gate = "win"\nconfirms', 'confirms'))))
+    load_campaign(write_campaign(tmp_path, campaign(WIN, confirm.replace('gate = "win"\nconfirms', "confirms"))))
 
 
 def test_every_example_loads(examples: Path) -> None:
@@ -227,8 +258,10 @@ def _comparisons(n_gates: int, repeats: int) -> str:
         f'params = {{ metric = "ttft_later_median_s", min_gain = 0.5 }}\nsubjects = ["B"]\nbaseline = ["A"]\n'
         for i in range(n_gates)
     )
-    return gates + LOAD.replace('arms = ["A", "B", "B-nocache", "B-2slots"]', 'arms = ["A", "B"]') + (
-        f'gate = "g0"\nrepeats = {repeats}\n'
+    return (
+        gates
+        + LOAD.replace('arms = ["A", "B", "B-nocache", "B-2slots"]', 'arms = ["A", "B"]')
+        + (f'gate = "g0"\nrepeats = {repeats}\n')
     )
 
 
@@ -273,8 +306,10 @@ def test_fewer_blocks_than_a_gate_decides_on_are_warned_of_as_never_deciding(tmp
     from flows.resolve import design_warnings
 
     (one,) = design_warnings(load_campaign(write_campaign(tmp_path, campaign(_comparisons(1, 1)))))
-    assert one.startswith("gates[0] (id 'g0'): B meets A in 1 block, fewer than the 3 server runs a gate decides on: "
-                          "it can only be inconclusive; with 4 blocks (the items' repeats) a pass needs 1.6 spreads (its one-sided test)"), one
+    assert one.startswith(
+        "gates[0] (id 'g0'): B meets A in 1 block, fewer than the 3 server runs a gate decides on: "
+        "it can only be inconclusive; with 4 blocks (the items' repeats) a pass needs 1.6 spreads (its one-sided test)"
+    ), one
 
 
 def test_an_exploratory_gate_stays_out_of_the_family_it_is_warned_about(tmp_path: Path) -> None:

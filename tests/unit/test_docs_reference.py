@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from campaign import schema, schema_doc
-from campaign.states import Verdict
+from campaign.core import schema, schema_doc
+from campaign.core.states import Verdict
 from flows.overrides import check_campaign
 from flows.resolve import load_campaign
 from gates import catalog
@@ -50,7 +50,7 @@ def loads_and_checks(tmp_path: Path, name: str, text: str) -> None:
 
 def test_campaign_file_md_is_the_schema() -> None:
     assert page("campaign-file.md") == schema_doc.markdown(), (
-        "docs/campaign-file.md is stale: python -m campaign.schema_doc > docs/campaign-file.md"
+        "docs/campaign-file.md is stale: python -m campaign.core.schema_doc > docs/campaign-file.md"
     )
 
 
@@ -84,7 +84,9 @@ def nested_models(model: type[BaseModel]) -> list[type[BaseModel]]:
 
 def test_every_table_of_the_file_has_a_section() -> None:
     documented = {s.model for s in schema_doc.SECTIONS}
-    missing = [m.__name__ for m in nested_models(schema.CampaignSpec) if m is not schema.CampaignSpec and m not in documented]
+    missing = [
+        m.__name__ for m in nested_models(schema.CampaignSpec) if m is not schema.CampaignSpec and m not in documented
+    ]
     assert missing == []
 
 
@@ -94,7 +96,9 @@ def test_every_schema_field_is_in_campaign_file_md_with_its_description() -> Non
     for section in schema_doc.SECTIONS:
         body = by_header.get(section.header, "")
         for name, info in section.model.model_fields.items():
-            row = next((line for line in body.splitlines() if line.startswith(f"| `{schema_doc.key_of(name, info)}` |")), None)
+            row = next(
+                (line for line in body.splitlines() if line.startswith(f"| `{schema_doc.key_of(name, info)}` |")), None
+            )
             if row is None or not info.description or schema_doc.cell(info.description) not in row:
                 missing.append(f"{section.header} {name}")
     top = by_header.get("The tables", "")
@@ -175,7 +179,9 @@ def test_the_probe_pages_are_the_probe_registry_and_every_parameter_says_what_it
         assert len(holders) == 1, probe
         link = f"#{probe}" if holders == ["probes.md"] else f"{holders[0]}#{probe}"
         assert f"[`{probe}`]({link})" in index, probe
-    assert "| `decode_tps` | tok/s | higher is better |" in generated["probes.md"]  # the catalogue's units and directions
+    assert (
+        "| `decode_tps` | tok/s | higher is better |" in generated["probes.md"]
+    )  # the catalogue's units and directions
 
 
 # -- pages: size, index, links -------------------------------------------------------------------

@@ -9,8 +9,8 @@ from collections import Counter
 
 import pandas as pd
 
-from campaign.schema import GateEntry
-from campaign.states import Verdict
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
 from gates.engine import canonical_only, evaluate
 
 
@@ -22,12 +22,30 @@ def frame(rows: list[tuple]) -> pd.DataFrame:
         key = (a, m, metric, s)
         block = run[0] if run else seen[key]
         seen[key] += 1
-        out.append({"arm_id": a, "mode": m, "metric": metric, "scenario": s, "value": v, "probe": "decode" if metric == "decode_tps" else "cache-probe",
-                    "context": 4096, "trial": i, "repeat": block, "item_key": "item"})
+        out.append(
+            {
+                "arm_id": a,
+                "mode": m,
+                "metric": metric,
+                "scenario": s,
+                "value": v,
+                "probe": "decode" if metric == "decode_tps" else "cache-probe",
+                "context": 4096,
+                "trial": i,
+                "repeat": block,
+                "item_key": "item",
+            }
+        )
     return pd.DataFrame(out)
 
 
-REL = GateEntry(id="g", predicate="relative_improvement", params={"metric": "decode_tps", "min_gain": 0.10}, subjects=["C"], baseline=["B"])
+REL = GateEntry(
+    id="g",
+    predicate="relative_improvement",
+    params={"metric": "decode_tps", "min_gain": 0.10},
+    subjects=["C"],
+    baseline=["B"],
+)
 
 
 def decode(arm: str, values: list[float]) -> list[tuple]:
@@ -38,7 +56,10 @@ def test_relative_improvement_pass_fail_and_edge() -> None:
     base = decode("B", [50, 51, 49, 50.5])
     passing = evaluate(REL, frame(base + decode("C", [60, 61.7, 58.3, 60.4])))
     assert passing.verdict == Verdict.PASS
-    assert passing.reason == "decode_tps: C 60.1 (+20% [+19%, +21%] 95% CI, paired over 4 blocks, 4 runs x 1 requests) vs B 50.1; needs +10% or more"
+    assert (
+        passing.reason
+        == "decode_tps: C 60.1 (+20% [+19%, +21%] 95% CI, paired over 4 blocks, 4 runs x 1 requests) vs B 50.1; needs +10% or more"
+    )
     failing = evaluate(REL, frame(base + decode("C", [52, 53.2, 50.8, 52.3])))
     assert failing.verdict == Verdict.FAIL
     # edge: exactly +10% in every run, no spread: on the threshold, no claim either way
@@ -71,9 +92,16 @@ def test_greedy_rows_never_reach_a_predicate() -> None:
 
 
 def test_threshold_per_scenario() -> None:
-    gate = GateEntry(id="t", predicate="threshold", params={"metric": "reuse", "value": 0.95, "scenarios": ["identical", "append"]}, subjects=["L"])
+    gate = GateEntry(
+        id="t",
+        predicate="threshold",
+        params={"metric": "reuse", "value": 0.95, "scenarios": ["identical", "append"]},
+        subjects=["L"],
+    )
     identical = [("L", "canonical", "reuse", "identical", v) for v in (1.0, 1.0, 0.99, 1.0)]
-    ok = evaluate(gate, frame(identical + [("L", "canonical", "reuse", "append", v) for v in (0.97, 0.98, 0.975, 0.985)]))
+    ok = evaluate(
+        gate, frame(identical + [("L", "canonical", "reuse", "append", v) for v in (0.97, 0.98, 0.975, 0.985)])
+    )
     assert ok.verdict == Verdict.PASS
     bad = evaluate(gate, frame(identical + [("L", "canonical", "reuse", "append", v) for v in (0.5, 0.52, 0.49, 0.5)]))
     assert bad.verdict == Verdict.FAIL
@@ -92,12 +120,14 @@ def test_blocked_arm_makes_a_blocked_gate_with_the_message_word_for_word() -> No
 def test_a_gate_reads_the_rows_of_the_items_feeding_it_unless_it_asks_for_all() -> None:
     import pandas as pd
 
-    from campaign.schema import GateEntry
+    from campaign.core.schema import GateEntry
     from gates.engine import gate_rows, read_items
 
     own = GateEntry(id="g", predicate="threshold", params={"metric": "reuse", "op": ">=", "value": 0.5}, subjects=["A"])
     every = own.model_copy(update={"reads": "all"})
     frame = pd.DataFrame({"item_key": ["a", "b", "c"], "value": [1.0, 2.0, 3.0]})
-    assert read_items(own, ["a", "b"]) == ["a", "b"] and read_items(own, []) is None and read_items(every, ["a"]) is None
+    assert (
+        read_items(own, ["a", "b"]) == ["a", "b"] and read_items(own, []) is None and read_items(every, ["a"]) is None
+    )
     assert list(gate_rows(own, frame, ["a", "c"])["value"]) == [1.0, 3.0]
     assert len(gate_rows(every, frame, ["a"])) == 3 and len(gate_rows(own, frame, [])) == 3

@@ -1,4 +1,4 @@
-"""Load profiles (`arms.load`), the `load` probe, its gates and its report curves.
+"""Load profiles (`arms.workloads.profiles`), the `load` probe, its gates and its report curves.
 
 The open-loop cases use a fake server (a coroutine that takes as long as it is told), so
 "the schedule was kept while requests piled up" is checked without any real server's
@@ -17,22 +17,24 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats
 
-from arms import load
-from arms.load import Point
-from arms.metrics import NS, RequestRecord
+from arms.measures import NS, RequestRecord
 from arms.probes import load as load_probe
 from arms.probes.base import MemorySink, ProbeTarget
 from arms.runtimes import catalog as registry
-from campaign.schema import GateEntry
-from campaign.states import Verdict
-from campaign.units import pct
+from arms.workloads import profiles as load
+from arms.workloads.profiles import Point
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
+from campaign.core.units import pct
 from gates.engine import evaluate
 from gates.intervals import needed_for_upper, quantile_interval
 
 # -- fakes -----------------------------------------------------------------------------------------
 
 
-def record(send_s: float, *, ttft: float = 0.1, tokens: int = 5, gap: float = 0.02, error: str | None = None) -> RequestRecord:
+def record(
+    send_s: float, *, ttft: float = 0.1, tokens: int = 5, gap: float = 0.02, error: str | None = None
+) -> RequestRecord:
     """A finished request sent at `send_s` (seconds on an arbitrary clock)."""
     send = int(send_s * NS)
     r = RequestRecord(send_ns=send, error=error, usage={"completion_tokens": tokens})
@@ -78,7 +80,11 @@ def test_schedules_and_scenario_names() -> None:
     gaps = [y - x for x, y in zip(a, a[1:])]
     assert sum(g < 0.02 for g in gaps) > 0.5 * len(gaps)  # exponential: most gaps shorter than the mean
     assert [p.scenario for p in (load.synchronous(), load.concurrent(8), load.constant(2), load.poisson(1.25))] == [
-        "synchronous", "concurrency=8", "rate=2", "poisson=1.25"]
+        "synchronous",
+        "concurrency=8",
+        "rate=2",
+        "poisson=1.25",
+    ]
     with pytest.raises(ValueError):
         load.constant(-1)
     with pytest.raises(ValueError):
@@ -174,7 +180,9 @@ def test_stop_sends_the_rest_of_the_schedule_at_once() -> None:
 
 def test_run_stats_goodput_counts_failures_as_misses_over_the_window() -> None:
     records = [
-        record(0.0, ttft=0.1), record(0.5, ttft=0.2), record(1.0, ttft=3.0),  # the third misses ttft
+        record(0.0, ttft=0.1),
+        record(0.5, ttft=0.2),
+        record(1.0, ttft=3.0),  # the third misses ttft
         record(1.5, error="HTTP 503: busy"),  # a failure is a miss
         record(2.0, ttft=0.1, tokens=1),  # one token: no TPOT, cannot miss a TPOT target
     ]
@@ -200,9 +208,14 @@ def test_run_stats_goodput_counts_failures_as_misses_over_the_window() -> None:
 def test_sweep_rates_and_the_knee() -> None:
     assert load.sweep_rates(1.0, 3.0, 4) == [1.5, 2.0, 2.5, 3.0]
     assert load.sweep_rates(2.0, 2.0, 2) == [3.0, 4.0]  # no scaling: up to twice the synchronous rate
-    pts = [Point("synchronous", 1.0, 1.0, 1.0, False), Point("concurrency=32", 3.0, 0.3, 0.1, False),
-           Point("rate=1.5", 1.5, 1.45, 0.97), Point("rate=2", 2.0, 1.9, 0.95), Point("rate=2.5", 2.5, 1.2, 0.5),
-           Point("rate=3", 3.0, 2.8, 0.93)]
+    pts = [
+        Point("synchronous", 1.0, 1.0, 1.0, False),
+        Point("concurrency=32", 3.0, 0.3, 0.1, False),
+        Point("rate=1.5", 1.5, 1.45, 0.97),
+        Point("rate=2", 2.0, 1.9, 0.95),
+        Point("rate=2.5", 2.5, 1.2, 0.5),
+        Point("rate=3", 3.0, 2.8, 0.93),
+    ]
     knee = load.knee(pts, 0.9)
     assert knee.point.scenario == "rate=2" and knee.max_goodput_rps == 1.9  # rate=3 held above a break: noise
     assert knee.broke_at.scenario == "rate=2.5" and "rate=2.5 met 50%" in knee.text()
@@ -230,7 +243,9 @@ def test_params_say_what_is_wrong() -> None:
 
 
 def test_agent_workload_shares_prefixes_turn_over_turn() -> None:
-    p = load_probe.LoadParams(profile="synchronous", conversations=2, turns=3, system_tokens=20, task_tokens=10, turn_tokens=5, max_tokens=4)
+    p = load_probe.LoadParams(
+        profile="synchronous", conversations=2, turns=3, system_tokens=20, task_tokens=10, turn_tokens=5, max_tokens=4
+    )
     w = load_probe.Workload(p, "s", "shared")
     (m0, l0), (m1, _), (m2, l2), (m4, l4) = (w.prepare(i) for i in (0, 1, 2, 4))
     assert (l0["conversation"], l0["turn"]) == (0, 0) and (l2["conversation"], l2["turn"]) == (0, 1) and l4["turn"] == 2
@@ -253,15 +268,41 @@ def rows_of(arm: str, sink: MemorySink, block: int = 0) -> list[dict[str, Any]]:
     return [{**m, "arm_id": arm, "probe": "load", "repeat": block, "item_key": "load"} for m in sink.measurements]
 
 
-def run_rows(arm: str, scenario: str, *, met: int, offered: int, window: float, failed: int = 0, block: int = 0,
-             ttft: list[float] | None = None, extra: dict[str, tuple[float, str]] | None = None) -> list[dict[str, Any]]:
+def run_rows(
+    arm: str,
+    scenario: str,
+    *,
+    met: int,
+    offered: int,
+    window: float,
+    failed: int = 0,
+    block: int = 0,
+    ttft: list[float] | None = None,
+    extra: dict[str, tuple[float, str]] | None = None,
+) -> list[dict[str, Any]]:
     """The rows the probe writes for one run (summary and per-request TTFT) in block `block`."""
-    base = {"arm_id": arm, "probe": "load", "scenario": scenario, "context": 0, "mode": "canonical", "repeat": block,
-            "item_key": "load", "unit": "", "source": ""}
+    base = {
+        "arm_id": arm,
+        "probe": "load",
+        "scenario": scenario,
+        "context": 0,
+        "mode": "canonical",
+        "repeat": block,
+        "item_key": "load",
+        "unit": "",
+        "source": "",
+    }
     out = [
         {**base, "metric": m, "value": float(v), "kind": "summary"}
-        for m, v in (("requests_met", met), ("requests", offered), ("requests_failed", failed), ("window_s", window),
-                     ("goodput_rps", met / window), ("offered_rps", offered / window), ("target_attainment", met / offered))
+        for m, v in (
+            ("requests_met", met),
+            ("requests", offered),
+            ("requests_failed", failed),
+            ("window_s", window),
+            ("goodput_rps", met / window),
+            ("offered_rps", offered / window),
+            ("target_attainment", met / offered),
+        )
     ]
     for metric, (value, source) in (extra or {}).items():
         out.append({**base, "metric": metric, "value": value, "kind": "summary", "source": source})
@@ -269,9 +310,15 @@ def run_rows(arm: str, scenario: str, *, met: int, offered: int, window: float, 
     return out
 
 
-def runs_rows(arm: str, scenario: str, mets: list[int], *, offered: int, window: float, failed: int = 0) -> list[dict[str, Any]]:
+def runs_rows(
+    arm: str, scenario: str, mets: list[int], *, offered: int, window: float, failed: int = 0
+) -> list[dict[str, Any]]:
     """One run per block 0, 1, ...: `mets[b]` of `offered` requests met their targets in block b."""
-    return [row for b, met in enumerate(mets) for row in run_rows(arm, scenario, met=met, offered=offered, window=window, failed=failed, block=b)]
+    return [
+        row
+        for b, met in enumerate(mets)
+        for row in run_rows(arm, scenario, met=met, offered=offered, window=window, failed=failed, block=b)
+    ]
 
 
 def t_interval(logs: list[float]) -> tuple[float, float, float]:
@@ -289,14 +336,21 @@ def gate(predicate: str, params: dict[str, Any], subjects: list[str], baseline: 
 
 def test_goodput_gate_interval_errors_and_the_sweep_cell() -> None:
     b_met, a_met = [37, 39, 38, 36], [20, 21, 19, 22]  # of 40 over 20 s, per block: B ~1.9 req/s, A ~1.0
-    rows = pd.DataFrame(runs_rows("B", "rate=2", b_met, offered=40, window=20) + runs_rows("A", "rate=2", a_met, offered=40, window=20))
+    rows = pd.DataFrame(
+        runs_rows("B", "rate=2", b_met, offered=40, window=20) + runs_rows("A", "rate=2", a_met, offered=40, window=20)
+    )
     result = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_gain": 0.2}, ["B"], ["A"]), rows)
     # paired over the 4 shared blocks: the t interval of the per-block log ratios of each run's met / window
     ratio, lo, hi = t_interval([math.log(b / a) for b, a in zip(b_met, a_met)])
     cmp = result.evidence["comparisons"][0]
     assert cmp["pairs"] == 4 and "paired" in cmp["method"]
-    assert (cmp["change"], cmp["change_low"], cmp["change_high"]) == pytest.approx((ratio - 1, lo - 1, hi - 1), rel=1e-6)
-    assert f"{pct(ratio - 1)} [{pct(lo - 1)}, {pct(hi - 1)}] 95% CI, paired over 4 blocks, 4 runs x 40 requests, a summary each" in result.reason, result.reason
+    assert (cmp["change"], cmp["change_low"], cmp["change_high"]) == pytest.approx(
+        (ratio - 1, lo - 1, hi - 1), rel=1e-6
+    )
+    assert (
+        f"{pct(ratio - 1)} [{pct(lo - 1)}, {pct(hi - 1)}] 95% CI, paired over 4 blocks, 4 runs x 40 requests, a summary each"
+        in result.reason
+    ), result.reason
     assert lo - 1 > 0.2 and result.verdict == Verdict.PASS, result.reason
     assert "goodput_rps at rate=2" in result.reason and "B 1.87" in result.reason
     # a floor: the whole CI over runs must clear it
@@ -305,38 +359,67 @@ def test_goodput_gate_interval_errors_and_the_sweep_cell() -> None:
     floor = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 1.8}, ["B"]), rows)
     assert floor.verdict == Verdict.INCONCLUSIVE and "straddles" in floor.reason, floor.reason
     cell = floor.evidence["cells"][0]
-    assert cell["n"] == 4 and cell["requests_per_run"] == [40] * 4 and cell["run_values"] == pytest.approx([m / 20 for m in b_met])
+    assert (
+        cell["n"] == 4
+        and cell["requests_per_run"] == [40] * 4
+        and cell["run_values"] == pytest.approx([m / 20 for m in b_met])
+    )
     assert (cell["median"], cell["low"], cell["high"]) == pytest.approx((center, low, high), rel=1e-6)
     assert cell["basis"] == f"{sum(b_met)} of 160 requests over 80.0 s"
     assert evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 1.5}, ["B"]), rows).verdict == Verdict.PASS
     assert evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 2.5}, ["B"]), rows).verdict == Verdict.FAIL
     # one run is no spread: however clear its goodput, it cannot decide
-    one = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 0.5}, ["B"]), pd.DataFrame(run_rows("B", "rate=2", met=40, offered=40, window=20)))
+    one = evaluate(
+        gate("load_goodput", {"scenario": "rate=2", "min_rps": 0.5}, ["B"]),
+        pd.DataFrame(run_rows("B", "rate=2", met=40, offered=40, window=20)),
+    )
     assert one.verdict == Verdict.INCONCLUSIVE and "B has 1 run; needs 3" in one.reason, one.reason
     # a subject surely failing more than the limit cannot pass, however much goodput it shows (6/40 = 15% in every run);
     # 3/40 (7.5%) is over it at its point but not surely: it cannot pass either, nor is it failed
     flaky = pd.DataFrame(runs_rows("B", "rate=2", b_met, offered=40, window=20, failed=6))
     bad = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 0.5}, ["B"]), flaky)
     assert bad.verdict == Verdict.FAIL and "B failed 24/160 requests" in bad.reason, bad.reason
-    unsure = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_rps": 0.5}, ["B"]), pd.DataFrame(runs_rows("B", "rate=2", b_met, offered=40, window=20, failed=3)))
-    assert unsure.verdict == Verdict.INCONCLUSIVE and "B failed 12/160 requests" in unsure.reason and "but not surely" in unsure.reason, unsure.reason
+    unsure = evaluate(
+        gate("load_goodput", {"scenario": "rate=2", "min_rps": 0.5}, ["B"]),
+        pd.DataFrame(runs_rows("B", "rate=2", b_met, offered=40, window=20, failed=3)),
+    )
+    assert (
+        unsure.verdict == Verdict.INCONCLUSIVE
+        and "B failed 12/160 requests" in unsure.reason
+        and "but not surely" in unsure.reason
+    ), unsure.reason
     # ... and a baseline over it cannot decide against the subject
-    against_flaky = pd.DataFrame(runs_rows("B", "rate=2", b_met, offered=40, window=20) + runs_rows("A", "rate=2", a_met, offered=40, window=20, failed=3))
+    against_flaky = pd.DataFrame(
+        runs_rows("B", "rate=2", b_met, offered=40, window=20)
+        + runs_rows("A", "rate=2", a_met, offered=40, window=20, failed=3)
+    )
     shaky = evaluate(gate("load_goodput", {"scenario": "rate=2", "min_gain": 0.2}, ["B"], ["A"]), against_flaky)
     assert shaky.verdict == Verdict.INCONCLUSIVE and "baseline A failed" in shaky.reason, shaky.reason
     # the sweep's maximum is read through the run its source names, in every block
     swept_met = [57, 55, 58, 56]  # of 60 at rate=3 over 20 s
     sweep = pd.DataFrame(
         runs_rows("B", "rate=3", swept_met, offered=60, window=20)
-        + [r for b, m in enumerate(swept_met) for r in run_rows("B", "sweep", met=0, offered=1, window=1, block=b, extra={"max_goodput_rps": (m / 20, "rate=3")})]
+        + [
+            r
+            for b, m in enumerate(swept_met)
+            for r in run_rows(
+                "B", "sweep", met=0, offered=1, window=1, block=b, extra={"max_goodput_rps": (m / 20, "rate=3")}
+            )
+        ]
         + runs_rows("A", "synchronous", [2, 3, 1, 2], offered=20, window=20)
-        + [r for b in range(4) for r in run_rows("A", "sweep", met=0, offered=1, window=1, block=b, extra={"max_goodput_rps": (0.0, "")})]
+        + [
+            r
+            for b in range(4)
+            for r in run_rows("A", "sweep", met=0, offered=1, window=1, block=b, extra={"max_goodput_rps": (0.0, "")})
+        ]
     )
     swept = evaluate(gate("load_goodput", {"min_gain": 0.5}, ["B"], ["A"]), sweep)
     assert swept.verdict == Verdict.PASS and "A carried nothing" in swept.reason, swept.reason
     subject = next(c for c in swept.evidence["cells"] if c["arm"] == "B")
     assert subject["basis"] == f"{sum(swept_met)} of 240 requests over 80.0 s"
-    assert subject["run_values"] == pytest.approx([m / 20 for m in swept_met]) and subject["blocks"] == [f"load/b{b}" for b in range(4)]
+    assert subject["run_values"] == pytest.approx([m / 20 for m in swept_met]) and subject["blocks"] == [
+        f"load/b{b}" for b in range(4)
+    ]
     # a zero baseline still needs the subject's runs: one run of B against it decides nothing
     first = sweep[sweep["repeat"] == 0]
     once = evaluate(gate("load_goodput", {"min_gain": 0.5}, ["B"], ["A"]), first)
@@ -346,8 +429,15 @@ def test_goodput_gate_interval_errors_and_the_sweep_cell() -> None:
 def test_latency_gate_needs_enough_requests_to_bound_a_high_percentile() -> None:
     def runs(values: Any, blocks: int = 4) -> pd.DataFrame:
         """`values(b)`: the TTFTs of block b's run, 50 requests each unless it says otherwise."""
-        return pd.DataFrame([r for b in range(blocks) for r in run_rows(
-            "B", "rate=2", met=len(values(b)), offered=len(values(b)), window=25, block=b, ttft=values(b))])
+        return pd.DataFrame(
+            [
+                r
+                for b in range(blocks)
+                for r in run_rows(
+                    "B", "rate=2", met=len(values(b)), offered=len(values(b)), window=25, block=b, ttft=values(b)
+                )
+            ]
+        )
 
     fast = runs(lambda b: [0.2 + 0.01 * b + 0.001 * i for i in range(50)])  # each restart a little slower
     p99 = evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 99, "max_value": 1.0}, ["B"]), fast)
@@ -357,15 +447,26 @@ def test_latency_gate_needs_enough_requests_to_bound_a_high_percentile() -> None
     cell = p90.evidence["cells"][0]
     per_run = [float(pd.Series([0.2 + 0.01 * b + 0.001 * i for i in range(50)]).quantile(0.9)) for b in range(4)]
     assert cell["n"] == 4 and cell["run_values"] == pytest.approx(per_run)
-    assert (cell["median"], cell["low"], cell["high"]) == pytest.approx(t_interval([math.log(v) for v in per_run]), rel=1e-6)
+    assert (cell["median"], cell["low"], cell["high"]) == pytest.approx(
+        t_interval([math.log(v) for v in per_run]), rel=1e-6
+    )
     assert cell["request_high"] < 1.0  # the pooled request-level interval is shown beside it
     slow = runs(lambda b: [2.0 + 0.05 * b + 0.01 * i for i in range(50)])
-    assert evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 50, "max_value": 1.0}, ["B"]), slow).verdict == Verdict.FAIL
+    assert (
+        evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 50, "max_value": 1.0}, ["B"]), slow).verdict
+        == Verdict.FAIL
+    )
     # a ceiling close to the runs' spread is not decided either way
     near = per_run[0] * 0.5 + per_run[-1] * 0.5
-    assert evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 90, "max_value": near}, ["B"]), fast).verdict == Verdict.INCONCLUSIVE
+    assert (
+        evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 90, "max_value": near}, ["B"]), fast).verdict
+        == Verdict.INCONCLUSIVE
+    )
     # one run, however many requests, is not enough
-    single = evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 90, "max_value": 1.0}, ["B"]), runs(lambda b: [0.2] * 400, blocks=1))
+    single = evaluate(
+        gate("load_latency", {"scenario": "rate=2", "percentile": 90, "max_value": 1.0}, ["B"]),
+        runs(lambda b: [0.2] * 400, blocks=1),
+    )
     assert single.verdict == Verdict.INCONCLUSIVE and "B has 1 run; needs 3" in single.reason, single.reason
     assert needed_for_upper(0.99) == 368
     low, high, _ = quantile_interval(list(range(1, 1001)), 0.99)
@@ -373,15 +474,26 @@ def test_latency_gate_needs_enough_requests_to_bound_a_high_percentile() -> None
     assert math.isinf(quantile_interval(list(range(50)), 0.99)[1])
 
 
-
 def test_a_ceiling_on_a_p99_of_small_runs_is_no_pass() -> None:
     """Four runs of 50 requests, all far below the ceiling: their p99s are their maxima, so
     what they bound is nearer the p97 than the p99, and a ceiling on the p99 cannot pass."""
-    rows = pd.DataFrame([r for b in range(4) for r in run_rows(
-        "B", "rate=2", met=50, offered=50, window=25, block=b, ttft=[0.2 + 0.01 * b + 0.001 * i for i in range(50)])])
+    rows = pd.DataFrame(
+        [
+            r
+            for b in range(4)
+            for r in run_rows(
+                "B",
+                "rate=2",
+                met=50,
+                offered=50,
+                window=25,
+                block=b,
+                ttft=[0.2 + 0.01 * b + 0.001 * i for i in range(50)],
+            )
+        ]
+    )
     p99 = evaluate(gate("load_latency", {"scenario": "rate=2", "percentile": 99, "max_value": 1.0}, ["B"]), rows)
     assert p99.verdict == Verdict.INCONCLUSIVE, p99.reason
-
 
 
 def test_the_sweep_cell_is_found_when_rows_carry_their_settings() -> None:
@@ -389,8 +501,20 @@ def test_the_sweep_cell_is_found_when_rows_carry_their_settings() -> None:
     swept_met = [57, 55, 58, 56]
     rows = pd.DataFrame(
         runs_rows("B", "rate=3", swept_met, offered=60, window=20)
-        + [r for b, m in enumerate(swept_met) for r in run_rows("B", "sweep", met=0, offered=1, window=1, block=b, extra={"max_goodput_rps": (m / 20, "rate=3")})]
-        + [r for b, m in enumerate([30, 29, 31, 30]) for r in run_rows("A", "sweep", met=0, offered=1, window=1, block=b, extra={"max_goodput_rps": (m / 20, "rate=3")})]
+        + [
+            r
+            for b, m in enumerate(swept_met)
+            for r in run_rows(
+                "B", "sweep", met=0, offered=1, window=1, block=b, extra={"max_goodput_rps": (m / 20, "rate=3")}
+            )
+        ]
+        + [
+            r
+            for b, m in enumerate([30, 29, 31, 30])
+            for r in run_rows(
+                "A", "sweep", met=0, offered=1, window=1, block=b, extra={"max_goodput_rps": (m / 20, "rate=3")}
+            )
+        ]
         + runs_rows("A", "rate=3", [30, 29, 31, 30], offered=60, window=20)
     ).assign(settings_hash="cfd5005c9522c35f")
     swept = evaluate(gate("load_goodput", {"min_gain": 0.5}, ["B"], ["A"]), rows)
@@ -404,7 +528,9 @@ AGENT = {"conversations": 4, "turns": 6, "system_tokens": 200, "task_tokens": 40
 
 
 def sim_target(url: str) -> ProbeTarget:
-    return ProbeTarget.speaking(registry.get("simulator"), base_url=url, model="sim-model", sampling={"temperature": 1.0})
+    return ProbeTarget.speaking(
+        registry.get("simulator"), base_url=url, model="sim-model", sampling={"temperature": 1.0}
+    )
 
 
 BLOCKS = 3  # server runs per arm: what a gate needs (min_runs)
@@ -414,26 +540,42 @@ def test_a_run_where_the_client_fell_behind_or_its_stamps_fell_back_is_no_measur
     """The same rows that pass a goodput gate, with one block of the baseline's client over
     the lag bound (or its request times fallen back to read time), leave it inconclusive,
     naming the arm, the cell and why; a gate may raise the bound or accept fallbacks."""
+
     def rows(extra: dict[str, tuple[float, str]] | None = None, block: int = 2) -> pd.DataFrame:
         b = runs_rows("B", "rate=2", [37, 39, 38, 36], offered=40, window=20)
-        a = [r for i, m in enumerate([20, 21, 19, 22])
-             for r in run_rows("A", "rate=2", met=m, offered=40, window=20, block=i, extra=extra if i == block else None)]
+        a = [
+            r
+            for i, m in enumerate([20, 21, 19, 22])
+            for r in run_rows("A", "rate=2", met=m, offered=40, window=20, block=i, extra=extra if i == block else None)
+        ]
         return pd.DataFrame(b + a)
 
     params = {"scenario": "rate=2", "min_gain": 0.3}
     assert evaluate(gate("load_goodput", params, ["B"], ["A"]), rows()).verdict == Verdict.PASS
-    assert evaluate(gate("load_goodput", params, ["B"], ["A"]),
-                    rows({"schedule_lag_p99_s": (0.004, "40 sends")})).verdict == Verdict.PASS  # within 10 ms
+    assert (
+        evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"schedule_lag_p99_s": (0.004, "40 sends")})).verdict
+        == Verdict.PASS
+    )  # within 10 ms
     late = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"schedule_lag_p99_s": (0.080, "40 sends")}))
-    assert late.verdict == Verdict.INCONCLUSIVE and "not a valid measurement of the server: A rate=2" in late.reason, late.reason
+    assert late.verdict == Verdict.INCONCLUSIVE and "not a valid measurement of the server: A rate=2" in late.reason, (
+        late.reason
+    )
     assert "fell behind its schedule, lag p99 80 ms > 10 ms" in late.reason
     flagged = {c["arm"]: c.get("faults") for c in late.evidence["cells"]}  # the gate page marks the cell read
     assert flagged["B"] is None and len(flagged["A"]) == 1 and "fell behind its schedule" in flagged["A"][0]
-    lenient = evaluate(gate("load_goodput", {**params, "max_schedule_lag_s": 0.1}, ["B"], ["A"]), rows({"schedule_lag_p99_s": (0.080, "")}))
+    lenient = evaluate(
+        gate("load_goodput", {**params, "max_schedule_lag_s": 0.1}, ["B"], ["A"]),
+        rows({"schedule_lag_p99_s": (0.080, "")}),
+    )
     assert lenient.verdict == Verdict.PASS
     busy = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"client_cpu_share": (0.97, "")}))
-    assert busy.verdict == Verdict.INCONCLUSIVE and "the client used 97% of a core (over 90%)" in busy.reason, busy.reason
-    assert evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"client_cpu_share": (0.3, "")})).verdict == Verdict.PASS
+    assert busy.verdict == Verdict.INCONCLUSIVE and "the client used 97% of a core (over 90%)" in busy.reason, (
+        busy.reason
+    )
+    assert (
+        evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"client_cpu_share": (0.3, "")})).verdict
+        == Verdict.PASS
+    )
     fallen = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"stamp_fallbacks": (3, "")}))
     assert fallen.verdict == Verdict.INCONCLUSIVE and "3 requests' times fell back to read time" in fallen.reason
     from reports import load_curve
@@ -441,8 +583,10 @@ def test_a_run_where_the_client_fell_behind_or_its_stamps_fell_back_is_no_measur
     marked = load_curve.coverage_text(rows({"schedule_lag_p99_s": (0.080, "")}).assign(context=0))
     assert marked["A"].endswith("· 1 run measured the client (a gate reading them is inconclusive)"), marked
     assert "measured the client" not in marked["B"]
-    latency = evaluate(gate("load_latency", {"metric": "ttft_s", "percentile": 90, "scenario": "rate=2", "max_value": 1.0}, ["A"]),
-                       rows({"schedule_lag_p99_s": (0.080, "")}))
+    latency = evaluate(
+        gate("load_latency", {"metric": "ttft_s", "percentile": 90, "scenario": "rate=2", "max_value": 1.0}, ["A"]),
+        rows({"schedule_lag_p99_s": (0.080, "")}),
+    )
     assert latency.verdict in (Verdict.INCONCLUSIVE, Verdict.PENDING)
 
 
@@ -454,15 +598,21 @@ def test_the_simulators_own_stamps_bracket_the_clients_ttft() -> None:
     machine; `benchmarks/ttft_truth.py` measures it: about 1 ms). Off by default."""
     from aiohttp import web
 
+    from arms.measures import RequestRecord, ttft_parts
     from arms.probes.base import MemorySink, ProbeTarget
     from arms.runtimes import catalog as runtimes
     from arms.simulator.app import make_app
     from arms.simulator.profile import SimProfile
-    from arms.metrics import RequestRecord, ttft_parts
 
     def parts(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
-        splits = [ttft_parts(RequestRecord(**{k: v for k, v in r.items() if k in RequestRecord.__dataclass_fields__})) for r in rows]
-        return {name: [s[name] for s in splits if s] for name in ("send side", "server TTFT", "receive side", "client - server")}
+        splits = [
+            ttft_parts(RequestRecord(**{k: v for k, v in r.items() if k in RequestRecord.__dataclass_fields__}))
+            for r in rows
+        ]
+        return {
+            name: [s[name] for s in splits if s]
+            for name in ("send side", "server TTFT", "receive side", "client - server")
+        }
 
     async def go(stamps: bool) -> list[dict[str, Any]]:
         runner = web.AppRunner(make_app(SimProfile(prefill_tps=20000.0, decode_tps=400.0, write_stamps=stamps)))
@@ -471,9 +621,13 @@ def test_the_simulators_own_stamps_bracket_the_clients_ttft() -> None:
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         try:
-            target = ProbeTarget.speaking(runtimes.get("simulator"), base_url=f"http://127.0.0.1:{port}", model="m", simulated=True)
+            target = ProbeTarget.speaking(
+                runtimes.get("simulator"), base_url=f"http://127.0.0.1:{port}", model="m", simulated=True
+            )
             sink = MemorySink()
-            await load_probe.run(target, sink, load_probe.LoadParams(profile="constant", rate=10, duration_s=0.5, max_tokens=4))
+            await load_probe.run(
+                target, sink, load_probe.LoadParams(profile="constant", rate=10, duration_s=0.5, max_tokens=4)
+            )
             return sink.requests
         finally:
             await runner.cleanup()

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from campaign.states import Verdict
+from campaign.core.states import Verdict
 from gates import blockstats
 from gates.looks import Look, added_after_look, look_at, planned_looks, question_of
 
@@ -17,11 +17,17 @@ RUN_SD = 0.03  # the calibrated restart noise (log scale) of each arm's run
 
 
 def _rows(settings: str = "s0", blocks: int = 3, recipe: str = "r") -> pd.DataFrame:
-    return pd.DataFrame({
-        "arm_id": ["A", "B"] * blocks, "settings_hash": [settings] * 2 * blocks, "recipe_hash": [recipe] * 2 * blocks,
-        "block_id": [f"k/b{b}" for b in range(blocks) for _ in range(2)], "item_key": ["k"] * 2 * blocks,
-        "repeat": [b for b in range(blocks) for _ in range(2)], "attempt_id": list(range(1, 2 * blocks + 1)),
-    })
+    return pd.DataFrame(
+        {
+            "arm_id": ["A", "B"] * blocks,
+            "settings_hash": [settings] * 2 * blocks,
+            "recipe_hash": [recipe] * 2 * blocks,
+            "block_id": [f"k/b{b}" for b in range(blocks) for _ in range(2)],
+            "item_key": ["k"] * 2 * blocks,
+            "repeat": [b for b in range(blocks) for _ in range(2)],
+            "attempt_id": list(range(1, 2 * blocks + 1)),
+        }
+    )
 
 
 def test_a_question_is_its_gate_and_settings_not_its_blocks() -> None:
@@ -68,7 +74,7 @@ def _rerun_until_pass(rng: np.random.Generator, campaigns: int, per_try: int, tr
                 ok = _passes(ratios[: per_try * k], sequential)
                 history.append(Look("q", now.blocks, True, str(Verdict.PASS if ok else Verdict.INCONCLUSIVE)))
             else:
-                ok = _passes(ratios[per_try * (k - 1): per_try * k], False)
+                ok = _passes(ratios[per_try * (k - 1) : per_try * k], False)
             if ok:
                 passed += 1
                 break
@@ -106,7 +112,7 @@ def test_raising_repeats_after_an_inconclusive_look_stays_within_twice_alpha() -
 
 
 def test_an_open_verdict_counts_the_blocks_the_sequence_needs() -> None:
-    """"About N blocks would decide it" is what a user acts on by adding blocks, which the
+    """ "About N blocks would decide it" is what a user acts on by adding blocks, which the
     gate then reads as a confidence sequence: N is the sequence's count, larger than the
     fixed design's (which would promise a decision the added blocks cannot give)."""
     import dataclasses
@@ -119,8 +125,15 @@ def test_an_open_verdict_counts_the_blocks_the_sequence_needs() -> None:
     rng = np.random.default_rng(7)
     for _ in range(50):
         frame = block_frame(Design(blocks=3, gains={"A": 1.12}), VariationModel(), rng)
-        out = compare.compare(frame, ["A"], ["B"], Selector(metric="decode_tps", probe="decode"), higher_is_better=True,
-                              threshold=0.10, rigor=compare.Rigor())
+        out = compare.compare(
+            frame,
+            ["A"],
+            ["B"],
+            Selector(metric="decode_tps", probe="decode"),
+            higher_is_better=True,
+            threshold=0.10,
+            rigor=compare.Rigor(),
+        )
         cmp = out.comparisons[0]
         said = re.search(r"about (\d+) blocks in all", out.text())
         if cmp.verdict != Verdict.INCONCLUSIVE or said is None:
@@ -134,7 +147,9 @@ def test_an_open_verdict_counts_the_blocks_the_sequence_needs() -> None:
     raise AssertionError("no open verdict with a block count in 50 campaigns")
 
 
-def _stop_with_looks(rng: np.random.Generator, truth: float, campaigns: int, least: int = 3, most: int = 8) -> tuple[float, float]:
+def _stop_with_looks(
+    rng: np.random.Generator, truth: float, campaigns: int, least: int = 3, most: int = 8
+) -> tuple[float, float]:
     """An item adding blocks from `least` to `most` until its +10% gate is settled, each
     look tested at alpha / (planned looks): (pass rate, fail rate)."""
     looks = planned_looks(least, most, ALPHA)

@@ -1,4 +1,4 @@
-"""The code names metrics through the catalogue (`campaign.metrics`), never by a bare
+"""The code names metrics through the catalogue (`campaign.core.metrics`), never by a bare
 string: a probe hands its sink the entry (`metric=metrics.TTFT_S`), which stores its name
 in the catalogue's unit; code that reads rows compares with `metrics.TTFT_S.name`. Read
 with `ast` from the source tree, so a literal that slips back in fails here, not in a
@@ -12,16 +12,19 @@ import typing
 import pytest
 
 from arms.probes.base import MemorySink
-from campaign import metrics
-from campaign.metrics import Metric
+from campaign.core import metrics
+from campaign.core.metrics import Metric
 from tests.paths import ROOT
 
 PACKAGES = ("arms", "campaign", "gates", "flows", "reports", "cli")
 
 
 def _sources() -> dict[str, ast.Module]:
-    return {str(path.relative_to(ROOT)): ast.parse(path.read_text(encoding="utf-8"))
-            for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+    return {
+        str(path.relative_to(ROOT)): ast.parse(path.read_text(encoding="utf-8"))
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
 
 
 def _is_text(node: ast.AST) -> bool:
@@ -39,12 +42,18 @@ def _literal_names(tree: ast.AST, path: str = "") -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            found += [f"{path}:{kw.value.lineno}: metric={ast.unparse(kw.value)}"
-                      for kw in node.keywords if kw.arg == "metric" and _is_text(kw.value)]
+            found += [
+                f"{path}:{kw.value.lineno}: metric={ast.unparse(kw.value)}"
+                for kw in node.keywords
+                if kw.arg == "metric" and _is_text(kw.value)
+            ]
         elif isinstance(node, ast.Compare) and _is_metric_column(node.left):
-            found += [f"{path}:{node.lineno}: {ast.unparse(node)}"
-                      for right in node.comparators
-                      if _is_text(right) or (isinstance(right, (ast.Tuple, ast.List, ast.Set)) and any(map(_is_text, right.elts)))]
+            found += [
+                f"{path}:{node.lineno}: {ast.unparse(node)}"
+                for right in node.comparators
+                if _is_text(right)
+                or (isinstance(right, (ast.Tuple, ast.List, ast.Set)) and any(map(_is_text, right.elts)))
+            ]
     return found
 
 
@@ -53,7 +62,9 @@ def test_no_source_names_a_metric_by_a_literal() -> None:
     written with the catalogue's entry instead; a campaign file's gate parameters, the
     docs and the catalogue itself keep their strings (none of them is such a call)."""
     found = [hit for path, tree in _sources().items() for hit in _literal_names(tree, path)]
-    assert not found, "name these through campaign.metrics (metrics.TTFT_S, or .name for a string):\n" + "\n".join(found)
+    assert not found, "name these through campaign.core.metrics (metrics.TTFT_S, or .name for a string):\n" + "\n".join(
+        found
+    )
 
 
 def test_the_rule_catches_what_it_is_for() -> None:
@@ -68,8 +79,8 @@ def test_the_rule_catches_what_it_is_for() -> None:
     assert hits('m["metric"] == "ttft_s"')
     assert hits('m["metric"] in ("ttft_s", "e2e_s")')
     assert not hits("sink.measurement(metric=metrics.TTFT_S, value=1)")
-    assert not hits('Selector(metric=metrics.REQUESTS_MET.name)')
-    assert not hits('text = \'params = { metric = "decode_tps" }\'')
+    assert not hits("Selector(metric=metrics.REQUESTS_MET.name)")
+    assert not hits("text = 'params = { metric = \"decode_tps\" }'")
 
 
 def test_every_catalogue_attribute_the_code_reads_exists() -> None:
@@ -77,13 +88,18 @@ def test_every_catalogue_attribute_the_code_reads_exists() -> None:
     for every module that imports the catalogue as `metrics` (or names from it)."""
     wrong = []
     for path, tree in _sources().items():
-        aliases = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "campaign"
-                   for a in n.names if a.name == "metrics"}
+        aliases = {
+            a.asname or a.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module == "campaign"
+            for a in n.names
+            if a.name == "metrics"
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
                 if not hasattr(metrics, node.attr):
                     wrong.append(f"{path}:{node.lineno}: metrics.{node.attr}")
-            elif isinstance(node, ast.ImportFrom) and node.module == "campaign.metrics":
+            elif isinstance(node, ast.ImportFrom) and node.module == "campaign.core.metrics":
                 wrong += [f"{path}:{node.lineno}: {a.name}" for a in node.names if not hasattr(metrics, a.name)]
     assert not wrong, "\n".join(wrong)
 
@@ -101,8 +117,11 @@ def test_every_entry_has_its_constant_and_the_constants_are_the_catalogue() -> N
 
 def test_every_agent_load_summary_metric_has_its_baseline_copy() -> None:
     """The baseline pass writes each summary row under `baseline_<name>` (`metrics.baseline`)."""
-    summary = [m for m in metrics.METRICS.values()
-               if m.probes == (metrics.AGENT_LOAD,) and m.scenarios == "summary" and not m.name.startswith("baseline_")]
+    summary = [
+        m
+        for m in metrics.METRICS.values()
+        if m.probes == (metrics.AGENT_LOAD,) and m.scenarios == "summary" and not m.name.startswith("baseline_")
+    ]
     for m in [*summary, metrics.REQUESTS, metrics.REQUESTS_FAILED, metrics.REQUESTS_RETRIED, metrics.ERROR_RATE]:
         copy = metrics.baseline(m)
         assert copy is metrics.METRICS[f"baseline_{m.name}"]
@@ -114,10 +133,14 @@ def test_every_agent_load_summary_metric_has_its_baseline_copy() -> None:
 
 
 def test_the_load_targets_are_the_latencies_meets_reads() -> None:
-    from arms import load
     from arms.probes.load import TargetName
+    from arms.workloads import profiles as load
 
-    assert set(typing.get_args(TargetName)) == set(load._TARGET_FNS) == {metrics.TTFT_S.name, metrics.TPOT_S.name, metrics.E2E_S.name}
+    assert (
+        set(typing.get_args(TargetName))
+        == set(load._TARGET_FNS)
+        == {metrics.TTFT_S.name, metrics.TPOT_S.name, metrics.E2E_S.name}
+    )
 
 
 # -- what a sink stores ------------------------------------------------------------------------------
@@ -164,18 +187,24 @@ def test_the_memory_sink_stores_plain_strings() -> None:
 
 
 def test_failures_are_named_through_the_catalogue_and_the_baseline_pass_gets_its_copies() -> None:
-    from arms.metrics import RequestRecord
+    from arms.measures import RequestRecord
     from arms.probes.failures import record_errors, record_failure
 
     sink = MemorySink()
-    records = [RequestRecord(send_ns=0, end_ns=1), RequestRecord(send_ns=0, end_ns=1, error="HTTP 503: busy"),
-               RequestRecord(send_ns=0, end_ns=1, error="not run: stopped")]
+    records = [
+        RequestRecord(send_ns=0, end_ns=1),
+        RequestRecord(send_ns=0, end_ns=1, error="HTTP 503: busy"),
+        RequestRecord(send_ns=0, end_ns=1, error="not run: stopped"),
+    ]
     assert record_failure(sink, records[1], mode="canonical", scenario="s") == "HTTP 503"
     record_errors(sink, records, mode="canonical", scenario="summary", baseline=True)
     stored = {m["metric"]: (m["value"], m["unit"]) for m in sink.measurements}
     assert stored == {
         "errors": (1, "count"),
-        "baseline_requests": (2, "requests"), "baseline_requests_failed": (1, "requests"),
-        "baseline_requests_retried": (0, "requests"), "baseline_requests_failed_http_503": (1, "requests"),
-        "baseline_requests_not_run": (1, "requests"), "baseline_error_rate": (0.5, "ratio"),
+        "baseline_requests": (2, "requests"),
+        "baseline_requests_failed": (1, "requests"),
+        "baseline_requests_retried": (0, "requests"),
+        "baseline_requests_failed_http_503": (1, "requests"),
+        "baseline_requests_not_run": (1, "requests"),
+        "baseline_error_rate": (0.5, "ratio"),
     }

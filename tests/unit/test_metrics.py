@@ -7,7 +7,7 @@ import json
 import pytest
 
 from arms.events import parse_events
-from arms.metrics import (
+from arms.measures import (
     NS,
     RequestRecord,
     counter_deltas,
@@ -123,7 +123,17 @@ def test_to_dict_holds_every_field_like_asdict_without_sharing_the_record_lists(
         [
             (0.3, delta(tool_calls=[{"index": 0, "id": "c1", "function": {"name": "add", "arguments": "{}"}}])),
             (0.4, delta(content="x")),
-            (0.5, {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 1}}}),
+            (
+                0.5,
+                {
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": 5,
+                        "completion_tokens": 2,
+                        "prompt_tokens_details": {"cached_tokens": 1},
+                    },
+                },
+            ),
             (0.6, b"[DONE]"),
         ]
     )
@@ -140,7 +150,14 @@ def test_tool_call_deltas_are_assembled() -> None:
     rec = scripted(
         [
             (0.2, delta(role="assistant")),
-            (0.3, delta(tool_calls=[{"index": 0, "id": "c1", "type": "function", "function": {"name": "add", "arguments": ""}}])),
+            (
+                0.3,
+                delta(
+                    tool_calls=[
+                        {"index": 0, "id": "c1", "type": "function", "function": {"name": "add", "arguments": ""}}
+                    ]
+                ),
+            ),
             (0.4, delta(tool_calls=[{"index": 0, "function": {"arguments": '{"a": 2,'}}])),
             (0.5, delta(tool_calls=[{"index": 0, "function": {"arguments": ' "b": 3}'}}])),
             (0.6, delta(tool_calls=[{"index": 1, "id": "c2", "function": {"name": "mul", "arguments": "{}"}}])),
@@ -166,7 +183,11 @@ def test_malformed_event_makes_an_error_row_kept_out_of_statistics() -> None:
 @pytest.mark.parametrize(
     ("payload", "value", "field"),
     [
-        ({"usage": {"prompt_tokens": 100, "prompt_tokens_details": {"cached_tokens": 90}}}, 90, "usage.prompt_tokens_details.cached_tokens"),
+        (
+            {"usage": {"prompt_tokens": 100, "prompt_tokens_details": {"cached_tokens": 90}}},
+            90,
+            "usage.prompt_tokens_details.cached_tokens",
+        ),
         ({"timings": {"prompt_n": 10, "cache_n": 90}}, 90, "timings.cache_n"),
         ({"usage": {"prompt_tokens": 100, "cached_tokens": 64}}, 64, "usage.cached_tokens"),
         ({"usage": {"prompt_tokens": 100}, "x_mlx_dspark": {"cached_tokens": 77}}, 77, "x_mlx_dspark.cached_tokens"),
@@ -179,7 +200,10 @@ def test_cached_token_shapes(payload: dict, value: int | None, field: str) -> No
 
 def test_prefer_field_and_llamacpp_prompt_total() -> None:
     payload = {"timings": {"prompt_n": 10, "cache_n": 90}, "usage": {"prompt_tokens_details": {"cached_tokens": 1}}}
-    assert extract_cached_tokens(payload, prefer="usage.prompt_tokens_details.cached_tokens") == (1, "usage.prompt_tokens_details.cached_tokens")
+    assert extract_cached_tokens(payload, prefer="usage.prompt_tokens_details.cached_tokens") == (
+        1,
+        "usage.prompt_tokens_details.cached_tokens",
+    )
     assert prompt_tokens({"timings": {"prompt_n": 10, "cache_n": 90}}) == 100
     assert reuse(90, 100) == pytest.approx(0.9)
     assert reuse(None, 100) is None
@@ -195,7 +219,9 @@ def test_prefer_field_and_llamacpp_prompt_total() -> None:
         (-5, 100, -0.05, "timings.cache_n; impossible: <0"),
     ],
 )
-def test_reuse_is_stored_as_measured_and_impossible_values_are_flagged(cached: int, prompt: int, value: float, source: str) -> None:
+def test_reuse_is_stored_as_measured_and_impossible_values_are_flagged(
+    cached: int, prompt: int, value: float, source: str
+) -> None:
     got = reuse(cached, prompt)
     assert got == pytest.approx(value)  # never clamped into [0, 1]
     assert flag_reuse_source("timings.cache_n", got) == source

@@ -21,9 +21,12 @@ def test_quantization_names_the_common_bits_and_every_layer_that_differs() -> No
     """A Q4_1 model whose embedding is Q8_0 (SmolLM2's GGUF): 576 weights a row are 72
     uint32 words at 4 bits, 144 at 8, in 18 groups of 32."""
     tensors = {
-        "model.embed_tokens.weight": Shaped((49152, 144)), "model.embed_tokens.scales": Shaped((49152, 18)),
-        "model.layers.0.self_attn.q_proj.weight": Shaped((576, 72)), "model.layers.0.self_attn.q_proj.scales": Shaped((576, 18)),
-        "model.layers.0.mlp.up_proj.weight": Shaped((1536, 72)), "model.layers.0.mlp.up_proj.scales": Shaped((1536, 18)),
+        "model.embed_tokens.weight": Shaped((49152, 144)),
+        "model.embed_tokens.scales": Shaped((49152, 18)),
+        "model.layers.0.self_attn.q_proj.weight": Shaped((576, 72)),
+        "model.layers.0.self_attn.q_proj.scales": Shaped((576, 18)),
+        "model.layers.0.mlp.up_proj.weight": Shaped((1536, 72)),
+        "model.layers.0.mlp.up_proj.scales": Shaped((1536, 18)),
         "model.norm.weight": Shaped((576,)),
     }
     assert _quantization(tensors) == {"group_size": 32, "bits": 4, "model.embed_tokens": {"group_size": 32, "bits": 8}}

@@ -9,21 +9,29 @@ import subprocess
 import sys
 from pathlib import Path
 
-
-from flows.resolve import load_campaign
 from flows.overrides import check_campaign, check_rerun
+from flows.resolve import load_campaign
 from tests.campaigns import arm, campaign_file, inline, item
 from tests.paths import ROOT
 
 
 def _campaign(overrides: str) -> str:
     return campaign_file(
-        "ovr", default_max_tokens=16,
+        "ovr",
+        default_max_tokens=16,
         arms=[arm("B", context=4096, recipe={"slots": 2})],
         queue=[
             item("decode", ["B"], ["decode"], title="decode 1K", contexts=[1024], overrides=inline(overrides)),
-            item("again", ["B"], ["decode"], title="decode 1K, 4 slots", contexts=[1024], confirms="decode",
-                 change={"slots": 4}, overrides={"repeats": 1}),
+            item(
+                "again",
+                ["B"],
+                ["decode"],
+                title="decode 1K, 4 slots",
+                contexts=[1024],
+                confirms="decode",
+                change={"slots": 4},
+                overrides={"repeats": 1},
+            ),
         ],
     )
 
@@ -37,9 +45,11 @@ def _spec(tmp_path: Path, overrides: str = "repeats = 1, max_tokens = 8") -> tup
 def test_a_misspelled_override_in_a_campaign_file_names_the_valid_keys(tmp_path: Path) -> None:
     _, spec = _spec(tmp_path, "repeat = 3")
     (problem,) = check_campaign(spec)
-    assert problem.startswith("queue[0] ('decode 1K').overrides: unknown key 'repeat'; valid keys: probe parameters of decode: ")
+    assert problem.startswith(
+        "queue[0] ('decode 1K').overrides: unknown key 'repeat'; valid keys: probe parameters of decode: "
+    )
     assert "repeats" in problem and "max_tokens" in problem and "recipe.<field>" in problem and "sim.<field>" in problem
-    _, spec = _spec(tmp_path, '"sim.decode_tpz" = 1.0, contexts = [1]')  # (recipe.* keys: campaign.schema)
+    _, spec = _spec(tmp_path, '"sim.decode_tpz" = 1.0, contexts = [1]')  # (recipe.* keys: campaign.core.schema)
     problems = check_campaign(spec)
     assert len(problems) == 2
     assert "'sim.decode_tpz' is not a simulator profile field" in problems[0]
@@ -63,7 +73,9 @@ def test_rerun_sets_are_checked_and_recipe_fields_applied_or_refused(tmp_path: P
     checked = check_rerun(spec, item, {"slots": 0})
     assert checked.problems and "recipe of arm 'B': slots: found 0" in checked.problems[0]
     checked = check_rerun(spec, item, {"prefix_cache": 256})  # MiB elsewhere: a bare number is no size here
-    assert checked.problems == ["""--set: 'recipe.prefix_cache': found 256, expected: a size with its unit: write "256M" or "256MiB" ("256G" for GiB, "256B" for bytes)"""]
+    assert checked.problems == [
+        """--set: 'recipe.prefix_cache': found 256, expected: a size with its unit: write "256M" or "256MiB" ("256G" for GiB, "256B" for bytes)"""
+    ]
     assert check_rerun(spec, item, {"prefix_cache": "256M"}).problems == []
     checked = check_rerun(spec, confirm, {"recipe.prefill_chunk": 256})
     assert checked.problems == [
@@ -74,7 +86,9 @@ def test_rerun_sets_are_checked_and_recipe_fields_applied_or_refused(tmp_path: P
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "prefect")}
-    return subprocess.run([sys.executable, "-m", "cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_decode_trials_keep_their_file_key_and_never_take_another_probes_trials(tmp_path: Path) -> None:
@@ -82,7 +96,7 @@ def test_decode_trials_keep_their_file_key_and_never_take_another_probes_trials(
     item's `overrides = { repeats = 3, trials = 5 }` gives decode 3 and tool-loop 5, as it
     always has, and the parameters survive the trip to the probe task (dumped, re-read)."""
     from arms.probes import registry as probes
-    from campaign.states import ProbeName
+    from campaign.core.states import ProbeName
     from flows.overrides import probe_params
 
     _, spec = _spec(tmp_path, "repeats = 3, trials = 5")
@@ -92,13 +106,15 @@ def test_decode_trials_keep_their_file_key_and_never_take_another_probes_trials(
     assert decode.trials == 3 and tools.trials == 5
     params = probes.get(ProbeName.DECODE).params
     assert params.model_validate_json(decode.model_dump_json()).trials == 3
-    assert probes.get(ProbeName.DECODE).keys["repeats"] == "trials" and "trials" not in probes.get(ProbeName.DECODE).keys
+    assert (
+        probes.get(ProbeName.DECODE).keys["repeats"] == "trials" and "trials" not in probes.get(ProbeName.DECODE).keys
+    )
 
 
 def test_override_keys_are_parsed_once_into_recipe_simulator_and_probe() -> None:
     """`recipe.*` sets the servers' recipe, `sim.*` the simulator's profile, anything else
     a probe parameter; the settings hash reads the non-recipe keys as written."""
-    from campaign.schema import OverrideKeys
+    from campaign.core.schema import OverrideKeys
 
     parts = OverrideKeys.of({"recipe.slots": 4, "sim.decode_tps": 90.0, "max_tokens": 64, "recipes": 1})
     assert dict(parts.recipe) == {"slots": 4} and dict(parts.sim) == {"decode_tps": 90.0}

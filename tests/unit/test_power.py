@@ -40,14 +40,19 @@ def test_three_blocks_cannot_settle_a_ten_percent_gate_on_fifteen() -> None:
 
 
 def test_campaign_check_prints_what_the_design_detects() -> None:
+    from campaign.core.loader import parse_campaign
     from cli.commands import plan_lines
-    from campaign.loader import parse_campaign
     from tests.campaigns import arm, campaign_file, gate
     from tests.campaigns import item as queue_item
 
     text = campaign_file(
-        "p", arms=[arm("A"), arm("B")],
-        gates=[gate("g", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["A"], ["B"])],
+        "p",
+        arms=[arm("A"), arm("B")],
+        gates=[
+            gate(
+                "g", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["A"], ["B"]
+            )
+        ],
         queue=[queue_item("k", ["A", "B"], ["decode"], gate="g")],
     )
     spec = parse_campaign(tomllib.loads(text))

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import httpx
 
-from campaign.store import Store
-from campaign.tables import EventRow
-from campaign.summary import PREFECT_API_EVENT, attempt_links
+from campaign.store.store import Store
+from campaign.store.summary import PREFECT_API_EVENT, attempt_links
+from campaign.store.tables import EventRow
 from tests.campaigns import arm, campaign_file, gate, item, sim
 from tests.prefectparts import env as _env
 
@@ -29,12 +29,22 @@ def two_arms(name: str, gated: bool = False) -> str:
     tok/s once measured 270 against 182, and a paired t over two blocks left it open)."""
     params = {"metric": "decode_tps", "probe": "decode", "min_gain": 0.10}
     return campaign_file(
-        name, default_max_tokens=16,
+        name,
+        default_max_tokens=16,
         runtimes=[sim("slow", decode_tps=40.0), sim("fast", decode_tps=400.0)],
         arms=[arm("A", runtime="slow", context=4096), arm("B", runtime="fast", context=4096)],
         gates=[gate("faster", "relative_improvement", params, ["B"], ["A"])],
-        queue=[item("one", ["A", "B"], ["decode"], title="B against A", contexts=[1024], gate="faster",
-                    **({"repeats": 3} if gated else {}))],
+        queue=[
+            item(
+                "one",
+                ["A", "B"],
+                ["decode"],
+                title="B against A",
+                contexts=[1024],
+                gate="faster",
+                **({"repeats": 3} if gated else {}),
+            )
+        ],
     )
 
 
@@ -45,7 +55,9 @@ def _flow_runs(api: str, tag: str) -> dict[str, dict]:
 
 def _status(tmp_path: Path, api: str, db: str) -> list[str]:
     env = {**_env(tmp_path, api, db, "status"), "COLUMNS": "80"}
-    out = subprocess.run([sys.executable, "-m", "cli", "status"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli", "status"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
 
@@ -53,11 +65,14 @@ def _status(tmp_path: Path, api: str, db: str) -> list[str]:
 def no_worker(name: str) -> str:
     """R on a runtime of host "gone" (no worker there), L on one here."""
     return campaign_file(
-        name, default_max_tokens=16,
+        name,
+        default_max_tokens=16,
         runtimes=[{"name": "remote", "adapter": "simulator", "host": "gone"}, {"name": "here", "adapter": "simulator"}],
         arms=[arm("R", runtime="remote", context=4096), arm("L", runtime="here", context=4096)],
-        queue=[item("far", ["R"], ["decode"], title="an arm on a host whose worker died", contexts=[1024]),
-               item("near", ["L"], ["decode"], title="an arm here", contexts=[1024])],
+        queue=[
+            item("far", ["R"], ["decode"], title="an arm on a host whose worker died", contexts=[1024]),
+            item("near", ["L"], ["decode"], title="an arm here", contexts=[1024]),
+        ],
     )
 
 
@@ -66,7 +81,7 @@ def test_attempt_links_name_the_host_and_link_only_runs_on_a_lasting_server(tmp_
     a temporary server gives no link (its pages are gone), a lasting one gives
     `<ui>/runs/flow-run/<id>`, and PREFECT_UI_URL, when given, is the UI linked to."""
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
-    from campaign import queue
+    from campaign.store import queue
     from flows.resolve import load_campaign
 
     path = tmp_path / "c.toml"
@@ -77,11 +92,16 @@ def test_attempt_links_name_the_host_and_link_only_runs_on_a_lasting_server(tmp_
     store.add(EventRow(campaign_id=cid, kind=PREFECT_API_EVENT, message="", at=t0))  # a temporary server
     old = store.new_attempt(cid, "one", "A", {})
     store.update(type(old), old.id, state="done", flow_run_id="run-old", ended_at=t0 + timedelta(minutes=1))
-    store.add(EventRow(campaign_id=cid, kind=PREFECT_API_EVENT, message="http://srv:4200/api", at=t0 + timedelta(minutes=2)))
+    store.add(
+        EventRow(campaign_id=cid, kind=PREFECT_API_EVENT, message="http://srv:4200/api", at=t0 + timedelta(minutes=2))
+    )
     new = store.new_attempt(cid, "one", "A", {})
     store.update(type(new), new.id, state="done", flow_run_id="run-new", host="h9", ended_at=t0 + timedelta(minutes=3))
     links = attempt_links(store, cid)
-    assert [(link.flow_run_id, link.url) for link in links] == [("run-old", None), ("run-new", "http://srv:4200/runs/flow-run/run-new")]
+    assert [(link.flow_run_id, link.url) for link in links] == [
+        ("run-old", None),
+        ("run-new", "http://srv:4200/runs/flow-run/run-new"),
+    ]
     assert links[1].host == "h9"
     [newest] = attempt_links(store, cid, ui_url="https://prefect.lab", newest_only=True)
     assert newest.url == "https://prefect.lab/runs/flow-run/run-new"
@@ -92,7 +112,7 @@ def test_attempt_links_name_the_host_and_link_only_runs_on_a_lasting_server(tmp_
     os.environ.pop("PREFECT_UI_URL", None)
     out = write_site(store, "links", tmp_path / "site")
     page = (out.parent / "arms" / "a.html").read_text(encoding="utf-8")
-    table = page[page.index('<table id="attempts">'):]
+    table = page[page.index('<table id="attempts">') :]
     table = table[: table.index("</table>")]
     assert 'href="http://srv:4200/runs/flow-run/run-new"' in table and "run-old" not in table
     assert "<td>h9</td>" in table

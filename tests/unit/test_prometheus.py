@@ -3,7 +3,6 @@ commas or escaped quotes keep their samples (the former regular expression dropp
 
 from __future__ import annotations
 
-
 from arms.runtimes.prometheus import parse
 from tests.paths import FIXTURES_DIR
 
@@ -24,7 +23,11 @@ def test_label_values_with_braces_commas_and_quotes_are_kept() -> None:
 
 def test_histograms_nan_and_a_broken_line() -> None:
     text = 'lat_bucket{le="0.1"} 1\nlat_bucket{le="+Inf"} 4\nlat_count 4\nidle NaN\nthis is { not a sample\nok 2\n'
-    assert parse(text) == {"lat_bucket": 5.0, "lat_count": 4.0, "ok": 2.0}  # NaN and the broken line skipped, not the rest
+    assert parse(text) == {
+        "lat_bucket": 5.0,
+        "lat_count": 4.0,
+        "ok": 2.0,
+    }  # NaN and the broken line skipped, not the rest
 
 
 def test_a_real_llamacpp_exposition() -> None:

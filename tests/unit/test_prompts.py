@@ -49,7 +49,14 @@ def toy_tokens(text: str) -> list[int]:
 class FakeServer:
     """Answers /apply-template and /tokenize like a given runtime; counts every request."""
 
-    def __init__(self, *, template: bool, messages_tokenize: bool, template_rejects_calls: bool = False, broken_connections: int = 0):
+    def __init__(
+        self,
+        *,
+        template: bool,
+        messages_tokenize: bool,
+        template_rejects_calls: bool = False,
+        broken_connections: int = 0,
+    ):
         self.template, self.messages_tokenize, self.rejects_calls = template, messages_tokenize, template_rejects_calls
         self.broken_connections = broken_connections  # this many requests fail before any answer
         self.calls: Counter[str] = Counter()
@@ -59,7 +66,9 @@ class FakeServer:
         self.calls[request.url.path] += 1
         if self.broken_connections:
             self.broken_connections -= 1
-            raise httpx.ConnectError("Can not write request body", request=request)  # a pooled connection the server closed
+            raise httpx.ConnectError(
+                "Can not write request body", request=request
+            )  # a pooled connection the server closed
         body = json.loads(request.content)
         if request.url.path == "/apply-template":
             if not self.template:
@@ -91,7 +100,9 @@ SIMULATOR = {"template": False, "messages_tokenize": True}
 NO_TOKENIZER = {"template": False, "messages_tokenize": False}
 
 
-def reuse_of(server: FakeServer, primed: list[dict[str, Any]], probe: list[dict[str, Any]], tools: Any = None) -> tuple[float, str]:
+def reuse_of(
+    server: FakeServer, primed: list[dict[str, Any]], probe: list[dict[str, Any]], tools: Any = None
+) -> tuple[float, str]:
     async def go() -> tuple[float, str]:
         async with server.client() as http:
             return await expected_reuse(http, primed, probe, tools)
@@ -100,10 +111,18 @@ def reuse_of(server: FakeServer, primed: list[dict[str, Any]], probe: list[dict[
 
 
 PRIMED = conversation(30, 90, "primed")
-APPENDED = [*PRIMED, {"role": "assistant", "content": "sure thing"}, {"role": "user", "content": "and then what happened"}]
+APPENDED = [
+    *PRIMED,
+    {"role": "assistant", "content": "sure thing"},
+    {"role": "user", "content": "and then what happened"},
+]
 TOOL_TURN = [
     *PRIMED,
-    {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"key\": \"k\"}"}}]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"key": "k"}'}}],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "found it"},
 ]
 

@@ -12,15 +12,21 @@ from pathlib import Path
 import pytest
 
 from arms.runtimes import catalog
-from campaign.schema import CampaignFileError
+from campaign.core.schema import CampaignFileError
 from flows.resolve import load_campaign
 from tests.campaigns import arm, campaign_file, inline, item
 from tests.paths import DOCS, ROOT
 
+
 def cpp_campaign(options: str, probe: str = "decode", **campaign: object) -> str:
     """One llama.cpp arm decoding, with the runtime's `options` as written."""
-    return campaign_file("opts", **campaign, runtimes=[{"name": "cpp", "adapter": "llamacpp", "options": inline(options)}],
-                         arms=[arm("A", runtime="cpp", context=4096)], queue=[item("q", ["A"], [probe], title="decode")])
+    return campaign_file(
+        "opts",
+        **campaign,
+        runtimes=[{"name": "cpp", "adapter": "llamacpp", "options": inline(options)}],
+        arms=[arm("A", runtime="cpp", context=4096)],
+        queue=[item("q", ["A"], [probe], title="decode")],
+    )
 
 
 def test_a_misspelt_option_is_refused_with_the_key_it_meant(tmp_path: Path) -> None:
@@ -29,7 +35,10 @@ def test_a_misspelt_option_is_refused_with_the_key_it_meant(tmp_path: Path) -> N
     with pytest.raises(CampaignFileError) as info:
         load_campaign(path)
     text = info.value.render()
-    assert "runtimes[0] (name 'cpp').options.threds: adapter 'llamacpp' reads no such option; did you mean 'threads'?" in text
+    assert (
+        "runtimes[0] (name 'cpp').options.threds: adapter 'llamacpp' reads no such option; did you mean 'threads'?"
+        in text
+    )
     path.write_text(cpp_campaign("threads = 2"))
     assert load_campaign(path).runtimes[0].options == {"threads": 2}
 
@@ -57,14 +66,17 @@ def test_docs_runtimes_md_lists_every_option() -> None:
     assert catalog.options_markdown() in text, "docs/runtimes.md is stale: python -m arms.runtimes.catalog"
 
 
-def test_a_probe_a_plugin_registers_can_be_named_in_a_queue_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_probe_a_plugin_registers_can_be_named_in_a_queue_item(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The probe set is open: a campaign's plugin registers a probe, and a queue item names
     it; an unregistered name is still refused, with the registered ones listed."""
     from arms.probes import registry
 
     monkeypatch.setattr(registry.PROBES, "_items", dict(registry.PROBES._items))  # this test's registration stays here
-    (tmp_path / "echo_probe.py").write_text(textwrap.dedent(
-        """
+    (tmp_path / "echo_probe.py").write_text(
+        textwrap.dedent(
+            """
         from pydantic import BaseModel, ConfigDict
         from arms.probes.registry import ProbeSpec, register
 
@@ -77,7 +89,8 @@ def test_a_probe_a_plugin_registers_can_be_named_in_a_queue_item(tmp_path: Path,
 
         register(ProbeSpec("echo", run, EchoParams, per_context=False))
         """
-    ))
+        )
+    )
     path = tmp_path / "c.toml"
     path.write_text(cpp_campaign("threads = 2", "echo", plugins=["echo_probe.py"]))
     monkeypatch.delitem(__import__("sys").modules, "campaign_plugin_echo_probe", raising=False)
@@ -85,7 +98,10 @@ def test_a_probe_a_plugin_registers_can_be_named_in_a_queue_item(tmp_path: Path,
     path.write_text(cpp_campaign("threads = 2", "echoo", plugins=["echo_probe.py"]))
     with pytest.raises(CampaignFileError) as info:
         load_campaign(path)
-    assert "queue[0] (id 'q').probes[0]: found 'echoo', expected one of: agent-load, cache-ceiling, cache-probe, decode, echo, load, tool-loop" in info.value.render()
+    assert (
+        "queue[0] (id 'q').probes[0]: found 'echoo', expected one of: agent-load, cache-ceiling, cache-probe, decode, echo, load, tool-loop"
+        in info.value.render()
+    )
 
 
 def test_what_a_plugin_probe_needs_is_read_from_its_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,8 +123,16 @@ def test_what_a_plugin_probe_needs_is_read_from_its_spec(tmp_path: Path, monkeyp
         return None
 
     monkeypatch.setattr(registry.PROBES, "_items", dict(registry.PROBES._items))
-    registry.register(registry.ProbeSpec("chatty", run, Params, per_context=True, needs_tools=True,
-                                          item_values=lambda spec, item, context: {"words": context // 1024}))
+    registry.register(
+        registry.ProbeSpec(
+            "chatty",
+            run,
+            Params,
+            per_context=True,
+            needs_tools=True,
+            item_values=lambda spec, item, context: {"words": context // 1024},
+        )
+    )
     assert registry.needs_tools(["decode", "chatty"]) and not registry.needs_tools(["decode"])
     path = tmp_path / "c.toml"
     path.write_text(cpp_campaign("threads = 2", "decode"))

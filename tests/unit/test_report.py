@@ -8,8 +8,8 @@ import json
 import re
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +17,13 @@ import pandas as pd
 import pytest
 from markupsafe import escape
 
-from campaign.store import Store
-from campaign.tables import MeasurementRow
+from campaign.store.store import Store
+from campaign.store.tables import MeasurementRow
 from cli import ui_server as prefect_ui
 from reports import charts, coverage
-from tests import synthetic
 from reports.data import load, page_names
 from reports.site import write_site
+from tests import synthetic
 
 HOSTILE = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -38,9 +38,23 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Path, synthe
     # a scenario name from the store ends up as a chart category and a coverage column
     att = store.attempts(cid, "cache", "A0")[-1]
     run = store.probe_runs(att.id)[0]
-    store.add(MeasurementRow(campaign_id=cid, attempt_id=att.id, probe_run_id=run.id, item_key="cache", arm_id="A0",
-                             probe="cache-probe", scenario=HOSTILE, mode="canonical", context=32768, metric="reuse",
-                             value=0.5, unit="ratio", simulated=True))
+    store.add(
+        MeasurementRow(
+            campaign_id=cid,
+            attempt_id=att.id,
+            probe_run_id=run.id,
+            item_key="cache",
+            arm_id="A0",
+            probe="cache-probe",
+            scenario=HOSTILE,
+            mode="canonical",
+            context=32768,
+            metric="reuse",
+            value=0.5,
+            unit="ratio",
+            simulated=True,
+        )
+    )
     index = write_site(store, None, root / "site")
     return store, index.parent, opts
 
@@ -95,8 +109,12 @@ def test_pages_reference_nothing_outside(built: tuple[Store, Path, synthetic.Opt
 
 def test_charts_are_inline_svg_without_external_references() -> None:
     svg = charts.bar_chart(
-        "t", HOSTILE, ["a", HOSTILE], [charts.Series("canonical", [1.0, 2.0]), charts.Series("greedy", [1.5, None], mode="greedy")],
-        x_title="arm", y_title="decode (tok/s)",
+        "t",
+        HOSTILE,
+        ["a", HOSTILE],
+        [charts.Series("canonical", [1.0, 2.0]), charts.Series("greedy", [1.5, None], mode="greedy")],
+        x_title="arm",
+        y_title="decode (tok/s)",
     )
     assert str(svg).startswith("<svg") and charts.external_references(str(svg)) == []
     assert HOSTILE not in svg and ESCAPED in svg
@@ -111,7 +129,9 @@ def test_coverage_matrix_cells(built: tuple[Store, Path, synthetic.Options]) -> 
     keys = [c.key for c in cov.columns]
     rows = {r.arm_id: dict(zip(keys, r.cells, strict=True)) for r in cov.rows}
     assert rows["A0"]["scenario:identical"].state == "canonical"
-    assert rows["A0"]["scenario:identical"].text == "0.996"  # was "1.00": two decimals rounded the 0.996 up; green says canonical
+    assert (
+        rows["A0"]["scenario:identical"].text == "0.996"
+    )  # was "1.00": two decimals rounded the 0.996 up; green says canonical
     assert rows["A2"]["scenario:append"].state == "greedy"  # greedy-only cache probing
     assert rows["A2"]["scenario:append"].text.startswith("greedy only")
     assert rows["A4"]["scenario:cold"].state == "none"  # blocked: not run, and says why
@@ -128,8 +148,8 @@ def test_coverage_matrix_cells(built: tuple[Store, Path, synthetic.Options]) -> 
 
 def test_coverage_marks_what_a_failed_item_did_not_measure_as_failed(tmp_path: Path) -> None:
     """An arm whose every request failed must never read as measured, nor as merely not run."""
-    from campaign.states import ItemState
-    from campaign.tables import QueueItemRow
+    from campaign.core.states import ItemState
+    from campaign.store.tables import QueueItemRow
 
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
     cid = synthetic.build(store, synthetic.Options())
@@ -181,15 +201,18 @@ def test_gate_page_shows_reason_evidence_arms_chart_history(built: tuple[Store, 
     _, site, _ = built
     spec = (site / "gates" / "spec.html").read_text()
     # the gain with its interval, over the server runs of the shared blocks
-    assert re.search(r"decode_tps: (at \d+K: )?A1 [\d.]+ \(\+\d+% \[\+\d+%, \+\d+%\] 95% CI, paired over 3 blocks, 3 runs x 3 requests\) vs A0", spec)
+    assert re.search(
+        r"decode_tps: (at \d+K: )?A1 [\d.]+ \(\+\d+% \[\+\d+%, \+\d+%\] 95% CI, paired over 3 blocks, 3 runs x 3 requests\) vs A0",
+        spec,
+    )
     assert "comparisons[0].gain" in spec and "cells[0].median" in spec  # evidence, flattened
     assert 'id="chart-gate-spec"' in spec and "decode_tps (tok/s)" in spec
     # what the gate read: each cell with n, its interval and error rate, drawn with whiskers
-    read = spec[spec.index('id="read-cells"'):spec.index("</table>", spec.index('id="read-cells"'))]
+    read = spec[spec.index('id="read-cells"') : spec.index("</table>", spec.index('id="read-cells"'))]
     assert "A1" in read and "A0" in read and "decode/decode@" in read and "not recorded" in read
     assert 'id="read-comparisons"' in spec and "paired over 3 blocks" in spec
     # the view that decided: block by block, both arms' run values and their ratio
-    paired = spec[spec.index('id="paired-1"'):spec.index("</table>", spec.index('id="paired-1"'))]
+    paired = spec[spec.index('id="paired-1"') : spec.index("</table>", spec.index('id="paired-1"'))]
     assert "What decided A1 vs A0" in paired and paired.count("<tr>") == 1 + 3 and "decode/b0/5e771165" in paired
     assert 'class="ci"' in spec  # pygal's whisker for each bar's interval
     assert "baseline" in spec and "subject" in spec
@@ -220,26 +243,37 @@ def test_export_csv_round_trip(built: tuple[Store, Path, synthetic.Options], tmp
 
 
 def test_one_cell_reads_one_number_on_the_gate_the_chart_the_coverage_and_the_export(
-    built: tuple[Store, Path, synthetic.Options], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    built: tuple[Store, Path, synthetic.Options],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A user read decode at 8K as 13.7 in the gate (geometric mean of run medians), 13.0 in
     the chart (a median) and 13.4 in the coverage matrix. Now each cell has one estimator,
     the gate's: the chart's bar and whisker, the coverage matrix and the export's cells
     table read the value and interval the gate's evidence holds."""
-    from campaign.schema import GateEntry
-    from campaign.units import num
+    from campaign.core.schema import GateEntry
+    from campaign.core.units import num
     from gates.engine import evaluate
     from reports import coverage, index_page
     from reports.export import export
 
     store, _, _ = built
     data = load(store)
-    gate = GateEntry(id="g", predicate="relative_improvement", subjects=["A1"], baseline=["A0"],
-                     params={"metric": "decode_tps", "probe": "decode", "min_gain": 0.1})
+    gate = GateEntry(
+        id="g",
+        predicate="relative_improvement",
+        subjects=["A1"],
+        baseline=["A0"],
+        params={"metric": "decode_tps", "probe": "decode", "min_gain": 0.1},
+    )
     read = [c for c in evaluate(gate, store.measurements_frame(data.campaign_id)).evidence["cells"] if c["arm"] == "A1"]
     assert read and all(c["runs"] == 3 for c in read)
     drawn: dict[str, Any] = {}
-    monkeypatch.setattr(charts, "bar_chart", lambda chart_id, title, categories, series, **kw: drawn.setdefault(chart_id, (categories, series)))
+    monkeypatch.setattr(
+        charts,
+        "bar_chart",
+        lambda chart_id, title, categories, series, **kw: drawn.setdefault(chart_id, (categories, series)),
+    )
     index_page.decode_per_context(data)
     categories, series = drawn["decode-context"]
     bars = next(x for x in series if x.name.startswith("A1"))
@@ -249,8 +283,12 @@ def test_one_cell_reads_one_number_on_the_gate_the_chart_the_coverage_and_the_ex
         bar = categories.index(f"{cell['context'] // 1024}K")
         assert bars.values[bar] == pytest.approx(cell["median"])
         assert bars.intervals[bar] == pytest.approx((cell["low"], cell["high"]))
-        row = exported[(exported["arm_id"] == "A1") & (exported["metric"] == "decode_tps") & (exported["context"] == cell["context"])
-                       & (exported["mode"] == "canonical")]
+        row = exported[
+            (exported["arm_id"] == "A1")
+            & (exported["metric"] == "decode_tps")
+            & (exported["context"] == cell["context"])
+            & (exported["mode"] == "canonical")
+        ]
         assert row["value"].tolist() == pytest.approx([cell["median"]]) and row["runs"].tolist() == [3]
     matrix = coverage.build(data)
     a1 = next(r for r in matrix.rows if r.arm_id == "A1")
@@ -259,7 +297,7 @@ def test_one_cell_reads_one_number_on_the_gate_the_chart_the_coverage_and_the_ex
 
 
 def test_the_mechanisms_table_shows_each_arms_counters_per_block(built: tuple[Store, Path, synthetic.Options]) -> None:
-    """"Did the cache get any hits?" is answered by a table on the front page: each arm's
+    """ "Did the cache get any hits?" is answered by a table on the front page: each arm's
     counters in total and per block (canonical rows), drafted and accepted tokens where a
     server counted them, resident memory where it was read."""
     from reports import mechanisms
@@ -280,7 +318,8 @@ def test_the_mechanisms_table_shows_each_arms_counters_per_block(built: tuple[St
 
 
 def test_agent_load_turns_show_the_first_turn_apart_with_the_gates_value(
-    built: tuple[Store, Path, synthetic.Options], monkeypatch: pytest.MonkeyPatch,
+    built: tuple[Store, Path, synthetic.Options],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """TTFT by turn per arm on the front page: each turn's bar is that turn's cell value as a
     gate reads it (each run's median over its conversations, then over runs), the first
@@ -292,21 +331,31 @@ def test_agent_load_turns_show_the_first_turn_apart_with_the_gates_value(
     store, site, opts = built
     data = load(store)
     drawn: dict[str, Any] = {}
-    monkeypatch.setattr(charts, "bar_chart", lambda chart_id, title, categories, series, **kw: drawn.setdefault(chart_id, (categories, series)))
+    monkeypatch.setattr(
+        charts,
+        "bar_chart",
+        lambda chart_id, title, categories, series, **kw: drawn.setdefault(chart_id, (categories, series)),
+    )
     agent_load.turns(data)
     categories, series = drawn["agent-turns"]
     assert categories[0] == "turn 1 (first)" and len(categories) == opts.agent_turns
     (a0,) = [x for x in series if x.name.startswith("A0")]
     ttft = data.agent_ttft
     for turn in range(opts.agent_turns):
-        conversations = ttft[(ttft["arm_id"] == "A0") & (ttft["scenario"].astype(str).str.fullmatch(rf"c\d+-t{turn}")) & (ttft["mode"] == "canonical")]
+        conversations = ttft[
+            (ttft["arm_id"] == "A0")
+            & (ttft["scenario"].astype(str).str.fullmatch(rf"c\d+-t{turn}"))
+            & (ttft["mode"] == "canonical")
+        ]
         assert a0.values[turn] == pytest.approx(statistics.median(conversations["value"]))  # one run: its median
         assert a0.intervals[turn] is None  # one run draws no whisker
     assert 'id="chart-agent-turns-box"' in (site / "index.html").read_text()
 
 
 def test_export_parquet_round_trip(built: tuple[Store, Path, synthetic.Options], tmp_path: Path) -> None:
-    pytest.importorskip("pyarrow", reason="parquet export needs the optional pyarrow (pip install 'llm-campaign[parquet]')")
+    pytest.importorskip(
+        "pyarrow", reason="parquet export needs the optional pyarrow (pip install 'llm-campaign[parquet]')"
+    )
     from reports.export import export
 
     store, _, _ = built
@@ -329,10 +378,29 @@ def _cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
     return 0
 
 
-def test_export_command(built: tuple[Store, Path, synthetic.Options], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_command(
+    built: tuple[Store, Path, synthetic.Options],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     store, _, _ = built
     db = store.url.removeprefix("sqlite:///")
-    assert _cli(monkeypatch, "export", "--format", "csv", "--out", str(tmp_path / "x"), "--db", db, "--campaign", "synthetic") == 0
+    assert (
+        _cli(
+            monkeypatch,
+            "export",
+            "--format",
+            "csv",
+            "--out",
+            str(tmp_path / "x"),
+            "--db",
+            db,
+            "--campaign",
+            "synthetic",
+        )
+        == 0
+    )
     assert (tmp_path / "x" / "measurements.csv").exists()
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if not installed
     assert _cli(monkeypatch, "export", "--format", "parquet", "--out", str(tmp_path / "y"), "--db", db) == 2
@@ -382,15 +450,26 @@ def test_ui_uses_a_configured_server(health_server: str, tmp_path: Path, monkeyp
 def test_queue_chart_splits_phases_and_breaks_at_gaps() -> None:
     """Samples of the load and the single-stream baseline (two modes, each phase's clock
     starting at 0) land in their own mode and series; a failed read breaks the line."""
-    from campaign.tables import SampleRow
+    from campaign.store.tables import SampleRow
     from reports.agent_load import _segments
 
     def rows(phase: str, points: list[tuple[float, float | None]]) -> list[SampleRow]:
-        return [SampleRow(probe_run_id=1, series="sample_gap" if v is None else "queue_depth", t_s=t, value=1.0 if v is None else v, label=phase) for t, v in points]
+        return [
+            SampleRow(
+                probe_run_id=1,
+                series="sample_gap" if v is None else "queue_depth",
+                t_s=t,
+                value=1.0 if v is None else v,
+                label=phase,
+            )
+            for t, v in points
+        ]
 
     samples = (
-        rows("load", [(0.0, 2.0), (0.5, 2.0), (1.0, None), (1.5, 1.0), (2.0, 1.0)]) + rows("baseline", [(0.0, 0.0), (0.5, 0.0)])
-        + rows("load", [(0.0, 1.0), (0.5, 0.0)]) + rows("baseline", [(0.0, 0.0)])
+        rows("load", [(0.0, 2.0), (0.5, 2.0), (1.0, None), (1.5, 1.0), (2.0, 1.0)])
+        + rows("baseline", [(0.0, 0.0), (0.5, 0.0)])
+        + rows("load", [(0.0, 1.0), (0.5, 0.0)])
+        + rows("baseline", [(0.0, 0.0)])
     )
     for n, row in enumerate(samples):
         row.id = n + 1
@@ -408,8 +487,8 @@ def test_the_index_answers_the_campaign_question_first(built: tuple[Store, Path,
     store, site, _ = built
     data = load(store)
     index = (site / "index.html").read_text()
-    answer = index[index.index('<section id="answer">'):index.index("</section>")]
-    assert index.index('<section id="answer">') < index.index('<table')  # before any table
+    answer = index[index.index('<section id="answer">') : index.index("</section>")]
+    assert index.index('<section id="answer">') < index.index("<table")  # before any table
     groups = {key: findings for key, _, findings in index_page.answer(data)}
     assert [f.title for f in groups["won"]] == [g.title or g.id for g in data.summary.gates if g.verdict == "pass"]
     assert {"won", "blocked", "control"} <= set(groups)
@@ -429,7 +508,9 @@ def test_the_index_answers_the_campaign_question_first(built: tuple[Store, Path,
         assert shown in answer, f.title
 
 
-def test_best_decode_charts_compare_like_with_like_and_name_their_arms(built: tuple[Store, Path, synthetic.Options]) -> None:
+def test_best_decode_charts_compare_like_with_like_and_name_their_arms(
+    built: tuple[Store, Path, synthetic.Options],
+) -> None:
     from reports import index_page
 
     store, _, _ = built
@@ -455,7 +536,9 @@ def test_no_legend_is_clipped() -> None:
         series = [charts.Series(name, [0.5, 0.7, 0.9], color=i) for i, name in enumerate(names)]
         svg = str(charts.bar_chart(f"t{n}", "legend", ["a", "b", "c"], series, x_title="x", y_title="y"))
         height = float(re.search(r'viewBox="0 0 [\d.]+ ([\d.]+)"', svg).group(1))
-        legends = re.search(r'<g transform="translate\(([\d.]+), ([\d.]+)\)" class="legends">(.*?)</g>\s*</g>', svg, re.S)
+        legends = re.search(
+            r'<g transform="translate\(([\d.]+), ([\d.]+)\)" class="legends">(.*?)</g>\s*</g>', svg, re.S
+        )
         top = float(legends.group(2))
         ys = [float(y) for y in re.findall(r'<text[^>]*y="([\d.]+)"[^>]*>arm\d+ ', legends.group(0))]
         assert len(ys) == n
@@ -465,6 +548,6 @@ def test_no_legend_is_clipped() -> None:
 def test_a_share_reads_to_the_thousandth() -> None:
     """A cold request's reuse of 0.000489 is not shown to more places than a warm 0.996,
     and 0.996 is not rounded up to a perfect 1.00."""
-    from campaign.units import ratio
+    from campaign.core.units import ratio
 
     assert [ratio(v) for v in (0.000489, 0.996, 0.98, 1.0)] == ["0.000", "0.996", "0.980", "1.000"]

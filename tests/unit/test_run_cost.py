@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import re
-
 from datetime import timedelta
 
-from campaign.states import AttemptState
-from campaign.store import Store
-from campaign.summary import RunCost, run_cost
-from campaign.tables import AttemptRow, CampaignRow, ProbeRunRow, utcnow
+from campaign.core.states import AttemptState
+from campaign.store.store import Store
+from campaign.store.summary import RunCost, run_cost
+from campaign.store.tables import AttemptRow, CampaignRow, ProbeRunRow, utcnow
 
 
 def test_the_cost_line_splits_the_whole_wall_time() -> None:
     cost = RunCost(server_starts=23, blocks={"smoke": 3, "spec": 4}, probing_s=147.0, attempts_s=170.0)
     line = cost.line(wall_s=193.0, before_s=11.5)
     assert line.startswith("cost: 23 server starts; blocks per item: smoke 3, spec 4; 3 min 13 s: ")
-    parts = dict((name, int(pct)) for name, pct in re.findall(r"(probing|servers starting and stopping|start-up \(imports, checks, the Prefect server\)|the rest \(Prefect flow runs, verdicts\)) (\d+)%", line))
+    parts = dict(
+        (name, int(pct))
+        for name, pct in re.findall(
+            r"(probing|servers starting and stopping|start-up \(imports, checks, the Prefect server\)|the rest \(Prefect flow runs, verdicts\)) (\d+)%",
+            line,
+        )
+    )
     assert parts == {
-        "probing": 76, "servers starting and stopping": 12,
-        "start-up (imports, checks, the Prefect server)": 6, "the rest (Prefect flow runs, verdicts)": 6,
+        "probing": 76,
+        "servers starting and stopping": 12,
+        "start-up (imports, checks, the Prefect server)": 6,
+        "the rest (Prefect flow runs, verdicts)": 6,
     }
     assert "probing 76% of the wall time (the wall time is 1.31x the probing time)" in line  # each ratio says of what
 
@@ -28,7 +35,10 @@ def test_start_up_never_takes_more_than_is_left() -> None:
     """A start-up longer than what probing and servers leave (a clock skew between the
     process start and the store's stamps) is cut, so the shares never pass 100%."""
     line = RunCost(2, {"k": 1}, probing_s=80.0, attempts_s=95.0).line(wall_s=100.0, before_s=30.0)
-    assert "start-up (imports, checks, the Prefect server) 5%" in line and "the rest (Prefect flow runs, verdicts) 0%" in line
+    assert (
+        "start-up (imports, checks, the Prefect server) 5%" in line
+        and "the rest (Prefect flow runs, verdicts) 0%" in line
+    )
 
 
 def test_a_run_that_started_no_server_has_no_shares() -> None:
@@ -50,8 +60,17 @@ def test_only_an_attempt_that_started_a_server_process_is_a_start(db_url: str) -
     since = utcnow() - timedelta(seconds=1)
 
     def attempt(item: str, arm: str, log: str = "", probed: bool = True) -> None:
-        row = store.add(AttemptRow(campaign_id=camp.id, item_key=item, arm_id=arm, number=1, state=AttemptState.DONE, server_log=log,
-                                   ended_at=utcnow()))
+        row = store.add(
+            AttemptRow(
+                campaign_id=camp.id,
+                item_key=item,
+                arm_id=arm,
+                number=1,
+                state=AttemptState.DONE,
+                server_log=log,
+                ended_at=utcnow(),
+            )
+        )
         if probed:
             store.add(ProbeRunRow(attempt_id=row.id, probe="decode", context=0, ended_at=utcnow()))
 

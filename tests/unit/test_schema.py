@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.schema import CampaignFileError, parse_size
+from campaign.core.schema import CampaignFileError, parse_size
 from flows.resolve import load_campaign
 from tests.campaigns import arm, campaign_file, gate, item, problems, simulator, write_campaign
 
@@ -28,11 +28,16 @@ def test_good_file_loads(tmp_path: Path) -> None:
 def test_model_sampling_takes_length_controls_sent_in_both_modes(tmp_path: Path) -> None:
     from arms.probes.base import ProbeTarget
     from arms.runtimes import catalog as registry
-    from campaign.states import Mode
+    from campaign.core.states import Mode
 
-    text = GOOD.replace('bits_per_weight = 4.5', 'bits_per_weight = 4.5\nsampling = { temperature = 0.7, ignore_eos = true, min_tokens = 32 }')
+    text = GOOD.replace(
+        "bits_per_weight = 4.5",
+        "bits_per_weight = 4.5\nsampling = { temperature = 0.7, ignore_eos = true, min_tokens = 32 }",
+    )
     model = load_campaign(write_campaign(tmp_path, text)).models[0]
-    target = ProbeTarget.speaking(registry.get("simulator"), base_url="http://x", model="m", sampling=model.sampling.model_dump(exclude_none=True))
+    target = ProbeTarget.speaking(
+        registry.get("simulator"), base_url="http://x", model="m", sampling=model.sampling.model_dump(exclude_none=True)
+    )
     assert target.sampling_for(Mode.CANONICAL) == {"temperature": 0.7, "ignore_eos": True, "min_tokens": 32}
     assert target.sampling_for(Mode.GREEDY) == {"temperature": 0.0, "ignore_eos": True, "min_tokens": 32}
     (msg,) = problems(tmp_path, text.replace("min_tokens = 32", "min_tokens = -1"))
@@ -52,7 +57,9 @@ def test_unknown_key_is_refused_with_the_allowed_keys(tmp_path: Path) -> None:
 
 
 def test_missing_runtime_reference(tmp_path: Path) -> None:
-    (msg,) = problems(tmp_path, GOOD.replace('runtime = "sim"\ncontext = 4096\nrecipe', 'runtime = "vllm"\ncontext = 4096\nrecipe'))
+    (msg,) = problems(
+        tmp_path, GOOD.replace('runtime = "sim"\ncontext = 4096\nrecipe', 'runtime = "vllm"\ncontext = 4096\nrecipe')
+    )
     assert msg == "arms[0] (id 'A').runtime: found 'vllm', expected one of the runtimes: sim"
 
 
@@ -73,7 +80,9 @@ def test_unknown_predicate_and_bad_params(tmp_path: Path) -> None:
     assert "gates[0] (id 'g').predicate: found 'thresh', expected one of:" in msg
     missing, unknown = problems(tmp_path, GOOD.replace("value = 0.9", "valu = 0.9"))
     assert missing == "gates[0] (id 'g').params.value: missing required key 'value'"
-    assert unknown.startswith("gates[0] (id 'g').params: unknown parameter 'valu' for predicate 'threshold'; expected one of:")
+    assert unknown.startswith(
+        "gates[0] (id 'g').params: unknown parameter 'valu' for predicate 'threshold'; expected one of:"
+    )
 
 
 def test_unknown_probe_and_adapter(tmp_path: Path) -> None:
@@ -105,15 +114,29 @@ def test_a_size_written_as_a_bare_number_is_refused_with_its_units(tmp_path: Pat
     overrides and in a confirmatory `change`, naming the file, the field and the units; 0
     and strings load, and a stored spec's bytes still read back."""
     (msg,) = problems(tmp_path, GOOD.replace("recipe = { slots = 2 }", "recipe = { slots = 2, prefix_cache = 256 }"))
-    assert msg == """arms[0] (id 'A').recipe.prefix_cache: found 256, expected: a size with its unit: write "256M" or "256MiB" ("256G" for GiB, "256B" for bytes)"""
-    text = GOOD.replace('probes = ["decode"]\ngate = "g"', 'probes = ["decode"]\ngate = "g"\noverrides = { "recipe.session_cache_cap" = 48 }')
+    assert (
+        msg
+        == """arms[0] (id 'A').recipe.prefix_cache: found 256, expected: a size with its unit: write "256M" or "256MiB" ("256G" for GiB, "256B" for bytes)"""
+    )
+    text = GOOD.replace(
+        'probes = ["decode"]\ngate = "g"',
+        'probes = ["decode"]\ngate = "g"\noverrides = { "recipe.session_cache_cap" = 48 }',
+    )
     (msg,) = problems(tmp_path, text)
-    assert msg.startswith("""queue[0] (id 'one').overrides."recipe.session_cache_cap": found 48, expected: a size with its unit: write "48M\"""")
+    assert msg.startswith(
+        """queue[0] (id 'one').overrides."recipe.session_cache_cap": found 48, expected: a size with its unit: write "48M\""""
+    )
     for written, read in (('"256M"', 256 * 1024**2), ('"4096B"', 4096), ("0", 0)):
-        spec = load_campaign(write_campaign(tmp_path, GOOD.replace("recipe = { slots = 2 }", f"recipe = {{ slots = 2, prefix_cache = {written} }}")))
+        spec = load_campaign(
+            write_campaign(
+                tmp_path, GOOD.replace("recipe = { slots = 2 }", f"recipe = {{ slots = 2, prefix_cache = {written} }}")
+            )
+        )
         assert spec.arm("A").recipe.prefix_cache == read
     stored = spec.model_dump_json(by_alias=True).replace('"prefix_cache":0', '"prefix_cache":268435456')
-    assert type(spec).model_validate_json(stored).arm("A").recipe.prefix_cache == 256 * 1024**2  # a stored spec holds bytes
+    assert (
+        type(spec).model_validate_json(stored).arm("A").recipe.prefix_cache == 256 * 1024**2
+    )  # a stored spec holds bytes
 
 
 def test_examples_are_valid(examples: Path) -> None:
@@ -126,6 +149,12 @@ def test_unknown_keys_list_seed_confidence_and_exploratory(tmp_path: Path) -> No
     assert msg.startswith("campaign: unknown key 'sede'; expected one of:") and "seed" in msg and "confidence" in msg
     (msg,) = problems(tmp_path, GOOD.replace('subjects = ["A"]', 'subjects = ["A"]\nexploratry = true'))
     assert msg.startswith("gates[0] (id 'g'): unknown key 'exploratry'; expected one of:") and "exploratory" in msg
-    spec = load_campaign(write_campaign(tmp_path, GOOD.replace('name = "t"', 'name = "t"\nseed = 7\nconfidence = 0.9')
-                               .replace('subjects = ["A"]', 'subjects = ["A"]\nexploratory = true')))
+    spec = load_campaign(
+        write_campaign(
+            tmp_path,
+            GOOD.replace('name = "t"', 'name = "t"\nseed = 7\nconfidence = 0.9').replace(
+                'subjects = ["A"]', 'subjects = ["A"]\nexploratory = true'
+            ),
+        )
+    )
     assert (spec.campaign.seed, spec.campaign.confidence, spec.gates[0].exploratory) == (7, 0.9, True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from campaign.schema import CampaignFileError
+from campaign.core.schema import CampaignFileError
 from gates import blockstats
 from gates.calibration import Design, VariationModel, gates_for, run_adaptive
 from tests.campaigns import arm, campaign_file, gate, item, sim
@@ -106,7 +106,9 @@ def test_gates_read_sequences_when_asked_and_stop_early_through_the_real_gate_co
     """Through `gates.engine.evaluate`, as the flow's stopping check does: a true +50%
     passes a +10% gate in a few blocks of a budget of 8."""
     gate_entry, _ = gates_for(Design())["relative_improvement(+10%)"]
-    tally = run_adaptive(gate_entry, Design(blocks=8, gains={"A": 1.5}), VariationModel(), 6, seed=1, least=3, sequential=True)
+    tally = run_adaptive(
+        gate_entry, Design(blocks=8, gains={"A": 1.5}), VariationModel(), 6, seed=1, least=3, sequential=True
+    )
     assert tally.passed == 6 and tally.mean_blocks < 8
 
 
@@ -115,8 +117,15 @@ def test_gates_read_sequences_when_asked_and_stop_early_through_the_real_gate_co
 
 def _file(tmp_path: Path, queue: list[dict], **head: object) -> Path:
     text = campaign_file(
-        "seq", runtimes=[sim()], arms=[arm("A"), arm("B")], queue=queue,
-        gates=[gate("g", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["A"], ["B"])],
+        "seq",
+        runtimes=[sim()],
+        arms=[arm("A"), arm("B")],
+        queue=queue,
+        gates=[
+            gate(
+                "g", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["A"], ["B"]
+            )
+        ],
         **head,
     )
     path = tmp_path / "c.toml"
@@ -135,19 +144,28 @@ def test_an_item_sets_its_budget_and_the_campaign_a_default(tmp_path: Path) -> N
     budget = spec.blocks(spec.queue[0])
     assert (budget.least, budget.most, budget.adaptive) == (3, 8, True)
     assert spec.adaptive_gates() == {"g"}
-    spec = _load(_file(tmp_path, [item("q", ["A", "B"], ["decode"], gate="g"), item("r", ["A", "B"], ["decode"], repeats=4)],
-                       max_blocks=12, min_blocks=4))
+    spec = _load(
+        _file(
+            tmp_path,
+            [item("q", ["A", "B"], ["decode"], gate="g"), item("r", ["A", "B"], ["decode"], repeats=4)],
+            max_blocks=12,
+            min_blocks=4,
+        )
+    )
     first, second = spec.blocks(spec.queue[0]), spec.blocks(spec.queue[1])
     assert (first.least, first.most, first.adaptive) == (4, 12, True)
     assert (second.least, second.most, second.adaptive) == (4, 4, False)  # no gate, its own repeats: fixed
 
 
-@pytest.mark.parametrize(("fields", "said"), [
-    ({"gate": "g", "max_blocks": 8, "repeats": 4}, "set one"),
-    ({"max_blocks": 8}, "max_blocks needs a gate"),
-    ({"gate": "g", "max_blocks": 4, "min_blocks": 5}, "more than max_blocks"),
-    ({"gate": "g", "min_blocks": 4}, "min_blocks needs max_blocks"),
-])
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"gate": "g", "max_blocks": 8, "repeats": 4}, "set one"),
+        ({"max_blocks": 8}, "max_blocks needs a gate"),
+        ({"gate": "g", "max_blocks": 4, "min_blocks": 5}, "more than max_blocks"),
+        ({"gate": "g", "min_blocks": 4}, "min_blocks needs max_blocks"),
+    ],
+)
 def test_a_budget_that_cannot_work_is_refused_naming_the_field(tmp_path: Path, fields: dict, said: str) -> None:
     with pytest.raises(CampaignFileError) as err:
         _load(_file(tmp_path, [item("q", ["A", "B"], ["decode"], **fields)]))

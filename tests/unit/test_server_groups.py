@@ -15,12 +15,18 @@ import pytest
 
 from tests.campaigns import arm, campaign_file, gate, item, sim
 
-DECODE_GATE = gate("speed", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["B"], ["A"])
-REUSE_GATE = gate("reuse", "threshold", {"metric": "reuse", "probe": "cache-probe", "op": ">=", "value": 0.5}, ["A", "B"])
+DECODE_GATE = gate(
+    "speed", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["B"], ["A"]
+)
+REUSE_GATE = gate(
+    "reuse", "threshold", {"metric": "reuse", "probe": "cache-probe", "op": ">=", "value": 0.5}, ["A", "B"]
+)
 TTFT_GATE = gate("ttft", "relative_improvement", {"metric": "ttft_s", "probe": "decode", "min_gain": 0.1}, ["B"], ["A"])
 
 
-def _groups(tmp_path: Path, queue: list[dict[str, Any]], gates: list[dict[str, Any]] | None = None, **kw: Any) -> list[list[str]]:
+def _groups(
+    tmp_path: Path, queue: list[dict[str, Any]], gates: list[dict[str, Any]] | None = None, **kw: Any
+) -> list[list[str]]:
     from flows.campaign_flow import planned_groups
     from flows.resolve import load_campaign
 
@@ -50,9 +56,18 @@ def test_keep_servers_false_gives_each_item_its_own(tmp_path: Path) -> None:
     [
         (item("cache", ["A"], ["cache-probe"], gate="reuse", repeats=3), "another set of arms"),
         (item("cache", ["A", "B"], ["cache-probe"], gate="reuse", repeats=2), "another number of blocks"),
-        (item("cache", ["A", "B"], ["cache-probe"], gate="reuse", repeats=3, overrides={"recipe.slots": 4}), "another recipe"),
-        (item("cache", ["A", "B"], ["cache-probe"], gate="reuse", repeats=3, depends_on=["decode"]), "it waits on the first"),
-        (item("more", ["A", "B"], ["decode"], contexts=[2048], gate="speed", repeats=3), "the same gate: one server run counted twice"),
+        (
+            item("cache", ["A", "B"], ["cache-probe"], gate="reuse", repeats=3, overrides={"recipe.slots": 4}),
+            "another recipe",
+        ),
+        (
+            item("cache", ["A", "B"], ["cache-probe"], gate="reuse", repeats=3, depends_on=["decode"]),
+            "it waits on the first",
+        ),
+        (
+            item("more", ["A", "B"], ["decode"], contexts=[2048], gate="speed", repeats=3),
+            "the same gate: one server run counted twice",
+        ),
         (item("cache", ["A", "B"], ["tool-loop"], repeats=3), "another launch (tool flags)"),
         (item("cache", ["A", "B"], ["decode"], repeats=3, retries=1), "retries"),
         (item("cache", ["A", "B"], ["cache-probe"], gate="reuse", max_blocks=6), "an adaptive item"),
@@ -66,7 +81,10 @@ def test_a_cold_cache_probe_follows_only_where_the_runtime_can_empty_the_cache(t
     """llama.cpp has no flush that works without --slot-save-path (it answers 501), so an
     item with a cache probe gets servers of its own there; a decode item still follows."""
     llama = [{"name": "ll", "adapter": "llamacpp", "argv": ["/opt/llama-server"]}]
-    arms = [arm("A", runtime="ll", context=4096, recipe={"slots": 1}), arm("B", runtime="ll", context=4096, recipe={"slots": 2})]
+    arms = [
+        arm("A", runtime="ll", context=4096, recipe={"slots": 1}),
+        arm("B", runtime="ll", context=4096, recipe={"slots": 2}),
+    ]
     ttft = item("ttft", ["A", "B"], ["decode"], contexts=[2048], gate="ttft", repeats=3)
     assert _groups(tmp_path, [DECODE, CACHE], runtimes=llama, arms=arms) == [["decode"], ["cache"]]
     assert _groups(tmp_path, [DECODE, ttft], runtimes=llama, arms=arms) == [["decode", "ttft"]]
@@ -84,8 +102,15 @@ def test_the_plan_counts_one_start_per_arm_and_block_for_a_group(tmp_path: Path)
     from flows.resolve import load_campaign
 
     path = tmp_path / "c.toml"
-    path.write_text(campaign_file("groups", arms=[arm("A", context=4096), arm("B", context=4096, recipe={"slots": 2})],
-                                  gates=[DECODE_GATE, REUSE_GATE], queue=[DECODE, CACHE], runtimes=[sim()]))
+    path.write_text(
+        campaign_file(
+            "groups",
+            arms=[arm("A", context=4096), arm("B", context=4096, recipe={"slots": 2})],
+            gates=[DECODE_GATE, REUSE_GATE],
+            queue=[DECODE, CACHE],
+            runtimes=[sim()],
+        )
+    )
     lines = plan_lines(load_campaign(path))
     assert "on decode's servers (kept: no start of its own)" in lines[1]
     assert lines[-1].endswith("6 server starts in all")

@@ -19,22 +19,35 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from campaign.schema import GateEntry
-from campaign.states import AttemptState, ProbeRunState, Verdict
-from campaign.store import Store
-from campaign.tables import AttemptRow, CampaignRow, MeasurementRow, ProbeRunRow
+from campaign.core.schema import GateEntry
+from campaign.core.states import AttemptState, ProbeRunState, Verdict
+from campaign.store.store import Store
+from campaign.store.tables import AttemptRow, CampaignRow, MeasurementRow, ProbeRunRow
 from gates.engine import evaluate
 from tests.campaigns import arm, campaign_file, gate, item, problems, sim, write_campaign
 
 # -- generated kept-server blocks ------------------------------------------------------------
 
 ITEMS = ("decode", "again")  # two items with the same probe settings, the second chained onto the first's servers
-SAME = GateEntry(id="same", predicate="relative_improvement", params={"metric": "decode_tps", "probe": "decode", "min_gain": 0.0},
-                 subjects=["B"], baseline=["A"], reads="all")
+SAME = GateEntry(
+    id="same",
+    predicate="relative_improvement",
+    params={"metric": "decode_tps", "probe": "decode", "min_gain": 0.0},
+    subjects=["B"],
+    baseline=["A"],
+    reads="all",
+)
 
 
-def kept_frame(rng: np.random.Generator, campaigns: int = 1, blocks: int = 3, requests: int = 30, run_sd: float = 0.05,
-               request_sd: float = 0.01, gain: float = 1.0) -> pd.DataFrame:
+def kept_frame(
+    rng: np.random.Generator,
+    campaigns: int = 1,
+    blocks: int = 3,
+    requests: int = 30,
+    run_sd: float = 0.05,
+    request_sd: float = 0.01,
+    gain: float = 1.0,
+) -> pd.DataFrame:
     """Canonical rows of arms A and B (B `gain` times A) over `blocks` blocks, each arm's
     start of a block serving both `ITEMS`: one run effect per start, shared by both items'
     requests; each item's attempt has its own block id, and both carry the lead's start.
@@ -45,17 +58,32 @@ def kept_frame(rng: np.random.Generator, campaigns: int = 1, blocks: int = 3, re
     first = rng.integers(0, 2, shape[:2])[c, k]  # which arm starts first in the block
     arm_ids = np.array(["A", "B"])[a]
     keys = np.array(ITEMS)[i]
-    values = 50.0 * np.where(a == 1, gain, 1.0)[:, None] * np.exp(effect[:, None] + rng.normal(0, request_sd, (len(c), requests)))
+    values = (
+        50.0
+        * np.where(a == 1, gain, 1.0)[:, None]
+        * np.exp(effect[:, None] + rng.normal(0, request_sd, (len(c), requests)))
+    )
     attempt = np.arange(len(c)) + 1
-    starts = pd.DataFrame({
-        "arm_id": arm_ids, "context": 1024 + c, "item_key": keys, "repeat": k,
-        "block_id": [f"{key}/b{b}/s0" for key, b in zip(keys, k)], "server_block": [f"{ITEMS[0]}/b{b}/s0" for b in k],
-        "block_order": (a != first).astype(int), "attempt_id": attempt, "recipe_hash": [f"r-{x}" for x in arm_ids],
-    })
+    starts = pd.DataFrame(
+        {
+            "arm_id": arm_ids,
+            "context": 1024 + c,
+            "item_key": keys,
+            "repeat": k,
+            "block_id": [f"{key}/b{b}/s0" for key, b in zip(keys, k)],
+            "server_block": [f"{ITEMS[0]}/b{b}/s0" for b in k],
+            "block_order": (a != first).astype(int),
+            "attempt_id": attempt,
+            "recipe_hash": [f"r-{x}" for x in arm_ids],
+        }
+    )
     samples = starts.loc[starts.index.repeat(requests)].assign(
-        kind="sample", trial=np.tile(np.arange(requests), len(c)), metric="decode_tps", value=values.ravel())
-    summaries = [starts.assign(kind="summary", trial=0, metric=metric, value=value)
-                 for metric, value in (("requests", float(requests)), ("requests_failed", 0.0))]
+        kind="sample", trial=np.tile(np.arange(requests), len(c)), metric="decode_tps", value=values.ravel()
+    )
+    summaries = [
+        starts.assign(kind="summary", trial=0, metric=metric, value=value)
+        for metric, value in (("requests", float(requests)), ("requests_failed", 0.0))
+    ]
     rows = pd.concat([samples, *summaries], ignore_index=True)
     return rows.assign(probe="decode", scenario="decode", mode="canonical", unit="", settings_hash="s0", source="")
 
@@ -80,8 +108,15 @@ def test_identical_arms_on_kept_servers_pass_and_fail_at_their_error_rate() -> N
 
     campaigns = 400
     rows = kept_frame(np.random.default_rng(2024), campaigns=campaigns)
-    out = compare(rows, ["B"], ["A"], Selector(metric="decode_tps", probe="decode"), higher_is_better=True, threshold=0.0,
-                  rigor=Rigor())
+    out = compare(
+        rows,
+        ["B"],
+        ["A"],
+        Selector(metric="decode_tps", probe="decode"),
+        higher_is_better=True,
+        threshold=0.0,
+        rigor=Rigor(),
+    )
     verdicts = [c.verdict for c in out.comparisons]
     passed, failed = verdicts.count(Verdict.PASS), verdicts.count(Verdict.FAIL)
     assert passed / campaigns <= 0.06, f"false pass {passed}/{campaigns}"
@@ -94,11 +129,14 @@ def test_block_of_is_the_start_a_row_was_measured_on() -> None:
     start recorded, or a frame without the column): its own block id, else item and repeat."""
     from gates.cells import block_of
 
-    rows = pd.DataFrame({
-        "block_id": ["b/b0/x", "b/b0/x", "a/b0/x", "", ""],
-        "server_block": ["a/b0/x", None, "a/b0/x", "", float("nan")],
-        "item_key": ["b", "b", "a", "c", "c"], "repeat": [0, 0, 0, 2, 2],
-    })
+    rows = pd.DataFrame(
+        {
+            "block_id": ["b/b0/x", "b/b0/x", "a/b0/x", "", ""],
+            "server_block": ["a/b0/x", None, "a/b0/x", "", float("nan")],
+            "item_key": ["b", "b", "a", "c", "c"],
+            "repeat": [0, 0, 0, 2, 2],
+        }
+    )
     assert list(block_of(rows)) == ["a/b0/x", "b/b0/x", "a/b0/x", "c/b2", "c/b2"]
     assert list(block_of(rows.astype({"server_block": "category", "block_id": "category"}))) == list(block_of(rows))
     assert list(block_of(rows.drop(columns="server_block"))) == ["b/b0/x", "b/b0/x", "a/b0/x", "c/b2", "c/b2"]
@@ -110,8 +148,20 @@ def test_block_of_is_the_start_a_row_was_measured_on() -> None:
 def _measured(store: Store, cid: int, key: str, block: dict[str, Any], value: float) -> AttemptRow:
     att = store.new_attempt(cid, key, "A", {}, 0, block=block)
     run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0, state=ProbeRunState.DONE))
-    store.add(MeasurementRow(campaign_id=cid, attempt_id=att.id, probe_run_id=run.id, item_key=key, arm_id="A", repeat=0,
-                             probe="decode", mode="canonical", metric="decode_tps", value=value))
+    store.add(
+        MeasurementRow(
+            campaign_id=cid,
+            attempt_id=att.id,
+            probe_run_id=run.id,
+            item_key=key,
+            arm_id="A",
+            repeat=0,
+            probe="decode",
+            mode="canonical",
+            metric="decode_tps",
+            value=value,
+        )
+    )
     store.update(AttemptRow, att.id, state=AttemptState.DONE)
     return att
 
@@ -140,12 +190,31 @@ def test_attempts_chained_before_the_column_get_their_start_from_the_server_log(
     raw = sa.create_engine(db_url)
     with raw.begin() as conn:
         t, cid, lead, _ = _old_database(conn, "0006")
-        conn.execute(t["attempt"].update().where(t["attempt"].c.id == lead).values(block_id="k/b0/s", server_log="w/k-A-r0-attempt1.log"))
+        conn.execute(
+            t["attempt"]
+            .update()
+            .where(t["attempt"].c.id == lead)
+            .values(block_id="k/b0/s", server_log="w/k-A-r0-attempt1.log")
+        )
         made = {}
         for key, log in (("kept", "w/k-A-r0-attempt1.log"), ("alone", "w/alone-A-r0-attempt3.log"), ("nolog", "")):
-            made[key] = conn.execute(t["attempt"].insert().values(**_row_values(
-                t["attempt"], campaign_id=cid, item_key=key, arm_id="A", repeat=0, number=1, state="done",
-                block_id=f"{key}/b0/s", server_log=log))).inserted_primary_key[0]
+            made[key] = conn.execute(
+                t["attempt"]
+                .insert()
+                .values(
+                    **_row_values(
+                        t["attempt"],
+                        campaign_id=cid,
+                        item_key=key,
+                        arm_id="A",
+                        repeat=0,
+                        number=1,
+                        state="done",
+                        block_id=f"{key}/b0/s",
+                        server_log=log,
+                    )
+                )
+            ).inserted_primary_key[0]
     raw.dispose()
     store = Store(db_url)
     starts = {a.id: a.server_block for a in store.attempts(cid)}
@@ -156,8 +225,10 @@ def test_attempts_chained_before_the_column_get_their_start_from_the_server_log(
 
 DECODE = item("decode", ["A", "B"], ["decode"], contexts=[1024], gate="speed", repeats=3)
 CACHE = item("cache", ["A", "B"], ["cache-probe"], gate="reuse", repeats=3, overrides={"prompt_tokens": 512})
-GATES = [gate("speed", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["B"], ["A"]),
-         gate("reuse", "threshold", {"metric": "reuse", "probe": "cache-probe", "op": ">=", "value": 0.5}, ["A", "B"])]
+GATES = [
+    gate("speed", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, ["B"], ["A"]),
+    gate("reuse", "threshold", {"metric": "reuse", "probe": "cache-probe", "op": ">=", "value": 0.5}, ["A", "B"]),
+]
 
 
 def _spec(tmp_path: Path, queue: list[dict[str, Any]], **kw: Any) -> Any:
@@ -168,7 +239,9 @@ def _spec(tmp_path: Path, queue: list[dict[str, Any]], **kw: Any) -> Any:
 
 
 @pytest.mark.parametrize("overrides", [{"sim.decode_tps": 80.0}, {"sim.run_sd": 0.2}])
-def test_an_item_with_other_simulator_overrides_gets_servers_of_its_own(tmp_path: Path, overrides: dict[str, Any]) -> None:
+def test_an_item_with_other_simulator_overrides_gets_servers_of_its_own(
+    tmp_path: Path, overrides: dict[str, Any]
+) -> None:
     """`sim.*` reaches the simulator's launch, as a recipe does: a kept server launched
     without it would run the item on the first item's profile, stored under the item's."""
     from flows.campaign_flow import planned_groups
@@ -197,7 +270,7 @@ def test_why_an_item_is_not_on_the_kept_servers_is_said(tmp_path: Path) -> None:
 
 def test_the_run_records_why_an_item_gets_its_own_servers(tmp_path: Path, db_url: str) -> None:
     """`server_group` leaves the item out and logs an event naming the setting."""
-    from campaign import queue
+    from campaign.store import queue
     from flows.arm_flow import SERVER_NOT_KEPT
     from flows.campaign_flow import server_group
     from flows.resolve import simulated_adapters
@@ -207,10 +280,15 @@ def test_the_run_records_why_an_item_gets_its_own_servers(tmp_path: Path, db_url
     cid = queue.register(store, spec, "", simulated_adapters()).id
     assert [q.key for q in server_group(store, spec, cid, spec.item("decode"))] == ["decode"]
     (event,) = [e for e in store.events(cid) if e.kind == SERVER_NOT_KEPT]
-    assert (event.item_key, event.message) == ("cache", "not on decode's kept servers: sim.decode_tps differs (unset vs 80)")
+    assert (event.item_key, event.message) == (
+        "cache",
+        "not on decode's kept servers: sim.decode_tps differs (unset vs 80)",
+    )
 
 
-def test_a_chained_attempt_whose_stored_settings_differ_is_not_run_on_the_kept_server(tmp_path: Path, db_url: str) -> None:
+def test_a_chained_attempt_whose_stored_settings_differ_is_not_run_on_the_kept_server(
+    tmp_path: Path, db_url: str
+) -> None:
     """At run time too: an interrupted attempt continues with the overrides stored on it
     (a rerun's `--set sim.*`), so it joins a kept server only when they launch the same."""
     from flows.arm_flow import launch_refusal
@@ -219,7 +297,9 @@ def test_a_chained_attempt_whose_stored_settings_differ_is_not_run_on_the_kept_s
     spec = _spec(tmp_path, [DECODE, CACHE])
     store = Store(db_url)
     cid = store.add(CampaignRow(name="starts")).id
-    link = Link(item_key="cache", repeat=0, block={"block_id": "cache/b0/s"}, overrides=dict(spec.item("cache").overrides))
+    link = Link(
+        item_key="cache", repeat=0, block={"block_id": "cache/b0/s"}, overrides=dict(spec.item("cache").overrides)
+    )
     lead = spec.item("decode")
     assert launch_refusal(spec, store, cid, link, "A", lead, fresh=False) == ""
     att = store.new_attempt(cid, "cache", "A", {**link.overrides, "sim.decode_tps": 80}, 0)
@@ -231,14 +311,31 @@ def test_a_chained_attempt_whose_stored_settings_differ_is_not_run_on_the_kept_s
 # -- what a gate reading every item pools ------------------------------------------------------------
 
 
-def _pooling(reads: str | None, gate_arms: tuple[list[str], list[str]] = (["B"], ["A"]), feed: bool = False,
-             probes: tuple[str, ...] = ("decode",)) -> str:
+def _pooling(
+    reads: str | None,
+    gate_arms: tuple[list[str], list[str]] = (["B"], ["A"]),
+    feed: bool = False,
+    probes: tuple[str, ...] = ("decode",),
+) -> str:
     fields = {"reads": reads} if reads else {}
-    gates = [gate("win", "relative_improvement", {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1}, *gate_arms, **fields)]
+    gates = [
+        gate(
+            "win",
+            "relative_improvement",
+            {"metric": "decode_tps", "probe": "decode", "min_gain": 0.1},
+            *gate_arms,
+            **fields,
+        )
+    ]
     first = item("first", ["A", "B"], ["decode", "cache-probe"], **({"gate": "win"} if feed else {}))
     second = item("second", ["B"], list(probes), overrides={"recipe.slots": 2})
-    return campaign_file("pool", runtimes=[sim()], arms=[arm("A", recipe={"slots": 1}), arm("B", recipe={"slots": 4})],
-                         gates=gates, queue=[first, second])
+    return campaign_file(
+        "pool",
+        runtimes=[sim()],
+        arms=[arm("A", recipe={"slots": 1}), arm("B", recipe={"slots": 4})],
+        gates=gates,
+        queue=[first, second],
+    )
 
 
 def test_a_gate_no_item_feeds_must_not_pool_unlike_recipes(tmp_path: Path) -> None:
@@ -276,7 +373,7 @@ def test_a_gate_reading_every_item_pools_only_the_cells_it_reads(tmp_path: Path)
 
 def test_the_items_a_gate_reads_are_one_definition() -> None:
     """The loader's and the engine's reading of `reads` are the same function."""
-    from campaign import loader
+    from campaign.core import loader
     from gates import engine
 
     assert engine.read_items is loader.read_items

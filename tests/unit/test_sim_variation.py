@@ -20,11 +20,17 @@ from arms.simulator.clock import VirtualClock
 from arms.simulator.engine import Engine
 from arms.simulator.profile import DRIFT_SD_PER_MIN, RUN_SD, SimProfile
 from arms.simulator.variation import DRIFT_STEP_S, RunVariation
-from campaign.schema import CampaignSpec
+from campaign.core.schema import CampaignSpec
 
 STILL = {"run_sd": 0.0, "drift_sd_per_min": 0.0}
-EXACT = {"slots": 2, "prefill_tps": 1000.0, "prefill_chunk": 100, "step_overhead_s": 0.001,
-         "decode_tps": 100.0, "batch_penalty": 0.0}
+EXACT = {
+    "slots": 2,
+    "prefill_tps": 1000.0,
+    "prefill_chunk": 100,
+    "step_overhead_s": 0.001,
+    "decode_tps": 100.0,
+    "batch_penalty": 0.0,
+}
 
 
 def decode_run(profile: SimProfile, *, prompt_tokens: int = 250, max_tokens: int = 20) -> list[float]:
@@ -91,8 +97,16 @@ def spread_over_starts(n: int = 200, **knobs: Any) -> tuple[list[float], list[fl
     from the engine's emission times: decode from the gaps, prefill from the cold TTFT."""
     log_decode, log_prefill = [], []
     for run_seed in range(n):
-        profile = SimProfile(slots=1, prefill_tps=1000.0, prefill_chunk=1000, step_overhead_s=0.0,
-                             decode_tps=100.0, drift_sd_per_min=0.0, run_seed=run_seed, **knobs)
+        profile = SimProfile(
+            slots=1,
+            prefill_tps=1000.0,
+            prefill_chunk=1000,
+            step_overhead_s=0.0,
+            decode_tps=100.0,
+            drift_sd_per_min=0.0,
+            run_seed=run_seed,
+            **knobs,
+        )
         times = decode_run(profile, prompt_tokens=500, max_tokens=6)
         log_decode.append(math.log(decode_rate(times) / 100.0))
         log_prefill.append(math.log(500 / times[0] / 1000.0))
@@ -137,8 +151,16 @@ def test_drift_grows_like_a_random_walk() -> None:
 def test_engine_steps_follow_the_drift_over_a_long_run() -> None:
     """A decode of 20 model minutes: each step's length is the drifted one, and the rate
     at the end differs from the start by the walk's value there."""
-    profile = SimProfile(slots=1, prefill_tps=1000.0, step_overhead_s=0.0, decode_tps=1.0, batch_penalty=0.0,
-                         run_sd=0.0, drift_sd_per_min=0.05, run_seed=11)
+    profile = SimProfile(
+        slots=1,
+        prefill_tps=1000.0,
+        step_overhead_s=0.0,
+        decode_tps=1.0,
+        batch_penalty=0.0,
+        run_sd=0.0,
+        drift_sd_per_min=0.05,
+        run_seed=11,
+    )
     times = decode_run(profile, prompt_tokens=10, max_tokens=1200)
     variation = RunVariation(profile)
     for a, b in zip(times[1:], times[2:]):
@@ -153,13 +175,15 @@ def _spec(options: dict[str, Any], simulate: dict[str, Any] | None = None) -> Ca
     arm: dict[str, Any] = {"id": "A", "model": "m", "runtime": "sim", "context": 4096, "recipe": {"slots": 2}}
     if simulate is not None:
         arm["simulate"] = simulate
-    return CampaignSpec.model_validate({
-        "campaign": {"name": "variation"},
-        "models": [{"name": "m", "quant": "q4", "bits_per_weight": 4.5, "served_id": "m-q4"}],
-        "runtimes": [{"name": "sim", "adapter": "simulator", "options": options}],
-        "arms": [arm],
-        "queue": [{"title": "q", "arms": ["A"], "probes": ["decode"]}],
-    })
+    return CampaignSpec.model_validate(
+        {
+            "campaign": {"name": "variation"},
+            "models": [{"name": "m", "quant": "q4", "bits_per_weight": 4.5, "served_id": "m-q4"}],
+            "runtimes": [{"name": "sim", "adapter": "simulator", "options": options}],
+            "arms": [arm],
+            "queue": [{"title": "q", "arms": ["A"], "probes": ["decode"]}],
+        }
+    )
 
 
 def test_run_seed_and_knobs_reach_the_profile_from_the_launch() -> None:

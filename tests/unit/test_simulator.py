@@ -46,15 +46,16 @@ class StreamResult:
         return next(ev for ev in self.events if ev.get("choices") and ev["choices"][0]["finish_reason"])
 
     def content_events(self) -> list[str]:
-        return [ev["choices"][0]["delta"]["content"] for ev in self.events
-                if ev.get("choices") and ev["choices"][0]["delta"].get("content")]
+        return [
+            ev["choices"][0]["delta"]["content"]
+            for ev in self.events
+            if ev.get("choices") and ev["choices"][0]["delta"].get("content")
+        ]
 
 
-def stream_chat(url: str, messages: list[dict[str, Any]], *, strict: bool = True,
-                **extra: Any) -> StreamResult:
+def stream_chat(url: str, messages: list[dict[str, Any]], *, strict: bool = True, **extra: Any) -> StreamResult:
     """Stream one chat completion; time to the first content-carrying event."""
-    body = {"messages": messages, "stream": True,
-            "stream_options": {"include_usage": True}, **extra}
+    body = {"messages": messages, "stream": True, "stream_options": {"include_usage": True}, **extra}
     events: list[dict[str, Any]] = []
     raw: list[str] = []
     ttft = first_at = None
@@ -66,7 +67,7 @@ def stream_chat(url: str, messages: list[dict[str, Any]], *, strict: bool = True
                 if not line:
                     continue
                 raw.append(line)
-                payload = line[len("data: "):]
+                payload = line[len("data: ") :]
                 if payload == "[DONE]":
                     break
                 try:
@@ -88,34 +89,42 @@ def words(prefix: str, n: int) -> str:
 
 
 def conversation(name: str, n_words: int) -> list[dict[str, Any]]:
-    return [{"role": "system", "content": f"system-of-{name} " + words(name + "s", 20)},
-            {"role": "user", "content": words(name + "u", n_words)}]
+    return [
+        {"role": "system", "content": f"system-of-{name} " + words(name + "s", 20)},
+        {"role": "user", "content": words(name + "u", n_words)},
+    ]
 
 
 # ------------------------------------------------------------------ tokenizer / template
 
 
 def test_render_prompt_round_trip_keeps_slot_tokens_as_prefix() -> None:
-    messages = [{"role": "system", "content": "be brief"},
-                {"role": "user", "content": [{"type": "text", "text": "hello   there"}]}]
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "hello   there"}]},
+    ]
     prompt1 = render_prompt(messages)
-    assert prompt1 == ["<|system|>", "be", "brief", "<|end|>", "<|user|>", "hello", "there",
-                       "<|end|>", "<|assistant|>"]
+    assert prompt1 == ["<|system|>", "be", "brief", "<|end|>", "<|user|>", "hello", "there", "<|end|>", "<|assistant|>"]
     reply = ["tok1", "tok2"]
-    follow = messages + [{"role": "assistant", "content": " tok1 tok2"},
-                         {"role": "user", "content": "more"}]
+    follow = messages + [{"role": "assistant", "content": " tok1 tok2"}, {"role": "user", "content": "more"}]
     prompt2 = render_prompt(follow)
-    assert prompt2[:len(prompt1) + len(reply)] == prompt1 + reply
+    assert prompt2[: len(prompt1) + len(reply)] == prompt1 + reply
     assert count_tokens("a  b\nc") == 3
 
 
 def test_render_prompt_tools_and_tool_calls() -> None:
     tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
-    messages = [{"role": "user", "content": "add 1 and 2"},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function",
-                     "function": {"name": "add", "arguments": '{"b": 2, "a": 1}'}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "3"}]
+    messages = [
+        {"role": "user", "content": "add 1 and 2"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"b": 2, "a": 1}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "3"},
+    ]
     prompt = render_prompt(messages, tools)
     assert prompt[0] == "<|tool:add|>"
     assert '<|call:add:{"a":1,"b":2}|>' in prompt
@@ -180,8 +189,16 @@ STILL = {"run_sd": 0.0, "drift_sd_per_min": 0.0}
 
 
 def test_engine_exact_model_time_ttft_and_affinity() -> None:
-    profile = SimProfile(slots=2, prefill_tps=1000, prefill_chunk=100, step_overhead_s=0.001,
-                         decode_tps=100, batch_penalty=0.0, cache_min_match=4, **STILL)
+    profile = SimProfile(
+        slots=2,
+        prefill_tps=1000,
+        prefill_chunk=100,
+        step_overhead_s=0.001,
+        decode_tps=100,
+        batch_penalty=0.0,
+        cache_min_match=4,
+        **STILL,
+    )
 
     async def scenario() -> tuple[float, float, int]:
         engine = Engine(profile, clock=VirtualClock())
@@ -203,8 +220,16 @@ def test_engine_exact_model_time_ttft_and_affinity() -> None:
 
 
 def test_engine_decode_starves_while_other_slot_prefills() -> None:
-    profile = SimProfile(slots=2, prefill_tps=1000, prefill_chunk=200, interleave_chunk=200,
-                         step_overhead_s=0.0, decode_tps=100, batch_penalty=0.0, **STILL)
+    profile = SimProfile(
+        slots=2,
+        prefill_tps=1000,
+        prefill_chunk=200,
+        interleave_chunk=200,
+        step_overhead_s=0.0,
+        decode_tps=100,
+        batch_penalty=0.0,
+        **STILL,
+    )
 
     async def scenario() -> list[float]:
         engine = Engine(profile, clock=VirtualClock())
@@ -227,8 +252,7 @@ def test_engine_decode_starves_while_other_slot_prefills() -> None:
 def test_engine_greedy_text_is_a_model_fingerprint() -> None:
     async def text(model: str, temperature: float | None) -> list[str]:
         engine = Engine(SimProfile(model=model), clock=VirtualClock())
-        req = engine.submit(["<|user|>", "hi", "<|end|>", "<|assistant|>"], max_tokens=6,
-                            temperature=temperature)
+        req = engine.submit(["<|user|>", "hi", "<|end|>", "<|assistant|>"], max_tokens=6, temperature=temperature)
         await req.collect()
         await engine.stop()
         return req.generated
@@ -241,8 +265,7 @@ def test_engine_greedy_text_is_a_model_fingerprint() -> None:
 def test_engine_context_limit_and_reply_policy_seam() -> None:
     def tool_policy(ctx: ReplyContext) -> ReplyPlan:
         call = ToolCallPlan(name="add", arguments={"a": 1, "b": 2}, id="call_1")
-        return ReplyPlan(tokens=["let", "me", "add", call.token], finish_reason="tool_calls",
-                         tool_calls=[call])
+        return ReplyPlan(tokens=["let", "me", "add", call.token], finish_reason="tool_calls", tool_calls=[call])
 
     async def scenario() -> tuple[Any, list[Any]]:
         engine = Engine(SimProfile(ctx_size=50), reply_policy=tool_policy, clock=VirtualClock())
@@ -285,5 +308,4 @@ def test_engine_honours_ignore_eos_and_min_tokens() -> None:
 # ------------------------------------------------------------------ real processes
 
 
-FAST = ("--prefill-tps", "4000", "--prefill-chunk", "64", "--decode-tps", "2000",
-        "--step-overhead-s", "0.0005")
+FAST = ("--prefill-tps", "4000", "--prefill-chunk", "64", "--decode-tps", "2000", "--step-overhead-s", "0.0005")

@@ -27,7 +27,9 @@ async def _decode(profile: SimProfile, warmup: int = 1) -> MemorySink:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    target = ProbeTarget.speaking(runtimes.get("simulator"), base_url=f"http://127.0.0.1:{port}", model="sim-model", simulated=True)
+    target = ProbeTarget.speaking(
+        runtimes.get("simulator"), base_url=f"http://127.0.0.1:{port}", model="sim-model", simulated=True
+    )
     sink = MemorySink()
     try:
         await decode.run(target, sink, decode.DecodeParams(contexts=[256], max_tokens=2, repeats=1, warmup=warmup))
@@ -61,14 +63,17 @@ def test_a_first_token_far_later_than_the_prompt_explains_is_warned_of() -> None
     """18 s for 40 prompt tokens is not prefill; 18 s for 2000 tokens may be a large model
     on a CPU, and the floor is meant never to cry wolf."""
     (late,) = slowness(decode=20.0, ttft=18.0, prompt=40)
-    assert late == "took 18.0 s to its first token for 40 prompt tokens, over the 9.00 s that 5 s and a prefill of 10 tok/s would take"
+    assert (
+        late
+        == "took 18.0 s to its first token for 40 prompt tokens, over the 9.00 s that 5 s and a prefill of 10 tok/s would take"
+    )
     assert slowness(decode=20.0, ttft=18.0, prompt=2000) == []
     assert slowness(decode=None, ttft=None, prompt=40) == []
 
 
 def test_a_warning_reaches_the_events_and_the_runs_output(db_url: str, tmp_path: Path) -> None:
-    from campaign.store import Store
-    from campaign.tables import CampaignRow
+    from campaign.store.store import Store
+    from campaign.store.tables import CampaignRow
     from flows.progress import describe, subscribe
     from flows.sink import PROBE_WARNING, StoreSink
 
@@ -77,7 +82,9 @@ def test_a_warning_reaches_the_events_and_the_runs_output(db_url: str, tmp_path:
     heard: list[tuple[str, dict[str, Any]]] = []
     stop = subscribe(lambda kind, data: heard.append((kind, data)))
     try:
-        sink = StoreSink(store, camp.id or 0, attempt_id=0, probe_run_id=0, item_key="k", arm_id="A", probe="decode", simulated=True)
+        sink = StoreSink(
+            store, camp.id or 0, attempt_id=0, probe_run_id=0, item_key="k", arm_id="A", probe="decode", simulated=True
+        )
         sink.warn("slow")
         sink.close()
     finally:

@@ -10,8 +10,10 @@ from rich.console import Console
 from cli.status_view import fit, render_status
 from tests.campaigns import arm, campaign_file, item
 
-LONG = ("decode_tps: A1 107 (+150% [+130%, +171%]) vs A0 40.0; needs +10% or more; tool loop A1 2/3, A0 3/3; "
-        "error rate A1 0.00, A0 0.00; queue depth A1 up to 2 while A0 stayed at 0")
+LONG = (
+    "decode_tps: A1 107 (+150% [+130%, +171%]) vs A0 40.0; needs +10% or more; tool loop A1 2/3, A0 3/3; "
+    "error rate A1 0.00, A0 0.00; queue depth A1 up to 2 while A0 stayed at 0"
+)
 
 
 def _rows(table: str) -> dict[str, str]:
@@ -43,8 +45,8 @@ def test_titles_give_way_before_the_reason() -> None:
 def test_a_campaign_without_gates_says_so_instead_of_an_empty_table(tmp_path: Path) -> None:
     """An empty rich table squeezes each header into a column of its own width ("reas" over
     "on"): a campaign with no gates gets one line saying there are none, then its queue."""
-    from campaign import queue
-    from campaign.store import Store
+    from campaign.store import queue
+    from campaign.store.store import Store
     from flows.resolve import load_campaign
 
     path = tmp_path / "c.toml"

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from campaign import metrics
-from campaign.states import AttemptState, ItemState, ProbeRunState
-from campaign.store import Store
-from campaign.tables import CampaignRow, MeasurementRow, ProbeRunRow, QueueItemRow
+from campaign.core import metrics
+from campaign.core.states import AttemptState, ItemState, ProbeRunState
+from campaign.store.store import Store
+from campaign.store.tables import CampaignRow, MeasurementRow, ProbeRunRow, QueueItemRow
 from tests.paths import FIXTURES_DIR
 
 
@@ -27,7 +27,19 @@ def test_round_trip_and_latest_only(db_url: str) -> None:
     assert (first.number, second.number) == (1, 2)
     for att, value in ((first, 1.0), (second, 2.0)):
         run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0, state=ProbeRunState.DONE))
-        store.add(MeasurementRow(campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", probe="decode", mode="canonical", metric="decode_tps", value=value))
+        store.add(
+            MeasurementRow(
+                campaign_id=camp.id,
+                attempt_id=att.id,
+                probe_run_id=run.id,
+                item_key="k",
+                arm_id="A",
+                probe="decode",
+                mode="canonical",
+                metric="decode_tps",
+                value=value,
+            )
+        )
         store.update(type(att), att.id, state=AttemptState.DONE)
     everything = store.measurements_frame(camp.id, latest_only=False)
     assert sorted(everything["value"]) == [1.0, 2.0]
@@ -45,17 +57,28 @@ def test_unfinished_probe_runs_are_not_read(db_url: str) -> None:
     camp = store.add(CampaignRow(name="c"))
     att = store.new_attempt(camp.id, "k", "A", {})
     run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0, state=ProbeRunState.INTERRUPTED))
-    store.add(MeasurementRow(campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", probe="decode", mode="canonical", metric="m", value=1))
+    store.add(
+        MeasurementRow(
+            campaign_id=camp.id,
+            attempt_id=att.id,
+            probe_run_id=run.id,
+            item_key="k",
+            arm_id="A",
+            probe="decode",
+            mode="canonical",
+            metric="m",
+            value=1,
+        )
+    )
     store.update(type(att), att.id, state=AttemptState.DONE)
     assert store.measurements_frame(camp.id).empty
-
 
 
 def test_repeats_under_different_overrides_are_never_pooled(db_url: str) -> None:
     """Three repeats ran with the item's settings; a rerun with `max_tokens=96` finished
     only repeat 0. The verdict reads repeat 0's rerun alone, not it pooled with repeats 1
     and 2 of the old settings (the SQL query and its Python twin agree)."""
-    from campaign.store import newest_done_attempts
+    from campaign.store.store import newest_done_attempts
 
     store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
@@ -63,7 +86,20 @@ def test_repeats_under_different_overrides_are_never_pooled(db_url: str) -> None
     def measured(repeat: int, overrides: dict, value: float) -> int:
         att = store.new_attempt(camp.id, "k", "A", overrides, repeat)
         run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0, state=ProbeRunState.DONE))
-        store.add(MeasurementRow(campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", repeat=repeat, probe="decode", mode="canonical", metric="decode_tps", value=value))
+        store.add(
+            MeasurementRow(
+                campaign_id=camp.id,
+                attempt_id=att.id,
+                probe_run_id=run.id,
+                item_key="k",
+                arm_id="A",
+                repeat=repeat,
+                probe="decode",
+                mode="canonical",
+                metric="decode_tps",
+                value=value,
+            )
+        )
         store.update(type(att), att.id, state=AttemptState.DONE)
         return att.id or 0
 
@@ -88,8 +124,15 @@ def _row_values(table, **given):  # type: ignore[no-untyped-def]
             continue
         kind = col.type
         out[col.name] = (
-            datetime.now(UTC) if isinstance(kind, sa.DateTime) else False if isinstance(kind, sa.Boolean)
-            else 0 if isinstance(kind, (sa.Integer, sa.Float)) else "{}" if col.name.endswith("_json") else ""
+            datetime.now(UTC)
+            if isinstance(kind, sa.DateTime)
+            else False
+            if isinstance(kind, sa.Boolean)
+            else 0
+            if isinstance(kind, (sa.Integer, sa.Float))
+            else "{}"
+            if col.name.endswith("_json")
+            else ""
         )
     return {**out, **given}
 
@@ -100,17 +143,25 @@ def _old_database(conn: Any, revision: str) -> tuple[Any, int, int, int]:
     import sqlalchemy as sa
     from alembic import command
 
-    from campaign.migrate import _alembic_config
+    from campaign.store.migrate import _alembic_config
 
     command.upgrade(_alembic_config(conn), revision)
     meta = sa.MetaData()
     meta.reflect(conn)
     t = meta.tables
     cid = conn.execute(t["campaign"].insert().values(**_row_values(t["campaign"], name="old"))).inserted_primary_key[0]
-    aid = conn.execute(t["attempt"].insert().values(**_row_values(
-        t["attempt"], campaign_id=cid, item_key="k", arm_id="A", repeat=0, number=1, state="done"))).inserted_primary_key[0]
-    rid = conn.execute(t["probe_run"].insert().values(**_row_values(
-        t["probe_run"], attempt_id=aid, probe="decode", context=0, state="done"))).inserted_primary_key[0]
+    aid = conn.execute(
+        t["attempt"]
+        .insert()
+        .values(
+            **_row_values(t["attempt"], campaign_id=cid, item_key="k", arm_id="A", repeat=0, number=1, state="done")
+        )
+    ).inserted_primary_key[0]
+    rid = conn.execute(
+        t["probe_run"]
+        .insert()
+        .values(**_row_values(t["probe_run"], attempt_id=aid, probe="decode", context=0, state="done"))
+    ).inserted_primary_key[0]
     return t, cid, aid, rid
 
 
@@ -121,15 +172,30 @@ def test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_bl
     `newest_done_attempts` still agree on which attempts count."""
     import sqlalchemy as sa
 
-    from campaign.store import FRAME_COLUMNS, newest_done_attempts
-    from campaign.tables import AttemptRow
+    from campaign.store.store import FRAME_COLUMNS, newest_done_attempts
+    from campaign.store.tables import AttemptRow
 
     raw = sa.create_engine(db_url)
     with raw.begin() as conn:
         t, cid, aid, rid = _old_database(conn, "0002")
-        conn.execute(t["measurement"].insert().values(**_row_values(
-            t["measurement"], campaign_id=cid, attempt_id=aid, probe_run_id=rid, item_key="k", arm_id="A", probe="decode",
-            mode="canonical", metric="decode_tps", value=10.0)))
+        conn.execute(
+            t["measurement"]
+            .insert()
+            .values(
+                **_row_values(
+                    t["measurement"],
+                    campaign_id=cid,
+                    attempt_id=aid,
+                    probe_run_id=rid,
+                    item_key="k",
+                    arm_id="A",
+                    probe="decode",
+                    mode="canonical",
+                    metric="decode_tps",
+                    value=10.0,
+                )
+            )
+        )
     raw.dispose()
 
     store = Store(db_url)  # upgrades to the newest revision
@@ -137,12 +203,32 @@ def test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_bl
     assert (old.block_order, old.block_id, old.settings_hash, old.recipe_hash) == (None, "", "", "")
     frame = store.measurements_frame(cid)
     assert list(frame.columns) == FRAME_COLUMNS
-    assert frame["block_order"].isna().all() and list(frame["block_id"]) == [""] and list(frame["attempt_number"]) == [1]
+    assert (
+        frame["block_order"].isna().all() and list(frame["block_id"]) == [""] and list(frame["attempt_number"]) == [1]
+    )
 
-    block = {"block_order": 1, "block_id": "k/b1/abcdef01", "settings_hash": "abcdef0123456789", "recipe_hash": "0123456789abcdef"}
+    block = {
+        "block_order": 1,
+        "block_id": "k/b1/abcdef01",
+        "settings_hash": "abcdef0123456789",
+        "recipe_hash": "0123456789abcdef",
+    }
     new = store.new_attempt(cid, "k", "A", {}, 1, block=block)
     run = store.add(ProbeRunRow(attempt_id=new.id, probe="decode", context=0, state=ProbeRunState.DONE))
-    store.add(MeasurementRow(campaign_id=cid, attempt_id=new.id, probe_run_id=run.id, item_key="k", arm_id="A", repeat=1, probe="decode", mode="canonical", metric="decode_tps", value=11.0))
+    store.add(
+        MeasurementRow(
+            campaign_id=cid,
+            attempt_id=new.id,
+            probe_run_id=run.id,
+            item_key="k",
+            arm_id="A",
+            repeat=1,
+            probe="decode",
+            mode="canonical",
+            metric="decode_tps",
+            value=11.0,
+        )
+    )
     store.update(AttemptRow, new.id, state=AttemptState.DONE)
     for categorical in (False, True):
         frame = store.measurements_frame(cid, categorical=categorical).sort_values("value")
@@ -151,7 +237,11 @@ def test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_bl
         assert list(frame["settings_hash"].astype(str)) == ["", block["settings_hash"]]
         assert list(frame["recipe_hash"].astype(str)) == ["", block["recipe_hash"]]
         assert list(frame["attempt_number"]) == [1, 1] and str(frame["attempt_number"].dtype) == "int64"
-    assert set(newest_done_attempts(store.attempts(cid)).values()) == set(store.measurements_frame(cid)["attempt_id"]) == {aid, new.id}
+    assert (
+        set(newest_done_attempts(store.attempts(cid)).values())
+        == set(store.measurements_frame(cid)["attempt_id"])
+        == {aid, new.id}
+    )
     with pytest.raises(KeyError, match="not a block field"):
         store.new_attempt(cid, "k", "A", {}, 2, block={"order": 1})
     with pytest.raises(KeyError, match="no measurement frame column"):
@@ -166,28 +256,70 @@ def test_the_sign_of_trial_becomes_the_rows_kind(db_url: str) -> None:
     import sqlalchemy as sa
     from sqlalchemy.exc import IntegrityError
 
-
     raw = sa.create_engine(db_url)
     with raw.begin() as conn:
         t, cid, aid, rid = _old_database(conn, "0004")
-        for scenario, trial, metric, value in (("decode", 0, "decode_tps", 10.0), ("decode", 1, "decode_tps", 12.0),
-                                               ("decode", -1, "decode_tps_median", 11.0), ("decode:warmup", -2, "decode_tps", 1.0),
-                                               ("decode:warmup", -3, "decode_tps", 2.0)):
-            conn.execute(t["measurement"].insert().values(**_row_values(
-                t["measurement"], campaign_id=cid, attempt_id=aid, probe_run_id=rid, item_key="k", arm_id="A", probe="decode",
-                scenario=scenario, mode="canonical", trial=trial, metric=metric, value=value)))
-        conn.execute(t["request_record"].insert().values(**_row_values(
-            t["request_record"], probe_run_id=rid, scenario="decode:warmup", mode="canonical", trial=-3)))
+        for scenario, trial, metric, value in (
+            ("decode", 0, "decode_tps", 10.0),
+            ("decode", 1, "decode_tps", 12.0),
+            ("decode", -1, "decode_tps_median", 11.0),
+            ("decode:warmup", -2, "decode_tps", 1.0),
+            ("decode:warmup", -3, "decode_tps", 2.0),
+        ):
+            conn.execute(
+                t["measurement"]
+                .insert()
+                .values(
+                    **_row_values(
+                        t["measurement"],
+                        campaign_id=cid,
+                        attempt_id=aid,
+                        probe_run_id=rid,
+                        item_key="k",
+                        arm_id="A",
+                        probe="decode",
+                        scenario=scenario,
+                        mode="canonical",
+                        trial=trial,
+                        metric=metric,
+                        value=value,
+                    )
+                )
+            )
+        conn.execute(
+            t["request_record"]
+            .insert()
+            .values(
+                **_row_values(
+                    t["request_record"], probe_run_id=rid, scenario="decode:warmup", mode="canonical", trial=-3
+                )
+            )
+        )
     raw.dispose()
 
     store = Store(db_url)  # upgrades to the newest revision
     frame = store.measurements_frame(cid).sort_values("value")
     assert [(str(k), t, v) for k, t, v in zip(frame["kind"], frame["trial"], frame["value"])] == [
-        ("warmup", 0, 1.0), ("warmup", 1, 2.0), ("sample", 0, 10.0), ("summary", 0, 11.0), ("sample", 1, 12.0)]
+        ("warmup", 0, 1.0),
+        ("warmup", 1, 2.0),
+        ("sample", 0, 10.0),
+        ("summary", 0, 11.0),
+        ("sample", 1, 12.0),
+    ]
     with store.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT trial FROM request_record")).scalar_one() == 1
-    row = {"campaign_id": cid, "attempt_id": aid, "probe_run_id": rid, "item_key": "k", "arm_id": "A", "probe": "decode",
-           "scenario": "decode", "mode": "canonical", "metric": "decode_tps", "value": 9.0}
+    row = {
+        "campaign_id": cid,
+        "attempt_id": aid,
+        "probe_run_id": rid,
+        "item_key": "k",
+        "arm_id": "A",
+        "probe": "decode",
+        "scenario": "decode",
+        "mode": "canonical",
+        "metric": "decode_tps",
+        "value": 9.0,
+    }
     store.add(MeasurementRow(**row, kind="summary"))  # a summary beside sample 0 of the same metric
     with pytest.raises(IntegrityError):
         store.add(MeasurementRow(**row, kind="sample"))  # but one sample 0 per cell and metric
@@ -196,7 +328,7 @@ def test_the_sign_of_trial_becomes_the_rows_kind(db_url: str) -> None:
 def test_request_outcome_sums_every_cells_requests_and_failures(db_url: str) -> None:
     """The summary rows of every finished probe run of an attempt, prefixed phases
     included; rows of a run that did not finish, and per-trial rows, are not counted."""
-    from campaign.tables import RequestRow
+    from campaign.store.tables import RequestRow
 
     store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
@@ -204,8 +336,25 @@ def test_request_outcome_sums_every_cells_requests_and_failures(db_url: str) -> 
     done = store.add(ProbeRunRow(attempt_id=att.id, probe="agent-load", context=0, state=ProbeRunState.DONE))
     cut = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0, state=ProbeRunState.INTERRUPTED))
 
-    def row(run: ProbeRunRow, metric: str, value: float, source: str = "", kind: str = "summary", scenario: str = "s") -> None:
-        store.add(MeasurementRow(campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", probe=run.probe, scenario=scenario, mode="canonical", kind=kind, metric=metric, value=value, source=source))
+    def row(
+        run: ProbeRunRow, metric: str, value: float, source: str = "", kind: str = "summary", scenario: str = "s"
+    ) -> None:
+        store.add(
+            MeasurementRow(
+                campaign_id=camp.id,
+                attempt_id=att.id,
+                probe_run_id=run.id,
+                item_key="k",
+                arm_id="A",
+                probe=run.probe,
+                scenario=scenario,
+                mode="canonical",
+                kind=kind,
+                metric=metric,
+                value=value,
+                source=source,
+            )
+        )
 
     for prefix in ("", "baseline_"):
         row(done, f"{prefix}requests", 4)
@@ -241,7 +390,13 @@ def _sink_fixture(db_url: str):  # type: ignore[no-untyped-def]
     camp = store.add(CampaignRow(name="c"))
     att = store.new_attempt(camp.id, "k", "A", {})
     run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0))
-    return store, camp, att, run, (lambda **kw: StoreSink(store, camp.id, att.id, run.id, "k", "A", "decode", False, 0, **kw))
+    return (
+        store,
+        camp,
+        att,
+        run,
+        (lambda **kw: StoreSink(store, camp.id, att.id, run.id, "k", "A", "decode", False, 0, **kw)),
+    )
 
 
 def _count(store: Store, table: str) -> int:
@@ -283,7 +438,9 @@ def test_store_sink_never_writes_on_the_callers_thread(db_url: str, monkeypatch:
     assert len(calls) <= 10 and sum(n for _, n in calls) == 600  # batches, not a commit per row
     frame = store.measurements_frame(_camp.id, latest_only=False)
     assert sorted(frame["trial"]) == list(range(300)) and set(frame["probe_run_id"]) == {run.id}
-    assert set(frame["metric"]) == {"decode_tps"} and set(frame["unit"]) == {"tok/s"}  # the entry's name, in the catalogue's unit
+    assert set(frame["metric"]) == {"decode_tps"} and set(frame["unit"]) == {
+        "tok/s"
+    }  # the entry's name, in the catalogue's unit
 
 
 def test_store_sink_flush_and_a_bad_row_costs_only_itself(db_url: str) -> None:
@@ -294,7 +451,9 @@ def test_store_sink_flush_and_a_bad_row_costs_only_itself(db_url: str) -> None:
     sink.measurement(metric=metrics.TTFT_S, value=1, mode="canonical", trial=0)
     sink.flush()
     assert _count(store, "measurement") == 1
-    sink.measurement(metric=metrics.TTFT_S, value=2, mode="canonical", trial=0)  # same key: violates the unique constraint
+    sink.measurement(
+        metric=metrics.TTFT_S, value=2, mode="canonical", trial=0
+    )  # same key: violates the unique constraint
     sink.measurement(metric=metrics.TTFT_S, value=3, mode="canonical", trial=1)
     with pytest.raises(SinkWriteError, match="1 row"):
         sink.close()
@@ -339,9 +498,23 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
     monkeypatch.setattr(Store, "update", update)
     from flows.contracts import ProbeRun
 
-    job = ProbeRun(store_url=store.public_url, campaign_id=camp.id, attempt_id=att.id, repeat=0, item_key="k", arm_id="A",
-                   probe="decode", context=0, base_url="http://127.0.0.1:9", speaks="simulator", simulated=True, model="m", sampling={},
-                   params_json="{}", cached_tokens_field="")
+    job = ProbeRun(
+        store_url=store.public_url,
+        campaign_id=camp.id,
+        attempt_id=att.id,
+        repeat=0,
+        item_key="k",
+        arm_id="A",
+        probe="decode",
+        context=0,
+        base_url="http://127.0.0.1:9",
+        speaks="simulator",
+        simulated=True,
+        model="m",
+        sampling={},
+        params_json="{}",
+        cached_tokens_field="",
+    )
     if fail:
         with pytest.raises(RuntimeError, match="went away"):
             arm_flow.run_probe.fn(job)
@@ -361,7 +534,21 @@ def test_a_resumed_probe_run_is_counted_once(db_url: str, state: ProbeRunState) 
     again = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=1024, state=ProbeRunState.DONE))
     rows = [(cut, t, 10.0) for t in range(2)] + [(again, t, 20.0) for t in range(4)]
     for run, trial, value in rows:
-        store.add(MeasurementRow(campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", probe="decode", mode="canonical", context=1024, trial=trial, metric="decode_tps", value=value))
+        store.add(
+            MeasurementRow(
+                campaign_id=camp.id,
+                attempt_id=att.id,
+                probe_run_id=run.id,
+                item_key="k",
+                arm_id="A",
+                probe="decode",
+                mode="canonical",
+                context=1024,
+                trial=trial,
+                metric="decode_tps",
+                value=value,
+            )
+        )
     store.update(type(att), att.id, state=AttemptState.DONE)
     frame = store.measurements_frame(camp.id)
     assert list(frame["value"]) == [20.0] * 4 and set(frame["probe_run_id"]) == {again.id}
@@ -378,7 +565,7 @@ def test_migrations_make_exactly_the_models_schema(db_url: str) -> None:
     from alembic.runtime.migration import MigrationContext
     from sqlmodel import SQLModel
 
-    from campaign.migrate import head_revision, schema_revision
+    from campaign.store.migrate import head_revision, schema_revision
 
     store = Store(db_url)
     assert schema_revision(store.engine) == head_revision()
@@ -396,7 +583,20 @@ def test_sizes_past_2_gib_and_ids_past_2_31(db_url: str) -> None:
     store.update(type(att), att.id, rss_bytes=5 * 2**30)
     assert store.attempts(camp.id)[0].rss_bytes == 5 * 2**30
     run = store.add(ProbeRunRow(attempt_id=att.id, probe="decode", context=0))
-    store.add(MeasurementRow(id=2**31 + 7, campaign_id=camp.id, attempt_id=att.id, probe_run_id=run.id, item_key="k", arm_id="A", probe="decode", mode="m", metric="x", value=1))
+    store.add(
+        MeasurementRow(
+            id=2**31 + 7,
+            campaign_id=camp.id,
+            attempt_id=att.id,
+            probe_run_id=run.id,
+            item_key="k",
+            arm_id="A",
+            probe="decode",
+            mode="m",
+            metric="x",
+            value=1,
+        )
+    )
     assert list(store.measurements_frame(camp.id, latest_only=False)["id"]) == [2**31 + 7]
 
 
@@ -405,7 +605,7 @@ def test_claim_attempt_takes_each_arm_once(db_url: str) -> None:
     interrupted; and the database itself refuses a second running attempt."""
     from sqlalchemy.exc import IntegrityError
 
-    from campaign.tables import AttemptRow
+    from campaign.store.tables import AttemptRow
 
     store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
@@ -415,7 +615,9 @@ def test_claim_attempt_takes_each_arm_once(db_url: str) -> None:
     assert (how2, other.id if other else None) == ("busy", att.id)
     assert store.claim_attempt(camp.id, "k", "A", {}, 1, fresh=False)[0] == "new"  # another repeat is another arm run
     with pytest.raises(IntegrityError):
-        store.add(AttemptRow(campaign_id=camp.id, item_key="k", arm_id="A", repeat=0, number=9, state=AttemptState.RUNNING))
+        store.add(
+            AttemptRow(campaign_id=camp.id, item_key="k", arm_id="A", repeat=0, number=9, state=AttemptState.RUNNING)
+        )
     store.update(AttemptRow, att.id, state=AttemptState.DONE)
     assert store.claim_attempt(camp.id, "k", "A", {}, 0, fresh=False)[0] == "done"
     how3, rerun = store.claim_attempt(camp.id, "k", "A", {}, 0, fresh=True)
@@ -447,13 +649,17 @@ def test_pre_migration_sqlite_database_is_upgraded(tmp_path: Path) -> None:
     and ends at the newest revision."""
     import sqlite3
 
-    from campaign.migrate import head_revision, schema_revision
+    from campaign.store.migrate import head_revision, schema_revision
 
     db = tmp_path / "old.db"
     with sqlite3.connect(db) as conn:
         conn.executescript((FIXTURES_DIR / "schema_before_migrations.sql").read_text())
-        conn.execute("INSERT INTO campaign (name, title, source_path, file_digest, spec_json, created_at, updated_at) VALUES ('old', '', '', '', '', '2026-01-01 00:00:00', '2026-01-01 00:00:00')")
-        conn.execute("INSERT INTO attempt (campaign_id, item_key, arm_id, repeat, number, state, started_at, error, overrides_json, server_cmdline, server_log, served_model, fingerprint, identity_json) VALUES (1, 'k', 'A', 0, 1, 'done', '2026-01-01 00:00:00', '', '{}', '', '', '', '', '{}')")
+        conn.execute(
+            "INSERT INTO campaign (name, title, source_path, file_digest, spec_json, created_at, updated_at) VALUES ('old', '', '', '', '', '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+        )
+        conn.execute(
+            "INSERT INTO attempt (campaign_id, item_key, arm_id, repeat, number, state, started_at, error, overrides_json, server_cmdline, server_log, served_model, fingerprint, identity_json) VALUES (1, 'k', 'A', 0, 1, 'done', '2026-01-01 00:00:00', '', '{}', '', '', '', '', '{}')"
+        )
     store = Store(f"sqlite:///{db}")
     assert schema_revision(store.engine) == head_revision()
     old = store.campaign("old")
@@ -472,19 +678,22 @@ def test_racers_on_a_new_sqlite_file_migrate_it_once(tmp_path: Path) -> None:
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
-    from campaign.database import _sqlite_pragmas
-    from campaign.migrate import head_revision, schema_revision, upgrade
+    from campaign.store.database import _sqlite_pragmas
+    from campaign.store.migrate import head_revision, schema_revision, upgrade
 
     head = head_revision()
     for n in range(3):
         url = f"sqlite:///{tmp_path / f'race{n}.db'}"
-        engines = [create_engine(url, poolclass=NullPool, connect_args={"timeout": 30, "check_same_thread": False}) for _ in range(4)]
+        engines = [
+            create_engine(url, poolclass=NullPool, connect_args={"timeout": 30, "check_same_thread": False})
+            for _ in range(4)
+        ]
         for engine in engines:
             _sqlite_pragmas(engine)
         start = threading.Barrier(len(engines))
         said: list[str] = []
 
-        def migrate(engine: Any) -> None:
+        def migrate(engine: Any, start: threading.Barrier = start, said: list[str] = said) -> None:
             start.wait()
             try:
                 said.append(upgrade(engine))
@@ -506,8 +715,8 @@ def test_a_read_only_command_never_migrates_and_says_what_to_run(tmp_path: Path)
     migrates it; a writer then brings it up to date."""
     import sqlite3
 
-    from campaign.database import SchemaNotCurrent
-    from campaign.migrate import head_revision, schema_revision
+    from campaign.store.database import SchemaNotCurrent
+    from campaign.store.migrate import head_revision, schema_revision
     from cli.app import UsageError, open_existing_store
 
     db = tmp_path / "old.db"
@@ -530,7 +739,7 @@ def test_a_read_only_command_never_migrates_and_says_what_to_run(tmp_path: Path)
 def test_device_limits_are_named_per_host() -> None:
     """Two hosts' `local` devices are two limits; a runtime without a host keeps the bare
     name; an arm's own `host` moves it (and its device) off its runtime's host."""
-    from campaign.schema import ArmEntry, CampaignMeta, CampaignSpec, ModelEntry, RuntimeEntry
+    from campaign.core.schema import ArmEntry, CampaignMeta, CampaignSpec, ModelEntry, RuntimeEntry
     from flows.campaign_flow import device_limit_name
 
     spec = CampaignSpec.model_construct(
@@ -550,16 +759,22 @@ def test_device_limits_are_named_per_host() -> None:
         ],
     )
     names = {arm: device_limit_name(spec.device_of(arm)) for arm in "ABCDE"}
-    assert names == {"A": "device-h1-local", "B": "device-h2-local", "C": "device-local", "D": "device-h3-local", "E": "device-local"}
+    assert names == {
+        "A": "device-h1-local",
+        "B": "device-h2-local",
+        "C": "device-local",
+        "D": "device-h3-local",
+        "E": "device-local",
+    }
     assert [spec.host_of(arm) for arm in "ABCDE"] == ["h1", "h2", "", "h3", ""]
 
 
 def test_one_liveness_rule_for_attempts_runners_and_device_slots() -> None:
-    """`campaign.processes.holder_gone`: on this host the process decides, however silent;
+    """`campaign.core.processes.holder_gone`: on this host the process decides, however silent;
     elsewhere only silence past the limit proves anything, and a pid there proves nothing."""
     import os
 
-    from campaign.processes import holder_gone, process_start
+    from campaign.core.processes import holder_gone, process_start
 
     me, started = os.getpid(), process_start(os.getpid())
     assert holder_gone(True, me, started, silent_s=10_000, stale_s=60) is None  # alive here: keeps it

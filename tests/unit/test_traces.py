@@ -1,4 +1,4 @@
-"""Trace files (campaign.traces): read and checked line by line, cut for a replay, the
+"""Trace files (arms.workloads.traces): read and checked line by line, cut for a replay, the
 reuse they imply, and the generator's shapes."""
 
 from __future__ import annotations
@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from campaign.traces import TraceError, TraceRequest, TraceShape, cut, implied_cached_tokens, make_trace, read_trace, write_trace
+from arms.workloads.traces import (
+    TraceError,
+    TraceRequest,
+    TraceShape,
+    cut,
+    implied_cached_tokens,
+    make_trace,
+    read_trace,
+    write_trace,
+)
 
 
 def _write(path: Path, rows: list[object]) -> Path:
@@ -27,15 +36,21 @@ def test_a_trace_is_read_in_time_order_with_blank_lines_skipped(tmp_path: Path) 
     assert requests[1] == TraceRequest(500.0, 600, 8, (1, 2))
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ("{not json", "t.jsonl:2: not JSON"),
-    ("[1, 2]", "t.jsonl:2: expected an object"),
-    (json.dumps({"timestamp": 1, "input_length": 5}), "t.jsonl:2: missing output_length, hash_ids"),
-    (json.dumps(_row(-1, 5, [1])), "t.jsonl:2: timestamp: expected milliseconds >= 0, found -1"),
-    (json.dumps(_row(1, 0, [])), "t.jsonl:2: input_length: expected a whole number of tokens >= 1, found 0"),
-    (json.dumps(_row(1, 5, ["a"])), "t.jsonl:2: hash_ids: expected a list of integers"),
-    (json.dumps(_row(1, 1025, [1, 2])), "t.jsonl:2: hash_ids: 2 ids for input_length 1025, which is 3 block(s) of 512"),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("{not json", "t.jsonl:2: not JSON"),
+        ("[1, 2]", "t.jsonl:2: expected an object"),
+        (json.dumps({"timestamp": 1, "input_length": 5}), "t.jsonl:2: missing output_length, hash_ids"),
+        (json.dumps(_row(-1, 5, [1])), "t.jsonl:2: timestamp: expected milliseconds >= 0, found -1"),
+        (json.dumps(_row(1, 0, [])), "t.jsonl:2: input_length: expected a whole number of tokens >= 1, found 0"),
+        (json.dumps(_row(1, 5, ["a"])), "t.jsonl:2: hash_ids: expected a list of integers"),
+        (
+            json.dumps(_row(1, 1025, [1, 2])),
+            "t.jsonl:2: hash_ids: 2 ids for input_length 1025, which is 3 block(s) of 512",
+        ),
+    ],
+)
 def test_a_bad_line_is_refused_naming_the_line_and_the_field(tmp_path: Path, line: str, expected: str) -> None:
     path = _write(tmp_path / "t.jsonl", [_row(0, 10, [1]), line])
     with pytest.raises(TraceError) as caught:
@@ -71,19 +86,30 @@ def test_a_cut_scales_the_recorded_gaps_and_stops_at_a_count_or_a_duration() -> 
 def test_implied_reuse_counts_leading_blocks_seen_before_as_far_as_they_reached() -> None:
     b = 4
     requests = [
-        TraceRequest(0, 6, 1, (1, 2)),        # new: nothing cached
-        TraceRequest(1, 10, 1, (1, 2, 3)),    # block 1 whole (4), block 2 only as far as before (2 of 4): stop
-        TraceRequest(2, 9, 1, (1, 5, 6)),     # block 1 only (4); 5 is new
-        TraceRequest(3, 12, 1, (1, 2, 3)),    # 4 + 4 + 2 (block 3 held 2 tokens before)
-        TraceRequest(4, 4, 1, (1,)),          # all of it but the last token
-        TraceRequest(5, 8, 1, (9, 1)),        # a seen block after a new one is no prefix
+        TraceRequest(0, 6, 1, (1, 2)),  # new: nothing cached
+        TraceRequest(1, 10, 1, (1, 2, 3)),  # block 1 whole (4), block 2 only as far as before (2 of 4): stop
+        TraceRequest(2, 9, 1, (1, 5, 6)),  # block 1 only (4); 5 is new
+        TraceRequest(3, 12, 1, (1, 2, 3)),  # 4 + 4 + 2 (block 3 held 2 tokens before)
+        TraceRequest(4, 4, 1, (1,)),  # all of it but the last token
+        TraceRequest(5, 8, 1, (9, 1)),  # a seen block after a new one is no prefix
     ]
     assert implied_cached_tokens(requests, b) == [0, 6, 4, 10, 3, 0]
 
 
 def test_make_trace_writes_the_shape_asked_for_and_the_same_file_for_the_same_seed(tmp_path: Path) -> None:
-    shape = TraceShape(sessions=5, turns=3, system_blocks=2, task_blocks=1, turn_blocks=1, session_rate=2.0, think_s=1.0,
-                       output_min=4, output_max=9, block_tokens=64, seed=3)
+    shape = TraceShape(
+        sessions=5,
+        turns=3,
+        system_blocks=2,
+        task_blocks=1,
+        turn_blocks=1,
+        session_rate=2.0,
+        think_s=1.0,
+        output_min=4,
+        output_max=9,
+        block_tokens=64,
+        seed=3,
+    )
     requests = make_trace(shape)
     assert len(requests) == 15
     assert [r.timestamp_ms for r in requests] == sorted(r.timestamp_ms for r in requests)

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from campaign.schema import GateEntry
-from campaign.states import Verdict
+from campaign.core.schema import GateEntry
+from campaign.core.states import Verdict
 from gates import family
 from gates.calibration import Design, VariationModel, block_frame, calibrate, gates_for
 from gates.engine import evaluate
@@ -25,7 +25,10 @@ CAMPAIGNS = 100
 LIMIT = 0.06  # the goal is 5%; the true rate is ~2.5%. Fixed seeds: the draw is the same every run
 
 
-@pytest.mark.parametrize(("predicate", "cells"), [("relative_improvement(any gain)", 1), ("relative_improvement(any gain)", 8), ("best_of", 4)])
+@pytest.mark.parametrize(
+    ("predicate", "cells"),
+    [("relative_improvement(any gain)", 1), ("relative_improvement(any gain)", 8), ("best_of", 4)],
+)
 def test_false_verdicts_stay_within_five_percent(predicate: str, cells: int) -> None:
     tally = next(iter(calibrate(predicate, cells, MODEL, CAMPAIGNS, seed=cells * 17 + len(predicate)).values()))
     assert tally.pass_rate <= LIMIT, f"false pass {tally.pass_rate:.1%} over {tally.campaigns} campaigns"
@@ -63,17 +66,30 @@ def test_the_model_really_fools_a_request_level_interval() -> None:
 
 
 def _frame(**changes: object) -> pd.DataFrame:
-    return block_frame(Design(blocks=4, gains={"A": 1.5}), VariationModel(run_sd=0.01, drift_sd=0.0, request_sd=0.01), np.random.default_rng(1))
+    return block_frame(
+        Design(blocks=4, gains={"A": 1.5}),
+        VariationModel(run_sd=0.01, drift_sd=0.0, request_sd=0.01),
+        np.random.default_rng(1),
+    )
 
 
-GATE = GateEntry(id="g", predicate="relative_improvement", params={"metric": "decode_tps", "probe": "decode", "min_gain": 0.1},
-                 subjects=["A"], baseline=["B"])
+GATE = GateEntry(
+    id="g",
+    predicate="relative_improvement",
+    params={"metric": "decode_tps", "probe": "decode", "min_gain": 0.1},
+    subjects=["A"],
+    baseline=["B"],
+)
 
 
 def test_a_clear_gain_over_shared_blocks_passes_paired() -> None:
     result = evaluate(GATE, _frame())
     assert result.verdict == Verdict.PASS, result.reason
-    assert "paired over 4 blocks" in result.reason and "95% CI" in result.reason and "4 runs x 30 requests" in result.reason
+    assert (
+        "paired over 4 blocks" in result.reason
+        and "95% CI" in result.reason
+        and "4 runs x 30 requests" in result.reason
+    )
 
 
 def test_runs_at_other_settings_are_not_compared() -> None:
@@ -92,7 +108,13 @@ def test_a_ranking_over_arms_measured_at_other_settings_is_inconclusive_never_pe
     rows = _frame()
     rows.loc[rows["arm_id"] == "B", "settings_hash"] = "b-settings-0000"
     rows.loc[rows["arm_id"] == "A", "settings_hash"] = "a-settings-0000"
-    gate = GateEntry(id="best", predicate="best_of", params={"metric": "decode_tps", "probe": "decode"}, subjects=["A"], baseline=["B"])
+    gate = GateEntry(
+        id="best",
+        predicate="best_of",
+        params={"metric": "decode_tps", "probe": "decode"},
+        subjects=["A"],
+        baseline=["B"],
+    )
     result = evaluate(gate, rows)
     assert result.verdict == Verdict.INCONCLUSIVE, result.reason
     assert "A at settings a-settin; B at settings b-settin" in result.reason, result.reason
@@ -119,17 +141,33 @@ def test_the_campaign_confidence_reaches_the_interval() -> None:
 
 
 def _result(verdict: Verdict, p_pass: float, p_fail: float = 1.0) -> GateResult:
-    return GateResult(verdict=verdict, reason="r", evidence={"p_pass": p_pass, "p_fail": p_fail, "statistical_fail": True})
+    return GateResult(
+        verdict=verdict, reason="r", evidence={"p_pass": p_pass, "p_fail": p_fail, "statistical_fail": True}
+    )
 
 
 def _gates(*ids: str, exploratory: tuple[str, ...] = ()) -> list[GateEntry]:
-    return [GateEntry(id=i, predicate="relative_improvement", params={}, subjects=["A"], baseline=["B"], exploratory=i in exploratory) for i in ids]
+    return [
+        GateEntry(
+            id=i,
+            predicate="relative_improvement",
+            params={},
+            subjects=["A"],
+            baseline=["B"],
+            exploratory=i in exploratory,
+        )
+        for i in ids
+    ]
 
 
 def test_holm_over_the_family_keeps_only_what_survives() -> None:
     """Three gates passing alone at p = 0.02, 0.015, 0.001 (alpha 0.025): Holm keeps the
     smallest (0.001 * 3 <= 0.025), then stops at 0.015 * 2 > 0.025, and 0.02 after it."""
-    results = {"g1": _result(Verdict.PASS, 0.02), "g2": _result(Verdict.PASS, 0.015), "g3": _result(Verdict.PASS, 0.001)}
+    results = {
+        "g1": _result(Verdict.PASS, 0.02),
+        "g2": _result(Verdict.PASS, 0.015),
+        "g3": _result(Verdict.PASS, 0.001),
+    }
     out = family.adjust(results, _gates("g1", "g2", "g3"), 0.95)
     assert out["g3"].verdict == Verdict.PASS
     assert out["g2"].verdict == Verdict.INCONCLUSIVE and out["g1"].verdict == Verdict.INCONCLUSIVE
@@ -146,7 +184,9 @@ def test_an_exploratory_gate_is_outside_the_family() -> None:
 def test_a_rule_made_fail_is_not_adjusted_away() -> None:
     """A subject over the error limit fails whatever the family: it is a rule, not a test."""
     results = {
-        "g1": GateResult(verdict=Verdict.FAIL, reason="r", evidence={"p_pass": 1.0, "p_fail": 0.0, "statistical_fail": False}),
+        "g1": GateResult(
+            verdict=Verdict.FAIL, reason="r", evidence={"p_pass": 1.0, "p_fail": 0.0, "statistical_fail": False}
+        ),
         "g2": _result(Verdict.INCONCLUSIVE, 0.5, 0.5),
     }
     assert family.adjust(results, _gates("g1", "g2"), 0.95)["g1"].verdict == Verdict.FAIL

@@ -1,7 +1,7 @@
 """The campaign database's repository: every read and write of its rows (`Store`), on
-SQLite (WAL) or any SQLAlchemy URL. The tables are `campaign.tables`, their migrations
-`campaign.migrate`, the URL and engine `campaign.database`, attempt liveness
-`campaign.liveness`.
+SQLite (WAL) or any SQLAlchemy URL. The tables are `campaign.store.tables`, their migrations
+`campaign.store.migrate`, the URL and engine `campaign.store.database`, attempt liveness
+`campaign.store.liveness`.
 
 Why our own store and not Prefect's: Prefect observes and schedules, but its state does
 not survive a killed process the way a campaign must. Here attempts are never overwritten,
@@ -24,16 +24,25 @@ import pandas as pd
 from sqlalchemy import text
 from sqlmodel import Session, SQLModel, select
 
-from campaign import metrics
-from campaign.database import database_url, engine_for, public_url, resolve_url
-from campaign.liveness import this_host, this_machine
-from campaign.processes import process_start
-from campaign.states import AttemptState, ItemState, ProbeRunState, SampleKind, Verdict
-from campaign.tables import (
-    BLOCK_FIELDS, ArmRow, AttemptRow, CampaignRow, EventRow, MeasurementRow, ProbeRunRow, QueueItemRow, RequestRow,
-    SampleRow, VerdictRow, utcnow,
+from campaign.core import metrics
+from campaign.core.processes import process_start
+from campaign.core.states import AttemptState, ItemState, ProbeRunState, SampleKind, Verdict
+from campaign.store.database import database_url, engine_for, public_url, resolve_url
+from campaign.store.liveness import this_host, this_machine
+from campaign.store.tables import (
+    BLOCK_FIELDS,
+    ArmRow,
+    AttemptRow,
+    CampaignRow,
+    EventRow,
+    MeasurementRow,
+    ProbeRunRow,
+    QueueItemRow,
+    RequestRow,
+    SampleRow,
+    VerdictRow,
+    utcnow,
 )
-
 
 MEASUREMENT_COLUMNS = list(MeasurementRow.model_fields)
 # columns every frame row carries beside the measurement's own (frame name -> SQL over
@@ -57,8 +66,24 @@ ATTEMPT_FRAME_COLUMNS = {
 }
 FRAME_COLUMNS = [*MEASUREMENT_COLUMNS, *ATTEMPT_FRAME_COLUMNS]
 MEASUREMENT_TEXT_COLUMNS = (
-    "item_key", "arm_id", "probe", "scenario", "mode", "kind", "metric", "unit", "source", "block_id", "settings_hash", "recipe_hash",
-    "host", "machine", "device_lease", "served_model", "fingerprint", "server_block",
+    "item_key",
+    "arm_id",
+    "probe",
+    "scenario",
+    "mode",
+    "kind",
+    "metric",
+    "unit",
+    "source",
+    "block_id",
+    "settings_hash",
+    "recipe_hash",
+    "host",
+    "machine",
+    "device_lease",
+    "served_model",
+    "fingerprint",
+    "server_block",
 )
 _MEASUREMENTS_SQL = """
 SELECT {columns} FROM measurement m
@@ -223,7 +248,12 @@ class Store:
             s.add(row)
             s.add(
                 EventRow(
-                    campaign_id=campaign_id, item_key=key, kind="item-state", from_state=before, to_state=state, message=reason
+                    campaign_id=campaign_id,
+                    item_key=key,
+                    kind="item-state",
+                    from_state=before,
+                    to_state=state,
+                    message=reason,
                 )
             )
             s.commit()
@@ -243,7 +273,12 @@ class Store:
             return list(s.exec(q.order_by(AttemptRow.id)))
 
     def new_attempt(
-        self, campaign_id: int, item_key: str, arm_id: str, overrides: dict[str, Any], repeat: int = 0,
+        self,
+        campaign_id: int,
+        item_key: str,
+        arm_id: str,
+        overrides: dict[str, Any],
+        repeat: int = 0,
         block: Mapping[str, Any] | None = None,
     ) -> AttemptRow:
         number = len([a for a in self.attempts(campaign_id, item_key, arm_id) if a.repeat == repeat]) + 1
@@ -293,42 +328,71 @@ class Store:
         from sqlalchemy import update
         from sqlalchemy.exc import IntegrityError
 
-        me = {"owner_pid": os.getpid(), "owner_start": process_start(os.getpid()), "host": this_host(), "machine": this_machine(),
-              "flow_run_id": flow_run_id, "heartbeat_at": utcnow()}
+        me = {
+            "owner_pid": os.getpid(),
+            "owner_start": process_start(os.getpid()),
+            "host": this_host(),
+            "machine": this_machine(),
+            "flow_run_id": flow_run_id,
+            "heartbeat_at": utcnow(),
+        }
         try:
             with self.session() as s:
                 if self.engine.dialect.name == "postgresql":
                     s.exec(select(CampaignRow.id).where(CampaignRow.id == campaign_id).with_for_update())
                 else:
                     s.exec(update(CampaignRow).where(CampaignRow.id == campaign_id).values(id=CampaignRow.id))  # type: ignore[call-overload, arg-type]
-                rows = list(s.exec(select(AttemptRow).where(
-                    AttemptRow.campaign_id == campaign_id, AttemptRow.item_key == item_key,
-                    AttemptRow.arm_id == arm_id, AttemptRow.repeat == repeat,
-                ).order_by(AttemptRow.id)))  # type: ignore[arg-type]
+                rows = list(
+                    s.exec(
+                        select(AttemptRow)
+                        .where(
+                            AttemptRow.campaign_id == campaign_id,
+                            AttemptRow.item_key == item_key,
+                            AttemptRow.arm_id == arm_id,
+                            AttemptRow.repeat == repeat,
+                        )
+                        .order_by(AttemptRow.id)
+                    )
+                )  # type: ignore[arg-type]
                 newest = rows[-1] if rows else None
                 if newest is not None and newest.state == AttemptState.RUNNING:
                     return "busy", newest
                 if newest is not None and not fresh and newest.state == AttemptState.DONE:
                     return "done", newest
                 if newest is not None and newest.state == AttemptState.INTERRUPTED:
-                    taken = s.exec(update(AttemptRow).where(  # type: ignore[call-overload]
-                        AttemptRow.id == newest.id, AttemptRow.state == AttemptState.INTERRUPTED,  # type: ignore[arg-type]
-                    ).values(state=AttemptState.RUNNING, error="", ended_at=None, **me))
+                    taken = s.exec(
+                        update(AttemptRow)
+                        .where(  # type: ignore[call-overload]
+                            AttemptRow.id == newest.id,
+                            AttemptRow.state == AttemptState.INTERRUPTED,  # type: ignore[arg-type]
+                        )
+                        .values(state=AttemptState.RUNNING, error="", ended_at=None, **me)
+                    )
                     if taken.rowcount != 1:
                         s.rollback()
                         return "busy", newest
                     s.commit()
                     return "resumed", self._attempt(newest.id or 0)
                 row = AttemptRow(
-                    campaign_id=campaign_id, item_key=item_key, arm_id=arm_id, repeat=repeat, number=len(rows) + 1,
-                    overrides_json=json.dumps(overrides, sort_keys=True), **me, **_block_fields(block),
+                    campaign_id=campaign_id,
+                    item_key=item_key,
+                    arm_id=arm_id,
+                    repeat=repeat,
+                    number=len(rows) + 1,
+                    overrides_json=json.dumps(overrides, sort_keys=True),
+                    **me,
+                    **_block_fields(block),
                 )
                 s.add(row)
                 s.commit()
                 s.refresh(row)
                 return "new", row
         except IntegrityError:  # another process inserted the running attempt first
-            running = [a for a in self.attempts(campaign_id, item_key, arm_id) if a.repeat == repeat and a.state == AttemptState.RUNNING]
+            running = [
+                a
+                for a in self.attempts(campaign_id, item_key, arm_id)
+                if a.repeat == repeat and a.state == AttemptState.RUNNING
+            ]
             return "busy", running[-1] if running else None
 
     def _attempt(self, attempt_id: int) -> AttemptRow:
@@ -343,9 +407,14 @@ class Store:
         from sqlalchemy import update
 
         with self.engine.begin() as conn:
-            done = conn.execute(update(AttemptRow).where(  # type: ignore[arg-type]
-                AttemptRow.id == attempt_id, AttemptRow.state == AttemptState.RUNNING,  # type: ignore[arg-type]
-            ).values(heartbeat_at=utcnow()))
+            done = conn.execute(
+                update(AttemptRow)
+                .where(  # type: ignore[arg-type]
+                    AttemptRow.id == attempt_id,
+                    AttemptRow.state == AttemptState.RUNNING,  # type: ignore[arg-type]
+                )
+                .values(heartbeat_at=utcnow())
+            )
         return done.rowcount == 1
 
     def release_attempt(self, attempt_id: int, expected: AttemptRow, **fields: Any) -> bool:
@@ -354,16 +423,26 @@ class Store:
         and beat its heart in between keeps it. True if this call moved it."""
         from sqlalchemy import update
 
-        cond = [AttemptRow.id == attempt_id, AttemptRow.state == AttemptState.RUNNING,
-                AttemptRow.owner_pid == expected.owner_pid, AttemptRow.host == expected.host]
-        cond.append(AttemptRow.heartbeat_at == expected.heartbeat_at if expected.heartbeat_at is not None else AttemptRow.heartbeat_at.is_(None))  # type: ignore[union-attr]
+        cond = [
+            AttemptRow.id == attempt_id,
+            AttemptRow.state == AttemptState.RUNNING,
+            AttemptRow.owner_pid == expected.owner_pid,
+            AttemptRow.host == expected.host,
+        ]
+        cond.append(
+            AttemptRow.heartbeat_at == expected.heartbeat_at
+            if expected.heartbeat_at is not None
+            else AttemptRow.heartbeat_at.is_(None)
+        )  # type: ignore[union-attr]
         with self.engine.begin() as conn:
             done = conn.execute(update(AttemptRow).where(*cond).values(**fields))  # type: ignore[arg-type]
         return done.rowcount == 1
 
     def probe_runs(self, attempt_id: int) -> list[ProbeRunRow]:
         with self.session() as s:
-            return list(s.exec(select(ProbeRunRow).where(ProbeRunRow.attempt_id == attempt_id).order_by(ProbeRunRow.id)))
+            return list(
+                s.exec(select(ProbeRunRow).where(ProbeRunRow.attempt_id == attempt_id).order_by(ProbeRunRow.id))
+            )
 
     # -- measurements -------------------------------------------------------------
 
@@ -389,7 +468,9 @@ class Store:
         wanted = columns or FRAME_COLUMNS
         unknown = [c for c in wanted if c not in MEASUREMENT_COLUMNS and c not in ATTEMPT_FRAME_COLUMNS]
         if unknown:
-            raise KeyError(f"no measurement frame column {', '.join(map(repr, unknown))}; columns: {', '.join(FRAME_COLUMNS)}")
+            raise KeyError(
+                f"no measurement frame column {', '.join(map(repr, unknown))}; columns: {', '.join(FRAME_COLUMNS)}"
+            )
         joined = any(c in ATTEMPT_FRAME_COLUMNS for c in wanted)
         sql = _MEASUREMENTS_SQL.format(
             columns=", ".join(ATTEMPT_FRAME_COLUMNS[c] if c in ATTEMPT_FRAME_COLUMNS else f"m.{c}" for c in wanted),
@@ -422,17 +503,18 @@ class Store:
         `requests` and `requests_failed`, with any phase prefix (`baseline_requests`),
         summed; failures by kind from the `requests_failed_<kind>` rows (the kind is
         their source); and the raw messages of the first `errors` failed requests."""
-        runs = (
-            "SELECT p.id FROM probe_run p WHERE p.attempt_id = :aid AND p.state = :done"
-        )
+        runs = "SELECT p.id FROM probe_run p WHERE p.attempt_id = :aid AND p.state = :done"
         params = {"aid": attempt_id, "done": ProbeRunState.DONE.value, "summary": SampleKind.SUMMARY.value}
         tally = {"tally": f"%{metrics.REQUESTS.name}%"}
         out = RequestOutcome()
         with self.engine.connect() as conn:
-            rows = conn.execute(text(
-                f"SELECT m.metric, m.source, m.value FROM measurement m WHERE m.attempt_id = :aid AND m.kind = :summary "
-                f"AND m.metric LIKE :tally AND m.probe_run_id IN ({runs})"
-            ), {**params, **tally}).all()
+            rows = conn.execute(
+                text(
+                    f"SELECT m.metric, m.source, m.value FROM measurement m WHERE m.attempt_id = :aid AND m.kind = :summary "
+                    f"AND m.metric LIKE :tally AND m.probe_run_id IN ({runs})"
+                ),
+                {**params, **tally},
+            ).all()
             for metric, source, value in rows:
                 if metric.endswith(metrics.REQUESTS.name):
                     out.requests += int(value)
@@ -441,10 +523,16 @@ class Store:
                 elif metrics.FAILED_KIND_PREFIX in metric:
                     out.kinds[source or ""] = out.kinds.get(source or "", 0) + int(value)
             if out.failed:
-                out.errors = [e for (e,) in conn.execute(text(
-                    f"SELECT r.error FROM request_record r WHERE r.probe_run_id IN ({runs}) AND r.error <> '' "
-                    "ORDER BY r.id LIMIT :n"
-                ), {**params, "n": errors})]
+                out.errors = [
+                    e
+                    for (e,) in conn.execute(
+                        text(
+                            f"SELECT r.error FROM request_record r WHERE r.probe_run_id IN ({runs}) AND r.error <> '' "
+                            "ORDER BY r.id LIMIT :n"
+                        ),
+                        {**params, "n": errors},
+                    )
+                ]
         return out
 
     def samples(self, probe_run_ids: Iterable[int]) -> list[SampleRow]:
@@ -466,7 +554,9 @@ class Store:
     def verdicts(self, campaign_id: int) -> list[VerdictRow]:
         """Every verdict computed for the campaign, oldest first: each gate's looks."""
         with self.session() as s:
-            return list(s.exec(select(VerdictRow).where(VerdictRow.campaign_id == campaign_id).order_by(VerdictRow.id)).all())
+            return list(
+                s.exec(select(VerdictRow).where(VerdictRow.campaign_id == campaign_id).order_by(VerdictRow.id)).all()
+            )
 
     def latest_verdicts(self, campaign_id: int) -> dict[str, VerdictRow]:
         latest: dict[str, VerdictRow] = {}

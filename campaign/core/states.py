@@ -73,15 +73,17 @@ class ProbeName(StrEnum):
 
 TERMINAL_ITEM_STATES = frozenset({ItemState.DONE, ItemState.FAILED, ItemState.BLOCKED})
 
+
 class SampleKind(StrEnum):
     """What a measurement row is. Only samples are read by medians, intervals, charts
     and gates; summaries are numbers a probe derived from its samples (a median, a
     count, a run's throughput), read by the checks that ask for them by name; warm-ups
-    are stored for the record and read by nothing. `campaign.samples` is the one filter."""
+    are stored for the record and read by nothing. `campaign.store.samples` is the one filter."""
 
     SAMPLE = "sample"
     SUMMARY = "summary"
     WARMUP = "warmup"
+
 
 # A load run's scenario names its profile; open-loop ones (a schedule fixed before the run)
 # are `rate=<r>` (constant) and `poisson=<r>`. Here, in the core, because the load probe

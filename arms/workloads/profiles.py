@@ -8,7 +8,7 @@ Two families of profile:
   slows the load down and hides its own queue (coordinated omission). They measure what n
   users see; the sweep uses them for its two ends.
 - **open loop** (`constant(rate)`, `poisson(rate, seed)`, `trace(times, name)`: a recorded
-  trace's send times, `campaign.traces`): every send time is fixed before
+  trace's send times, `arms.workloads.traces`): every send time is fixed before
   the run, and requests go out on it whether or not earlier ones finished. A server that
   cannot keep up shows a queue and growing latency, as it would under real traffic.
   Constant: every 1/rate s. Poisson: a Poisson process *given its count*: n = rate x
@@ -68,10 +68,7 @@ from enum import StrEnum
 from typing import Any
 
 from arms.client import gc_paused
-from campaign import metrics
-from campaign.metrics import Metric
-from campaign.states import CONSTANT_SCENARIO_PREFIX, POISSON_SCENARIO_PREFIX, TRACE_SCENARIO_PREFIX, is_open_loop  # noqa: F401 - re-exported for the probe
-from arms.metrics import (
+from arms.measures import (
     NS,
     SEND_FALLBACK,
     SOURCE_CLIENT_ESTIMATE,
@@ -86,6 +83,9 @@ from arms.metrics import (
     tpot_s,
     ttft_s,
 )
+from campaign.core import metrics
+from campaign.core.metrics import Metric
+from campaign.core.states import CONSTANT_SCENARIO_PREFIX, POISSON_SCENARIO_PREFIX, TRACE_SCENARIO_PREFIX, is_open_loop  # noqa: F401 - re-exported for the probe
 
 
 class Kind(StrEnum):
@@ -98,7 +98,11 @@ class Kind(StrEnum):
 
 
 OPEN_LOOP = frozenset({Kind.CONSTANT, Kind.POISSON, Kind.TRACE})
-SCENARIO_PREFIX = {Kind.CONSTANT: CONSTANT_SCENARIO_PREFIX, Kind.POISSON: POISSON_SCENARIO_PREFIX, Kind.TRACE: TRACE_SCENARIO_PREFIX}
+SCENARIO_PREFIX = {
+    Kind.CONSTANT: CONSTANT_SCENARIO_PREFIX,
+    Kind.POISSON: POISSON_SCENARIO_PREFIX,
+    Kind.TRACE: TRACE_SCENARIO_PREFIX,
+}
 """Open-loop runs are stored under `<prefix><rate>`; every other scenario is closed loop."""
 
 
@@ -155,7 +159,11 @@ class Profile:
             raise ValueError("an open-loop run needs a duration or a request count")
         counts = []
         if duration_s is not None:
-            fit = math.ceil(duration_s * self.rate - 1e-9) if self.kind == Kind.CONSTANT else round(duration_s * self.rate)
+            fit = (
+                math.ceil(duration_s * self.rate - 1e-9)
+                if self.kind == Kind.CONSTANT
+                else round(duration_s * self.rate)
+            )
             counts.append(max(1, fit))
         if requests is not None:
             counts.append(requests)
@@ -167,7 +175,9 @@ class Profile:
         return sorted(rng.uniform(0.0, window) for _ in range(n)), window
 
 
-def _trace_offsets(times: tuple[float, ...], duration_s: float | None, requests: int | None) -> tuple[list[float], float]:
+def _trace_offsets(
+    times: tuple[float, ...], duration_s: float | None, requests: int | None
+) -> tuple[list[float], float]:
     """A trace's send times, those before `duration_s` and within the first `requests`;
     the window is the span they cover plus one mean gap, so that n / window is the
     trace's mean rate over them (evenly spaced sends at 1/r give n / r, as `constant`)."""
@@ -284,7 +294,13 @@ async def run(
 
 
 async def _open_loop(
-    profile: Profile, send: Send, prepare: Prepare, duration_s: float | None, requests: int | None, cap: int, stop: Callable[[], bool]
+    profile: Profile,
+    send: Send,
+    prepare: Prepare,
+    duration_s: float | None,
+    requests: int | None,
+    cap: int,
+    stop: Callable[[], bool],
 ) -> RunResult:
     offsets, window = profile.offsets(duration_s, requests)
     items = [prepare(i) for i in range(len(offsets))]
@@ -324,7 +340,12 @@ async def _open_loop(
 
 
 async def _closed_loop(
-    profile: Profile, send: Send, prepare: Prepare, duration_s: float | None, requests: int | None, stop: Callable[[], bool]
+    profile: Profile,
+    send: Send,
+    prepare: Prepare,
+    duration_s: float | None,
+    requests: int | None,
+    stop: Callable[[], bool],
 ) -> RunResult:
     if duration_s is None and requests is None:
         raise ValueError("a closed-loop run needs a duration or a request count")
@@ -370,7 +391,9 @@ def _tpot(record: RequestRecord) -> float | None:
 
 
 _TARGET_FNS: dict[str, Callable[[RequestRecord], float | None]] = {
-    metrics.TTFT_S.name: ttft_s, metrics.TPOT_S.name: _tpot, metrics.E2E_S.name: e2e_s,
+    metrics.TTFT_S.name: ttft_s,
+    metrics.TPOT_S.name: _tpot,
+    metrics.E2E_S.name: e2e_s,
 }
 
 
@@ -442,18 +465,42 @@ def run_stats(result: RunResult, targets: Mapping[str, float]) -> list[Stat]:
     if offered:
         out.append(Stat(metrics.TARGET_ATTAINMENT, met / offered, f"{met}/{offered}"))
     if span > 0:
-        out.append(Stat(metrics.CLIENT_CPU_SHARE, result.cpu_s / span, f"{result.cpu_s:.3g} s of the client's CPU over {span:.3g} s"))
+        out.append(
+            Stat(
+                metrics.CLIENT_CPU_SHARE,
+                result.cpu_s / span,
+                f"{result.cpu_s:.3g} s of the client's CPU over {span:.3g} s",
+            )
+        )
     fallen = sum(1 for r in ok if r.stamp_source != STAMP_DATA_RECEIVED or r.send_stamp_source == SEND_FALLBACK)
-    out.append(Stat(metrics.STAMP_FALLBACKS, fallen, f"of {len(ok)} succeeded: times taken at read time, not at byte arrival and header write"))
+    out.append(
+        Stat(
+            metrics.STAMP_FALLBACKS,
+            fallen,
+            f"of {len(ok)} succeeded: times taken at read time, not at byte arrival and header write",
+        )
+    )
     if result.profile.open_loop:
-        out.append(Stat(metrics.IN_FLIGHT_CAP_WAITS, result.cap_waits, f"sends that waited for the cap of {result.max_in_flight} in flight"))
+        out.append(
+            Stat(
+                metrics.IN_FLIGHT_CAP_WAITS,
+                result.cap_waits,
+                f"sends that waited for the cap of {result.max_in_flight} in flight",
+            )
+        )
     for fn, rows in LATENCIES:
         values = [v for r in ok if (v := fn(r)) is not None]
         if values:
-            out.extend(Stat(row, percentile(values, q) or 0.0, f"{len(values)} requests") for q, row in zip(PERCENTILES, rows, strict=True))
+            out.extend(
+                Stat(row, percentile(values, q) or 0.0, f"{len(values)} requests")
+                for q, row in zip(PERCENTILES, rows, strict=True)
+            )
     gaps = [g for r in ok for g in itl_s(r)]
     if gaps:
-        out.extend(Stat(row, percentile(gaps, q) or 0.0, f"{len(gaps)} gaps") for q, row in zip(PERCENTILES, ITL_PERCENTILES, strict=True))
+        out.extend(
+            Stat(row, percentile(gaps, q) or 0.0, f"{len(gaps)} gaps")
+            for q, row in zip(PERCENTILES, ITL_PERCENTILES, strict=True)
+        )
     lags = [v for r in records if (v := schedule_lag_s(r)) is not None]
     if lags:
         out.append(Stat(metrics.SCHEDULE_LAG_P50_S, percentile(lags, 50) or 0.0, f"{len(lags)} sends"))
@@ -510,8 +557,12 @@ class Knee:
             first = self.checked[0] if self.checked else None
             if first is None:
                 return "nothing ran"
-            return f"no rate held: {first.scenario} met the targets for {first.attainment:.0%} (needs {self.fraction:.0%})"
-        tail = f"; {self.broke_at.scenario} met {self.broke_at.attainment:.0%}" if self.broke_at else "; every rate held"
+            return (
+                f"no rate held: {first.scenario} met the targets for {first.attainment:.0%} (needs {self.fraction:.0%})"
+            )
+        tail = (
+            f"; {self.broke_at.scenario} met {self.broke_at.attainment:.0%}" if self.broke_at else "; every rate held"
+        )
         return f"{self.point.scenario}: {self.point.attainment:.0%} met (needs {self.fraction:.0%}){tail}"
 
 
@@ -520,7 +571,9 @@ def knee(points: Iterable[Point], fraction: float) -> Knee:
     open-loop rates; the closed-loop maximum-throughput run is not a rate anyone offered)
     and stop at the first that does not hold: the last one that did is the knee. A rate
     that holds above one that broke is noise, not capacity, and is not credited."""
-    checked = sorted((p for p in points if p.open_loop or p.scenario == Kind.SYNCHRONOUS.value), key=lambda p: p.offered_rps)
+    checked = sorted(
+        (p for p in points if p.open_loop or p.scenario == Kind.SYNCHRONOUS.value), key=lambda p: p.offered_rps
+    )
     best: Point | None = None
     for p in checked:
         if p.attainment + 1e-9 < fraction:

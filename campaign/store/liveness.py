@@ -3,7 +3,7 @@ attempt's runner writes, and the rule that judges a holder gone (`holder_gone`).
 
 One rule for every holder (an attempt, a campaign's runner claim, a device slot): a
 holder on this machine is judged by its pid (gone, or now a later process), one
-elsewhere by its silence (`campaign.processes.holder_gone`). "This machine" is the
+elsewhere by its silence (`campaign.core.processes.holder_gone`). "This machine" is the
 machine's own name (`this_machine`), never the placement label `campaign worker --host`
 sets (`this_host`): a label may name another machine, or two labels one machine, and a
 pid means something only on the machine that made it.
@@ -17,12 +17,12 @@ import threading
 from datetime import datetime
 from typing import Protocol
 
-from campaign.processes import holder_gone as holder_gone_rule
-from campaign.tables import AttemptRow, aware, utcnow
+from campaign.core.processes import holder_gone as holder_gone_rule
+from campaign.store.tables import AttemptRow, aware, utcnow
 
 
 class Beating(Protocol):
-    """What a heartbeat writes through (`campaign.store.Store`)."""
+    """What a heartbeat writes through (`campaign.store.store.Store`)."""
 
     def heartbeat(self, attempt_id: int) -> bool: ...
 
@@ -64,8 +64,14 @@ def holder_gone(attempt: AttemptRow, now: datetime | None = None, stale_s: float
     now = now or utcnow()
     stale_s = HEARTBEAT_STALE_S if stale_s is None else stale_s
     silent = (now - aware(attempt.heartbeat_at)).total_seconds() if attempt.heartbeat_at is not None else None
-    why = holder_gone_rule(on_this_machine(attempt.machine, attempt.host), attempt.owner_pid, attempt.owner_start, silent, stale_s,
-                           gone=f"on {attempt.host or 'this host'} is gone")
+    why = holder_gone_rule(
+        on_this_machine(attempt.machine, attempt.host),
+        attempt.owner_pid,
+        attempt.owner_start,
+        silent,
+        stale_s,
+        gone=f"on {attempt.host or 'this host'} is gone",
+    )
     if why and why.startswith("silent"):
         return f"no heartbeat from host {attempt.host or '?'} for {why.removeprefix('silent for ')}"
     return why

@@ -1,6 +1,6 @@
 """Alembic environment of the campaign database.
 
-Run through `campaign.migrate.upgrade` (or `campaign db upgrade`), which hands over an
+Run through `campaign.store.migrate.upgrade` (or `campaign db upgrade`), which hands over an
 open connection; the `alembic` command line works too, with `-x url=...`.
 """
 
@@ -10,7 +10,7 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlmodel import SQLModel
 
-import campaign.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+import campaign.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 config = context.config
 target_metadata = SQLModel.metadata

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
-from campaign.schema import (
+from campaign.core.schema import (
     RECIPE_PREFIX,
     CampaignFileError,
     CampaignSpec,
@@ -33,9 +33,8 @@ from campaign.schema import (
     recipe_value_text,
     unitless_size,
 )
-from campaign.states import ProbeName
-from campaign.units import SIZE_FIELDS
-
+from campaign.core.states import ProbeName
+from campaign.core.units import SIZE_FIELDS
 
 # -- error formatting ---------------------------------------------------------------
 
@@ -113,8 +112,11 @@ def _unitless_sizes(data: Mapping[str, Any]) -> list[str]:
     """Each recipe size written as a bare number (`unitless_size`), read from the file as
     written: the schema takes a number of bytes, as a stored spec holds it, so only the
     file can tell `256` from `"256B"`."""
-    return [f"{where}: found {value!r}, expected: {unitless_size(value)}"
-            for where, value in _written_sizes(data) if unitless_size(value)]
+    return [
+        f"{where}: found {value!r}, expected: {unitless_size(value)}"
+        for where, value in _written_sizes(data)
+        if unitless_size(value)
+    ]
 
 
 def _written_sizes(data: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
@@ -142,11 +144,17 @@ def _written_sizes(data: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
 # -- reference checks -----------------------------------------------------------------
 
 
-def _check_references(spec: CampaignSpec, known_adapters: set[str] | None, known_predicates: set[str] | None,
-                      known_probes: set[str] | None = None) -> list[str]:
+def _check_references(
+    spec: CampaignSpec,
+    known_adapters: set[str] | None,
+    known_predicates: set[str] | None,
+    known_probes: set[str] | None = None,
+) -> list[str]:
     """Every name the file uses that another part of it (or a registry) must define: one
     problem per wrong name, each naming where it is and what was expected."""
-    probes = known_probes if known_probes is not None else {p.value for p in ProbeName}  # the built-in ones, known to the core
+    probes = (
+        known_probes if known_probes is not None else {p.value for p in ProbeName}
+    )  # the built-in ones, known to the core
     return [
         *_unknown_probes(spec, probes),
         *_duplicate_ids(spec),
@@ -196,14 +204,18 @@ def _runtime_and_arm_references(spec: CampaignSpec, known_adapters: set[str] | N
     for i, arm in enumerate(spec.arms):
         where = f"arms[{i}] (id {arm.id!r})"
         if arm.runtime not in runtimes:
-            problems.append(f"{where}.runtime: found {arm.runtime!r}, expected one of the runtimes: {', '.join(sorted(runtimes))}")
+            problems.append(
+                f"{where}.runtime: found {arm.runtime!r}, expected one of the runtimes: {', '.join(sorted(runtimes))}"
+            )
         matches = [m for m in spec.models if m.name == arm.model and (arm.quant is None or m.quant == arm.quant)]
         if not matches:
             offered = ", ".join(sorted(m.key for m in spec.models))
             wanted = f"{arm.model}/{arm.quant}" if arm.quant else arm.model
             problems.append(f"{where}.model: found {wanted!r}, expected one of the models (name/quant): {offered}")
         elif len(matches) > 1:
-            problems.append(f"{where}.quant: model {arm.model!r} has several quants ({', '.join(m.quant for m in matches)}); name one")
+            problems.append(
+                f"{where}.quant: model {arm.model!r} has several quants ({', '.join(m.quant for m in matches)}); name one"
+            )
     return problems
 
 
@@ -213,7 +225,9 @@ def _gate_references(spec: CampaignSpec, known_predicates: set[str] | None) -> l
     for i, gate in enumerate(spec.gates):
         where = f"gates[{i}] (id {gate.id!r})"
         if known_predicates is not None and gate.predicate not in known_predicates:
-            problems.append(f"{where}.predicate: found {gate.predicate!r}, expected one of: {', '.join(sorted(known_predicates))}")
+            problems.append(
+                f"{where}.predicate: found {gate.predicate!r}, expected one of: {', '.join(sorted(known_predicates))}"
+            )
         for field in ("subjects", "baseline"):
             for arm_id in getattr(gate, field):
                 if arm_id not in arms:
@@ -239,10 +253,14 @@ def _queue_references(spec: CampaignSpec) -> list[str]:
                     if ctx > arm.context:
                         problems.append(f"{where}.contexts: {ctx} exceeds arm {arm_id!r}'s context {arm.context}")
         if item.gate is not None and item.gate not in gates:
-            problems.append(f"{where}.gate: found {item.gate!r}, expected one of the gates: {', '.join(sorted(gates)) or '(none defined)'}")
+            problems.append(
+                f"{where}.gate: found {item.gate!r}, expected one of the gates: {', '.join(sorted(gates)) or '(none defined)'}"
+            )
         for dep in item.depends_on:
             if dep not in items:
-                problems.append(f"{where}.depends_on: found {dep!r}, expected one of the queue item ids: {', '.join(sorted(items))}")
+                problems.append(
+                    f"{where}.depends_on: found {dep!r}, expected one of the queue item ids: {', '.join(sorted(items))}"
+                )
     for i, item in enumerate(spec.queue):
         for name in OverrideKeys.of(item.overrides).recipe:
             if name not in Recipe.model_fields:
@@ -269,9 +287,13 @@ def _confirmations(spec: CampaignSpec) -> list[str]:
             continue
         base = spec.item(item.confirms)
         if not set(item.arms) <= set(base.arms) or not set(item.probes) <= set(base.probes):
-            problems.append(f"{where}: a confirmatory run must use arms and probes of {base.key!r} (only one variable may change)")
+            problems.append(
+                f"{where}: a confirmatory run must use arms and probes of {base.key!r} (only one variable may change)"
+            )
         if item.contexts and base.contexts and item.contexts != base.contexts:
-            problems.append(f"{where}: contexts {item.contexts} differ from {base.key!r}'s {base.contexts}; only {list(item.change)[0]!r} may change")
+            problems.append(
+                f"{where}: contexts {item.contexts} differ from {base.key!r}'s {base.contexts}; only {list(item.change)[0]!r} may change"
+            )
     return problems
 
 
@@ -323,7 +345,9 @@ def _pairs(spec: CampaignSpec, gate: str, items: list[QueueItem]) -> Iterator[Po
     position = {id(q): i for i, q in enumerate(spec.queue)}
     for n, first in enumerate(items):
         for second in items[n + 1 :]:
-            yield PooledPair(gate, first, second, item_label(position[id(first)], first), item_label(position[id(second)], second))
+            yield PooledPair(
+                gate, first, second, item_label(position[id(first)], first), item_label(position[id(second)], second)
+            )
 
 
 class _Reading(NamedTuple):
@@ -353,11 +377,15 @@ def _readings(gate: GateEntry, models: Mapping[str, type[BaseModel]]) -> list[_R
         values.update(params if isinstance(params, dict) else {})
         named = {str(v) for k, v in values.items() if (k == "probe" or k.endswith("_probe")) and v}
         context = values.get("context")
-        out.append(_Reading(frozenset(named) if values.get("probe") else None, context if isinstance(context, int) else None))
+        out.append(
+            _Reading(frozenset(named) if values.get("probe") else None, context if isinstance(context, int) else None)
+        )
     return out
 
 
-def _shares_a_cell(spec: CampaignSpec, arm_id: str, first: QueueItem, second: QueueItem, readings: list[_Reading]) -> bool:
+def _shares_a_cell(
+    spec: CampaignSpec, arm_id: str, first: QueueItem, second: QueueItem, readings: list[_Reading]
+) -> bool:
     """Whether both items can measure `arm_id` in a cell the gate reads: a probe they both
     run that it reads, at a context it reads. (Other probe settings are another cell; those
     are not known here, so this may say yes where the cells differ, never no where one is shared.)"""
@@ -367,7 +395,8 @@ def _shares_a_cell(spec: CampaignSpec, arm_id: str, first: QueueItem, second: Qu
         return context in item.contexts if item.contexts else spec.arm(arm_id).context == context
 
     return any(
-        (reading.probes is None or shared & reading.probes) and shared
+        (reading.probes is None or shared & reading.probes)
+        and shared
         and (reading.context is None or (runs(first, reading.context) and runs(second, reading.context)))
         for reading in readings
     )
@@ -384,7 +413,9 @@ def _recipe_problem(spec: CampaignSpec, arm_id: str, first: QueueItem, second: Q
     )
 
 
-def _unlike(spec: CampaignSpec, first: QueueItem, second: QueueItem, arms: list[str]) -> tuple[bool, list[tuple[str, str]]]:
+def _unlike(
+    spec: CampaignSpec, first: QueueItem, second: QueueItem, arms: list[str]
+) -> tuple[bool, list[tuple[str, str]]]:
     """How two items whose rows one gate pools differ on `arms` (those they share that the
     gate reads): whether the second confirms the first (a confirmatory run is compared with
     the item it confirms, never pooled with it), else each arm that runs another recipe in
@@ -440,8 +471,11 @@ def _check_pooling(spec: CampaignSpec, models: Mapping[str, type[BaseModel]] | N
         for gate, first, second, one, two in _pairs(spec, entry.id, read):
             if first.gate == second.gate == gate:
                 continue  # both feed it, checked above
-            arms = [a for a in second.arms
-                    if a in first.arms and a in compared and _shares_a_cell(spec, a, first, second, readings)]
+            arms = [
+                a
+                for a in second.arms
+                if a in first.arms and a in compared and _shares_a_cell(spec, a, first, second, readings)
+            ]
             reads = f"gate {gate!r} reads every item ({why}), {one} included,"
             confirms, unlike = _unlike(spec, first, second, arms)
             if confirms:

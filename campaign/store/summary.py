@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from campaign.schema import CampaignSpec
-from campaign.states import SETTLED, AttemptState, ItemState, Verdict
-from campaign.store import Store
-from campaign.tables import AttemptRow, aware
+from campaign.core.schema import CampaignSpec
+from campaign.core.states import SETTLED, AttemptState, ItemState, Verdict
+from campaign.store.store import Store
+from campaign.store.tables import AttemptRow, aware
 
 
 @dataclass
@@ -61,7 +61,11 @@ class GateView:
                         if not (isinstance(entry, dict) and ("arm" in entry or "subject" in entry)):
                             continue
                         # one row per cell read, however many checks read it
-                        ident = json.dumps({x: y for x, y in entry.items() if x not in ("role", "verdict")}, sort_keys=True, default=str)
+                        ident = json.dumps(
+                            {x: y for x, y in entry.items() if x not in ("role", "verdict")},
+                            sort_keys=True,
+                            default=str,
+                        )
                         if ident in seen:
                             seen[ident]["check"] = join(seen[ident]["check"], path or "main")
                             seen[ident]["role"] = join(seen[ident].get("role", ""), entry.get("role", ""))
@@ -94,7 +98,7 @@ class Summary:
 
 
 def _overrides_note(overrides_json: str, item_spec_json: str) -> str:
-    """"rerun with max_tokens=96": what the newest attempt changed against the item's own
+    """ "rerun with max_tokens=96": what the newest attempt changed against the item's own
     settings in the campaign file, shown beside the item so a verdict is never read without
     the settings it was measured under."""
     try:
@@ -123,7 +127,11 @@ def summarize(store: Store, name: str | None = None) -> Summary:
         newest_overrides[att.item_key] = att.overrides_json
     items = [
         ItemView(
-            key=r.key, title=r.title, state=r.state, reason=r.reason, gate=r.gate,
+            key=r.key,
+            title=r.title,
+            state=r.state,
+            reason=r.reason,
+            gate=r.gate,
             arms=json.loads(r.spec_json).get("arms", []) if r.spec_json else [],
             probes=json.loads(r.spec_json).get("probes", []) if r.spec_json else [],
             attempts=per_item.get(r.key, 0),
@@ -137,10 +145,13 @@ def summarize(store: Store, name: str | None = None) -> Summary:
         v = latest.get(gate.id)
         gates.append(
             GateView(
-                id=gate.id, title=gate.title or gate.id,
+                id=gate.id,
+                title=gate.title or gate.id,
                 verdict=v.verdict if v else Verdict.PENDING,
                 reason=v.reason if v else "not evaluated yet",
-                subjects=gate.subjects, baseline=gate.baseline, predicate=gate.predicate,
+                subjects=gate.subjects,
+                baseline=gate.baseline,
+                predicate=gate.predicate,
                 evidence=json.loads(v.evidence_json) if v else {},
             )
         )
@@ -151,7 +162,7 @@ def summarize(store: Store, name: str | None = None) -> Summary:
 
 
 def _add_isolation(store: Store, campaign_id: int, spec: CampaignSpec, items: list[ItemView]) -> None:
-    from campaign.isolation import changed_variable, what_moved
+    from campaign.store.isolation import changed_variable, what_moved
 
     confirmatory = {q.key: q for q in spec.queue if q.confirms}
     if not confirmatory:
@@ -163,7 +174,13 @@ def _add_isolation(store: Store, campaign_id: int, spec: CampaignSpec, items: li
             continue
         text = changed_variable(spec, item)
         moved = what_moved(frame, item)
-        view.isolation = text + (f"; moved: {', '.join(moved)}" if moved else "; nothing moved by 10% or more" if view.state == "done" else "")
+        view.isolation = text + (
+            f"; moved: {', '.join(moved)}"
+            if moved
+            else "; nothing moved by 10% or more"
+            if view.state == "done"
+            else ""
+        )
 
 
 def _identity_flags(store: Store, campaign_id: int, spec: CampaignSpec) -> list[IdentityFlag]:
@@ -191,7 +208,11 @@ def _identity_flags(store: Store, campaign_id: int, spec: CampaignSpec) -> list[
             groups = "; ".join(f"{'/'.join(sorted(arms))} -> {fp[:8]}" for fp, arms in prints.items())
             for arms in prints.values():
                 for arm_id in arms:
-                    flags.append(IdentityFlag(arm_id, f"{model_key}: arms claim the same model but fingerprints differ ({groups})"))
+                    flags.append(
+                        IdentityFlag(
+                            arm_id, f"{model_key}: arms claim the same model but fingerprints differ ({groups})"
+                        )
+                    )
     return flags
 
 
@@ -233,7 +254,9 @@ def block_history(store: Store, campaign_name: str) -> dict[tuple[str, str], Blo
     row = store.campaign(campaign_name)
     if row is None or row.id is None:
         return {}
-    settled = {item.key for item in store.items(row.id) if item.state == ItemState.DONE and item.reason.startswith(SETTLED)}
+    settled = {
+        item.key for item in store.items(row.id) if item.state == ItemState.DONE and item.reason.startswith(SETTLED)
+    }
     done: dict[tuple[str, str], set[int]] = {}
     seconds: dict[tuple[str, str], list[float]] = {}
     for attempt in store.attempts(row.id):
@@ -278,10 +301,12 @@ class RunCost:
             probe = self.probing_s / wall_s
             servers = max(0.0, self.attempts_s - self.probing_s) / wall_s
             before = min(max(0.0, before_s) / wall_s, max(0.0, 1 - probe - servers))
-            share = (f": probing {probe:.0%} of the wall time (the wall time is {wall_s / self.probing_s:.2f}x the probing time), "
-                     f"servers starting and stopping {servers:.0%}, "
-                     f"start-up (imports, checks, the Prefect server) {before:.0%}, "
-                     f"the rest (Prefect flow runs, verdicts) {max(0.0, 1 - probe - servers - before):.0%}")
+            share = (
+                f": probing {probe:.0%} of the wall time (the wall time is {wall_s / self.probing_s:.2f}x the probing time), "
+                f"servers starting and stopping {servers:.0%}, "
+                f"start-up (imports, checks, the Prefect server) {before:.0%}, "
+                f"the rest (Prefect flow runs, verdicts) {max(0.0, 1 - probe - servers - before):.0%}"
+            )
         return f"cost: {starts}; blocks per item: {blocks}; {wall}{share}"
 
 
@@ -338,7 +363,9 @@ def flow_run_url(ui: str, flow_run_id: str) -> str:
     return f"{ui.rstrip('/')}/runs/flow-run/{flow_run_id}"
 
 
-def attempt_links(store: Store, campaign_id: int, ui_url: str | None = None, newest_only: bool = False) -> list[AttemptLink]:
+def attempt_links(
+    store: Store, campaign_id: int, ui_url: str | None = None, newest_only: bool = False
+) -> list[AttemptLink]:
     """Per attempt (oldest first), its host and flow-run URL, for `campaign status` and
     the report.
 
@@ -379,5 +406,17 @@ def attempt_links(store: Store, campaign_id: int, ui_url: str | None = None, new
                 url = flow_run_url(ui_url or ui_base(api), att.flow_run_id) if api else None
             elif att.arm_id in placed and ui_url:
                 url = flow_run_url(ui_url, att.flow_run_id)
-        out.append(AttemptLink(att.item_key, att.arm_id, att.repeat, att.id or 0, att.number, str(att.state), att.host, att.flow_run_id, url))
+        out.append(
+            AttemptLink(
+                att.item_key,
+                att.arm_id,
+                att.repeat,
+                att.id or 0,
+                att.number,
+                str(att.state),
+                att.host,
+                att.flow_run_id,
+                url,
+            )
+        )
     return out

@@ -1,6 +1,6 @@
 """Which database a command means (`--db`, $CAMPAIGN_DB, the default file), its URL
 with and without credentials, and one engine per database per process, migrated once
-by writers (`campaign.migrate`).
+by writers (`campaign.store.migrate`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import create_engine
 
-from campaign.migrate import head_revision, schema_revision, upgrade
-
+from campaign.store.migrate import head_revision, schema_revision, upgrade
 
 DEFAULT_DB = os.path.join(".campaign", "campaign.db")
 
@@ -101,7 +100,12 @@ def engine_for(url: str, migrate: bool = True) -> Engine:
     full = resolve_url(url)
     with _ENGINES_LOCK:
         engine = _ENGINES.get(full)
-        if engine is not None and full.startswith("sqlite") and engine.url.database and not Path(engine.url.database).exists():
+        if (
+            engine is not None
+            and full.startswith("sqlite")
+            and engine.url.database
+            and not Path(engine.url.database).exists()
+        ):
             engine.dispose()
             _MIGRATED.discard(full)
             engine = None

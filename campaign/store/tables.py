@@ -2,8 +2,8 @@
 probe runs, requests, measurements, samples, verdicts, runners and events.
 
 What each row means is said on its class; how rows are read and written is
-`campaign.store`, how the schema changes is `campaign.migrate` (alembic), which database
-a command means is `campaign.database`.
+`campaign.store.store`, how the schema changes is `campaign.store.migrate` (alembic), which database
+a command means is `campaign.store.database`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Column, Index, Integer, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
-from campaign.states import AttemptState, ItemState, ProbeRunState
+from campaign.core.states import AttemptState, ItemState, ProbeRunState
 
 
 def utcnow() -> datetime:
@@ -94,8 +94,14 @@ class AttemptRow(SQLModel, table=True):
     __tablename__ = "attempt"
     __table_args__ = (
         Index(
-            "uq_attempt_running", "campaign_id", "item_key", "arm_id", "repeat", unique=True,
-            sqlite_where=text("state = 'running'"), postgresql_where=text("state = 'running'"),
+            "uq_attempt_running",
+            "campaign_id",
+            "item_key",
+            "arm_id",
+            "repeat",
+            unique=True,
+            sqlite_where=text("state = 'running'"),
+            postgresql_where=text("state = 'running'"),
         ),
     )
     id: int | None = Field(default=None, primary_key=True)
@@ -119,7 +125,7 @@ class AttemptRow(SQLModel, table=True):
     identity_json: str = "{}"
     rss_bytes: int | None = Field(default=None, sa_column=Column(BIG_INT, nullable=True))
     host: str = ""  # where it ran, as placed: $CAMPAIGN_HOST (`campaign worker --host`) or the machine
-    machine: str = ""  # the machine its owner_pid belongs to (`campaign.liveness.this_machine`)
+    machine: str = ""  # the machine its owner_pid belongs to (`campaign.store.liveness.this_machine`)
     owner_start: float | None = None
     flow_run_id: str = ""
     heartbeat_at: datetime | None = None
@@ -175,7 +181,9 @@ class RequestRow(SQLModel, table=True):
 class MeasurementRow(SQLModel, table=True):
     __tablename__ = "measurement"
     __table_args__ = (
-        UniqueConstraint("probe_run_id", "scenario", "mode", "context", "kind", "trial", "metric", name="uq_measurement_row"),
+        UniqueConstraint(
+            "probe_run_id", "scenario", "mode", "context", "kind", "trial", "metric", name="uq_measurement_row"
+        ),
         Index("ix_measurement_item", "campaign_id", "item_key"),
         Index("ix_measurement_arm_metric", "campaign_id", "arm_id", "metric"),
     )
@@ -190,7 +198,7 @@ class MeasurementRow(SQLModel, table=True):
     scenario: str = ""
     mode: str
     context: int = 0
-    # a sample, a summary derived from samples, or a warm-up (`campaign.samples` filters);
+    # a sample, a summary derived from samples, or a warm-up (`campaign.store.samples` filters);
     # `trial` is the row's number among its kind
     kind: str = "sample"
     trial: int = 0
@@ -225,7 +233,7 @@ class VerdictRow(SQLModel, table=True):
 class RunnerRow(SQLModel, table=True):
     """The one process running a campaign's queue. The primary key makes the claim
     atomic: of two runners started at the same instant, one insert fails
-    (`campaign.queue.claim_runner`)."""
+    (`campaign.store.queue.claim_runner`)."""
 
     __tablename__ = "runner"
     campaign_name: str = Field(primary_key=True)

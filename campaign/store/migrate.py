@@ -1,5 +1,5 @@
 """The schema's versions: alembic migrations (campaign/migrations), run by writers
-(`campaign.database.engine_for` with migrate) and `campaign db upgrade`, never by a
+(`campaign.store.database.engine_for` with migrate) and `campaign db upgrade`, never by a
 read-only command.
 """
 
@@ -15,8 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 from sqlmodel import SQLModel
 
-import campaign.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
-
+import campaign.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 BASELINE_REVISION = "0001"  # the schema as the last version without migrations made it
@@ -95,7 +94,9 @@ def _bring_to_baseline(conn: Any) -> list[str]:
             source = current if current is not None else column
             default = source.default.arg if source.default is not None and not callable(source.default.arg) else None
             kind = source.type.compile(conn.dialect)
-            conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind} DEFAULT {_literal(default)}'))
+            conn.execute(
+                text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind} DEFAULT {_literal(default)}')
+            )
             done.append(f"added {table.name}.{column.name}")
     return done
 

@@ -113,7 +113,9 @@ def same_process_alive(pid: int, started: float | None) -> bool:
     return pid_gone(pid, started) is None
 
 
-def pid_gone(pid: int, started: float | None, gone: str = "is gone", reused: str = "now belongs to a later process") -> str | None:
+def pid_gone(
+    pid: int, started: float | None, gone: str = "is gone", reused: str = "now belongs to a later process"
+) -> str | None:
     """Why the local process `pid` (started at `started`, when known) is provably not
     running any more, or None while it is: the one liveness rule for everything held by
     a process on this host (an attempt, a campaign's runner, a device slot). `gone` and
@@ -126,8 +128,15 @@ def pid_gone(pid: int, started: float | None, gone: str = "is gone", reused: str
     return None
 
 
-def holder_gone(here: bool, pid: int | None, started: float | None, silent_s: float | None, stale_s: float,
-                gone: str = "is gone", reused: str = "now belongs to a later process") -> str | None:
+def holder_gone(
+    here: bool,
+    pid: int | None,
+    started: float | None,
+    silent_s: float | None,
+    stale_s: float,
+    gone: str = "is gone",
+    reused: str = "now belongs to a later process",
+) -> str | None:
     """Why a holder is provably gone, or None if it may still run. On this host its
     process decides (alive: it keeps what it holds, however late its signs of life);
     elsewhere only silence longer than `stale_s` proves it (a pid on another machine says

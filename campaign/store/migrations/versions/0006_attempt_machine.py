@@ -7,7 +7,7 @@ Why: an attempt's `host` is where it was placed ($CAMPAIGN_HOST, `campaign worke
 --host`), which may name another machine, or two labels one machine; runner claims and
 device slots recorded the machine's own name. A pid proves a holder gone only on the
 machine that made it, so every holder is now judged by its machine
-(`campaign.liveness.on_this_machine`). Attempts made before this revision get '' and are
+(`campaign.store.liveness.on_this_machine`). Attempts made before this revision get '' and are
 judged by their host, as they were.
 """
 

@@ -1,13 +1,13 @@
-"""docs/campaign-file.md: the campaign file's reference, generated from `campaign.schema`.
+"""docs/campaign-file.md: the campaign file's reference, generated from `campaign.core.schema`.
 
 Why generated: the schema is what a campaign file is checked against, so a page written
 by hand would drift from it the first time a field is added or a default moves. Each
 table's fields are read from its pydantic model (key, type, default, limits and
 `description`); the sentences around them are the constants below. A test compares
 docs/campaign-file.md with `markdown()`; regenerate it with
-`python -m campaign.schema_doc > docs/campaign-file.md`.
+`python -m campaign.core.schema_doc > docs/campaign-file.md`.
 
-Core-layer code (tests/unit/test_architecture.py): it imports `campaign.schema`, pydantic and
+Core-layer code (tests/unit/test_architecture.py): it imports `campaign.core.schema`, pydantic and
 the standard library only.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from campaign import schema
-from campaign.schema import NAME
+from campaign.core import schema
+from campaign.core.schema import NAME
 
 # The first ```toml block of the page: a campaign that loads and runs on the simulator
 # (a test loads it, and checks its overrides and sizes, as `campaign check` does).
@@ -66,8 +66,8 @@ INTRO = """\
 # The campaign file
 
 A campaign is one TOML file. This page lists every table and key it may hold, generated
-from the schema that checks it (`campaign/schema.py`; regenerate with
-`python -m campaign.schema_doc > docs/campaign-file.md`). Gates are in [gates.md](gates.md),
+from the schema that checks it (`campaign/core/schema.py`; regenerate with
+`python -m campaign.core.schema_doc > docs/campaign-file.md`). Gates are in [gates.md](gates.md),
 their `params` in [predicates-compare.md](predicates-compare.md) and
 [predicates-bounds.md](predicates-bounds.md), the metrics a gate can name in
 [metrics.md](metrics.md), the runtime adapters in [runtimes.md](runtimes.md), and
@@ -149,74 +149,90 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section("[campaign]", schema.CampaignMeta, "The campaign itself. Exactly one, required."),
     Section(
-        "[[models]]", schema.ModelEntry,
+        "[[models]]",
+        schema.ModelEntry,
         "One entry per model and quant; at least one.",
         ("An arm picks its model by `model`, and by `quant` when one name has several entries.",),
     ),
     Section(
-        "[models.sampling]", schema.Sampling,
+        "[models.sampling]",
+        schema.Sampling,
         "The model vendor's sampling, sent with every canonical request (greedy requests send "
         "temperature 0). A key left unset is not sent, so the server's default applies.",
-        ("`ignore_eos` and `min_tokens` set how long replies are, not how tokens are drawn: greedy "
-         "requests send them too, and a probe's own values win (decode sends both, so that every "
-         "timed request generates exactly `max_tokens`).",),
+        (
+            "`ignore_eos` and `min_tokens` set how long replies are, not how tokens are drawn: greedy "
+            "requests send them too, and a probe's own values win (decode sends both, so that every "
+            "timed request generates exactly `max_tokens`).",
+        ),
     ),
     Section(
-        "[[runtimes]]", schema.RuntimeEntry,
+        "[[runtimes]]",
+        schema.RuntimeEntry,
         "How a server is started (or, with `url`, found); at least one.",
-        ("`argv` is a template: `{model}`, `{model_cache}`, `{host}`, `{port}`, `{context}`, `{slots}`, "
-         "`{prefill_chunk}`, `{draft}`, `{workdir}` (and `{llama_server}` for llamacpp) are filled per arm. "
-         "The adapter appends the flags it derives from the recipe, skipping any flag the template "
-         "already sets, and the recipe's `extra_args` come last (docs/runtimes.md has the flag each "
-         "recipe field becomes).",
-         "`options` depend on the adapter: [runtimes.md](runtimes.md) lists every key each adapter "
-         "reads, with its type, bounds and default. A key the adapter does not read, or a value of "
-         "the wrong type (`threads = \"4\"` for an integer), is refused when the file is loaded, "
-         "naming the runtime and the key. For llamacpp and vllm see also [own-server.md](own-server.md).",
-         "`seeks`, `how` and `cost` are free text for the report.",),
+        (
+            "`argv` is a template: `{model}`, `{model_cache}`, `{host}`, `{port}`, `{context}`, `{slots}`, "
+            "`{prefill_chunk}`, `{draft}`, `{workdir}` (and `{llama_server}` for llamacpp) are filled per arm. "
+            "The adapter appends the flags it derives from the recipe, skipping any flag the template "
+            "already sets, and the recipe's `extra_args` come last (docs/runtimes.md has the flag each "
+            "recipe field becomes).",
+            "`options` depend on the adapter: [runtimes.md](runtimes.md) lists every key each adapter "
+            "reads, with its type, bounds and default. A key the adapter does not read, or a value of "
+            'the wrong type (`threads = "4"` for an integer), is refused when the file is loaded, '
+            "naming the runtime and the key. For llamacpp and vllm see also [own-server.md](own-server.md).",
+            "`seeks`, `how` and `cost` are free text for the report.",
+        ),
     ),
     Section(
-        "[[arms]]", schema.ArmEntry,
+        "[[arms]]",
+        schema.ArmEntry,
         "What is compared: model x quant x runtime x context, plus a serving recipe; at least one.",
-        ("`simulate` is checked against the simulator's profile fields on simulated runtimes and "
-         "ignored elsewhere.",),
+        ("`simulate` is checked against the simulator's profile fields on simulated runtimes and ignored elsewhere.",),
     ),
     Section(
-        "[arms.recipe]", schema.Recipe,
+        "[arms.recipe]",
+        schema.Recipe,
         "The serving recipe: the knobs a person tunes. Each adapter turns the fields into its "
         "runtime's flags; a field a runtime has no knob for is not passed (docs/runtimes.md).",
-        ("`draft` needs `speculative = true`.",
-         "A queue item may change recipe fields for its run (`overrides`, `recipe.<field>`), and a "
-         "confirmatory item changes exactly one (`change`).",),
+        (
+            "`draft` needs `speculative = true`.",
+            "A queue item may change recipe fields for its run (`overrides`, `recipe.<field>`), and a "
+            "confirmatory item changes exactly one (`change`).",
+        ),
     ),
     Section(
-        "[[gates]]", schema.GateEntry,
+        "[[gates]]",
+        schema.GateEntry,
         "A claim over the measurements, decided by a predicate; optional. Predicates, "
         "directions, intervals and verdicts are in [gates.md](gates.md), each predicate's "
         "params in [predicates-compare.md](predicates-compare.md) and "
         "[predicates-bounds.md](predicates-bounds.md).",
-        ("`subjects` and `baseline` name arms; a comparative predicate compares every subject with "
-         "every baseline arm.",),
+        (
+            "`subjects` and `baseline` name arms; a comparative predicate compares every subject with "
+            "every baseline arm.",
+        ),
     ),
     Section(
-        "[[queue]]", schema.QueueItem,
+        "[[queue]]",
+        schema.QueueItem,
         "What to measure, in order; at least one item. Each item runs its probes on its arms, "
         "`repeats` times over (blocks), and feeds its gate.",
-        ("`repeats` here counts blocks (server starts per arm); `overrides.repeats` is a probe's "
-         "own parameter (decode: timed requests per context and mode).",
-         "`max_blocks` instead of `repeats` adds blocks until the item's gate is settled: "
-         "`min_blocks` first, then one at a time, each followed by the gate's verdict, whose "
-         "intervals are then confidence sequences ([gates.md](gates.md), \"Adding blocks until "
-         "settled\"). A settled item stays done when the budget is raised later; one that spent "
-         "its budget goes on.",
-         "A key in `overrides` that is not valid for the item's probes is refused with the valid "
-         "ones listed (`campaign check` shows them).",
-         "`confirms` and `change` go together: the item re-runs an earlier one, with its arms and "
-         "probes (and contexts), changing exactly one recipe field.",
-         "Items that feed one gate must run a shared arm with one recipe, and a shared probe with "
-         "one setting; otherwise the file is refused, naming both items.",
-         "`depends_on` and `confirms` name items by key: `id`, else the title lower-cased with "
-         "each run of other characters as `-` (`decode on A` is `decode-on-a`).",),
+        (
+            "`repeats` here counts blocks (server starts per arm); `overrides.repeats` is a probe's "
+            "own parameter (decode: timed requests per context and mode).",
+            "`max_blocks` instead of `repeats` adds blocks until the item's gate is settled: "
+            "`min_blocks` first, then one at a time, each followed by the gate's verdict, whose "
+            'intervals are then confidence sequences ([gates.md](gates.md), "Adding blocks until '
+            'settled"). A settled item stays done when the budget is raised later; one that spent '
+            "its budget goes on.",
+            "A key in `overrides` that is not valid for the item's probes is refused with the valid "
+            "ones listed (`campaign check` shows them).",
+            "`confirms` and `change` go together: the item re-runs an earlier one, with its arms and "
+            "probes (and contexts), changing exactly one recipe field.",
+            "Items that feed one gate must run a shared arm with one recipe, and a shared probe with "
+            "one setting; otherwise the file is refused, naming both items.",
+            "`depends_on` and `confirms` name items by key: `id`, else the title lower-cased with "
+            "each run of other characters as `-` (`decode on A` is `decode-on-a`).",
+        ),
     ),
 )
 

@@ -5,7 +5,7 @@ before it. Unknown keys are refused, every reference is checked before anything 
 and every error names the file, the field path (`arms[3].recipe.slots`), what was found
 and what was expected -- never a traceback for a user's mistake. This module holds the
 fields and their rules; reading a file and the checks across fields (references,
-pooling, cycles) are `campaign.loader`.
+pooling, cycles) are `campaign.core.loader`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from campaign.states import Mode, ProbeName
+from campaign.core.states import Mode, ProbeName
 
 # an id, a device or a host: what can also name a Prefect deployment, tag and limit
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
@@ -70,17 +70,25 @@ class CampaignMeta(_Strict):
     name: str = Field(pattern=_ID, description="short name; keys the campaign in the store")
     title: str = Field(default="", description="a one-line title, the heading of the report")
     question: str = Field(
-        default="", description="the question the campaign asks, one line: the head of the answer in `campaign status` and on the "
+        default="",
+        description="the question the campaign asks, one line: the head of the answer in `campaign status` and on the "
         "report's front page (without it, each gate's title says what it asks)",
     )
-    description: str = Field(default="", description="what the campaign is about, in a few sentences: shown on the report's front page")
-    default_max_tokens: int = Field(default=64, ge=1, description="decode's max_tokens where a queue item's overrides do not set it")
+    description: str = Field(
+        default="", description="what the campaign is about, in a few sentences: shown on the report's front page"
+    )
+    default_max_tokens: int = Field(
+        default=64, ge=1, description="decode's max_tokens where a queue item's overrides do not set it"
+    )
     seed: int = Field(
-        default=0, ge=0,
+        default=0,
+        ge=0,
         description="randomises the order of the arms within each block (server run); the order is stored on every attempt",
     )
     confidence: float = Field(
-        default=0.95, gt=0.5, lt=1,
+        default=0.95,
+        gt=0.5,
+        lt=1,
         description="the level of every interval and the family-wise level of the campaign's comparative verdicts",
     )
     plugins: list[str] = Field(
@@ -88,12 +96,16 @@ class CampaignMeta(_Strict):
         description="modules or .py files (relative to the campaign file) that register custom predicates",
     )
     min_blocks: int = Field(
-        default=3, ge=2, le=50,
+        default=3,
+        ge=2,
+        le=50,
         description="the blocks an item with a gate and no repeats runs (fewer cannot decide a comparison); with max_blocks, "
         "the blocks it runs before its gate is first looked at",
     )
     max_blocks: int | None = Field(
-        default=None, ge=2, le=50,
+        default=None,
+        ge=2,
+        le=50,
         description="every item with a gate and no repeats adds blocks until that gate is settled, at most this many "
         "(its verdicts then use confidence sequences); unset: each item runs its repeats, min_blocks where it sets none",
     )
@@ -117,25 +129,32 @@ class Sampling(_Strict):
     top_k: int | None = Field(default=None, ge=0, description="top-k sampling; sent only when set")
     min_p: float | None = Field(default=None, ge=0, le=1, description="min-p sampling; sent only when set")
     presence_penalty: float | None = Field(default=None, description="sent only when set")
-    repetition_penalty: float | None = Field(default=None, description="sent only when set, under the runtime's own name (llama.cpp: repeat_penalty)")
-    ignore_eos: bool | None = Field(default=None, description="keep generating past end-of-sequence (llama.cpp, vLLM, SGLang)")
-    min_tokens: int | None = Field(default=None, ge=0, description="no end-of-sequence before this many tokens (vLLM, SGLang)")
+    repetition_penalty: float | None = Field(
+        default=None, description="sent only when set, under the runtime's own name (llama.cpp: repeat_penalty)"
+    )
+    ignore_eos: bool | None = Field(
+        default=None, description="keep generating past end-of-sequence (llama.cpp, vLLM, SGLang)"
+    )
+    min_tokens: int | None = Field(
+        default=None, ge=0, description="no end-of-sequence before this many tokens (vLLM, SGLang)"
+    )
 
 
 class ModelEntry(_Strict):
     name: str = Field(description="the model's name; an arm names it in `model`")
-    quant: str = Field(description="the quantisation (q4_k_m, awq, ...); a name may have several entries, one per quant")
+    quant: str = Field(
+        description="the quantisation (q4_k_m, awq, ...); a name may have several entries, one per quant"
+    )
     bits_per_weight: float = Field(
-        gt=0, le=32,
+        gt=0,
+        le=32,
         description="shown in the report; on the simulator, decode speed scales with options.reference_bits / bits_per_weight",
     )
     served_id: str | None = Field(
         default=None, description="the id the server should report; identity is checked against it"
     )
     path: str | None = Field(default=None, description="model file or directory, for runtimes that load one")
-    kv_bytes_per_token: int = Field(
-        default=131072, ge=1, description="converts cache sizes in bytes to tokens"
-    )
+    kv_bytes_per_token: int = Field(default=131072, ge=1, description="converts cache sizes in bytes to tokens")
     sampling: Sampling = Field(default_factory=Sampling, description="the vendor's sampling, sent in canonical mode")
     description: str = Field(default="", description="free text, shown in the report")
 
@@ -159,11 +178,14 @@ class RuntimeEntry(_Strict):
     argv: list[str] = Field(default_factory=list, description="launch argv template; {placeholders} filled per arm")
     env: dict[str, str] = Field(default_factory=dict, description="environment variables added to the server's own")
     health_path: str = Field(default="/health", description="polled after the start; probes begin once it answers 200")
-    startup_timeout_s: float = Field(default=120.0, gt=0, description="seconds the server gets to become healthy before the start fails")
+    startup_timeout_s: float = Field(
+        default=120.0, gt=0, description="seconds the server gets to become healthy before the start fails"
+    )
     url: str | None = Field(default=None, description="external server: measure this URL, launch nothing")
     device: str = Field(default="local", pattern=_ID, description="arms on one device never run at once")
     host: str = Field(
-        default="", pattern=_HOST,
+        default="",
+        pattern=_HOST,
         description="the host (a `campaign worker --host NAME`) its arms run on; empty: where `campaign run` runs",
     )
     seeks: str = Field(default="", description="what this runtime offers")
@@ -175,13 +197,20 @@ class RuntimeEntry(_Strict):
 class Recipe(_Strict):
     """The serving recipe: the knobs a person tunes."""
 
-    slots: int = Field(default=1, ge=1, le=1024, description="sequences the server runs at once (llama.cpp -np, vLLM --max-num-seqs)")
-    prefill_chunk: int = Field(default=512, ge=1, description="prompt tokens per engine step (llama.cpp -b/-ub, vLLM --max-num-batched-tokens)")
+    slots: int = Field(
+        default=1, ge=1, le=1024, description="sequences the server runs at once (llama.cpp -np, vLLM --max-num-seqs)"
+    )
+    prefill_chunk: int = Field(
+        default=512, ge=1, description="prompt tokens per engine step (llama.cpp -b/-ub, vLLM --max-num-batched-tokens)"
+    )
     interleave_chunk: int | None = Field(
-        default=None, ge=1,
+        default=None,
+        ge=1,
         description="prompt tokens per step while another slot decodes; only the simulator has this knob (absent = prefill_chunk)",
     )
-    prefix_cache: int | None = Field(default=None, description="prefix-cache size with its unit (8G, 256M, 512MiB); absent = off")
+    prefix_cache: int | None = Field(
+        default=None, description="prefix-cache size with its unit (8G, 256M, 512MiB); absent = off"
+    )
     session_cache_cap: int | None = Field(default=None, description="per-session cache cap with its unit (48G, 512M)")
     speculative: bool = Field(default=False, description="speculative decoding on")
     draft: str | None = Field(default=None, description="draft model or speculative method")
@@ -211,7 +240,11 @@ class ArmEntry(_Strict):
     quant: str | None = Field(default=None, description="which quant of that model; needed when it has several")
     runtime: str = Field(description="a runtimes[].name")
     context: int = Field(ge=256, description="the server's context size in tokens")
-    klass: str = Field(default="default", alias="class", description="workload class (agent, batch, ...); a gate page whose arms span classes flags that end-to-end times do not compare across them")
+    klass: str = Field(
+        default="default",
+        alias="class",
+        description="workload class (agent, batch, ...); a gate page whose arms span classes flags that end-to-end times do not compare across them",
+    )
     group: str = Field(default="default", description="a label for arms that belong together, shown in the report")
     recipe: Recipe = Field(default_factory=Recipe, description="the serving recipe: slots, chunks, cache, speculation")
     simulate: dict[str, Any] = Field(
@@ -219,7 +252,8 @@ class ArmEntry(_Strict):
         description="simulator profile fields for this arm only (how a quant or build behaves); ignored by real runtimes",
     )
     host: str | None = Field(
-        default=None, pattern=_HOST,
+        default=None,
+        pattern=_HOST,
         description="the host this arm runs on, when not its runtime's host ('' = where `campaign run` runs)",
     )
     description: str = Field(default="", description="free text, shown on the arm's page of the report")
@@ -229,7 +263,10 @@ class GateEntry(_Strict):
     id: str = Field(pattern=_ID, description="the gate's id; a queue item feeds it by `gate`")
     title: str = Field(default="", description="the claim in words, shown in status and the report")
     predicate: str = Field(description="what decides the verdict: a built-in predicate (docs/gates.md) or a plugin's")
-    params: dict[str, Any] = Field(default_factory=dict, description="the predicate's parameters (docs/predicates-compare.md, docs/predicates-bounds.md), checked when the file loads")
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the predicate's parameters (docs/predicates-compare.md, docs/predicates-bounds.md), checked when the file loads",
+    )
     subjects: list[str] = Field(min_length=1, description="the arms the claim is about")
     baseline: list[str] = Field(default_factory=list, description="baseline or control arms")
     reads: Literal["own-items", "all"] = Field(
@@ -258,7 +295,7 @@ def read_items(gate: GateEntry, feeding: Sequence[str]) -> list[str] | None:
     reads only theirs, so another item's runs of the same arms (other settings, another
     question) never enter its verdict; a gate nobody feeds, or `reads = "all"`, reads all.
     One definition for the verdicts (`gates.engine.gate_rows`) and the checks of what a
-    gate pools (`campaign.loader.pooled_pairs`)."""
+    gate pools (`campaign.core.loader.pooled_pairs`)."""
     return list(feeding) if feeding and gate.reads == "own-items" else None
 
 
@@ -282,9 +319,9 @@ class OverrideKeys:
         recipe, sim, probe = {}, {}, {}
         for key, value in overrides.items():
             if key.startswith(RECIPE_PREFIX):
-                recipe[key[len(RECIPE_PREFIX):]] = value
+                recipe[key[len(RECIPE_PREFIX) :]] = value
             elif key.startswith(SIM_PREFIX):
-                sim[key[len(SIM_PREFIX):]] = value
+                sim[key[len(SIM_PREFIX) :]] = value
             else:
                 probe[key] = value
         return cls(recipe, sim, probe)
@@ -299,13 +336,16 @@ class OverrideKeys:
 
 
 class QueueItem(_Strict):
-    id: str | None = Field(default=None, pattern=_ID, description="the item's key (absent: the title, lower-cased, non-alphanumerics as -)")
+    id: str | None = Field(
+        default=None, pattern=_ID, description="the item's key (absent: the title, lower-cased, non-alphanumerics as -)"
+    )
     title: str = Field(description="what the item measures, shown in status and the report")
     arms: list[str] = Field(min_length=1, description="the arms to run; each gets its own server start in every block")
     probes: list[str] = Field(
         min_length=1,
         description="the probes run on each arm, in order: a registered probe's name (built in: "
-        + ", ".join(p.value for p in ProbeName) + "; a plugin may register more)",
+        + ", ".join(p.value for p in ProbeName)
+        + "; a plugin may register more)",
     )
     contexts: list[int] = Field(
         default_factory=list,
@@ -316,28 +356,41 @@ class QueueItem(_Strict):
         description="canonical (the model's sampling, the only mode gates read) and/or greedy (temperature 0, diagnostic)",
     )
     gate: str | None = Field(default=None, description="the gate this item's measurements feed")
-    depends_on: list[str] = Field(default_factory=list, description="items that must be done first; while one is not, this one waits")
+    depends_on: list[str] = Field(
+        default_factory=list, description="items that must be done first; while one is not, this one waits"
+    )
     overrides: dict[str, Any] = Field(
         default_factory=dict,
         description="probe parameters (max_tokens, prompt_tokens, repeats, ...), recipe.<field>, and on the simulator "
         "sim.<field>; any other key is refused with the valid ones listed",
     )
     repeats: int | None = Field(
-        default=None, ge=1, le=50,
+        default=None,
+        ge=1,
+        le=50,
         description="blocks: in each, every arm gets its own server start, in an order randomised from campaign.seed "
         "(unset: campaign.min_blocks for an item with a gate, else 1)",
     )
     min_blocks: int | None = Field(
-        default=None, ge=2, le=50, description="with max_blocks: the blocks run before the gate is first looked at (default campaign.min_blocks)",
+        default=None,
+        ge=2,
+        le=50,
+        description="with max_blocks: the blocks run before the gate is first looked at (default campaign.min_blocks)",
     )
     max_blocks: int | None = Field(
-        default=None, ge=2, le=50,
+        default=None,
+        ge=2,
+        le=50,
         description="adaptive: after each block the item's gate is evaluated, and the item stops once it is pass or fail, "
         "at most this many blocks (instead of repeats; its verdicts then use confidence sequences)",
     )
-    retries: int = Field(default=0, ge=0, le=5, description="re-runs of an arm whose measurement crashed (not of a blocked one)")
+    retries: int = Field(
+        default=0, ge=0, le=5, description="re-runs of an arm whose measurement crashed (not of a blocked one)"
+    )
     confirms: str | None = Field(default=None, description="an earlier item this one re-runs with one variable changed")
-    change: dict[str, Any] = Field(default_factory=dict, description="the one recipe variable changed, e.g. {session_cache_cap = '100G'}")
+    change: dict[str, Any] = Field(
+        default_factory=dict, description="the one recipe variable changed, e.g. {session_cache_cap = '100G'}"
+    )
 
     @model_validator(mode="after")
     def _blocks(self) -> QueueItem:
@@ -350,7 +403,9 @@ class QueueItem(_Strict):
         if self.max_blocks is not None and not self.gate:
             raise ValueError("max_blocks needs a gate: the item stops adding blocks when its gate is settled")
         if self.min_blocks is not None and self.max_blocks is None:
-            raise ValueError("min_blocks needs max_blocks (the budget of an item that adds blocks until its gate is settled)")
+            raise ValueError(
+                "min_blocks needs max_blocks (the budget of an item that adds blocks until its gate is settled)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -361,7 +416,9 @@ class QueueItem(_Strict):
             raise ValueError("change needs confirms = <the earlier item it re-runs>")
         unknown = set(self.change) - set(Recipe.model_fields)
         if unknown:
-            raise ValueError(f"change names {sorted(unknown)}, expected recipe fields: {', '.join(sorted(Recipe.model_fields))}")
+            raise ValueError(
+                f"change names {sorted(unknown)}, expected recipe fields: {', '.join(sorted(Recipe.model_fields))}"
+            )
         return self
 
     @field_validator("contexts")
@@ -382,7 +439,9 @@ class CampaignSpec(_Strict):
     models: list[ModelEntry] = Field(min_length=1, description="the models the arms serve")
     runtimes: list[RuntimeEntry] = Field(min_length=1, description="the serving runtimes the arms start")
     arms: list[ArmEntry] = Field(min_length=1, description="model x quant x runtime x context, plus a serving recipe")
-    gates: list[GateEntry] = Field(default_factory=list, description="claims over the measurements, each decided by a predicate")
+    gates: list[GateEntry] = Field(
+        default_factory=list, description="claims over the measurements, each decided by a predicate"
+    )
     queue: list[QueueItem] = Field(min_length=1, description="what to measure, in order: probes on arms, feeding gates")
 
     # -- lookups used everywhere downstream ---------------------------------------

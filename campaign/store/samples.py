@@ -1,4 +1,4 @@
-"""The one filter on a measurement's kind (`campaign.states.SampleKind`): every reader of
+"""The one filter on a measurement's kind (`campaign.core.states.SampleKind`): every reader of
 samples, summaries or warm-ups goes through here, so what counts as a sample is decided
 once. A frame or row without a `kind` (one built by hand, a probe's memory sink before it
 is stored) holds samples."""
@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from campaign.states import SampleKind
+from campaign.core.states import SampleKind
 
 
 def kinds(frame: pd.DataFrame) -> pd.Series:

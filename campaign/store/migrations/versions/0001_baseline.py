@@ -1,6 +1,6 @@
 """Baseline: the schema as the last version without migrations made it (with create_all).
 
-A database of that version has no alembic_version table; `campaign.migrate.upgrade`
+A database of that version has no alembic_version table; `campaign.store.migrate.upgrade`
 completes what it lacks of this schema and stamps it with this revision.
 
 Revision ID: 0001

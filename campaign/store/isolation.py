@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from campaign import metrics
-from campaign.samples import kinds
-from campaign.schema import CampaignSpec, QueueItem
-from campaign.states import Mode, SampleKind
-
+from campaign.core import metrics
+from campaign.core.schema import CampaignSpec, QueueItem
+from campaign.core.states import Mode, SampleKind
+from campaign.store.samples import kinds
 
 # what a person compares between two runs; server counter deltas are totals, not effects
-PER_REQUEST_METRICS = tuple(m.name for m in (metrics.REUSE, metrics.TTFT_S, metrics.DECODE_TPS, metrics.E2E_S, metrics.TOOL_LOOP_PASS))
+PER_REQUEST_METRICS = tuple(
+    m.name for m in (metrics.REUSE, metrics.TTFT_S, metrics.DECODE_TPS, metrics.E2E_S, metrics.TOOL_LOOP_PASS)
+)
 
 
 def _show(value: object) -> str:

@@ -19,10 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaign.jsonl import json_lines, read_text
+from arms.workloads.jsonl import json_lines, read_text
 
-ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
-         "bing": "assistant", "bard": "assistant", "system": "system"}
+ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bard": "assistant",
+    "system": "system",
+}
 
 
 class DatasetError(ValueError):
@@ -60,10 +68,14 @@ def _records(path: Path, text: str) -> list[tuple[str, Any]]:
 
 def _turns(path: Path, where: str, row: Any) -> list[tuple[str, str]]:
     if not isinstance(row, dict):
-        raise DatasetError(f"{path}: {where}: expected an object with conversations (or messages), found {type(row).__name__}")
+        raise DatasetError(
+            f"{path}: {where}: expected an object with conversations (or messages), found {type(row).__name__}"
+        )
     turns = row.get("conversations", row.get("messages"))
     if not isinstance(turns, list):
-        raise DatasetError(f"{path}: {where}: expected conversations, a list of {{from, value}} turns (or messages of {{role, content}})")
+        raise DatasetError(
+            f"{path}: {where}: expected conversations, a list of {{from, value}} turns (or messages of {{role, content}})"
+        )
     out = []
     for k, turn in enumerate(turns):
         if not isinstance(turn, dict):
@@ -74,7 +86,9 @@ def _turns(path: Path, where: str, row: Any) -> list[tuple[str, str]]:
             raise DatasetError(f"{path}: {where}: turn {k}: expected from and value as text (or role and content)")
         role = ROLES.get(speaker.lower())
         if role is None:
-            raise DatasetError(f"{path}: {where}: turn {k}: speaker {speaker!r}; expected one of {', '.join(sorted(ROLES))}")
+            raise DatasetError(
+                f"{path}: {where}: turn {k}: speaker {speaker!r}; expected one of {', '.join(sorted(ROLES))}"
+            )
         out.append((role, text))
     return out
 
@@ -87,11 +101,19 @@ def read_dataset(path: str | Path) -> Dataset:
     for where, row in _records(source, text):
         turns = _turns(source, where, row)
         system = [t for t in turns[:1] if t[0] == "system"]
-        rest = turns[len(system):]
-        if len(rest) < 2 or rest[0][0] != "user" or rest[1][0] != "assistant" or not rest[0][1].strip() or not rest[1][1].split():
+        rest = turns[len(system) :]
+        if (
+            len(rest) < 2
+            or rest[0][0] != "user"
+            or rest[1][0] != "assistant"
+            or not rest[0][1].strip()
+            or not rest[1][1].split()
+        ):
             skipped += 1
             continue
         prompts.append(DatasetPrompt(tuple(system + [rest[0]]), len(rest[1][1].split())))
     if not prompts:
-        raise DatasetError(f"{source}: no usable prompt ({skipped} record(s) without a human turn and a reply after it)")
+        raise DatasetError(
+            f"{source}: no usable prompt ({skipped} record(s) without a human turn and a reply after it)"
+        )
     return Dataset(tuple(prompts), skipped)

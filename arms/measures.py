@@ -1,4 +1,5 @@
-"""Measurement definitions: the one module that says what each number means.
+"""How each number is computed from what the client saw: the measurement formulas. Its
+name, unit and direction are the catalogue's (`campaign.core.metrics`), its formula is here.
 
 Everything here is a pure function of a `RequestRecord` (what the client saw, with a
 `perf_counter_ns` stamp taken at the first byte of each SSE event) or of server counters,
@@ -21,7 +22,7 @@ Definitions (also in the README):
   shows stalls as the user sees them, TPOT the generation rate.
 - e2e_s: send -> end of stream.
 - schedule_lag_s: send - the send a load profile scheduled (`scheduled_ns`); per-run
-  numbers of a load (goodput, throughput) are defined in `arms/load.py`.
+  numbers of a load (goodput, throughput) are defined in `arms/workloads/profiles.py`.
 - reuse: cached_tokens / prompt_tokens, both from the server, with the field they came
   from. Never clamped: a value below 0 or above 1 is impossible and is stored as measured,
   its source flagged by `flag_reuse_source` ("timings.cache_n; impossible: >1").
@@ -60,7 +61,9 @@ STAMP_READ_TIME = "read-time"  # each event: when the reading coroutine got it (
 STAMP_MIXED = "mixed"  # some events of the stream one way, some the other
 SEND_HEADERS_SENT = "headers-sent"  # send: when the request headers were written to the socket
 SEND_FALLBACK = "fallback"  # send: before the request was handed to the client (before any pool wait)
-SEND_FIRST_ATTEMPT = "first-attempt"  # a retried request: its first attempt's send (fallback stamp), so TTFT includes the retry
+SEND_FIRST_ATTEMPT = (
+    "first-attempt"  # a retried request: its first attempt's send (fallback stamp), so TTFT includes the retry
+)
 
 # Suffix on a measurement's source when its value is impossible (stored as measured, never clamped).
 IMPOSSIBLE = "impossible"
@@ -89,7 +92,7 @@ class RequestRecord:
     label: dict[str, Any] = field(default_factory=dict)
     stamp_source: str = ""  # STAMP_*: how event_ns were taken ("" when no body was read)
     send_stamp_source: str = ""  # SEND_*: how send_ns was taken
-    scheduled_ns: int | None = None  # a load profile's planned send (arms/load.py); None: unscheduled
+    scheduled_ns: int | None = None  # a load profile's planned send (arms/workloads/profiles.py); None: unscheduled
 
     @property
     def ok(self) -> bool:
@@ -365,7 +368,7 @@ def _interpolate(data: Sequence[float], q: float) -> float:
 
 def distribution(values: Sequence[float | None]) -> dict[str, float]:
     """Median, min, max, n, p90 and stdev of a sample (None values, i.e. failed requests,
-    are dropped). Named for what it returns, apart from `campaign.summary.summarize`."""
+    are dropped). Named for what it returns, apart from `campaign.store.summary.summarize`."""
     data = [v for v in values if v is not None]
     if not data:
         return {}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaign.jsonl import json_lines, read_text
+from arms.workloads.jsonl import json_lines, read_text
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -59,7 +59,11 @@ def _session(path: Path, number: int, row: Any) -> Session:
         raise _fail(path, number, f"start_s: expected seconds >= 0, found {start!r}")
     messages, stamps = [], []
     for k, message in enumerate(row["messages"]):
-        if not isinstance(message, dict) or message.get("role") not in ROLES or not isinstance(message.get("content"), str):
+        if (
+            not isinstance(message, dict)
+            or message.get("role") not in ROLES
+            or not isinstance(message.get("content"), str)
+        ):
             raise _fail(path, number, f"messages[{k}]: expected role ({', '.join(ROLES)}) and content as text")
         stamp = message.get("t")
         if stamp is not None and (isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or stamp < 0):
@@ -72,7 +76,9 @@ def _session(path: Path, number: int, row: Any) -> Session:
         if message["role"] != "assistant":
             continue
         if k == 0 or messages[k - 1]["role"] == "assistant":
-            raise _fail(path, number, f"messages[{k}]: an assistant message must follow the user's, the system's or a tool's")
+            raise _fail(
+                path, number, f"messages[{k}]: an assistant message must follow the user's, the system's or a tool's"
+            )
         think = 0.0
         if previous is not None and stamps[previous] is not None and stamps[k - 1] is not None:
             think = max(0.0, stamps[k - 1] - stamps[previous])  # type: ignore[operator]

@@ -6,7 +6,7 @@ worth something if the ablation changes that mechanism and nothing else: an abla
 also drops two slots, or runs another quant, measures the sum of both changes, and the
 credit goes to a confound (seed 000: "the win was four slots, not the prefix cache",
 where the two recipes also differed in their prefill chunks). Which recipe fields make
-up a mechanism is a fact about `campaign.schema.Recipe`, named once here, so the load
+up a mechanism is a fact about `campaign.core.schema.Recipe`, named once here, so the load
 check (`flows.resolve`) can hold every other field equal and a reader can see what
 "switched off" may touch.
 
@@ -20,13 +20,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-MECHANISMS: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    # the prefix (prompt) cache and its per-session cap: absent = off
-    "cache": ("prefix_cache", "session_cache_cap"),
-    # parallel sequences the server runs at once
-    "slots": ("slots",),
-    # speculative decoding: on/off, the draft model or method, tokens drafted per step
-    "speculation": ("speculative", "draft", "draft_k"),
-    # work moved off the main path (prefill offloads such as specprefill, ane-prefill)
-    "offloads": ("offloads",),
-})
+MECHANISMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        # the prefix (prompt) cache and its per-session cap: absent = off
+        "cache": ("prefix_cache", "session_cache_cap"),
+        # parallel sequences the server runs at once
+        "slots": ("slots",),
+        # speculative decoding: on/off, the draft model or method, tokens drafted per step
+        "speculation": ("speculative", "draft", "draft_k"),
+        # work moved off the main path (prefill offloads such as specprefill, ane-prefill)
+        "offloads": ("offloads",),
+    }
+)

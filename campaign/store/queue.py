@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from campaign.liveness import holder_gone, on_this_machine, this_machine
-from campaign.loader import file_digest
-from campaign.processes import kill_orphan, process_start, same_process_alive
-from campaign.schema import CampaignSpec, QueueItem
-from campaign.states import SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
-from campaign.store import Store
-from campaign.tables import ArmRow, AttemptRow, CampaignRow, ProbeRunRow, QueueItemRow, RunnerRow, utcnow
+from campaign.core.loader import file_digest
+from campaign.core.processes import kill_orphan, process_start, same_process_alive
+from campaign.core.schema import CampaignSpec, QueueItem
+from campaign.core.states import SETTLED, TERMINAL_ITEM_STATES, AttemptState, ItemState, ProbeRunState
+from campaign.store.liveness import holder_gone, on_this_machine, this_machine
+from campaign.store.store import Store
+from campaign.store.tables import ArmRow, AttemptRow, CampaignRow, ProbeRunRow, QueueItemRow, RunnerRow, utcnow
 
 
 class RunnerBusy(RuntimeError):
@@ -49,7 +49,9 @@ def claim_runner(store: Store, name: str, command: str = "") -> bool:
     me, host = os.getpid(), this_machine()
     for _ in range(5):
         try:
-            store.add(RunnerRow(campaign_name=name, pid=me, host=host, process_start=process_start(me), command=command))
+            store.add(
+                RunnerRow(campaign_name=name, pid=me, host=host, process_start=process_start(me), command=command)
+            )
             return True
         except IntegrityError:
             pass
@@ -65,10 +67,14 @@ def claim_runner(store: Store, name: str, command: str = "") -> bool:
                 "wait for it to finish, or stop it (Ctrl-C in its terminal) and run `campaign resume`"
             )
         with store.session() as s:  # only this exact stale row: a newer claim is kept
-            s.exec(delete(RunnerRow).where(  # type: ignore[call-overload]
-                RunnerRow.campaign_name == name, RunnerRow.pid == row.pid, RunnerRow.host == row.host,  # type: ignore[arg-type]
-                RunnerRow.started_at == row.started_at,  # type: ignore[arg-type]
-            ))
+            s.exec(
+                delete(RunnerRow).where(  # type: ignore[call-overload]
+                    RunnerRow.campaign_name == name,
+                    RunnerRow.pid == row.pid,
+                    RunnerRow.host == row.host,  # type: ignore[arg-type]
+                    RunnerRow.started_at == row.started_at,  # type: ignore[arg-type]
+                )
+            )
             s.commit()
     raise RunnerBusy(f"campaign {name!r}: could not claim it as runner (other processes keep claiming it)")
 
@@ -78,9 +84,13 @@ def release_runner(store: Store, name: str) -> None:
     from sqlalchemy import delete
 
     with store.session() as s:
-        s.exec(delete(RunnerRow).where(  # type: ignore[call-overload]
-            RunnerRow.campaign_name == name, RunnerRow.pid == os.getpid(), RunnerRow.host == this_machine(),  # type: ignore[arg-type]
-        ))
+        s.exec(
+            delete(RunnerRow).where(  # type: ignore[call-overload]
+                RunnerRow.campaign_name == name,
+                RunnerRow.pid == os.getpid(),
+                RunnerRow.host == this_machine(),  # type: ignore[arg-type]
+            )
+        )
         s.commit()
 
 
@@ -121,7 +131,19 @@ def register(store: Store, spec: CampaignSpec, source_path: str = "", simulated:
         for arm in spec.arms:
             model = spec.model_for(arm)
             runtime = spec.runtime(arm.runtime)
-            rec = arms.get(arm.id) or ArmRow(campaign_id=campaign_id, arm_id=arm.id, model="", quant="", bits_per_weight=0, runtime="", adapter="", context=0, klass="", group="", recipe_json="")
+            rec = arms.get(arm.id) or ArmRow(
+                campaign_id=campaign_id,
+                arm_id=arm.id,
+                model="",
+                quant="",
+                bits_per_weight=0,
+                runtime="",
+                adapter="",
+                context=0,
+                klass="",
+                group="",
+                recipe_json="",
+            )
             rec.model, rec.quant, rec.bits_per_weight = model.name, model.quant, model.bits_per_weight
             rec.runtime, rec.adapter, rec.context = runtime.name, runtime.adapter, arm.context
             rec.klass, rec.group = arm.klass, arm.group
@@ -131,7 +153,9 @@ def register(store: Store, spec: CampaignSpec, source_path: str = "", simulated:
 
         items = {i.key: i for i in s.exec(select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id))}
         for position, item in enumerate(spec.queue):
-            rec = items.get(item.key) or QueueItemRow(campaign_id=campaign_id, key=item.key, position=position, title=item.title)
+            rec = items.get(item.key) or QueueItemRow(
+                campaign_id=campaign_id, key=item.key, position=position, title=item.title
+            )
             rec.position, rec.title, rec.gate = position, item.title, item.gate
             rec.spec_json = item.model_dump_json()
             if rec.state == ItemState.DONE and rec.id is not None:
@@ -151,7 +175,9 @@ def _blocks_missing(s: Any, campaign_id: int, item: QueueItem, most: int) -> int
 
     done = {
         (a.arm_id, a.repeat)
-        for a in s.exec(select(AttemptRow).where(AttemptRow.campaign_id == campaign_id, AttemptRow.item_key == item.key))
+        for a in s.exec(
+            select(AttemptRow).where(AttemptRow.campaign_id == campaign_id, AttemptRow.item_key == item.key)
+        )
         if a.state == AttemptState.DONE
     }
     return sum(1 for block in range(most) if any((arm, block) not in done for arm in item.arms))
@@ -172,11 +198,19 @@ def recover(store: Store, campaign_id: int, release_lease: Callable[[str], bool]
         gone = holder_gone(att)
         if gone is None:
             live_items.add(att.item_key)
-            notes.append(f"attempt {att.id} ({att.item_key}/{att.arm_id}) is still run by pid {att.owner_pid} on host {att.host or '?'}; left alone")
+            notes.append(
+                f"attempt {att.id} ({att.item_key}/{att.arm_id}) is still run by pid {att.owner_pid} on host {att.host or '?'}; left alone"
+            )
             continue
-        if not store.release_attempt(att.id or 0, att, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error=f"interrupted ({gone})"):
+        if not store.release_attempt(
+            att.id or 0, att, state=AttemptState.INTERRUPTED, ended_at=utcnow(), error=f"interrupted ({gone})"
+        ):
             continue  # its holder beat its heart in between, or another runner took it
-        if att.server_pgid and on_this_machine(att.machine, att.host) and kill_orphan(att.server_pgid, att.server_cmdline):
+        if (
+            att.server_pgid
+            and on_this_machine(att.machine, att.host)
+            and kill_orphan(att.server_pgid, att.server_cmdline)
+        ):
             notes.append(f"stopped server process group {att.server_pgid} left by attempt {att.id}")
         if att.device_lease and release_lease is not None and release_lease(att.device_lease):
             notes.append(f"released the device slot held by attempt {att.id}")

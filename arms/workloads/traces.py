@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaign.jsonl import json_lines, read_text
+from arms.workloads.jsonl import json_lines, read_text
 
 DEFAULT_BLOCK_TOKENS = 512
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
@@ -51,8 +51,12 @@ class TraceRequest:
     hash_ids: tuple[int, ...]
 
     def as_json(self) -> dict[str, object]:
-        return {"timestamp": self.timestamp_ms, "input_length": self.input_length,
-                "output_length": self.output_length, "hash_ids": list(self.hash_ids)}
+        return {
+            "timestamp": self.timestamp_ms,
+            "input_length": self.input_length,
+            "output_length": self.output_length,
+            "hash_ids": list(self.hash_ids),
+        }
 
 
 def _line_error(path: Path, number: int, message: str) -> TraceError:
@@ -76,7 +80,8 @@ def _request(path: Path, number: int, row: Any, block_tokens: int) -> TraceReque
     blocks = math.ceil(n_in / block_tokens)
     if ids and len(ids) != blocks:
         raise _line_error(
-            path, number,
+            path,
+            number,
             f"hash_ids: {len(ids)} ids for input_length {n_in}, which is {blocks} block(s) of {block_tokens} tokens "
             f"(is the trace's block size another? set block_tokens)",
         )
@@ -106,8 +111,13 @@ def write_trace(path: str | Path, requests: Iterable[TraceRequest]) -> int:
     return len(lines)
 
 
-def cut(requests: Sequence[TraceRequest], *, count: int | None = None, duration_s: float | None = None,
-        time_scale: float = 1.0) -> tuple[list[float], list[TraceRequest]]:
+def cut(
+    requests: Sequence[TraceRequest],
+    *,
+    count: int | None = None,
+    duration_s: float | None = None,
+    time_scale: float = 1.0,
+) -> tuple[list[float], list[TraceRequest]]:
     """The send times (seconds from the first request, the recorded gaps multiplied by
     `time_scale`: 0.5 replays twice as fast) and the requests within the first `count`
     and before `duration_s` of replay time, whichever ends first."""
@@ -202,5 +212,7 @@ def make_trace(shape: TraceShape) -> list[TraceRequest]:
             tail = rng.randint(1, shape.block_tokens)
             length = (len(history) - 1) * shape.block_tokens + tail
             stamp = round((start + turn * shape.think_s) * 1000.0, 3)
-            requests.append(TraceRequest(stamp, length, rng.randint(shape.output_min, shape.output_max), tuple(history)))
+            requests.append(
+                TraceRequest(stamp, length, rng.randint(shape.output_min, shape.output_max), tuple(history))
+            )
     return sorted(requests, key=lambda r: r.timestamp_ms)
