@@ -11,7 +11,7 @@ plain reasoning delta, most of a thinking model's).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from arms.measures import (
@@ -31,15 +31,14 @@ from arms.sse import event_data
 _EXTRA_KEYS = ("timings", "x_mlx_dspark", "x_metrics", "x_sim")
 _RECORDED_KEYS = frozenset({"error", "usage", *_EXTRA_KEYS})  # top-level keys `parse_chunk` keeps
 
+_loads: Callable[[bytes], Any]
 try:  # a faster JSON decoder when present (prefect depends on it); same results
     import orjson
 
     _loads = orjson.loads  # its JSONDecodeError is a ValueError
 
 except ImportError:  # pragma: no cover
-
-    def _loads(data: bytes) -> Any:
-        return json.loads(data)
+    _loads = json.loads
 
 
 class ChunkEvent(NamedTuple):
@@ -127,11 +126,12 @@ class EventParser:
         add_kind, add_tokens = record.event_kind.append, record.event_tokens.append
         for t_ns, raw in raw_events:
             if raw[:6] == b"data: " and b"\n" not in raw and b"\r" not in raw:
-                data: bytes | None = raw[6:]  # the common one-line event
+                data = raw[6:]  # the common one-line event
             else:
-                data = event_data(raw)
-                if data is None:
+                found = event_data(raw)
+                if found is None:
                     continue  # comments and keep-alives are not events of the protocol
+                data = found
             if data == b"[DONE]":
                 _add(record, t_ns, DONE, 0)
                 continue

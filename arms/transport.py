@@ -119,7 +119,8 @@ class TimedStream(httpx.AsyncByteStream):
         self._timer: asyncio.TimerHandle | None = None
         self._last = 0.0
         connection = response.connection
-        proto = connection.protocol if connection is not None else None
+        # the handler carries what `_install_stamper` added to it, when it could
+        proto: Any = connection.protocol if connection is not None else None
         if proto is not None and getattr(proto, "_campaign_payload", None) is response.content:
             self.arrivals = ArrivalIndex(proto._campaign_stamps)
         if read_timeout and proto is not None and hasattr(proto, "read_timeout"):
@@ -335,9 +336,9 @@ async def post_chat(
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     headers = [*http.headers.multi_items(), ("Content-Type", "application/json")]
     url = str(http.base_url).rstrip("/") + CHAT_PATH  # httpx's merge: base path + the path
-    response, send_ns, stream = await transport.open("POST", url, headers, data, timeout.as_dict(), fresh=fresh)
+    direct, send_ns, stream = await transport.open("POST", url, headers, data, timeout.as_dict(), fresh=fresh)
     try:
-        yield _DirectResponse(response, send_ns, stream)
+        yield _DirectResponse(direct, send_ns, stream)
     finally:
         await stream.aclose()
 

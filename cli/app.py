@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 
 def _plain_help() -> None:
@@ -26,7 +28,7 @@ def _plain_help() -> None:
     kinds = {"str": "TEXT", "int": "INT", "float": "NUMBER", "path": "PATH", "file": "PATH", "directory": "DIR"}
     for cls in (option, argument):
         original = getattr(cls, "display_type", None)
-        if original is None:
+        if cls is None or original is None:
             continue
 
         def display_type(self: Any, ctx: Any, _original: Any = original) -> str:
@@ -51,7 +53,25 @@ def _plain_help() -> None:
 
 _plain_help()
 
+# Commands whose options cost imports to build (`campaign probe` reads every probe's
+# parameter model, which imports the probes and their HTTP clients): the app lists them
+# by a light stand-in with the same summary, and builds the real command only when it
+# is the one run (its own `--help` included), so other commands never pay for it.
+BUILT_WHEN_RUN: dict[str, Callable[[], Any]] = {}
+
+
+class _Commands(TyperGroup):
+    """The main app's commands: as typer's, except that a command named in
+    `BUILT_WHEN_RUN` is built when it is resolved to run, not when it is listed."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        build = BUILT_WHEN_RUN.get(name or "")
+        return name, (build() if build is not None else command), rest
+
+
 app = typer.Typer(
+    cls=_Commands,
     add_completion=False,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -1,14 +1,15 @@
-"""The `campaign` commands: run, resume, rerun, worker, status, report, simulate, examples.
+"""The commands that run a campaign's queue: run, resume, rerun, and worker (a host's arms).
 
-Heavy imports (Prefect, flows, reports) happen inside commands, so `campaign --help` and
-validation errors are instant. A user's mistake prints one paragraph and exits 2; an
-unreachable server exits 1; nothing a user can cause prints a traceback.
+Each loads its file through `cli.plan.load_checked`, takes the campaign's one runner
+slot, starts (or finds) a Prefect server and runs the flows with a progress view. Prefect
+and the flows are imported inside the commands, once the file is known to run. A user's
+mistake prints one paragraph and exits 2; an unreachable server exits 1; nothing a user
+can cause prints a traceback.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from datetime import UTC
 from pathlib import Path
@@ -16,49 +17,8 @@ from typing import Annotated, Any
 
 import typer
 
-from campaign.core.schema import CampaignFileError
-from cli.app import (
-    CannotRun,
-    DbOption,
-    UsageError,
-    app,
-    console,
-    err,
-    open_campaign,
-    open_existing_store,
-    open_store,
-    prefect_env,
-    process_started,
-)
-
-
-def _load_checked(file: Path) -> Any:
-    """The campaign file, validated, its queue items' overrides included (exit 2)."""
-    from flows.overrides import check_campaign
-    from flows.resolve import load_campaign
-
-    spec = load_campaign(file)
-    problems = check_campaign(spec)
-    if problems:
-        raise CampaignFileError(file, problems)
-    return spec
-
-
-def _name_in(file: Path | None, name: str | None) -> str | None:
-    """The campaign a read-only command shows: `--campaign`, else the one the file names
-    (read for its name only, so a file being edited still finds its results), else None
-    (the latest)."""
-    if file is None or name is not None:
-        return name
-    from campaign.core.loader import read_toml
-
-    try:
-        named = read_toml(file).get("campaign", {}).get("name")
-    except CampaignFileError as exc:
-        raise UsageError(f"{file}: cannot read the campaign's name ({'; '.join(exc.problems)})") from None
-    if not isinstance(named, str) or not named:
-        raise UsageError(f'{file}: no [campaign] name = "..." to look up')
-    return named
+from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_store, prefect_env, process_started
+from cli.plan import load_checked, print_warnings
 
 
 def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> str | None:
@@ -85,96 +45,14 @@ def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> 
     return f"nothing to do: {head} ({states}){hint}; `campaign status` shows the verdicts, `campaign rerun ITEM` measures an item again"
 
 
-def _print_warnings(spec: Any) -> None:
-    from flows.resolve import design_warnings
-
-    for warning in design_warnings(spec):
-        err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
-
-
-def plan_lines(spec: Any, history: dict[tuple[str, str], Any] | None = None) -> list[str]:
-    """What a run of `spec` would do, item by item: arms, probes, contexts, blocks and
-    server starts, and which gate it feeds; then the totals and, with the store's
-    `history` (`campaign.store.summary.block_history`), how long what is left takes."""
-    from flows.campaign_flow import planned_groups
-
-    kept = {
-        q.key: group[0].key for group in planned_groups(spec) for q in group[1:]
-    }  # item -> the one whose servers it uses
-    lines = []
-    starts = least_starts = 0
-    for item in spec.queue:
-        budget = spec.blocks(item)
-        n = 0 if item.key in kept else len(item.arms) * budget.most
-        starts += n
-        least_starts += 0 if item.key in kept else len(item.arms) * budget.least
-        contexts = ", ".join(f"{c // 1024}K" if c % 1024 == 0 else str(c) for c in item.contexts) or "each arm's own"
-        feeds = f"; feeds {item.gate}" if item.gate else ""
-        after = f"; after {', '.join(item.depends_on)}" if item.depends_on else ""
-        if budget.adaptive:
-            blocks = (
-                f"{budget.least} to {budget.most} blocks (until {item.gate} is settled), "
-                f"{len(item.arms) * budget.least}-{n} server starts"
-            )
-        elif item.key in kept:
-            blocks = f"{budget.most} block{'s' if budget.most != 1 else ''}, on {kept[item.key]}'s servers (kept: no start of its own)"
-        else:
-            blocks = f"{budget.most} block{'s' if budget.most != 1 else ''}, {n} server start{'s' if n != 1 else ''}"
-        lines.append(
-            f"{item.key}: {'/'.join(item.arms)} x {', '.join(str(p) for p in item.probes)} at {contexts}; {blocks}{feeds}{after}"
-        )
-    from flows.resolve import detectable_lines
-
-    lines += detectable_lines(spec)
-    span = f"{least_starts} to {starts}" if least_starts != starts else f"{starts}"
-    lines.append(
-        f"{len(spec.queue)} queue items, {len(spec.arms)} arms, {len(spec.gates)} gates, {span} server starts in all"
-    )
-    if history is not None:
-        lines.append(time_estimate(spec, history))
-    return lines
-
-
-def time_estimate(spec: Any, history: dict[tuple[str, str], Any]) -> str:
-    """How long the blocks still to run take, from the same (item, arm)'s earlier blocks
-    in the store (their median wall time, server start included). A block never run has
-    no estimate: a guess from token counts would ignore start-up, warm-up and the
-    machine's load, and be wrong in the direction that hurts."""
-    import statistics
-
-    left = timed = 0
-    seconds = 0.0
-    for item in spec.queue:
-        for arm in item.arms:
-            past = history.get((item.key, arm))
-            most = spec.blocks(item).most  # an adaptive item may stop earlier: an upper bound
-            missing = (
-                0 if past and past.settled else most - (len([r for r in past.done_blocks if r < most]) if past else 0)
-            )
-            if missing <= 0:
-                continue
-            left += missing
-            if past and past.seconds:
-                timed += missing
-                seconds += missing * statistics.median(past.seconds)
-    if left == 0:
-        return "time: nothing left to run (every block of every item is done)"
-    if timed == 0:
-        return f"time: no estimate yet for the {left} server start{'s' if left != 1 else ''} left (none of these blocks ran before; after a first run, `campaign check` times the rest from it)"
-    minutes = seconds / 60
-    about = f"{minutes:.0f} min" if minutes >= 1.5 else f"{seconds:.0f} s"
-    rest = "" if timed == left else f"; {left - timed} never ran, not counted"
-    return f"time: about {about} for {timed} of the {left} server start{'s' if left != 1 else ''} left (median of the same blocks' earlier runs){rest}"
-
-
 def _run_campaign(file: Path, db: str | None, workdir: str, recheck_blocked: bool) -> None:
     import time
     from datetime import datetime
 
     prefect_env()
     began = datetime.now(UTC)
-    spec = _load_checked(file)  # validate before starting anything
-    _print_warnings(spec)
+    spec = load_checked(file)  # validate before starting anything
+    print_warnings(spec)
     from flows.placement import placement_problem
 
     problem = placement_problem(spec)  # arms on other hosts need a lasting Prefect server
@@ -335,7 +213,7 @@ class _quiet_heartbeat:
         except ImportError:
             self._ctx = temporary_settings()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._ctx.__exit__(*exc)
 
 
@@ -347,40 +225,6 @@ def run(
 ) -> None:
     """Run a campaign's queue, arm by arm, and compute its verdicts."""
     _run_campaign(file, db, workdir, recheck_blocked=False)
-
-
-@app.command()
-def check(file: Annotated[Path, typer.Argument(help="campaign file (TOML)")], db: DbOption = None) -> None:
-    """Check a campaign file without running anything: every name, metric, override and
-    design rule `run` checks (exit 2 with each problem), warnings, the plan, timed from
-    earlier runs in the database where there are any, and what this machine lacks to
-    start the servers, a binary or a model file (`blocked`, exit 1). Nothing is created."""
-    from flows.resolve import launch_blockers
-
-    spec = _load_checked(file)
-    _print_warnings(spec)
-    history: dict[tuple[str, str], Any] = {}
-    try:
-        store = open_existing_store(db)
-    except UsageError:
-        store = None  # no database yet: nothing ran, nothing to time
-    if store is not None:
-        from campaign.store.summary import block_history
-
-        history = block_history(store, spec.campaign.name)
-    for line in plan_lines(spec, history):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    blocked = launch_blockers(spec)
-    for line in blocked:
-        console.print(f"blocked: {line}", markup=False, highlight=False, soft_wrap=True)
-    if blocked:
-        console.print(
-            f"{file}: blocked (the run would end these arms blocked; fix it, then check again)",
-            markup=False,
-            highlight=False,
-        )
-        raise typer.Exit(1)
-    console.print(f"{file}: ok", markup=False, highlight=False)
 
 
 @app.command()
@@ -432,7 +276,7 @@ def rerun(
             raise UsageError("no campaign in the database yet; pass --file")
         file = Path(row.source_path)
     prefect_env()
-    spec = _load_checked(file)
+    spec = load_checked(file)
     match = [q for q in spec.queue if item in (q.key, q.title)]
     if not match:
         raise UsageError(f"no queue item {item!r}; items: {', '.join(repr(q.key) for q in spec.queue)}")
@@ -472,157 +316,3 @@ def worker(
         raise UsageError(str(exc)) from None
     except WorkerCannotStart as exc:
         raise CannotRun(str(exc)) from None
-
-
-@app.command()
-def status(
-    file: Annotated[
-        Path | None, typer.Argument(help="campaign file: show the campaign it names (default: the latest)")
-    ] = None,
-    db: DbOption = None,
-    name: Annotated[
-        str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")
-    ] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also each gate's full reason")] = False,
-) -> None:
-    """The answer (a line or two per gate), then the queue items with their state."""
-    from cli.status_view import render_status
-
-    name = _name_in(file, name)
-    store, row = open_campaign(db, name)
-    render_status(console, store, row.name, verbose=verbose)
-    from campaign.store.queue import current_runner
-
-    runner = current_runner(store, row.name)
-    if runner:
-        console.print(f"running now: {runner}", markup=False, highlight=False, soft_wrap=True)
-
-
-@app.command()
-def report(
-    file: Annotated[
-        Path | None, typer.Argument(help="campaign file: report the campaign it names (default: the latest)")
-    ] = None,
-    db: DbOption = None,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="output folder (default: reports/site/CAMPAIGN); its earlier pages are replaced"),
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")
-    ] = None,
-) -> None:
-    """Write the static HTML verdict pages, one folder per campaign."""
-    from reports.site import default_folder, write_site
-
-    name = _name_in(file, name)
-    store, row = open_campaign(db, name)
-    index = write_site(store, row.name, out if out is not None else default_folder("reports/site", row.name))
-    from flows.prefect_api import configured_api_url
-
-    if configured_api_url():  # a Prefect server is in use: link the report from its UI
-        from flows.artifacts import publish_report_link
-
-        prefect_env()
-        publish_report_link(row.name, str(index))
-    console.print(f"report written: [bold]{index}[/bold]")
-
-
-@app.command()
-def simulate(
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
-    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
-    slots: Annotated[int, typer.Option(help="serving slots")] = 4,
-    ctx_size: Annotated[int, typer.Option(help="context limit per request, tokens")] = 32768,
-    prefill_chunk: Annotated[int, typer.Option(help="prefill chunk, tokens")] = 512,
-    prefix_cache_tokens: Annotated[int, typer.Option(help="prefix cache size in tokens (0 = off)")] = 0,
-    time_scale: Annotated[float, typer.Option(help="model seconds per wall second")] = 1.0,
-    seed: Annotated[int, typer.Option(help="random seed")] = 0,
-    model: Annotated[str, typer.Option(help="served model id")] = "sim-model",
-    profile_json: Annotated[str | None, typer.Option(help="any other profile field, as JSON")] = None,
-) -> None:
-    """Run the embedded serving simulator standalone (OpenAI-compatible, with /metrics)."""
-    from arms.simulator.main import main as sim_main
-
-    argv = [
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--slots",
-        str(slots),
-        "--ctx-size",
-        str(ctx_size),
-        "--prefill-chunk",
-        str(prefill_chunk),
-        "--prefix-cache-tokens",
-        str(prefix_cache_tokens),
-        "--time-scale",
-        str(time_scale),
-        "--seed",
-        str(seed),
-        "--model",
-        model,
-    ]
-    if profile_json:
-        argv += ["--profile-json", profile_json]
-    code = sim_main(argv)
-    raise typer.Exit(code or 0)
-
-
-def _examples() -> dict[str, Any]:
-    """Example campaign files by name: shipped in the wheel as `campaign.examples`, the
-    repository's examples/ folder in a checkout (the same files)."""
-    from importlib import resources
-
-    try:
-        folder: Any = resources.files("campaign.examples")
-    except ModuleNotFoundError:
-        folder = Path(__file__).resolve().parent.parent / "examples"
-    return {
-        f.name.removesuffix(".toml"): f
-        for f in sorted(folder.iterdir(), key=lambda f: f.name)
-        if f.name.endswith(".toml")
-    }
-
-
-def _first_comment(text: str) -> str:
-    for line in text.splitlines():
-        if line.startswith("#"):
-            return line.lstrip("# ").strip()
-        if line.strip():
-            break
-    return ""
-
-
-@app.command()
-def examples(
-    name: Annotated[str | None, typer.Argument(help="example to write (default: list them)")] = None,
-    out: Annotated[Path, typer.Option("--out", help="folder to write it into")] = Path("."),
-    force: Annotated[bool, typer.Option("--force", help="overwrite an existing file")] = False,
-) -> None:
-    """List the example campaigns, or write one out to run it: campaign examples demo."""
-    found = _examples()
-    if name is None:
-        for key, file in found.items():
-            console.print(f"[bold]{key}[/bold]  {_first_comment(file.read_text(encoding='utf-8'))}", highlight=False)
-        console.print("write one with: campaign examples NAME [--out DIR], then: campaign run NAME.toml")
-        return
-    key = name.removesuffix(".toml")
-    if key not in found:
-        raise UsageError(f"no example {name!r}; examples: {', '.join(found)}")
-    target = out / f"{key}.toml"
-    if target.exists() and not force:
-        raise UsageError(f"{target} exists; pass --force to overwrite it")
-    out.mkdir(parents=True, exist_ok=True)
-    text = found[key].read_text(encoding="utf-8")
-    target.write_text(text, encoding="utf-8")
-    # the files it names beside itself (a replayed trace) come with it
-    folder = found[key].parent if hasattr(found[key], "parent") else None
-    for name in sorted(set(re.findall(r'^trace\s*=\s*"(traces/[\w.-]+)"', text, re.MULTILINE))):
-        source = folder / name if folder is not None else None
-        if source is not None and source.is_file():
-            (out / name).parent.mkdir(parents=True, exist_ok=True)
-            (out / name).write_bytes(source.read_bytes())
-            console.print(f"written: {out / name}", highlight=False)
-    console.print(f"written: {target}\nrun it: campaign run {target}", highlight=False)

@@ -9,10 +9,13 @@ before starting runners and workers on it.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 # added to the main app by cli.main (this module imports nothing of it: no cycle)
 db_app = typer.Typer(help="The campaign database: schema revision and migrations.", no_args_is_help=True)
@@ -20,7 +23,7 @@ console = Console()
 DbOption = Annotated[str | None, typer.Option("--db", help="database file or SQLAlchemy URL (default: $CAMPAIGN_DB)")]
 
 
-def _engine(db: str | None):  # type: ignore[no-untyped-def]
+def _engine(db: str | None) -> Engine:
     from sqlalchemy import create_engine
 
     from campaign.store.database import database_url, resolve_url

@@ -9,7 +9,7 @@ test loads each), and the simulator's runs as written.
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -69,7 +69,7 @@ gate = "decode"
 overrides = {{ max_tokens = 32 }}
 """
 
-TEMPLATES = {
+TEMPLATES: dict[str, dict[str, Any]] = {
     "simulator": dict(
         title="A campaign on the embedded simulator: runs anywhere, in about a minute.",
         model="sim-model",

@@ -68,11 +68,11 @@ class CampaignProgress:
             total = sum(contexts for _ in item.probes)
             p.reset(self.arm, total=max(total, 1), description=escape(f"arm {arm.id}: starting server"), visible=True)
         elif kind == "probe-start":
-            arm = str(data["arm"])
-            self._probe[arm] = f"{data['probe']} @ {data['context']}"
-            self._requests[arm] = (0, 0)
-            self._printed[arm] = time.monotonic()
-            p.update(self.arm, description=escape(f"arm {arm}: {self._probe[arm]}"))
+            arm_id = str(data["arm"])
+            self._probe[arm_id] = f"{data['probe']} @ {data['context']}"
+            self._requests[arm_id] = (0, 0)
+            self._printed[arm_id] = time.monotonic()
+            p.update(self.arm, description=escape(f"arm {arm_id}: {self._probe[arm_id]}"))
         elif kind == "request":
             self._request(data)
         elif kind == "probe-done":

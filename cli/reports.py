@@ -1,6 +1,8 @@
-"""Report-side commands of the `campaign` CLI (export, ui), registered on the main app.
+"""The read-only commands: status, report, export and ui. Each reads the store (never
+migrating or creating it) and shows one campaign: the one `--campaign` names, else the
+one the campaign file names, else the latest.
 
-Heavy imports (pandas, Prefect) stay inside the commands, like in `cli.commands`.
+Heavy imports (pandas, Prefect, the page writers) stay inside the commands.
 """
 
 from __future__ import annotations
@@ -10,7 +12,79 @@ from typing import Annotated
 
 import typer
 
-from cli.app import DbOption, UsageError, app, console, err, open_campaign
+from cli.app import DbOption, UsageError, app, console, err, open_campaign, prefect_env
+
+
+def _name_in(file: Path | None, name: str | None) -> str | None:
+    """The campaign a read-only command shows: `--campaign`, else the one the file names
+    (read for its name only, so a file being edited still finds its results), else None
+    (the latest)."""
+    if file is None or name is not None:
+        return name
+    from campaign.core.loader import read_toml
+    from campaign.core.schema import CampaignFileError
+
+    try:
+        named = read_toml(file).get("campaign", {}).get("name")
+    except CampaignFileError as exc:
+        raise UsageError(f"{file}: cannot read the campaign's name ({'; '.join(exc.problems)})") from None
+    if not isinstance(named, str) or not named:
+        raise UsageError(f'{file}: no [campaign] name = "..." to look up')
+    return named
+
+
+@app.command()
+def status(
+    file: Annotated[
+        Path | None, typer.Argument(help="campaign file: show the campaign it names (default: the latest)")
+    ] = None,
+    db: DbOption = None,
+    name: Annotated[
+        str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also each gate's full reason")] = False,
+) -> None:
+    """The answer (a line or two per gate), then the queue items with their state."""
+    from cli.status_view import render_status
+
+    name = _name_in(file, name)
+    store, row = open_campaign(db, name)
+    render_status(console, store, row.name, verbose=verbose)
+    from campaign.store.queue import current_runner
+
+    runner = current_runner(store, row.name)
+    if runner:
+        console.print(f"running now: {runner}", markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def report(
+    file: Annotated[
+        Path | None, typer.Argument(help="campaign file: report the campaign it names (default: the latest)")
+    ] = None,
+    db: DbOption = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="output folder (default: reports/site/CAMPAIGN); its earlier pages are replaced"),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")
+    ] = None,
+) -> None:
+    """Write the static HTML verdict pages, one folder per campaign."""
+    from reports.site import default_folder, write_site
+
+    name = _name_in(file, name)
+    store, row = open_campaign(db, name)
+    index = write_site(store, row.name, out if out is not None else default_folder("reports/site", row.name))
+    from flows.prefect_api import configured_api_url
+
+    if configured_api_url():  # a Prefect server is in use: link the report from its UI
+        from flows.artifacts import publish_report_link
+
+        prefect_env()
+        publish_report_link(row.name, str(index))
+    console.print(f"report written: [bold]{index}[/bold]")
 
 
 @app.command()

@@ -5,13 +5,14 @@ its verdict's evidence), then the queue and identity flags; the gates' full reas
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from campaign.store.store import Store
-from campaign.store.summary import Summary, attempt_links, summarize, ui_base
+from campaign.store.summary import AttemptLink, Summary, attempt_links, summarize, ui_base
 from flows.prefect_api import configured_api_url
 from reports.answer import answers, question, usual_level
 
@@ -43,9 +44,11 @@ def render_status(console: Console, store: Store, name: str | None = None, verbo
     _render_queue(console, s, width)
     for flag in s.flags:
         console.print(f"[yellow]identity[/yellow] arm {flag.arm_id}: {flag.message}")
-    ui = prefect_ui_address()
-    if ui:
-        render_flow_runs(console, store, s.campaign_id, ui)
+    # the newest attempt of each arm first: the configured Prefect server is looked up
+    # (through Prefect's settings, a second to import) only when there is a run to link
+    links = attempt_links(store, s.campaign_id, _ui_url_given(), newest_only=True)
+    if links and prefect_ui_address():
+        render_flow_runs(console, links)
 
 
 def render_answer(console: Console, s: Summary, width: int) -> None:
@@ -132,19 +135,21 @@ def prefect_ui_address() -> str | None:
     """The Prefect UI to link to: $PREFECT_UI_URL, else the one serving the configured
     API ($PREFECT_API_URL or the active profile's); None when there is none (runs went to
     a temporary server, whose pages are gone)."""
-    if os.environ.get("PREFECT_UI_URL"):
-        return os.environ["PREFECT_UI_URL"].rstrip("/")
+    given = _ui_url_given()
+    if given:
+        return given
     api = configured_api_url()
     return ui_base(api) if api else None
 
 
-def render_flow_runs(console: Console, store: Store, campaign_id: int, ui: str) -> None:
-    """The newest attempt of each arm of each item: where it ran and its flow run's page.
-    A line that would not fit puts the URL on a line of its own (never cut: it must
-    stay clickable and copyable)."""
-    links = attempt_links(store, campaign_id, ui if os.environ.get("PREFECT_UI_URL") else None, newest_only=True)
-    if not links:
-        return
+def _ui_url_given() -> str | None:
+    return os.environ["PREFECT_UI_URL"].rstrip("/") if os.environ.get("PREFECT_UI_URL") else None
+
+
+def render_flow_runs(console: Console, links: list[AttemptLink]) -> None:
+    """The newest attempt of each arm of each item (`links`): where it ran and its flow
+    run's page. A line that would not fit puts the URL on a line of its own (never cut:
+    it must stay clickable and copyable)."""
     console.print("[bold]Flow runs[/bold] (newest attempt of each arm)", highlight=False)
     for link in links:
         head = f"{link.item_key}/{link.arm_id} #{link.attempt_id} {link.state} on {link.host or '?'}"
@@ -169,8 +174,8 @@ def _arms_max(width: int) -> int:
     return ARMS_MAX if width < 120 else 2 * ARMS_MAX
 
 
-def _longest(texts: object) -> int:
-    return max((len(str(t)) for t in texts), default=0)  # type: ignore[attr-defined]
+def _longest(texts: Iterable[object]) -> int:
+    return max((len(str(t)) for t in texts), default=0)
 
 
 def fit(width: int, fixed: list[int], title: int, text: int) -> tuple[int | None, int]:

@@ -19,7 +19,7 @@ import re
 import signal
 from collections.abc import Callable
 
-from campaign.core.schema import NAME
+from campaign.core.serving import NAME
 
 
 class BadHost(ValueError):
@@ -79,8 +79,8 @@ def serve_host(host: str, db: str | None, say: Callable[[str], None]) -> None:
         f"worker for host {host}: serving deployment arm/{name} (and campaign/{launch}) from Prefect {api}, database {where}; Ctrl-C stops"
     )
     serve(
-        arm_flow.to_deployment(name=name, tags=[f"host:{host}"]),
-        campaign_launch_flow.to_deployment(
+        arm_flow.to_deployment(name=name, tags=[f"host:{host}"]),  # type: ignore[arg-type]  # typed sync-or-async by Prefect; sync here
+        campaign_launch_flow.to_deployment(  # type: ignore[arg-type]  # typed sync-or-async by Prefect; sync here
             name=launch,
             tags=[f"host:{host}"],
             description=f"Run a campaign (its name in the shared database, or a campaign file on {host}) from host {host}.",

@@ -7,187 +7,33 @@ so a killed campaign leaves enough behind for resume to clean up.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
+from prefect import flow
 
 from arms.probes import registry as probes
 from arms.probes.base import ProbeTarget, identify
-from arms.probes.failures import NOT_RUN, error_kind
 from arms.runtimes import catalog as runtimes
 from arms.runtimes.base import RuntimeAdapter
-from arms.runtimes.launching import LaunchBlocked, LaunchContext, LaunchSpec
+from arms.runtimes.launching import LaunchBlocked, LaunchSpec
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.core.processes import rss_of_group
-from campaign.core.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, recipe_value_text
-from campaign.core.states import AttemptState, ProbeRunState
+from campaign.core.schema import CampaignSpec, QueueItem
+from campaign.core.states import AttemptClaim, AttemptState, ProbeRunState
 from campaign.store.liveness import AttemptHeartbeat
-from campaign.store.store import RequestOutcome, Store
-from campaign.store.tables import AttemptRow, ProbeRunRow, utcnow
+from campaign.store.store import Store
+from campaign.store.tables import AttemptRow
 from flows import interrupt
+from flows.arm_states import run_state
 from flows.attempt import Attempt
 from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, ArmRun, Link, ProbeRun
 from flows.devices import DeviceLock
+from flows.launch import as_attempted, launch_context, launch_refusal, run_seed
 from flows.overrides import probe_params, probe_settings_hash
-from flows.progress import emit
-from flows.sink import SinkWriteError, StoreSink
-
-
-@task(name="probe")
-def run_probe(job: ProbeRun) -> int:
-    """One probe run on a running server, its rows stored as it goes; the probe run's id."""
-    store = Store(job.store_url)
-    speaks = runtimes.get(job.speaks)
-    probe, context, arm_id = job.probe, job.context, job.arm_id
-    run = store.add(
-        ProbeRunRow(attempt_id=job.attempt_id, probe=probe, context=context, settings_hash=job.settings_hash)
-    )
-    target = ProbeTarget(
-        base_url=job.base_url,
-        model=job.model,
-        telemetry=speaks.telemetry,
-        dialect=speaks.dialect,
-        sampling=job.sampling,
-        simulated=job.simulated,
-        log_path=job.log_path,
-        cached_tokens_field=job.cached_tokens_field,
-    )
-    pspec = probes.get(probe)
-    params = pspec.params.model_validate_json(job.params_json)
-    emit("probe-start", arm=arm_id, probe=probe, context=context)
-    # The sink's writer thread stores rows in batches; closing it writes the rest. It is
-    # closed before the run's state changes, so a run marked done has all its rows, and a
-    # failed one keeps what was measured before the failure.
-    sink = StoreSink(
-        store, job.campaign_id, job.attempt_id, run.id, job.item_key, arm_id, probe, job.simulated, context, job.repeat
-    )
-    try:
-        try:
-            interrupt.run_cancellable(pspec.run(target, sink, params))
-            interrupt.check()  # a probe that ends after a stop request may hold broken requests
-        except BaseException:
-            try:
-                sink.close()
-            except SinkWriteError:
-                pass  # the probe's own failure is the one to report
-            raise
-        sink.close()
-    except BaseException as exc:
-        if isinstance(exc, interrupt.CampaignInterrupted):  # not a task failure: the arm flow records the stop
-            store.update(
-                ProbeRunRow, run.id, state=ProbeRunState.INTERRUPTED, error="interrupted by the user", ended_at=utcnow()
-            )
-            return 0
-        store.update(
-            ProbeRunRow, run.id, state=ProbeRunState.FAILED, error=f"{type(exc).__name__}: {exc}", ended_at=utcnow()
-        )
-        raise
-    store.update(ProbeRunRow, run.id, state=ProbeRunState.DONE, ended_at=utcnow())
-    emit("probe-done", arm=arm_id, probe=probe, context=context)
-    return run.id or 0
-
-
-def run_seed(campaign_name: str, item_key: str, arm_id: str, block: int, attempt_number: int) -> int:
-    """A number for one server start: a sha256 prefix of the campaign, item, arm, block
-    and attempt number, so every start of a campaign gets its own (a rerun's attempt
-    2 of a block is not its attempt 1 again). The simulator draws the start's own rate
-    factor from it (`SimProfile.run_seed`), which is how a block's server run differs
-    from the next as a real server's does; `seed` (per campaign and arm) stays what
-    seeds the text it samples. A resumed attempt restarts with the same number: it is
-    the same attempt, continued."""
-    key = f"{campaign_name}/{item_key}/{arm_id}/b{block}/a{attempt_number}"
-    return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16)
-
-
-def _launch_context(
-    spec: CampaignSpec,
-    item: QueueItem,
-    arm_id: str,
-    port: int,
-    overrides: dict[str, Any],
-    workdir: Path,
-    tools: bool,
-    start_seed: int = 0,
-) -> LaunchContext:
-    arm = spec.arm(arm_id)
-    recipe = spec.recipe_for(arm_id, item)  # recipe.* overrides, or a confirmatory item's one change
-    if recipe != arm.recipe:
-        arm = arm.model_copy(update={"recipe": recipe})
-    return LaunchContext(
-        arm=arm,
-        model=spec.model_for(arm),
-        runtime=spec.runtime(arm.runtime),
-        port=port,
-        overrides=overrides,
-        workdir=workdir,
-        seed=int(hashlib.sha256(f"{spec.campaign.name}/{arm_id}".encode()).hexdigest()[:8], 16) % 10_000,
-        tools=tools,
-        run_seed=start_seed,
-    )
-
-
-_UNSET = object()
-
-
-def launch_settings(spec: CampaignSpec, item: QueueItem, arm_id: str) -> dict[str, Any]:
-    """Everything of `item` that reaches its arm's server launch (`_launch_context`): the
-    recipe as the item runs it (`recipe.*` overrides, a confirmatory change), whether its
-    probes need the tool flags, and the `sim.*` overrides the simulator's profile takes.
-    The rest of a launch is the arm's own (model, runtime, context, `simulate`), the same
-    for every item, or the start's (port, run seed). A kept server serves an item only
-    where all of these match: launched with other ones, it would measure another server
-    than the one the item's rows are stored under."""
-    recipe = spec.recipe_for(arm_id, item)
-    return {
-        **{f"recipe.{name}": getattr(recipe, name) for name in Recipe.model_fields},
-        "tools": "on" if probes.needs_tools(item.probes) else "off",
-        **OverrideKeys.of(item.overrides).sim_keys(),
-    }
-
-
-def launch_differences(spec: CampaignSpec, lead: QueueItem, item: QueueItem, arms: list[str]) -> list[str]:
-    """What of `item`'s launch on `arms` differs from `lead`'s (`launch_settings`), one
-    phrase per setting with both values, lead's first: "sim.decode_tps differs (40 vs 80)",
-    or per arm where the arms differ apart ("recipe.slots differs (A: 1 vs 4, B: 2 vs 4)")."""
-    pairs: dict[str, dict[str, tuple[Any, Any]]] = {}
-    for arm_id in arms:
-        a, b = launch_settings(spec, lead, arm_id), launch_settings(spec, item, arm_id)
-        for key in [*a, *(k for k in b if k not in a)]:
-            if a.get(key, _UNSET) != b.get(key, _UNSET):
-                pairs.setdefault(key, {})[arm_id] = (a.get(key, _UNSET), b.get(key, _UNSET))
-    out = []
-    for key, by_arm in pairs.items():
-        field = key.removeprefix("recipe.") if key.startswith("recipe.") else ""
-        text = {
-            arm_id: " vs ".join("unset" if v is _UNSET else recipe_value_text(field, v) for v in pair)
-            for arm_id, pair in by_arm.items()
-        }
-        alike = len(by_arm) == len(arms) and len(set(text.values())) == 1
-        out.append(
-            f"{key} differs ({next(iter(text.values())) if alike else ', '.join(f'{a}: {t}' for a, t in text.items())})"
-        )
-    return out
-
-
-def launch_refusal(
-    spec: CampaignSpec, store: Store, campaign_id: int, link: Link, arm_id: str, lead: QueueItem, fresh: bool
-) -> str:
-    """Why the chained attempt `link` may not run on the server `lead` launched ('' when it
-    may): the settings that differ. The attempt runs with the overrides stored on it when it
-    is continued (an interrupted one, not `fresh`: a rerun's `--set` values), else the
-    link's, as `_run_link` runs it."""
-    overrides = link.overrides
-    newest = store.attempts(campaign_id, link.item_key, arm_id)
-    newest = [a for a in newest if a.repeat == link.repeat]
-    if not fresh and newest and newest[-1].state == AttemptState.INTERRUPTED:
-        overrides = stored_overrides(newest[-1])
-    item = spec.item(link.item_key).model_copy(update={"overrides": overrides})
-    return "; ".join(launch_differences(spec, lead, item, [arm_id]))
+from flows.probe_task import all_failed_reason, run_probe
 
 
 def _identity_flags(spec: CampaignSpec, arm_id: str, identity: dict[str, Any]) -> list[str]:
@@ -220,93 +66,43 @@ def arm_flow(run: ArmRun) -> ArmOutcome:
     this one is done. Their outcomes come back in `ArmOutcome.then`; one not run says why,
     in state `NOT_RUN_ON_KEPT`.
 
-    A resumed attempt runs with the overrides stored on it, not with `run.overrides`: it
+    A resumed attempt runs with the overrides stored on it, not with `run.item`'s: it
     continues what it started (a rerun's `--set` values included), so its probe runs
-    finished before and after the stop were measured alike and under its label."""
-    spec = CampaignSpec.model_validate_json(run.spec_json)
+    finished before and after the stop were measured alike and under its label
+    (`flows.launch.as_attempted`)."""
+    spec, item = run.spec, run.item
     store = Store(run.store_url)
-    item = spec.item(run.item_key)
     from prefect.runtime import flow_run
 
-    overrides = run.overrides
     attempt = Attempt.claim(
         store,
         run.campaign_id,
-        run.item_key,
+        item.key,
         run.arm_id,
-        overrides,
-        run.repeat,
-        run.fresh,
+        dict(item.overrides),
         run.block,
+        run.fresh,
         flow_run_id=str(flow_run.id or ""),
     )
-    if attempt.how == "done":
+    if attempt.how == AttemptClaim.DONE:
         return attempt.outcome(AttemptState.DONE).chained(
             [_not_run(run.arm_id, link, "its first attempt was done before") for link in run.then]
         )
-    if attempt.how == "resumed":
-        overrides = stored_overrides(attempt.row)
-        item = item.model_copy(update={"overrides": overrides})  # its recipe.* keys reach the launch
+    if attempt.how == AttemptClaim.RESUMED:
+        item = as_attempted(item, attempt.row)
     with (
         interrupt.stop_on_sigterm() as stop,
         AttemptHeartbeat(store, attempt.id),
     ):  # a worker's cancelled run stops as on Ctrl-C
-        result = _hold_and_run(spec, store, run, item, attempt, overrides)
-    return stop.end_state(result) or run_state(result)  # type: ignore[return-value]
+        result = _hold_and_run(spec, store, run, item, attempt)
+    return stop.end_state(result.message) or run_state(result)
 
 
 def _not_run(arm_id: str, link: Link, why: str) -> ArmOutcome:
     """A chained attempt this flow did not run: the campaign flow runs it on its own."""
     return ArmOutcome(
-        arm_id, NOT_RUN_ON_KEPT, f"not run on the kept server: {why}", repeat=link.repeat, item_key=link.item_key
+        arm_id, NOT_RUN_ON_KEPT, f"not run on the kept server: {why}", block=link.block.index, item_key=link.item_key
     )
-
-
-class ArmNotDone(Exception):
-    """A failed or blocked arm's outcome, as the data of its flow run's failed state.
-
-    An exception, not the outcome itself: Prefect raises a failed state's data when a
-    deployment's flow run ends (on a worker), and a plain value there became "TypeError:
-    ... cannot be resolved into an exception" in the worker's log instead of what happened
-    to the arm."""
-
-    def __init__(self, outcome: ArmOutcome) -> None:
-        super().__init__(f"arm {outcome.arm_id} {outcome.state}: {outcome.message}")
-        self.outcome = outcome
-
-
-def run_state(result: ArmOutcome) -> Any:
-    """The flow run's end state for an arm's outcome, so the Prefect UI tells them
-    apart: a failed arm is Failed; a blocked one (the runtime cannot serve the recipe) is
-    a failed-type state named Blocked, red like a failure but named for what it is;
-    anything else completes. The outcome is the state's data either way (in an
-    `ArmNotDone` when the state failed), read back by `outcome_of`."""
-    from prefect.client.schemas.objects import StateType
-    from prefect.states import Failed, State
-
-    if result.failed_chained:
-        return result  # its own attempt completed; the chained one's failure is in the data
-    if result.state == AttemptState.FAILED:
-        return Failed(message=result.message or "arm failed", data=ArmNotDone(result))
-    if result.state == AttemptState.BLOCKED:
-        return State(type=StateType.FAILED, name="Blocked", message=result.message, data=ArmNotDone(result))
-    return result
-
-
-def outcome_of(state: Any) -> ArmOutcome:
-    """The outcome of an arm flow run called in-process with `return_state=True`;
-    an exception the flow raised is raised again here, as a direct call would."""
-    value = state.result(raise_on_failure=False)
-    if isinstance(value, ArmNotDone):
-        return value.outcome
-    if isinstance(value, BaseException):
-        raise value
-    return value
-
-
-def stored_overrides(attempt: AttemptRow) -> dict[str, Any]:
-    """The overrides an attempt was made with (the item's, merged with a rerun's)."""
-    return dict(json.loads(attempt.overrides_json or "{}"))
 
 
 def _hold_and_run(
@@ -315,7 +111,6 @@ def _hold_and_run(
     arm_run: ArmRun,
     item: QueueItem,
     attempt: Attempt,
-    overrides: dict[str, Any],
 ) -> ArmOutcome:
     item_key, arm_id = item.key, attempt.arm_id
     links = list(arm_run.then)
@@ -325,7 +120,7 @@ def _hold_and_run(
         store.update(AttemptRow, attempt.id, device_lease=lease_id)
 
     def run() -> ArmOutcome:
-        return _run_arm(spec, store, item, attempt, overrides, Path(arm_run.workdir), links, arm_run.fresh, chained)
+        return _run_arm(spec, store, item, attempt, Path(arm_run.workdir), links, arm_run.fresh, chained)
 
     try:
         if arm_run.device_limit:
@@ -358,7 +153,6 @@ def _run_arm(
     store: Store,
     item: QueueItem,
     attempt: Attempt,
-    overrides: dict[str, Any],
     workdir: Path,
     links: list[Link] | None = None,
     fresh: bool = True,
@@ -374,7 +168,7 @@ def _run_arm(
     port = free_port()
     tools = probes.needs_tools(item.probes)
     start_seed = run_seed(spec.campaign.name, item.key, arm_id, row.repeat, row.number)
-    ctx = _launch_context(spec, item, arm_id, port, overrides, workdir, tools, start_seed)
+    ctx = launch_context(spec, item, arm_id, port, dict(item.overrides), workdir, tools, start_seed)
     base_url = adapter.base_url(ctx)
     log_path = workdir / "logs" / spec.campaign.name / f"{item.key}-{arm_id}-r{row.repeat}-attempt{row.id}.log"
     attempt.started()
@@ -429,7 +223,7 @@ def _run_arm(
                 start_block,
                 item,
             )
-            outcome = _probe_attempt(spec, store, item, attempt, overrides, served)
+            outcome = _probe_attempt(spec, store, item, attempt, served)
         except Exception as exc:
             return _ended_by(exc, attempt, server)  # read before the server is stopped
         if outcome.state == AttemptState.DONE:
@@ -462,7 +256,7 @@ def _attach(
         simulated=adapter.simulated,
         # only a log that records the runtime's log counters is read (llama.cpp: -lv 4)
         log_path=str(log_path) if launch is not None and speaks.telemetry.log_counters_enabled(launch.argv) else None,
-        cached_tokens_field=launch.cached_tokens_field if launch is not None else "",
+        cached_tokens_field=(launch.cached_tokens_field or "") if launch is not None else "",
     )
     identity = interrupt.run_cancellable(identify(target))
     identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
@@ -525,12 +319,12 @@ def _probe_attempt(
     store: Store,
     item: QueueItem,
     attempt: Attempt,
-    overrides: dict[str, Any],
     served: Served,
 ) -> ArmOutcome:
     """Record the server's identity on the attempt, run its item's probes not finished
     before, and end it (done, or failed when every request failed)."""
     arm_id, campaign_id, row = attempt.arm_id, attempt.campaign_id, attempt.row
+    overrides = dict(item.overrides)
     arm = spec.arm(arm_id)
     identity, target = served.identity, served.target
     store.update(
@@ -555,7 +349,7 @@ def _probe_attempt(
                 store_url=store.public_url,
                 campaign_id=campaign_id,
                 attempt_id=attempt.id,
-                repeat=row.repeat,
+                block=row.repeat,
                 item_key=item.key,
                 arm_id=arm_id,
                 probe=str(probe),
@@ -586,7 +380,6 @@ def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: 
     it cold."""
     from prefect.runtime import flow_run
 
-    item = spec.item(link.item_key)
     differs = launch_refusal(spec, store, served.campaign_id, link, arm_id, served.item, fresh)
     if differs:
         store.log_event(
@@ -602,16 +395,14 @@ def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: 
         served.campaign_id,
         link.item_key,
         arm_id,
-        link.overrides,
-        link.repeat,
+        dict(link.item.overrides),
+        link.block.model_copy(update={"server_block": served.block}),
         fresh,
-        {**link.block, "server_block": served.block},
         flow_run_id=str(flow_run.id or ""),
     )
-    if attempt.how == "done":
+    if attempt.how == AttemptClaim.DONE:
         return attempt.outcome(AttemptState.DONE)
-    overrides = stored_overrides(attempt.row) if attempt.how == "resumed" else link.overrides
-    item = item.model_copy(update={"overrides": overrides})
+    item = as_attempted(link.item, attempt.row) if attempt.how == AttemptClaim.RESUMED else link.item
     attempt.started()
     _on_start(store, attempt, served.block)
     with AttemptHeartbeat(store, attempt.id):
@@ -628,7 +419,7 @@ def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: 
             if any(probes.get(p).cold_cache for p in item.probes):
                 did = served.adapter.flush_cache(served.target.base_url, served.slots)
                 store.log_event(attempt.campaign_id, CACHE_FLUSHED, f"{did}, before its probes", item.key, arm_id)
-            return _probe_attempt(spec, store, item, attempt, overrides, served)
+            return _probe_attempt(spec, store, item, attempt, served)
         except Exception as exc:
             return _ended_by(exc, attempt, served.server)
 
@@ -662,41 +453,3 @@ def _ended_by(exc: Exception, attempt: Attempt, server: ServerProcess | None) ->
     if server is not None and server.proc is not None and server.proc.poll() is not None:
         tail = f" (server exited with code {server.proc.returncode})"
     return attempt.failed(f"{type(exc).__name__}: {exc}{tail}")
-
-
-def all_failed_reason(outcome: RequestOutcome) -> str | None:
-    """Why an arm whose every request failed has failed, or None if any succeeded (or it
-    sent none): the count, the main error kind (`arms.probes.failures.error_kind`) and
-    one raw message of that kind as the server said it, e.g. "30/30 requests failed,
-    HTTP 400: the request needs 6197 tokens ... but the context size is 4096".
-
-    Why fail the arm: its probes ran to the end and stored error rates only, so it would
-    be `done` with no number a gate can read, and the item's verdict would say
-    inconclusive where the truth is that the arm never served one request."""
-    if not outcome.all_failed:
-        return None
-    kinds = {k: n for k, n in outcome.kinds.items() if k != NOT_RUN}
-    sent = [e for e in outcome.errors if error_kind(e) != NOT_RUN]
-    for raw in sent:  # kinds not counted in rows (none today) still name themselves
-        kinds.setdefault(error_kind(raw), 0)
-    kind = max(kinds.items(), key=lambda kv: kv[1])[0] if kinds else ""
-    raw = next((e for e in sent if error_kind(e) == kind), sent[0] if sent else "")
-    return f"{outcome.failed}/{outcome.requests} requests failed, {_readable(kind, raw)}"
-
-
-def _readable(kind: str, raw: str, limit: int = 300) -> str:
-    """A raw error as one line: an OpenAI-style JSON error body shown by its message."""
-    head, sep, body = raw.partition(": ")
-    if sep and body.lstrip().startswith("{"):
-        try:
-            error = json.loads(body).get("error")
-            message = error.get("message") if isinstance(error, dict) else error
-        except (ValueError, AttributeError):
-            found = re.search(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"', body)
-            message = found.group(1) if found else None
-        if isinstance(message, str) and message:
-            raw = f"{head}: {message}"
-    text = " ".join(raw.split())
-    if kind and not text.startswith(kind):
-        text = f"{kind}: {text}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -15,10 +15,11 @@ is three writes that belong together: the state column (with its error and end t
 the attempt's event row (`Store.log_event`) and its progress line (`flows.progress.emit`).
 Spread over the arm flow's exit paths, each path had to remember all three. Here each
 transition makes them, always in that order, and the arm flow only says which transition
-happened. Within `flows.arm_flow` and `flows.campaign_flow` nothing else writes an
-attempt's state, its arm-* events or its arm-start/arm-done lines; the other columns of
-the row (server process, device lease, identity) are facts the arm flow records as it
-learns them.
+happened. Within the arm and campaign flows (`flows.arm_flow`, `flows.lanes`,
+`flows.groups`) nothing else writes an attempt's state, its arm-* events or its
+arm-start/arm-done lines; the other columns of the row (server process, device lease,
+identity) are facts the arm flow records as it learns them. (A queue item's state has
+its own one owner: `campaign.store.queue.move_item`.)
 
 Two writers stay outside, for reasons of their layer: `campaign.store.queue.recover` (the store
 layer, which cannot import flows) marks attempts of provably dead holders interrupted
@@ -31,31 +32,32 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from campaign.core.states import AttemptState
+from campaign.core.states import AttemptClaim, AttemptState
 from campaign.store.liveness import holder_gone
 from campaign.store.store import Store
 from campaign.store.tables import AttemptRow, utcnow
 from flows import interrupt
-from flows.contracts import ArmOutcome
+from flows.contracts import ArmOutcome, Block
 from flows.progress import emit
 
 INTERRUPTED_MESSAGE = "interrupted by the user"
+NO_BLOCK = Block()  # an attempt made outside a block plan: block 0, no block fields
 
 
 @dataclass
 class Attempt:
     """The attempt this process holds (or found done), and its transitions.
 
-    `how` is what the claim found: "new", "resumed" (an interrupted attempt continued,
-    its finished probe runs kept) or "done" (not `fresh`, and the newest attempt had
-    finished: nothing to run)."""
+    `how` is what the claim found (`AttemptClaim`): new, resumed (an interrupted attempt
+    continued, its finished probe runs kept) or done (not `fresh`, and the newest attempt
+    had finished: nothing to run)."""
 
     store: Store
     campaign_id: int
     item_key: str
     arm_id: str
     row: AttemptRow
-    how: str
+    how: AttemptClaim
 
     @property
     def id(self) -> int:
@@ -71,12 +73,11 @@ class Attempt:
         item_key: str,
         arm_id: str,
         overrides: dict[str, Any],
-        repeat: int,
-        fresh: bool,
-        block: dict[str, Any] | None = None,
+        block: Block | None = None,
+        fresh: bool = True,
         flow_run_id: str = "",
     ) -> Attempt:
-        """Claim the arm's attempt (`Store.claim_attempt`, atomic). While another live
+        """Claim the arm's attempt in `block` (`Store.claim_attempt`, atomic). While another live
         process runs it (here or on another host), wait for it; one provably dead
         (`holder_gone`) is moved to interrupted -- only if it is still the holder that
         was judged -- and then continued here."""
@@ -87,15 +88,15 @@ class Attempt:
                 item_key,
                 arm_id,
                 overrides,
-                repeat,
+                (block or NO_BLOCK).index,
                 fresh=fresh,
                 flow_run_id=flow_run_id,
-                block=block,
+                block=(block or NO_BLOCK).fields(),
             )
-            if how != "busy":
+            if how != AttemptClaim.BUSY:
                 assert row is not None
-                attempt = cls(store, campaign_id, item_key, arm_id, row, how)
-                if how == "resumed":
+                attempt = cls(store, campaign_id, item_key, arm_id, row, AttemptClaim(how))
+                if attempt.how == AttemptClaim.RESUMED:
                     store.log_event(
                         campaign_id, "attempt-resumed", f"continuing attempt {row.number}", item_key, arm_id
                     )

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import httpx
 
@@ -155,12 +156,13 @@ def release_lease(token: str) -> bool:
     try:
         with get_client(sync_client=True) as client:
             try:
-                client.renew_concurrency_lease(lease_id=lease_id, lease_duration=LEASE_S)
+                lease = UUID(lease_id)
+                client.renew_concurrency_lease(lease_id=lease, lease_duration=LEASE_S)
                 known = True
-            except httpx.HTTPStatusError:
+            except (ValueError, httpx.HTTPStatusError):  # not a lease id, or one this server never knew
                 known = False
             if known:
-                client.release_concurrency_slots_with_lease(lease_id=lease_id)
+                client.release_concurrency_slots_with_lease(lease_id=lease)
             elif name:
                 holder = read_holder(client, name)
                 if holder is None or holder.lease == token:  # else the counted slot is another holder's
@@ -289,7 +291,7 @@ class DeviceLock:
         while not self._stop.wait(RENEW_S):
             try:
                 with get_client(sync_client=True) as client:
-                    client.renew_concurrency_lease(lease_id=self.lease_id, lease_duration=LEASE_S)
+                    client.renew_concurrency_lease(lease_id=UUID(str(self.lease_id)), lease_duration=LEASE_S)
                     if self._holder is not None:
                         self._holder.renewed = time.time()
                         write_holder(client, self._holder)

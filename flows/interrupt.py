@@ -144,15 +144,16 @@ class SigtermStop:
     def __init__(self) -> None:
         self.signalled = False
 
-    def end_state(self, outcome: dict[str, Any]) -> Any:
+    def end_state(self, message: str) -> Any:
         """The flow run's end state after a SIGTERM stop: Cancelled, what the runner's
         cancellation asked for and what the Prefect UI shows for a stopped run; None when
-        no SIGTERM came. The outcome itself is in the store, where `campaign run` reads it."""
+        no SIGTERM came. `message` is the arm's outcome's; the outcome itself is in the store,
+        where `campaign run` reads it."""
         if not self.signalled:
             return None
         from prefect.states import Cancelled
 
-        return Cancelled(message=f"stopped on this host: {outcome.get('message') or 'interrupted'}")
+        return Cancelled(message=f"stopped on this host: {message or 'interrupted'}")
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +28,10 @@ from pydantic import ValidationError
 from arms.probes import registry as probes
 from arms.probes.base import read_unchanged
 from arms.probes.registry import ITEM_FIELDS
-from campaign.core.loader import item_label
-from campaign.core.schema import CampaignSpec, OverrideKeys, QueueItem, Recipe, unitless_size
-from campaign.core.units import SIZE_FIELDS
+from campaign.core.pooling import item_label
+from campaign.core.schema import CampaignSpec, OverrideKeys, QueueItem
+from campaign.core.serving import Recipe
+from campaign.core.units import SIZE_FIELDS, unitless_size
 
 
 def probe_params(
@@ -63,6 +65,25 @@ def probe_params(
             key = {"campaign": spec.campaign.seed, "item": item.key, "block": block, "given": given}
             values[name] = int(digest(key), 16) % 2**31
     return pspec.params.model_validate(values)
+
+
+def with_overrides(item: QueueItem, overrides: Mapping[str, Any] | None) -> QueueItem:
+    """`item` as it runs: its own overrides, then `overrides` over them (a rerun's). The
+    one place overrides are merged, so that `recipe.*` keys reach the server's launch
+    (`CampaignSpec.recipe_for`), the probes and the stored attempt exactly as when
+    written in the campaign file."""
+    if not overrides:
+        return item
+    return item.model_copy(update={"overrides": {**item.overrides, **overrides}})
+
+
+def with_item_overrides(spec: CampaignSpec, item_key: str, overrides: Mapping[str, Any]) -> CampaignSpec:
+    """The campaign as a rerun runs it: item `item_key` `with_overrides`."""
+    if not overrides:
+        return spec
+    return spec.model_copy(
+        update={"queue": [with_overrides(q, overrides) if q.key == item_key else q for q in spec.queue]}
+    )
 
 
 def digest(value: Any) -> str:

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import os
 import time
+from typing import cast
 
 from campaign.core.schema import CampaignSpec
-from campaign.core.states import AttemptState
+from campaign.core.states import AttemptClaim, AttemptState
 from campaign.store.liveness import holder_gone
 from campaign.store.store import Store
 from campaign.store.tables import AttemptRow
 from flows import interrupt
-from flows.contracts import ArmOutcome, ArmRun
+from flows.contracts import ArmOutcome, ArmRun, arm_state
 from flows.prefect_api import configured_api_url
 from flows.progress import emit
 
@@ -117,22 +118,26 @@ def _no_worker(store: Store, host: str, run: ArmRun, message: str) -> ArmOutcome
     from campaign.store.tables import utcnow
 
     _absent_hosts.add(host)
-    how, attempt = store.claim_attempt(run.campaign_id, run.item_key, run.arm_id, run.overrides, run.repeat, fresh=True)
-    if how == "new" and attempt is not None and attempt.id is not None:
+    how, attempt = store.claim_attempt(
+        run.campaign_id, run.item_key, run.arm_id, run.overrides, run.block.index, fresh=True
+    )
+    if how == AttemptClaim.NEW and attempt is not None and attempt.id is not None:
         store.update(AttemptRow, attempt.id, state=AttemptState.BLOCKED, error=message, host=host, ended_at=utcnow())
-    elif how == "resumed" and attempt is not None and attempt.id is not None:  # keep its finished probes for the worker
+    elif (
+        how == AttemptClaim.RESUMED and attempt is not None and attempt.id is not None
+    ):  # keep its finished probes for the worker
         store.update(AttemptRow, attempt.id, state=AttemptState.INTERRUPTED, error=message, ended_at=utcnow())
     return _outcome(run, AttemptState.BLOCKED, message, attempt.id if attempt is not None else None)
 
 
 def _outcome(run: ArmRun, state: str, message: str = "", attempt_id: int | None = None) -> ArmOutcome:
-    return ArmOutcome(run.arm_id, state, message, attempt_id, run.repeat, run.item_key)
+    return ArmOutcome(run.arm_id, arm_state(state), message, attempt_id, run.block.index, run.item_key)
 
 
 def _attempt_of(store: Store, run: ArmRun, flow_run_id: str) -> AttemptRow | None:
     """The attempt the flow run holds; for a run that found the arm already done (not
     `fresh`), the newest done attempt."""
-    rows = [a for a in store.attempts(run.campaign_id, run.item_key, run.arm_id) if a.repeat == run.repeat]
+    rows = [a for a in store.attempts(run.campaign_id, run.item_key, run.arm_id) if a.repeat == run.block.index]
     mine = [a for a in rows if a.flow_run_id == flow_run_id]
     if mine:
         return mine[-1]
@@ -172,7 +177,7 @@ def _dispatch_once(store: Store, host: str, arm_run: ArmRun, tags: list[str]) ->
     """One flow run of the host's deployment, followed to its end. None: its holder died
     mid-arm (or the run crashed) and the arm should be sent again."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.objects import StateType
+    from prefect.client.schemas.objects import FlowRun, StateType
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
     from prefect.states import Cancelled, Cancelling, Crashed
@@ -185,8 +190,15 @@ def _dispatch_once(store: Store, host: str, arm_run: ArmRun, tags: list[str]) ->
     name = f"arm/{deployment_name(host)}"
     while True:
         try:
-            flow_run = run_deployment(
-                name=name, parameters={"run": arm_run.model_dump(mode="json")}, tags=tags, as_subflow=True, timeout=0
+            flow_run = cast(  # called from sync code, run_deployment runs to its FlowRun; its type says either
+                FlowRun,
+                run_deployment(
+                    name=name,
+                    parameters={"run": arm_run.model_dump(mode="json")},
+                    tags=tags,
+                    as_subflow=True,
+                    timeout=0,
+                ),
             )
             break
         except ObjectNotFound:

@@ -164,7 +164,7 @@ class StoreSink:
     probe: str
     simulated: bool
     default_context: int = 0
-    repeat: int = 0
+    block: int = 0  # the block's number, stored as the row's `repeat`
     flush_interval_s: float = 0.2
     writer: RowWriter = field(init=False, repr=False)
 
@@ -198,7 +198,7 @@ class StoreSink:
                 "probe_run_id": self.probe_run_id,
                 "item_key": self.item_key,
                 "arm_id": self.arm_id,
-                "repeat": self.repeat,
+                "repeat": self.block,
                 "probe": self.probe,
                 "scenario": scenario,
                 "mode": str(mode),

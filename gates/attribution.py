@@ -22,10 +22,12 @@ from campaign.core.schema import GateEntry
 from campaign.core.states import Verdict
 from campaign.core.units import pct
 from gates import compare
-from gates.cells import Selector, block_of
-from gates.compare import Rigor
-from gates.registry import register
+from gates.cells import Selector
+from gates.error_limit import error_note, flaky
+from gates.registry import PredicateSpec, register
 from gates.result import GateResult, pending
+from gates.rigor import Rigor
+from gates.runs import block_of
 
 # -- attribution: which mechanism earned the win, by ablation ----------------------------------------
 
@@ -203,7 +205,6 @@ def _engagement(
     return "", ""
 
 
-@register("attribution", AttributionParams)
 def attribution(rows: pd.DataFrame, gate: GateEntry, p: AttributionParams) -> GateResult:
     """Which mechanism earned a win, decided by ablation (seed 000: "the win was four slots,
     not the prefix cache").
@@ -368,8 +369,8 @@ def _credit_by_ablation(rows: pd.DataFrame, c: _Claim) -> GateResult:
     if c.differs:  # whatever the numbers say, they are not the mechanism's alone
         return c.result(Verdict.INCONCLUSIVE, f"{numbers}; but {c.differs}")
     ablation_stats = [s for s in kept.used_cells() if s.arm == ablation]
-    if any(compare.flaky(s, c.rigor) for s in ablation_stats):
-        note = "; ".join(compare.error_note(s, c.rigor) for s in ablation_stats if compare.flaky(s, c.rigor))
+    if any(flaky(s, c.rigor) for s in ablation_stats):
+        note = "; ".join(error_note(s, c.rigor) for s in ablation_stats if flaky(s, c.rigor))
         return c.result(Verdict.INCONCLUSIVE, f"{numbers}; ablation {note}: its numbers leave its failures out")
     if kept.verdict == Verdict.PASS:
         if cost.verdict == Verdict.PASS:
@@ -438,3 +439,6 @@ def _elimination(p: AttributionParams, subject: str, c: dict[str, Any] | None, d
             return f"{label}: the cache made {int(c['hits'])} hits, which leaves the slots; an ablation arm would decide it"
         return f"{label}: slots and cache both worked; only an ablation arm can credit one of them"
     return f"{label}: counters cannot credit {p.claim}; name an ablation arm"
+
+
+register(PredicateSpec("attribution", attribution, AttributionParams))

@@ -241,7 +241,7 @@ def unpaired(subject: Sequence[float], baseline: Sequence[float], sequential: bo
         method = _seq(SEQUENTIAL_UNPAIRED_METHOD if log else RAW_SEQUENTIAL_UNPAIRED_METHOD, True)
         if len(a) < 2 or len(b) < 2:
             return Estimate(ma - mb, math.nan, 0, min(len(a), len(b)), log, method, True)
-        df = len(a) + len(b) - 2
+        df: float = len(a) + len(b) - 2
         pooled = math.sqrt(((len(a) - 1) * sa**2 + (len(b) - 1) * sb**2) / df)
         n_eff = len(a) * len(b) / (len(a) + len(b))
         return Estimate(ma - mb, pooled / math.sqrt(n_eff), df, min(len(a), len(b)), log, method, True, n_eff)
@@ -282,7 +282,7 @@ def pass_bar(blocks: int, family: int, confidence: float) -> float:
     """How far a paired gain must clear its threshold, in between-block standard deviations
     of the per-block log ratio, for its one-sided p to reach the strictest Holm level of a
     `family` of comparative gates: t(1 - alpha/family, blocks - 1) / sqrt(blocks), where
-    alpha = (1 - confidence) / 2 (`gates.compare.alpha_of`).
+    alpha = (1 - confidence) / 2 (`gates.rigor.alpha_of`).
 
     Why: known before anything runs, it says whether a design can pass at all. Three blocks
     in a family of four need the gain to clear its threshold by 5.1 spreads (t > 8.86 on 2

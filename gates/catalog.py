@@ -10,11 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from campaign.core import metrics
-from gates import attribution, library, load_gates, predicates  # noqa: F401  (each registers itself on import)
+from gates import (  # noqa: F401  (each registers itself on import)
+    acceptance,
+    all_of,
+    attribution,
+    best_of,
+    ceiling,
+    control,
+    goodput,
+    load_goodput,
+    load_latency,
+    majority,
+    predicates,
+    regression_guard,
+)
 from gates.registry import get, names, params_model, register
-
-for _name, (_fn, _params) in load_gates.PREDICATES.items():
-    register(_name, _params)(_fn)
 
 __all__ = ["direction_key", "get", "metric_fields", "names", "params_model", "register", "with_directions"]
 

@@ -1,7 +1,9 @@
 """The comparison primitive: how every comparative predicate reads its numbers.
 
-A verdict is a claim with an error rate, so the numbers behind it follow these rules, all
-here (how rows become cells and runs is `gates.cells`, the estimators `gates.blockstats`):
+A verdict is a claim with an error rate, so the numbers behind it follow these rules
+(how rows become cells and runs is `gates.cells` and `gates.arm_cells`, the estimators
+`gates.blockstats`, what a claim is held to `gates.rigor`, the error limit
+`gates.error_limit`, how claims combine into a gate's verdict `gates.claims`):
 
 1. **The server run is the unit.** A queue item's repeats are blocks: in each, every arm
    gets its own server start, in a randomised order (stored on the attempt). Each
@@ -41,82 +43,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.core.states import Verdict
 from campaign.core.units import context_label, num, pct
 from gates import blockstats
+from gates.arm_cells import cell_stats
 from gates.blockstats import Estimate
-from gates.cells import ArmErrors, Cell, CellStat, Selector, cell_stats
-from gates.holm import holm
-from gates.intervals import CONFIDENCE, MEDIAN_METHOD
-
-DEFAULT_MIN_RUNS = 3
-DEFAULT_MAX_ERROR_RATE = 0.05
-EPS = 1e-9
-
-
-def alpha_of(confidence: float) -> float:
-    """The one-sided error of each claim (pass, fail) a `confidence` CI decides."""
-    return (1.0 - confidence) / 2
-
-
-def ci_label(confidence: float, sequential: bool = False) -> str:
-    """'95% CI', or '95% CS' for a confidence sequence (an interval valid at every block count)."""
-    kind = "CS" if sequential else "CI"
-    return f"{confidence:.0%} {kind}" if round(confidence * 100, 6).is_integer() else f"{confidence:.1%} {kind}"
-
-
-def is_sequential(stat: Any) -> bool:
-    """Whether a cell stat's or a comparison's interval is a confidence sequence."""
-    est = getattr(stat, "estimate", None)
-    return bool(est is not None and est.sequential)
-
-
-class Rigor(BaseModel):
-    """What every comparative predicate takes: the least number of server runs, the most
-    errors, the confidence (the campaign's unless the gate sets its own)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    min_runs: int = Field(
-        default=DEFAULT_MIN_RUNS,
-        ge=2,
-        description="fewer server runs (blocks) than this in a cell is inconclusive; 2 is the least a spread can come from",
-    )
-    max_error_rate: float = Field(
-        default=DEFAULT_MAX_ERROR_RATE,
-        ge=0,
-        le=1,
-        description="an arm failing more of its requests than this cannot pass",
-    )
-    confidence: float = Field(
-        default=CONFIDENCE, gt=0.5, lt=1, description="the CI level (set campaign-wide by campaign.confidence)"
-    )
-    sequential: bool = Field(
-        default=False,
-        description="intervals are confidence sequences, valid however often they are looked at (set for a gate fed by an "
-        "item with max_blocks; set it yourself when you add blocks until a verdict shows)",
-    )
-
-    @property
-    def alpha(self) -> float:
-        return alpha_of(self.confidence)
-
-    def of(self) -> Rigor:
-        """Just the rigor fields of a params model that extends this one."""
-        return Rigor(
-            min_runs=self.min_runs,
-            max_error_rate=self.max_error_rate,
-            confidence=self.confidence,
-            sequential=self.sequential,
-        )
-
+from gates.cells import Cell, CellStat, Selector
+from gates.claims import gate_p, holm_fails, worst
+from gates.error_limit import error_note, flaky, subject_errors
+from gates.intervals import MEDIAN_METHOD
+from gates.rigor import Rigor, ci_label, is_sequential, runs_note
 
 # -- formatting -----------------------------------------------------------------------------
 
@@ -127,24 +69,17 @@ def fmt_stat(stat: CellStat) -> str:
     if not stat.runs:
         return stat.size()
     if stat.n < 2:
-        return f"{num(stat.median)}, {stat.size()}"
+        return f"{num(stat.geomean)}, {stat.size()}"
     lo, hi = num(stat.low), num(stat.high)
-    if lo == hi == num(stat.median):
-        return f"{num(stat.median)}, {stat.size()}"
-    return f"{num(stat.median)} [{lo}, {hi}] {ci_label(stat.confidence, is_sequential(stat))}, {stat.size()}"
+    if lo == hi == num(stat.geomean):
+        return f"{num(stat.geomean)}, {stat.size()}"
+    return f"{num(stat.geomean)} [{lo}, {hi}] {ci_label(stat.confidence, is_sequential(stat))}, {stat.size()}"
 
 
 def need_text(threshold: float, higher_is_better: bool) -> str:
     if threshold == 0:
         return "any gain"
     return f"{pct(threshold)} or more" if higher_is_better else f"{pct(-threshold)} or lower"
-
-
-def runs_note(stats: Iterable[CellStat], rigor: Rigor) -> str:
-    short = [f"{s.arm} has {s.n} run{'s' if s.n != 1 else ''}" for s in stats if s.n < rigor.min_runs]
-    if not short:
-        return ""
-    return f"{', '.join(dict.fromkeys(short))}; needs {rigor.min_runs} (blocks, each its own server start): too few to decide"
 
 
 # -- comparisons ---------------------------------------------------------------------------
@@ -195,8 +130,8 @@ class Comparison:
         seq = is_sequential(self)
         if math.isinf(lo) or math.isinf(hi) or math.isnan(lo) or math.isnan(hi):
             none = "no CS yet (too few blocks for a confidence sequence to exclude anything)" if seq else "no CI"
-            return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)}, {none}: {how}, {self.subject.size()})"
-        return f"{self.subject.arm} {num(self.subject.median)} ({pct(c)} [{pct(lo)}, {pct(hi)}] {ci_label(self.subject.confidence, seq)}, {how}, {self.subject.size()})"
+            return f"{self.subject.arm} {num(self.subject.geomean)} ({pct(c)}, {none}: {how}, {self.subject.size()})"
+        return f"{self.subject.arm} {num(self.subject.geomean)} ({pct(c)} [{pct(lo)}, {pct(hi)}] {ci_label(self.subject.confidence, seq)}, {how}, {self.subject.size()})"
 
     def unsure_fail(self, m: int, noun: str) -> str:
         """The note of a fail that does not survive Holm over the gate's `m` claims."""
@@ -227,98 +162,6 @@ class Comparison:
             "verdict": str(self.verdict),
             "notes": list(self.notes),
         }
-
-
-@dataclass
-class Claim:
-    """One claim a gate's verdict rests on besides its comparisons: a bound on one arm's
-    value, a pass rate, a share of requests met. It carries what a `Comparison` carries
-    for the gate's rules: its verdict alone, the one-sided p-values of "it holds" and "it
-    does not", and whether a test made the verdict or a rule (errors, too few runs), so
-    that a gate's Holm over its fail claims (`holm_fails`) and its p-values for the
-    campaign's family (`gate_p`) read every part of it alike."""
-
-    what: str  # the claim in a few words, for the reason ("B reuse at cache-probe/identical@4K")
-    verdict: Verdict
-    p_pass: float = 1.0
-    p_fail: float = 1.0
-    statistical: bool = True
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def note(self) -> str:
-        return "; ".join(self.notes)
-
-    def unsure_fail(self, m: int, noun: str) -> str:
-        return f"{self.what} fails alone, but not over {m} {noun} (Holm)"
-
-    def evidence(self) -> dict[str, Any]:
-        return {
-            "verdict": str(self.verdict),
-            "p_pass": self.p_pass,
-            "p_fail": self.p_fail,
-            "statistical": self.statistical,
-        }
-
-
-Judged = Comparison | Claim  # what a gate's verdict is combined from
-
-
-def oriented_gain(value: float, base: float, higher_is_better: bool) -> float:
-    return (value - base) / base if higher_is_better else (base - value) / base
-
-
-def error_counts(stat: CellStat) -> ArmErrors | None:
-    """What an arm's error limit is judged on: every request the arm made in the rows the
-    gate reads (`ArmErrors`), else the cell's own request counters; None when neither
-    was counted."""
-    if stat.arm_errors is not None and stat.arm_errors.requests:
-        return stat.arm_errors
-    if stat.requests:
-        return ArmErrors(stat.arm, stat.requests, stat.failed or 0, dict(stat.errors_by_kind))
-    return None
-
-
-def flaky(stat: CellStat, rigor: Rigor) -> bool:
-    """The arm's failure rate is over the limit at its point: a baseline's or a control's
-    numbers cannot decide then (the gate is inconclusive, never a fail for the subject)."""
-    errors = error_counts(stat)
-    return errors is not None and (errors.rate or 0.0) > rigor.max_error_rate + EPS
-
-
-def error_rule(
-    errors: ArmErrors | None, limit: float, confidence: float, consequence: str = "cannot pass"
-) -> tuple[Verdict, str] | None:
-    """The error limit for an arm whose verdict is claimed (a subject), by the exact
-    interval of its failure rate, each end at (1 - confidence) / 2: a fail (a rule, no p)
-    only when the rate is surely over `limit` (the lower end above it); inconclusive when
-    it is over at its point but not surely; None within it.
-
-    Why not the point rate: at 30 requests a subject failing 4% of them (limit 5%) has 2
-    or more failures 34% of the time. Why not also "surely within" for a pass: with no
-    failure at all the exact upper end falls under 5% only from 72 requests, more than
-    most gated items make, so every pass of a short item would turn inconclusive; a
-    subject failing 10% of 30 requests still shows at most 1 failure 18% of the time, and
-    nothing here stops that."""
-    if errors is None or not errors.requests or (errors.rate or 0.0) <= limit + EPS:
-        return None
-    found = errors.interval(confidence)
-    if found is not None and found[0] > limit + EPS:
-        return Verdict.FAIL, f"{errors.text(confidence)} > {num(limit)}: {consequence}"
-    return Verdict.INCONCLUSIVE, f"{errors.text(confidence)}: over {num(limit)}, but not surely: cannot decide"
-
-
-def subject_errors(stat: CellStat, rigor: Rigor, consequence: str = "cannot pass") -> tuple[Verdict, str] | None:
-    """`error_rule` for a subject's cell."""
-    return error_rule(error_counts(stat), rigor.max_error_rate, rigor.confidence, consequence)
-
-
-def error_note(stat: CellStat, rigor: Rigor) -> str:
-    """'B failed 4/10 requests (0.40 [0.122, 0.738] 95% CI): read_timeout 4 > 0.05'."""
-    errors = error_counts(stat)
-    if errors is None:
-        return f"{stat.arm} error rate {num(stat.error_rate)} > {num(rigor.max_error_rate)}"
-    return f"{errors.text(rigor.confidence)} > {num(rigor.max_error_rate)}"
 
 
 def _bound_log(threshold: float, higher_is_better: bool) -> float:
@@ -441,54 +284,6 @@ def tie_note(cmp: Comparison, claimed: str = "gain") -> str:
     return f"{s} vs {b} was exactly {pct(cmp.change[0])} in every block, on the threshold: no claim either way"
 
 
-def holm_fails(claims: Sequence[Judged], rigor: Rigor, noun: str = "cells") -> int:
-    """Holm over a gate's statistical fail claims (its comparisons, and the bounds or rates
-    it also rests on): a fail stays only where its adjusted p-value is within alpha, so many
-    cells or claims do not make a gate on identical arms fail more often than one. Returns
-    the number of claims tested; a fail that does not survive becomes inconclusive, saying
-    why, and every p_fail is left adjusted. (The step-down is `gates.holm`; it is only
-    called when some fail is in question, and the smallest adjusted p-value is m times the
-    smallest raw one either way.) Call it once per gate, over all of its fail claims."""
-    tested = [c for c in claims if c.statistical]
-    m = len(tested)
-    if m < 2:
-        return m
-    if not any(c.verdict == Verdict.FAIL for c in tested):
-        for c in tested:
-            c.p_fail = min(1.0, c.p_fail * m)  # a bound on its Holm-adjusted value; exact for the smallest
-        return m
-    for c, (ok, adj) in zip(tested, holm([c.p_fail for c in tested], rigor.alpha)):
-        c.p_fail = float(adj)
-        if c.verdict == Verdict.FAIL and not ok:
-            c.verdict = Verdict.INCONCLUSIVE
-            c.notes = [*c.notes, c.unsure_fail(m, noun)]
-    return m
-
-
-def gate_p(claims: Sequence[Judged]) -> dict[str, Any]:
-    """A gate's own p-values for the campaign's family (`gates.family`), from every claim
-    its verdict rests on, each Holm-adjusted within the gate by `holm_fails`: a pass needs
-    every claim to pass (the largest p_pass), a fail any (the smallest adjusted p_fail).
-    Rule-made verdicts (errors, too few runs) carry no p: a rule's fail is not adjusted
-    (`statistical_fail` false), and a gate with a claim a rule left open cannot pass."""
-    tested = [c for c in claims if c.statistical]
-    ruled_fail = any(not c.statistical and c.verdict == Verdict.FAIL for c in claims)
-    return {
-        "p_pass": max((c.p_pass for c in tested), default=1.0) if tested and len(tested) == len(claims) else 1.0,
-        "p_fail": 0.0 if ruled_fail else min((c.p_fail for c in tested), default=1.0),
-        "statistical_fail": not ruled_fail,
-    }
-
-
-def worst(verdicts: Iterable[Verdict]) -> Verdict:
-    """fail > inconclusive > pass: every comparison must pass for the whole to pass."""
-    seen = set(verdicts)
-    for v in (Verdict.PENDING, Verdict.FAIL, Verdict.INCONCLUSIVE):
-        if v in seen:
-            return v
-    return Verdict.PASS
-
-
 @dataclass
 class Outcome:
     """All comparisons of some subjects against some baselines on one metric."""
@@ -529,7 +324,7 @@ class Outcome:
         for (cell, base), cmps in groups.items():
             where = label(cell)
             parts.append(
-                f"{where + ' ' if where else ''}{', '.join(c.text() for c in cmps)} vs {base} {num(cmps[0].baseline.median)}"
+                f"{where + ' ' if where else ''}{', '.join(c.text() for c in cmps)} vs {base} {num(cmps[0].baseline.geomean)}"
             )
         out = f"{self.metric}: {'; '.join(parts)}" if parts else self.metric
         if need:
@@ -661,53 +456,3 @@ def compare(
     if holm:
         holm_fails(out.comparisons, rigor)
     return out
-
-
-# -- one arm against a fixed bound -----------------------------------------------------------
-
-
-def check_bound(stat: CellStat, value: float, higher_is_better: bool, rigor: Rigor) -> Claim:
-    """Whether a cell's value clears a fixed bound (`value`; at or above it when
-    `higher_is_better`, else at or below), by the one-sided t tests over its runs that
-    its CI is the interval of (`gates.blockstats.one_arm`, a confidence sequence when
-    sequential): pass when the whole CI clears the bound, fail when none of it does, else
-    inconclusive. With no spread between runs the values decide by themselves, and every
-    run exactly on the bound decides nothing (`Estimate.p_above`). A subject over the
-    error limit (`error_rule`), too few runs or mixed recipes are rules: no p."""
-    what = f"{stat.arm} {stat.metric} at {stat.cell.key()}"
-    if stat.all_failed:
-        return Claim(
-            what,
-            Verdict.FAIL,
-            1.0,
-            0.0,
-            False,
-            [f"{stat.arm} failed every request at {stat.cell.key()} ({stat.failed}/{stat.requests}): cannot pass"],
-        )
-    rule = subject_errors(stat, rigor)
-    if rule is not None:
-        return Claim(what, rule[0], 1.0, 0.0 if rule[0] == Verdict.FAIL else 1.0, False, [rule[1]])
-    if stat.n < rigor.min_runs:
-        return Claim(what, Verdict.INCONCLUSIVE, statistical=False, notes=[runs_note([stat], rigor)])
-    if len(stat.recipes) > 1:
-        return Claim(
-            what,
-            Verdict.INCONCLUSIVE,
-            statistical=False,
-            notes=[f"{stat.arm} ran {len(stat.recipes)} recipes in {', '.join(stat.items)}: not pooled"],
-        )
-    est = stat.estimate
-    if est is None:
-        return Claim(what, Verdict.INCONCLUSIVE, statistical=False, notes=["no estimate"])
-    bound = (math.log(value) if value > 0 else -math.inf) if est.log else value
-    above, below = est.p_above(bound), est.p_below(bound)
-    p_pass, p_fail = (above, below) if higher_is_better else (below, above)
-    if p_pass <= rigor.alpha:
-        return Claim(what, Verdict.PASS, p_pass, p_fail)
-    if p_fail <= rigor.alpha:
-        return Claim(what, Verdict.FAIL, p_pass, p_fail)
-    if est.on_bound(bound):
-        note = f"every run of {stat.arm} gave exactly {num(value)}, the bound: no claim either way"
-    else:
-        note = f"{stat.arm}'s {ci_label(stat.confidence, is_sequential(stat))} [{num(stat.low)}, {num(stat.high)}] straddles the bound"
-    return Claim(what, Verdict.INCONCLUSIVE, p_pass, p_fail, notes=[note])

@@ -100,12 +100,9 @@ def evaluate(
     looks = 1 if sequential else max(1, looks)
     params = catalog.params_model(gate.predicate).model_validate(params_for(gate, confidence, sequential, looks))
     result = fn(rows, gate, params)
-    if looks > 1 and "p_pass" in result.evidence:
-        evidence = {**result.evidence, "planned_looks": looks}
-        for key in ("p_pass", "p_fail"):
-            if key in evidence:
-                evidence[key] = min(1.0, float(evidence[key]) * looks)
-        result = result.model_copy(update={"evidence": evidence})
+    if looks > 1 and result.comparative:
+        p_pass, p_fail = result.p_values
+        result = result.with_p(min(1.0, p_pass * looks), min(1.0, p_fail * looks), planned_looks=looks)
     return result
 
 

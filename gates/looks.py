@@ -40,7 +40,7 @@ import pandas as pd
 
 from campaign.core.states import Verdict
 from gates.blockstats import sequential_t, t_quantile
-from gates.cells import block_of
+from gates.runs import block_of
 
 # verdicts a user could act on: a pending or blocked gate decided nothing
 DECIDING = (Verdict.PASS, Verdict.FAIL, Verdict.INCONCLUSIVE, Verdict.CONTROL)
@@ -84,7 +84,7 @@ def question_of(gate_id: str, rows: pd.DataFrame) -> str:
     """A short hash naming the question a gate's rows answer: the gate and the (settings,
     recipe) of every cell it reads. The same rows measured again under the same settings
     are the same question; other settings are another."""
-    parts: Iterable[str] = ()
+    parts: Iterable[tuple[str, str, str]] = ()
     if not rows.empty:
         settings = rows["settings_hash"].astype(str) if "settings_hash" in rows else pd.Series("", index=rows.index)
         recipes = rows["recipe_hash"].astype(str) if "recipe_hash" in rows else pd.Series("", index=rows.index)

@@ -1,6 +1,7 @@
-"""The two general predicates: relative improvement and threshold (the rest are in
-`gates.library`; `gates.catalog` registers them all). A user's plugin registers its own
-with `gates.predicates.register("name", Params)`, as it always has.
+"""The general predicates: relative improvement, context change, equivalence and
+threshold (every other predicate has a module named by what it judges; `gates.catalog`
+lists them all). A user's plugin registers its own the same way, with
+`gates.registry.register(PredicateSpec(name, judge, Params))`.
 
 Every predicate receives canonical rows only (see `engine.canonical_only`) and reads its
 numbers through `gates.compare`: per cell (probe, scenario, context, mode), with n, the
@@ -21,10 +22,13 @@ from campaign.core.schema import GateEntry
 from campaign.core.states import Verdict
 from campaign.core.units import context_label, num
 from gates import compare
-from gates.cells import CellStat, Selector, block_of, cell_stats
-from gates.compare import Rigor
-from gates.registry import register
+from gates.arm_cells import cell_stats
+from gates.cells import CellStat, Selector
+from gates.claims import Claim, check_bound, gate_p, holm_fails, worst
+from gates.registry import PredicateSpec, register
 from gates.result import GateResult, pending
+from gates.rigor import Rigor
+from gates.runs import block_of
 
 # -- relative improvement ---------------------------------------------------------------
 
@@ -39,7 +43,6 @@ class RelativeParams(Selector, Rigor):
     also_higher_is_better: bool = True
 
 
-@register("relative_improvement", RelativeParams)
 def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams) -> GateResult:
     """Every subject must beat every baseline arm by at least `min_gain`, on every cell they
     share, with the gain's whole interval above the threshold (`gates.compare`); with
@@ -75,14 +78,14 @@ def relative_improvement(rows: pd.DataFrame, gate: GateEntry, p: RelativeParams)
         )
         if also.missing:
             return pending(also.missing, **main.evidence(), how=_how(gate))
-        compare.holm_fails([*main.comparisons, *also.comparisons], rigor)  # a fail on either metric fails the gate
+        holm_fails([*main.comparisons, *also.comparisons], rigor)  # a fail on either metric fails the gate
     evidence: dict[str, Any] = {**main.evidence(), "how": _how(gate)}
     reason = main.text()
     verdict = main.verdict
     if also is not None:
         evidence["also"] = also.evidence()
-        evidence.update(compare.gate_p([*main.comparisons, *also.comparisons]))
-        joint = compare.worst([verdict, also.verdict])
+        evidence.update(gate_p([*main.comparisons, *also.comparisons]))
+        joint = worst([verdict, also.verdict])
         if verdict == Verdict.PASS and also.verdict == Verdict.FAIL:
             reason = f"{reason}, but {also.text()}"
         else:
@@ -103,7 +106,7 @@ def _how(gate: GateEntry) -> str:
 class ContextChangeParams(Selector, Rigor):
     context: int = Field(
         ge=1, description='the context (tokens) of the cell judged: "8K is X% slower than 4K" judges 8192'
-    )  # type: ignore[assignment]
+    )
     baseline_context: int = Field(ge=1, description="the context it is compared with, on the same arm (4096)")
     min_gain: float = Field(
         description="the least gain at `context` over `baseline_context`: -0.10 = at most 10% worse, 0 = at least as good"
@@ -111,7 +114,6 @@ class ContextChangeParams(Selector, Rigor):
     higher_is_better: bool = True
 
 
-@register("context_change", ContextChangeParams)
 def context_change(rows: pd.DataFrame, gate: GateEntry, p: ContextChangeParams) -> GateResult:
     """Each subject at `context` against itself at `baseline_context` ("8K decodes within
     10% of 4K"), as `relative_improvement` judges two arms: per common cell, over runs,
@@ -153,7 +155,7 @@ def context_change(rows: pd.DataFrame, gate: GateEntry, p: ContextChangeParams) 
             merged.comparisons += one.comparisons
             merged.unmatched = "; ".join(x for x in (merged.unmatched, one.unmatched) if x)
     assert merged is not None  # a gate has at least one subject
-    compare.holm_fails(merged.comparisons, rigor)  # every subject's claims, one family
+    holm_fails(merged.comparisons, rigor)  # every subject's claims, one family
     evidence: dict[str, Any] = {
         **merged.evidence(),
         "context": p.context,
@@ -189,7 +191,6 @@ class EquivalenceParams(Selector, Rigor):
     )
 
 
-@register("equivalence", EquivalenceParams)
 def equivalence(rows: pd.DataFrame, gate: GateEntry, p: EquivalenceParams) -> GateResult:
     """ "Within X%": every subject's value stays within 1 +- margin of every baseline's, by
     two one-sided tests (TOST) on the log ratio over runs -- pass when both "not below
@@ -227,7 +228,7 @@ def equivalence(rows: pd.DataFrame, gate: GateEntry, p: EquivalenceParams) -> Ga
             )
         else:
             c.verdict, c.notes = Verdict.INCONCLUSIVE, [f"{c.subject.arm}'s CI reaches beyond +-{num(p.margin * 100)}%"]
-    compare.holm_fails(main.comparisons, rigor)
+    holm_fails(main.comparisons, rigor)
     main.threshold = 0.0
     reason = main.text(need=False) + f"; needs within +-{num(p.margin * 100)}% (two one-sided tests)"
     return GateResult(
@@ -249,7 +250,6 @@ class ThresholdParams(Selector, Rigor):
     )
 
 
-@register("threshold", ThresholdParams)
 def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateResult:
     """Each subject's median must satisfy `metric op value` in each named scenario and each
     context (never pooled): pass when the median's whole interval does, fail when none of
@@ -257,16 +257,14 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     rigor = p.of()
     sel = p.selector()
     scenarios: list[str | None] = list(p.scenarios) or [None]
-    claims: list[tuple[CellStat, compare.Claim]] = []
+    claims: list[tuple[CellStat, Claim]] = []
     for arm in gate.subjects:
         for scen in scenarios:
             stats = cell_stats(rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential)
             if not stats:
                 return pending(f"no canonical {p.metric}{' ' + scen if scen else ''} for {arm} yet")
-            claims += [
-                (stat, compare.check_bound(stat, p.value, p.op in (">=", ">"), rigor)) for stat in stats.values()
-            ]
-    compare.holm_fails([c for _, c in claims], rigor)  # any cell failing fails the gate
+            claims += [(stat, check_bound(stat, p.value, p.op in (">=", ">"), rigor)) for stat in stats.values()]
+    holm_fails([c for _, c in claims], rigor)  # any cell failing fails the gate
     judged = [(stat, c.verdict, c.note) for stat, c in claims]
     contexts = {s.cell.context for s, _, _ in judged}
 
@@ -281,8 +279,8 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
     for stat, _, _ in judged:
         by_arm.setdefault(stat.arm, []).append(f"{label(stat)} {compare.fmt_stat(stat)}")
     shown = "; ".join(f"{arm} " + ", ".join(vals) for arm, vals in by_arm.items())
-    verdict = compare.worst(v for _, v, _ in judged)
-    failures = [f"{s.arm} {label(s)} {num(s.median)}" for s, v, _ in judged if v == Verdict.FAIL]
+    verdict = worst(v for _, v, _ in judged)
+    failures = [f"{s.arm} {label(s)} {num(s.geomean)}" for s, v, _ in judged if v == Verdict.FAIL]
     notes = list(dict.fromkeys(n for _, _, n in judged if n))
     if verdict == Verdict.FAIL:
         reason = f"{p.metric} misses {p.op} {num(p.value)}: {', '.join(failures)} ({shown})"
@@ -298,7 +296,7 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
             for stat in cell_stats(
                 rows, sel, arm, scen, confidence=rigor.confidence, sequential=rigor.sequential
             ).values():
-                partial.setdefault(scen, {})[arm] = stat.median
+                partial.setdefault(scen, {})[arm] = stat.geomean
     for scen, vals in partial.items():
         lo, hi = min(vals.values()), max(vals.values())
         reason += f"; {scen} partial ({num(lo)}-{num(hi)})" if hi - lo > 0.005 else f"; {scen} partial ({num(lo)})"
@@ -315,6 +313,12 @@ def threshold(rows: pd.DataFrame, gate: GateEntry, p: ThresholdParams) -> GateRe
             "interval_method": compare.INTERVAL_METHOD,
             "cells": [{**s.evidence("subject"), **c.evidence()} for s, c in claims],
             "partial": partial,
-            **compare.gate_p([c for _, c in claims]),
+            **gate_p([c for _, c in claims]),
         },
     )
+
+
+register(PredicateSpec("relative_improvement", relative_improvement, RelativeParams))
+register(PredicateSpec("context_change", context_change, ContextChangeParams))
+register(PredicateSpec("equivalence", equivalence, EquivalenceParams))
+register(PredicateSpec("threshold", threshold, ThresholdParams))

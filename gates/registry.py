@@ -1,15 +1,26 @@
 """The registry of gate predicates: campaign files name a predicate, this finds it.
 
-A predicate is registered by name with a pydantic params model, so a campaign file's
-`params` are validated when the file is loaded, not when the gate first runs. Built-in
-predicates register themselves on import (`gates.catalog` imports them all); a user's
-own come from the campaign's `plugins` and call `register` the same way. The registry
-is the one generic kind runtimes and probes use too (`campaign.core.registry`).
+A predicate is registered as a `PredicateSpec`: its name, the function that judges, and
+a pydantic params model, so a campaign file's `params` are validated when the file is
+loaded, not when the gate first runs. Built-in predicates register themselves on import
+(`gates.catalog` imports them all); a user's own come from the campaign's `plugins` and
+call `register` the same way. It is the one registration call runtimes and probes use
+too (`campaign.core.registry`):
+
+    from gates.registry import Params, PredicateSpec, register
+
+    class MineParams(Params):
+        metric: str
+
+    def mine(rows, gate, params) -> GateResult: ...
+
+    register(PredicateSpec("mine", mine, MineParams))
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -21,7 +32,18 @@ from gates.result import GateResult
 
 Predicate = Callable[[pd.DataFrame, GateEntry, Any], GateResult]
 
-PREDICATES: Registry[tuple[Predicate, type[BaseModel]]] = Registry("predicate")
+
+@dataclass(frozen=True)
+class PredicateSpec:
+    """A predicate as the registry holds it: the name campaign files use, the function
+    that judges (canonical rows, the gate, its validated params), and the params model."""
+
+    name: str
+    judge: Predicate
+    params: type[BaseModel]
+
+
+PREDICATES: Registry[PredicateSpec] = Registry("predicate", lambda spec: spec.name)
 
 
 class Params(BaseModel):
@@ -30,14 +52,9 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def register(name: str, params: type[BaseModel]) -> Callable[[Predicate], Predicate]:
-    """Register a predicate (built-in or a user's own) under a name campaign files use."""
-
-    def deco(fn: Predicate) -> Predicate:
-        PREDICATES.add(name, (fn, params))
-        return fn
-
-    return deco
+def register(spec: PredicateSpec) -> PredicateSpec:
+    """Register a predicate (built-in or a user's own) under the name campaign files use."""
+    return PREDICATES.register(spec)
 
 
 def names() -> list[str]:
@@ -45,8 +62,8 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Predicate:
-    return PREDICATES.get(name)[0]
+    return PREDICATES.get(name).judge
 
 
 def params_model(name: str) -> type[BaseModel]:
-    return PREDICATES.get(name)[1]
+    return PREDICATES.get(name).params

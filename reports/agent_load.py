@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from arms.probes.base import SAMPLE_GAP
+from arms.probes.queue_sampler import SAMPLE_GAP
 from campaign.core import metrics
 from campaign.core.states import Mode
 from campaign.core.units import context_label, num

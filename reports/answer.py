@@ -20,7 +20,7 @@ from typing import Any
 
 from campaign.core.units import num, pct
 from campaign.store.summary import GateView, Summary
-from gates.compare import ci_label
+from gates.rigor import ci_label
 
 VERDICT_WORD = {
     "pass": "PASS",

@@ -21,7 +21,8 @@ from campaign.store.samples import kinds, samples, without_warmups
 from campaign.store.store import Store
 from campaign.store.summary import Summary, summarize
 from campaign.store.tables import ArmRow, AttemptRow, VerdictRow
-from gates.cells import block_of, cell_value
+from gates.cells import cell_value
+from gates.runs import block_of
 
 STAT_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric", "unit", "source"]
 CELL_KEYS = ["arm_id", "probe", "scenario", "mode", "context", "metric"]
@@ -43,7 +44,7 @@ REPORT_COLUMNS = [
     "simulated",
     "repeat",
     "block_id",
-    "server_block",  # the last three: each row's server run (`gates.cells.block_of`)
+    "server_block",  # the last three: each row's server run (`gates.runs.block_of`)
 ]
 VALUE_COLUMNS = [*CELL_KEYS, "value", "low", "high", "runs"]
 

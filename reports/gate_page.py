@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from campaign.core.units import SIZE_FIELDS, context_label, num, size
 from campaign.store.summary import GateView
-from gates.compare import ci_label
+from gates.rigor import ci_label
 from reports import charts, load_curve
 from reports.data import ReportData, canonical_first
 

@@ -18,12 +18,12 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from arms.probes.load import curve_rows, sweep_result
+from arms.probes.load_curve import curve_rows, sweep_result
 from campaign.core import metrics
 from campaign.core.states import ProbeName, SampleKind
 from campaign.core.units import num
 from campaign.store.samples import kinds
-from gates.load_gates import run_faults
+from gates.load_validity import run_faults
 from reports import charts
 
 LOAD = ProbeName.LOAD.value
@@ -152,7 +152,7 @@ def _one_run(r: dict[str, Any]) -> str:
 def coverage_text(rows: pd.DataFrame) -> dict[str, str]:
     """Per arm, what the coverage matrix says about its load runs: a curve (two runs or
     more), the best maximum goodput its sweeps found, and how many runs measured the client
-    rather than the server (`gates.load_gates.run_faults`)."""
+    rather than the server (`gates.load_validity.run_faults`)."""
     out: dict[str, str] = {}
     if rows.empty:
         return out

@@ -16,7 +16,7 @@ import pandas as pd
 from campaign.core import metrics
 from campaign.core.states import Mode
 from campaign.core.units import num
-from gates.cells import block_of
+from gates.runs import block_of
 from reports.data import ReportData
 
 

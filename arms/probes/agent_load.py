@@ -12,9 +12,10 @@ Sizes are the server's tokens, chat template included, as in the other probes: t
 prompt (system + task) counts `system_tokens + task_tokens`, the system message adds
 `system_tokens` of them, and each later turn adds `turn_tokens` besides the model's reply
 (the reply's closing, the tool-output message, its template). Every piece is sized before
-the timed requests (`_plan`), once, and only its word count is kept; the rows
-`system_tokens_target`, `task_tokens_target` and `turn_tokens_target` say how they were
-counted. A server without a tokenizer gets the word counts of old, labelled an estimate.
+the timed requests (`arms.probes.agent_pieces`), once, and only its word count is kept;
+the rows `system_tokens_target`, `task_tokens_target` and `turn_tokens_target` say how
+they were counted. A server without a tokenizer gets the word counts of old, labelled an
+estimate. The parameters are `arms.probes.agent_load_params`.
 
 The agentic shape: `tool_delay_s` is a tool's run time, waited between a reply and the
 conversation's next request (the gap in which a server may hand the slot to someone
@@ -35,12 +36,11 @@ import os
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field, model_validator
 
 from arms.measures import (
     RequestRecord,
@@ -51,141 +51,16 @@ from arms.measures import (
     tpot_s,
     ttft_s,
 )
-from arms.probes.base import (
-    ProbeTarget,
-    QueueSampler,
-    Sink,
-    chat,
-    read_counters,
-    read_unchanged,
-    record_counter_deltas,
-    record_response,
-)
+from arms.probes.agent_load_params import AgentLoadParams, recorded_sessions
+from arms.probes.agent_pieces import Plan, record_plan, size_pieces, task_text, tool_text
+from arms.probes.base import ProbeTarget, Sink, chat, record_response
+from arms.probes.counters import read_counters, record_counter_deltas
 from arms.probes.failures import record_errors
-from arms.probes.prompts import WORD_ESTIMATE, SizedWords, sized_words, tokenizer_for, words
-from arms.workloads.sessions import Session, read_sessions
+from arms.probes.queue_sampler import QueueSampler
+from arms.workloads.sessions import Session
 from campaign.core import metrics
 from campaign.core.metrics import Metric
 from campaign.core.states import Mode, SampleKind
-
-
-class AgentLoadParams(BaseModel):
-    conversations: int = Field(default=3, ge=1, le=1024, description="agent conversations sent at once")
-    turns: int = Field(default=10, ge=1, le=200, description="turns per conversation, each one request")
-    system_tokens: int = Field(
-        default=2000,
-        ge=0,
-        description="shared system prompt, in the server's tokens, template included (seed 000: ~2K)",
-    )
-    task_tokens: int = Field(
-        default=4000, ge=1, description="unique task per conversation, in the server's tokens (seed 000: ~4K)"
-    )
-    turn_tokens: int = Field(
-        default=1600, ge=0, description="tool output appended each later turn, in the server's tokens (~1.6K)"
-    )
-    max_tokens: int = Field(default=200, ge=1, description="output tokens per turn (seed 000: up to 200)")
-    baseline: bool = Field(default=True, description="also run one conversation alone, same shape")
-    turn_timeout_s: float = Field(
-        default=900.0, gt=0, description="a turn slower than this is a timeout (seed 000: 15 min)"
-    )
-    modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
-    context: int = 0
-    sessions: str | None = Field(
-        default=None,
-        description="recorded sessions: a JSONL of OpenAI-style message lists (your agent's logs), replayed turn by turn instead of the synthetic conversations",
-    )
-    history: Literal["recorded", "server"] = Field(
-        default="recorded",
-        description="sessions: later turns carry the recorded assistant replies, or the server's own",
-    )
-    session_concurrency: int | None = Field(
-        default=None,
-        ge=1,
-        le=1024,
-        description="sessions: at most this many at once, each starting when one ends; unset: each at its recorded start_s",
-    )
-    fan_out: int = Field(
-        default=1,
-        ge=1,
-        le=64,
-        description="branch requests sent at once before each later turn (sub-agents, parallel tools), each the history and a tool output of its own; their replies merge into the turn's request; 1: no branches",
-    )
-    tool_delay_s: float = Field(
-        default=0.0,
-        ge=0,
-        le=600,
-        description="a tool's run time: the wait between a reply and the conversation's next request",
-    )
-
-    @model_validator(mode="after")
-    def _sessions_shape(self) -> AgentLoadParams:
-        if self.sessions is None:
-            if self.session_concurrency is not None or self.history != "recorded":
-                raise ValueError(
-                    "history and session_concurrency apply to recorded sessions (sessions = 'agent-logs.jsonl')"
-                )
-            return self
-        defaults = type(self).model_fields
-        shaped = [
-            f
-            for f in (
-                "conversations",
-                "turns",
-                "system_tokens",
-                "task_tokens",
-                "turn_tokens",
-                "fan_out",
-                "tool_delay_s",
-            )
-            if getattr(self, f) != defaults[f].default
-        ]
-        if shaped:
-            raise ValueError(f"{', '.join(shaped)}: not for recorded sessions, which bring their own shape")
-        recorded_sessions(self.sessions)  # refused here, naming the line, before anything runs
-        return self
-
-    def request_tokens(self) -> int:
-        """The most tokens one request holds by the stated sizes: the last turn's prompt
-        (system, task, every earlier turn's tool output and reply) and its reply, with a
-        few tokens of chat template per message. `campaign check` holds it to the arm's
-        context. Recorded sessions: their longest turn, in words and template tokens."""
-        if self.sessions is not None:
-            return max(
-                sum(len(m["content"].split()) + TEMPLATE_TOKENS_PER_MESSAGE for m in turn.messages)
-                + min(turn.reply_words, self.max_tokens)
-                for session in recorded_sessions(self.sessions)
-                for turn in session.turns
-            )
-        return conversation_tokens(
-            self.system_tokens,
-            self.task_tokens,
-            self.turns,
-            self.turn_tokens,
-            self.max_tokens,
-            merged=self.fan_out if self.fan_out > 1 else 0,
-        )
-
-
-def recorded_sessions(path: str) -> tuple[Session, ...]:
-    """A sessions file (`read_unchanged`); a bad file raises a SessionsError (a ValueError
-    naming the line)."""
-    return tuple(read_unchanged(read_sessions, path))
-
-
-# chat-template tokens counted per message when a conversation's size is estimated
-TEMPLATE_TOKENS_PER_MESSAGE = 8
-
-
-def conversation_tokens(system: int, task: int, turns: int, turn: int, reply: int, merged: int = 0) -> int:
-    """The tokens of an agent conversation's last request by its stated sizes: system
-    prompt, task, every earlier turn's tool output and reply, the last reply, and the
-    chat template's few tokens per message (agent-load's and the load probe's agent
-    workload share this shape). `merged`: branch replies (at most `reply` each) merged
-    into every later turn by a fan-out."""
-    later = max(0, turns - 1)
-    return (
-        system + task + later * (turn + reply + merged * reply) + reply + TEMPLATE_TOKENS_PER_MESSAGE * (2 + 2 * later)
-    )
 
 
 def turn_scenario(conversation: int, turn: int) -> str:
@@ -230,165 +105,19 @@ class _Phase:
     waits: list[float]
 
 
-TASK_LEAD = "Task: "
-TOOL_LEAD = "Tool output: "
-# The short conversation a piece is counted against: a piece's count is what it adds to a
-# prompt, and a short stand-in keeps counting cheap (a chat template's messages are
-# delimited by its own tokens, so what a message adds does not depend on what precedes it).
-_ANCHOR: tuple[dict[str, Any], ...] = ({"role": "user", "content": TASK_LEAD.strip()},)
-PIECES = ("system", "task", "turn")
-# the row that says how large each piece was asked to be, and how it was counted
-PIECE_TARGETS = {
-    "system": metrics.SYSTEM_TOKENS_TARGET,
-    "task": metrics.TASK_TOKENS_TARGET,
-    "turn": metrics.TURN_TOKENS_TARGET,
-}
-
-
-def _system_text(salt: str, n: int) -> str:
-    return words(n, f"{salt}/system")
-
-
-def _task_text(salt: str, index: int, n: int) -> str:
-    return TASK_LEAD + words(n, f"{salt}/task{index}")
-
-
-def _tool_text(salt: str, index: int, turn: int, n: int, branch: int | None = None) -> str:
-    """A tool's output; a branch's is its own text of the same word count."""
-    return TOOL_LEAD + words(n, f"{salt}/tool{index}/{turn}" + ("" if branch is None else f"/b{branch}"))
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """The word counts of one phase's pieces, sized before its timed requests.
-
-    Why word counts: the text is rebuilt from its salt when sent (`words` is seeded), so
-    the plan of a long run stays small, and no count is taken while requests are timed.
-    The shared system prompt is kept as text, built once for every conversation.
-    `tools[c][t]` is the tool output appended after turn t of conversation c; `sources`
-    says how each kind of piece was counted."""
-
-    salt: str
-    system: str
-    tasks: tuple[int, ...]
-    tools: tuple[tuple[int, ...], ...]
-    sources: Mapping[str, str]
-
-
-def _word_plan(params: AgentLoadParams, salt: str, conversations: int) -> _Plan:
-    """The word counts of old (one word taken for one token): a server without a tokenizer."""
-    later = max(0, params.turns - 1)
-    return _Plan(
-        salt,
-        _system_text(salt, params.system_tokens),
-        (params.task_tokens,) * conversations,
-        ((params.turn_tokens,) * later,) * conversations,
-        dict.fromkeys(PIECES, WORD_ESTIMATE),
-    )
-
-
-async def _plan(http: httpx.AsyncClient, params: AgentLoadParams, salt: str, conversations: int) -> _Plan:
-    """Every piece of a phase sized in the server's tokens (`sized_words`), each once.
-
-    The system message is sized by what it adds to the anchor; each task so that the
-    turn-1 prompt counts system_tokens + task_tokens (the task takes the template's
-    constant share, as a sized prompt does); each tool output by what it adds to the
-    anchor after an empty reply, so a turn grows by the reply plus turn_tokens. All counts
-    go one way (the anchor's), as a difference of counts taken two ways means nothing.
-    Conversation 0 is sized first and its word counts start the others' searches, which
-    then mostly take one request a piece."""
-    anchor = list(_ANCHOR)
-    reference = await tokenizer_for(http).tokens(anchor, keep=False)
-    if reference is None:
-        return _word_plan(params, salt, conversations)
-    base, way = len(reference[0]), reference[1]
-    found: dict[str, list[SizedWords]] = {kind: [] for kind in PIECES}
-    fallback = {"system": params.system_tokens, "task": params.task_tokens, "turn": params.turn_tokens}
-
-    async def size(
-        kind: str, target: int, build: Callable[[int], list[dict[str, Any]]], above: int, start: int | None
-    ) -> int:
-        if target <= 0:  # an empty piece, as before: nothing to size
-            return 0
-        sized = await sized_words(http, target, build, base=above, start=start, way=way, keep=False)
-        found[kind].append(sized)
-        return fallback[kind] if sized.source == WORD_ESTIMATE else sized.words
-
-    system = await size(
-        "system",
-        params.system_tokens,
-        lambda n: [{"role": "system", "content": _system_text(salt, n)}, *anchor],
-        base,
-        None,
-    )
-    system_message = {"role": "system", "content": _system_text(salt, system)}  # one text, shared
-    turn_one = params.system_tokens + params.task_tokens
-
-    async def one(c: int, hints: tuple[int | None, int | None]) -> tuple[int, tuple[int, ...]]:
-        task = await size(
-            "task",
-            turn_one,
-            lambda n: [system_message, {"role": "user", "content": _task_text(salt, c, n)}],
-            0,
-            hints[0],
-        )
-        tools: list[int] = []
-        for t in range(params.turns - 1):
-            tools.append(
-                await size(
-                    "turn",
-                    params.turn_tokens,
-                    lambda n, t=t: [
-                        *anchor,
-                        {"role": "assistant", "content": ""},
-                        {"role": "user", "content": _tool_text(salt, c, t, n)},
-                    ],
-                    base,
-                    tools[-1] if tools else hints[1],
-                )
-            )
-        return task, tuple(tools)
-
-    first = await one(0, (params.task_tokens, None))
-    hints = (first[0], first[1][-1] if first[1] else None)
-    rest = await asyncio.gather(*(one(c, hints) for c in range(1, conversations)))
-    sized = [first, *rest]
-    sources = {kind: " + ".join(sorted({f.source for f in found[kind]})) or WORD_ESTIMATE for kind in PIECES}
-    return _Plan(
-        salt, system_message["content"], tuple(t for t, _ in sized), tuple(tools for _, tools in sized), sources
-    )
-
-
-def _record_plan(sink: Sink, params: AgentLoadParams, plan: _Plan, mode: Mode, phase: str) -> None:
-    """The sizes asked for and how they were counted, as decode's `prompt_tokens_target`."""
-    asked = {"system": params.system_tokens, "task": params.task_tokens, "turn": params.turn_tokens}
-    for kind in PIECES:
-        if kind == "turn" and params.turns < 2:
-            continue  # no later turn: no tool output is ever sent
-        sink.measurement(
-            metric=PIECE_TARGETS[kind],
-            value=asked[kind],
-            mode=mode,
-            scenario=phase,
-            context=params.context,
-            kind=SampleKind.SUMMARY,
-            source=plan.sources[kind],
-        )
-
-
 async def _conversation(
     http: httpx.AsyncClient,
     target: ProbeTarget,
     params: AgentLoadParams,
     mode: Mode,
-    plan: _Plan,
+    plan: Plan,
     index: int,
     sink: Sink,
     phase: _Phase,
 ) -> list[RequestRecord]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": plan.system},
-        {"role": "user", "content": _task_text(plan.salt, index, plan.tasks[index])},
+        {"role": "user", "content": task_text(plan.salt, index, plan.tasks[index])},
     ]
 
     async def send(history: list[dict[str, Any]], scenario: str, turn: int, label: dict[str, Any]) -> RequestRecord:
@@ -423,7 +152,7 @@ async def _conversation(
                                 *messages,
                                 {
                                     "role": "user",
-                                    "content": _tool_text(plan.salt, index, tool_turn, plan.tools[index][tool_turn], b),
+                                    "content": tool_text(plan.salt, index, tool_turn, plan.tools[index][tool_turn], b),
                                 },
                             ],
                             branch_scenario(phase.scenario_of(index, turn), b),
@@ -452,7 +181,7 @@ async def _conversation(
         if params.tool_delay_s:
             await asyncio.sleep(params.tool_delay_s)  # the tool runs
         messages = [*history, {"role": "assistant", "content": record.text.strip() or "ok"}]
-        pending = (turn, _tool_text(plan.salt, index, turn, plan.tools[index][turn]))
+        pending = (turn, tool_text(plan.salt, index, turn, plan.tools[index][turn]))
     return records
 
 
@@ -527,7 +256,8 @@ def _emit_turn(
     if record_response(sink, target, record, mode=mode, scenario=scenario, context=context, trial=turn) is None:
         return
     rate, source = decode_tps(record)
-    if rate is not None:
+    tpot = tpot_s(record)[0]  # from the same window as the rate: both or neither
+    if rate is not None and tpot is not None:
         sink.measurement(
             metric=metrics.DECODE_TPS,
             value=rate,
@@ -539,7 +269,7 @@ def _emit_turn(
         )
         sink.measurement(
             metric=metrics.TPOT_S,
-            value=tpot_s(record)[0],
+            value=tpot,
             mode=mode,
             scenario=scenario,
             context=context,
@@ -638,11 +368,11 @@ async def run(target: ProbeTarget, sink: Sink, params: AgentLoadParams) -> None:
         for mode in params.modes:
             salt = f"agent-{run_id}-{mode}"
             # every piece of both phases is counted here, before any timed request
-            plan = await _plan(http, params, salt, params.conversations)
-            base_plan = await _plan(http, params, f"{salt}-single", 1) if params.baseline else None
-            _record_plan(sink, params, plan, mode, "load")
+            plan = await size_pieces(http, params, salt, params.conversations)
+            base_plan = await size_pieces(http, params, f"{salt}-single", 1) if params.baseline else None
+            record_plan(sink, params, plan, mode, "load")
             if base_plan is not None:
-                _record_plan(sink, params, base_plan, mode, "baseline")
+                record_plan(sink, params, base_plan, mode, "baseline")
             before = await read_counters(http, target)
             load = _Phase(turn_scenario, _InFlight(), [], [])
             async with QueueSampler(http, target, sink, phase="load") as sampler:

@@ -1,5 +1,7 @@
-"""What every probe shares: the target it measures, the sink it writes through, and the
-helpers for sampling, server counters and identity.
+"""What every probe shares: the target it measures, the sink it writes through, `chat`
+(every probe's chat requests pass through it), the rows of an answered request, and the
+server's identity. Server counters are read in `arms.probes.counters`, queue depth sampled in
+`arms.probes.queue_sampler`.
 
 Why a sink: measurement is separated from output. A probe never knows whether its rows
 go to the campaign database (queued to a writer thread, stored in batches) or to a JSON
@@ -9,23 +11,21 @@ never waits for storage.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
 import httpx
 
-from arms.client import get_text, make_http_client, stream_chat
-from arms.measures import RequestRecord, counter_deltas, extract_cached_tokens, prompt_tokens, record_payload, ttft_s
+from arms.client import make_http_client, stream_chat
+from arms.measures import RequestRecord, extract_cached_tokens, prompt_tokens, record_payload, ttft_s
 from arms.probes.failures import StallGuard, record_failure
+from arms.probes.log_tail import LogTail
 from arms.runtimes.dialect import Dialect
-from arms.runtimes.telemetry import COUNTERS, Telemetry
+from arms.runtimes.telemetry import Telemetry
 from campaign.core import metrics
 from campaign.core.metrics import Metric
 from campaign.core.states import Mode, SampleKind
@@ -206,80 +206,6 @@ async def chat(
     return record
 
 
-class LogTail:
-    """Cumulative counters of a growing server log, read from where the last read stopped.
-
-    Why: at trace verbosity a server log grows by megabytes over a probe; reading and
-    scanning all of it for every counter read costs more each time and competes with the
-    streams being timed. Only the bytes added since the last read are scanned (up to the
-    last complete line; a half-written line waits for the next read), and the counts are
-    added to running totals. A log that shrank or was replaced by a new file (truncation,
-    rotation) is read again from its start; the totals keep counting, so they never go
-    backwards and per-probe deltas stay right.
-    """
-
-    def __init__(self, path: str, count: Callable[[str], Mapping[str, float]]):
-        self.path = path
-        self.count = count
-        self.offset = 0
-        self.totals: dict[str, float] = {}
-        self.resets = 0
-        self._partial = b""
-        self._file_id: tuple[int, int] | None = None
-        self._lock = threading.Lock()  # one reader at a time (reads run in worker threads)
-
-    def read(self) -> dict[str, float]:
-        """The totals after reading what the log gained; raises OSError if it cannot be read."""
-        with self._lock:
-            with open(self.path, "rb") as fh:
-                stat = os.fstat(fh.fileno())
-                file_id = (stat.st_dev, stat.st_ino)
-                if self._file_id is not None and (file_id != self._file_id or stat.st_size < self.offset):
-                    self.offset, self._partial = 0, b""
-                    self.resets += 1
-                self._file_id = file_id
-                fh.seek(self.offset)
-                data = fh.read()
-            self.offset += len(data)
-            data = self._partial + data
-            end = data.rfind(b"\n") + 1
-            self._partial = data[end:]
-            if end:
-                for name, value in self.count(data[:end].decode("utf-8", errors="replace")).items():
-                    self.totals[name] = self.totals.get(name, 0.0) + float(value)
-            for name in self.count(""):  # every counter exists from the first read, even at 0
-                self.totals.setdefault(name, 0.0)
-            return dict(self.totals)
-
-
-async def read_server_metrics(http: httpx.AsyncClient, target: ProbeTarget, timeout: float = 10.0) -> dict[str, float]:
-    """Counters and gauges from the runtime's metrics endpoint, under logical names; {}
-    when it has none. Raises httpx.HTTPError or ValueError when the read fails."""
-    telemetry = target.telemetry
-    if not telemetry.reads_metrics or telemetry.metrics_path is None:
-        return {}
-    return telemetry.read_metrics(await get_text(http, telemetry.metrics_path, timeout=timeout))
-
-
-async def read_counters(http: httpx.AsyncClient, target: ProbeTarget, *, log: bool = True) -> dict[str, float]:
-    """Server counters under logical names; empty when the runtime exposes none.
-
-    Log counters (`log=True`) are read by the target's LogTail in a worker thread, so the
-    file read and the scan never block the event loop the streams are timed on.
-    """
-    try:
-        out = await read_server_metrics(http, target)
-    except (httpx.HTTPError, ValueError):
-        out = {}
-    tail = target.log_tail() if log else None
-    if tail is not None:
-        try:
-            out.update(await asyncio.to_thread(tail.read))
-        except OSError:
-            pass
-    return out
-
-
 @lru_cache(maxsize=16)
 def _read_once(read: Callable[..., Any], path: str, args: tuple[Any, ...], stamp: tuple[int, int]) -> Any:
     return read(path, *args)
@@ -295,33 +221,6 @@ def read_unchanged(read: Callable[..., Any], path: str, *args: Any) -> Any:
     except OSError:
         return read(path, *args)
     return _read_once(read, path, args, (info.st_mtime_ns, info.st_size))
-
-
-async def record_counter_deltas(
-    http: httpx.AsyncClient,
-    target: ProbeTarget,
-    sink: Sink,
-    before: dict[str, float],
-    *,
-    mode: Mode,
-    scenario: str = "",
-    context: int = 0,
-) -> dict[str, float]:
-    after = await read_counters(http, target)
-    deltas = counter_deltas(before, after)
-    sources = target.telemetry.counter_sources()
-    for name in COUNTERS:
-        if name in deltas:
-            sink.measurement(
-                metric=name,
-                value=deltas[name],
-                unit=target.telemetry.counter_unit(name),
-                mode=mode,
-                scenario=scenario,
-                context=context,
-                source=sources.get(name, ""),
-            )
-    return deltas
 
 
 def record_response(
@@ -373,117 +272,6 @@ def record_response(
             source=field,
         )
     return cached, prompt, field
-
-
-SAMPLE_GAP = "sample_gap"  # a sample series: one row per failed read, at its tick
-
-
-class QueueSampler:
-    """Samples queue depth (and slots busy) on a fixed schedule while a load runs.
-
-    Ticks fall at start + k * interval_s, not interval_s after each read returns, so the
-    series keeps its stated rate however long a read takes. A tick that passes while the
-    previous read is still running is skipped (counted in `skipped`), never made up in a
-    burst. A read that fails or times out is a gap: a `sample_gap` row at its time and no
-    value for the gauges (the chart breaks there; nothing is carried over or guessed),
-    counted in `gaps`. Rows are labelled with the phase (`load`, `baseline`) so the
-    report can tell the phases apart. Only the metrics endpoint is read; log counters
-    are not needed for gauges. A runtime without a metrics endpoint is not sampled.
-    """
-
-    def __init__(
-        self,
-        http: httpx.AsyncClient,
-        target: ProbeTarget,
-        sink: Sink,
-        interval_s: float = 0.5,
-        *,
-        phase: str = "load",
-        read_timeout_s: float | None = None,
-    ):
-        self.http, self.target, self.sink, self.interval_s = http, target, sink, interval_s
-        self.phase = phase
-        self.read_timeout_s = read_timeout_s if read_timeout_s is not None else max(2.0, 4 * interval_s)
-        self._task: asyncio.Task[None] | None = None
-        self.series: list[tuple[float, float]] = []
-        self.reads = 0
-        self.gaps = 0
-        self.skipped = 0
-        self.first_error = ""
-
-    @property
-    def active(self) -> bool:
-        return self.target.telemetry.reads_metrics
-
-    async def _run(self) -> None:
-        if not self.active:
-            return
-        start = time.perf_counter()
-        tick = 0
-        while True:
-            t = time.perf_counter() - start
-            try:
-                values = await read_server_metrics(self.http, self.target, timeout=self.read_timeout_s)
-                self.reads += 1
-            except (httpx.HTTPError, ValueError, OSError) as exc:
-                self.reads += 1
-                self.gaps += 1
-                self.first_error = self.first_error or f"{type(exc).__name__}: {exc}"[:200]
-                self.sink.sample(SAMPLE_GAP, t, 1.0, self.phase)
-            else:
-                if "queue_depth" in values:
-                    self.series.append((t, values["queue_depth"]))
-                    self.sink.sample("queue_depth", t, values["queue_depth"], self.phase)
-                if "slots_busy" in values:
-                    self.sink.sample("slots_busy", t, values["slots_busy"], self.phase)
-            tick += 1
-            now = time.perf_counter() - start
-            if now >= tick * self.interval_s:  # the read overran: skip the ticks it covered
-                late = int(now // self.interval_s) + 1
-                self.skipped += late - tick
-                tick = late
-            await asyncio.sleep(tick * self.interval_s - now)
-
-    def record(self, *, mode: Mode | str, scenario: str, context: int = 0) -> None:
-        """The phase's summary rows: highest queue depth, and how many reads were made,
-        failed (gaps) and skipped, so a sparse series is never mistaken for a quiet one."""
-        if not self.active:
-            return
-        if self.series:
-            self.sink.measurement(
-                metric=metrics.QUEUE_DEPTH_MAX,
-                value=max(v for _, v in self.series),
-                mode=mode,
-                scenario=scenario,
-                context=context,
-                kind=SampleKind.SUMMARY,
-            )
-        for metric, value, source in (
-            (metrics.QUEUE_SAMPLES, self.reads, f"every {self.interval_s:g} s"),
-            (metrics.QUEUE_SAMPLE_GAPS, self.gaps, self.first_error),
-            (metrics.QUEUE_TICKS_SKIPPED, self.skipped, ""),
-        ):
-            self.sink.measurement(
-                metric=metric,
-                value=value,
-                mode=mode,
-                scenario=scenario,
-                context=context,
-                kind=SampleKind.SUMMARY,
-                source=source,
-            )
-
-    async def __aenter__(self) -> QueueSampler:
-        self._task = asyncio.create_task(self._run())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
 
 
 FINGERPRINT_PROMPT = [{"role": "user", "content": "Identity check. Continue the sequence: one two three four five"}]

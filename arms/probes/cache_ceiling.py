@@ -135,7 +135,7 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheCeilingParams) -> No
             sent: list[Any] = []  # every request of the search, for its error rate
             while True:
                 point = await _reuse_at(http, target, sink, length, mode, salt, params, sent)
-                if point.error:
+                if point.error or point.reuse is None:  # no reuse without an error (`_reuse_at`)
                     stopped = point
                     break
                 if point.reuse < params.min_reuse:
@@ -153,7 +153,7 @@ async def run(target: ProbeTarget, sink: Sink, params: CacheCeilingParams) -> No
                 point = await _reuse_at(
                     http, target, sink, ((good.length if good else 0) + bad.length) // 2, mode, salt, params, sent
                 )
-                if point.error:
+                if point.error or point.reuse is None:
                     stopped = point
                 elif point.reuse >= params.min_reuse:
                     good = point

@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from arms.measures import flag_reuse_source, reuse, ttft_s
-from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas, record_response
+from arms.probes.base import ProbeTarget, Sink, chat, record_response
+from arms.probes.counters import read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import expected_reuse, mutate_middle, sized_conversation, words
 from campaign.core import metrics

@@ -40,7 +40,8 @@ from arms.measures import (
     ttft_s,
 )
 from arms.probes import pace
-from arms.probes.base import ProbeTarget, Sink, chat, read_counters, record_counter_deltas
+from arms.probes.base import ProbeTarget, Sink, chat
+from arms.probes.counters import read_counters, record_counter_deltas
 from arms.probes.failures import record_errors, record_failure
 from arms.probes.prompts import sized_conversation
 from campaign.core import metrics
@@ -222,7 +223,8 @@ async def _trial(
         )
         return None
     rate, source = decode_tps(record)
-    if rate is not None:
+    tpot = tpot_s(record)[0]  # from the same window as the rate: both or neither
+    if rate is not None and tpot is not None:
         sink.measurement(
             metric=metrics.DECODE_TPS,
             value=rate,
@@ -235,7 +237,7 @@ async def _trial(
         )
         sink.measurement(
             metric=metrics.TPOT_S,
-            value=tpot_s(record)[0],
+            value=tpot,
             mode=mode,
             scenario=scenario,
             context=context,

@@ -1,10 +1,13 @@
-"""load: a load profile against a live server, with latency targets and goodput; or a
-sweep from one request at a time up to the server's maximum throughput that finds the
-highest rate it carries within the targets.
+"""load: the load probe, load profiles (`arms.workloads.profiles`) against a live server
+with latency targets and goodput; or a sweep from one request at a time up to the server's
+maximum throughput that finds the highest rate it carries within the targets.
 
-The profiles, the schedule, and every per-run number are defined in `arms.workloads.profiles`; this
-probe supplies the workload, sends through `chat` (so the stall policy applies), samples
-the queue, and writes the rows. The cells:
+The profiles are defined in `arms.workloads.profiles`, sending on them in
+`arms.workloads.dispatch`, every per-run number in `arms.workloads.load_stats`, a sweep's
+rates and knee in `arms.workloads.sweep`. This probe takes its parameters
+(`arms.probes.load_params`), supplies the workload (`arms.probes.load_workload`), sends
+through `chat` (so the stall policy applies), samples the queue, and writes the rows; the
+curve is read back from them in `arms.probes.load_curve`. The cells:
 
 - probe `load`, scenario = the run's profile: `synchronous`, `concurrency=32`, `rate=1.5`
   (constant arrivals), `poisson=1.5`. In a sweep every run is one cell, so the curve is the
@@ -13,7 +16,7 @@ the queue, and writes the rows. The cells:
   longest gap between token events: the worst stall its user saw), `schedule_lag_s`; a
   failure is its `errors` (or `not_run`) row. The raw record keeps the scheduled and the
   actual send.
-- per run, summaries: `arms.workloads.profiles.run_stats` (offered_rps, request_throughput_rps,
+- per run, summaries: `arms.workloads.load_stats.run_stats` (offered_rps, request_throughput_rps,
   output_tps, goodput_rps, target_attainment, p50/p90/p99 of ttft/tpot/itl/e2e, schedule
   lag p50/p99/max, in-flight peak and cap waits), the error counts (`record_errors`), the
   queue (`queue_depth_max`, `queue_depth_mean`, sample counts; samples every 0.5 s
@@ -39,12 +42,9 @@ from __future__ import annotations
 
 import statistics
 import uuid
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field, PositiveFloat, model_validator
 
 from arms.measures import (
     RequestRecord,
@@ -57,307 +57,21 @@ from arms.measures import (
     ttft_s,
 )
 from arms.measures import prompt_tokens as usage_prompt_tokens
-from arms.probes.agent_load import conversation_tokens
-from arms.probes.base import ProbeTarget, QueueSampler, Sink, chat, read_counters, read_unchanged, record_counter_deltas
+from arms.probes.base import ProbeTarget, Sink, chat
+from arms.probes.counters import read_counters, record_counter_deltas
 from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
-from arms.probes.prompts import words
-from arms.workloads import datasets, traces
-from arms.workloads import profiles as load
-from arms.workloads.datasets import Dataset, DatasetPrompt
-from arms.workloads.profiles import Kind, Point, Profile, RunResult
-from arms.workloads.traces import DEFAULT_BLOCK_TOKENS, TraceRequest
+from arms.probes.load_curve import SWEEP_SCENARIO, curve_rows, sweep_result
+from arms.probes.load_params import LoadParams
+from arms.probes.load_workload import Workload
+from arms.probes.queue_sampler import QueueSampler
+from arms.workloads import dispatch, profiles
+from arms.workloads.dispatch import RunResult
+from arms.workloads.load_stats import run_stats, targets_text
+from arms.workloads.profiles import Kind, Profile
+from arms.workloads.sweep import Point, knee, sweep_rates
 from campaign.core import metrics
 from campaign.core.metrics import Metric
 from campaign.core.states import Mode, SampleKind
-from campaign.store.samples import kind_of
-
-TargetName = Literal[
-    "ttft_s", "tpot_s", "e2e_s"
-]  # a campaign file's target keys, spelled out as a Literal must (`arms.workloads.profiles.meets`)
-AGENT_FIELDS = ("conversations", "turns", "system_tokens", "task_tokens", "turn_tokens")
-SWEEP_SCENARIO = "sweep"
-DEFAULT_DURATION_S = 20.0
-
-
-class LoadParams(BaseModel):
-    profile: Kind = Field(
-        default=Kind.SWEEP, description="synchronous | concurrent | constant | poisson | trace | sweep"
-    )
-    rate: float | None = Field(default=None, gt=0, description="constant, poisson: requests per second")
-    concurrency: int | None = Field(default=None, ge=1, le=4096, description="concurrent: clients")
-    seed: int = Field(
-        default=0,
-        description="poisson, sweep: seeds the arrivals (each step of a sweep its own, derived from it), so a run can be repeated",
-    )
-    duration_s: float | None = Field(
-        default=None,
-        gt=0,
-        description=f"seconds per run (each step of a sweep); default {DEFAULT_DURATION_S:g} unless requests is set",
-    )
-    requests: int | None = Field(
-        default=None, ge=1, description="requests per run (with duration_s: whichever ends first)"
-    )
-    targets: dict[TargetName, PositiveFloat] = Field(
-        default_factory=dict,
-        description="latency targets a request must meet to count as goodput, e.g. {ttft_s = 2.0, tpot_s = 0.2}",
-    )
-    fraction: float = Field(
-        default=0.9, gt=0, le=1, description="sweep: a rate holds when this share of its requests met every target"
-    )
-    rates: int = Field(
-        default=4, ge=1, le=50, description="sweep: rates run between synchronous and maximum throughput"
-    )
-    max_concurrency: int = Field(default=32, ge=2, le=4096, description="sweep: clients of the maximum-throughput run")
-    stop_at_saturation: bool = Field(
-        default=True,
-        description="sweep: no higher rate after the first that did not hold (the knee is decided there); false runs every rate, for the whole curve",
-    )
-    arrivals: Literal["constant", "poisson"] | None = Field(
-        default=None,
-        description="sweep: arrivals of its rate runs, default poisson (bursts as real traffic has, so a queue grows before the maximum rate); the constant and poisson profiles say their own, closed loops have none",
-    )
-    workload: Literal["synthetic", "agent", "trace", "dataset"] | None = Field(
-        default=None,
-        description="default: trace with the trace profile, dataset with a dataset, agent when any agent-shape field is set",
-    )
-    dataset: str | None = Field(
-        default=None,
-        description="dataset: a ShareGPT-style JSON or JSONL file; its prompts in turn, each its reply's length in words as output, capped by max_tokens",
-    )
-    trace: str | None = Field(
-        default=None,
-        description="trace: a Mooncake-style JSONL file (timestamp ms, input_length, output_length, hash_ids), replayed at its recorded times",
-    )
-    block_tokens: int = Field(
-        default=DEFAULT_BLOCK_TOKENS, ge=1, description="trace: tokens per hash id block (Mooncake's traces: 512)"
-    )
-    time_scale: float = Field(
-        default=1.0, gt=0, description="trace: the recorded gaps multiplied by this (0.5 replays twice as fast)"
-    )
-    prompt_tokens: int = Field(default=256, ge=1, description="synthetic: prompt size (words, about one token each)")
-    max_tokens: int = Field(default=64, ge=2, description="output tokens per request")
-    ignore_eos: bool = Field(default=True, description="hold every reply to max_tokens")
-    conversations: int = Field(default=4, ge=1, le=1024, description="agent: conversations the requests cycle through")
-    turns: int = Field(
-        default=6, ge=1, le=200, description="agent: turns before a conversation starts over with a new task"
-    )
-    system_tokens: int = Field(default=2000, ge=0, description="agent: shared system prompt, in the server's tokens")
-    task_tokens: int = Field(
-        default=4000, ge=1, description="agent: unique task per conversation, in the server's tokens"
-    )
-    turn_tokens: int = Field(
-        default=1600, ge=0, description="agent: tool output appended each later turn, in the server's tokens"
-    )
-    max_in_flight: int = Field(
-        default=256,
-        ge=1,
-        le=4096,
-        description="open loop: requests in flight at most; a send that finds it full waits, and is counted",
-    )
-    modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
-    context: int = 0
-
-    @model_validator(mode="after")
-    def _coherent(self) -> LoadParams:
-        p = self.profile
-        if (p == Kind.TRACE) != (self.trace is not None):
-            raise ValueError(
-                "profile trace replays a trace file (trace = 'traces/agents.jsonl', --trace FILE)"
-                if p == Kind.TRACE
-                else f"trace applies to the trace profile, not to {p}"
-            )
-        if p == Kind.TRACE:
-            defaults = type(self).model_fields
-            set_here = [
-                f for f in (*AGENT_FIELDS, "prompt_tokens", "max_tokens") if getattr(self, f) != defaults[f].default
-            ]
-            if set_here or self.workload not in (None, "trace"):
-                raise ValueError(
-                    f"{', '.join(set_here) or 'workload'}: not for a trace replay, which sets its own prompts and output lengths"
-                )
-            self.workload = "trace"
-            recorded(self.trace, self.block_tokens)  # refused here, naming the line, before anything runs
-            return self
-        if self.workload == "trace":
-            raise ValueError("workload trace comes with profile trace")
-        if self.workload == "dataset" and self.dataset is None:
-            raise ValueError("workload dataset reads a dataset file (dataset = 'sharegpt.json', --dataset FILE)")
-        if self.dataset is not None and self.workload not in (None, "dataset"):
-            raise ValueError(f"dataset applies to the dataset workload, not to {self.workload}")
-        if self.dataset is not None:
-            set_here = [
-                f for f in (*AGENT_FIELDS, "prompt_tokens") if getattr(self, f) != type(self).model_fields[f].default
-            ]
-            if set_here:
-                raise ValueError(f"{', '.join(set_here)}: not for a dataset, whose records are the prompts")
-            self.workload = "dataset"
-            read_prompts(self.dataset)  # refused here, naming the record, before anything runs
-        if p in load.OPEN_LOOP and self.rate is None:
-            raise ValueError(f"profile {p} needs a rate in requests per second (rate = 2, --rate 2)")
-        if self.rate is not None and p not in load.OPEN_LOOP:
-            raise ValueError(f"rate applies to the constant and poisson profiles, not to {p}")
-        if p == Kind.CONCURRENT and self.concurrency is None:
-            raise ValueError("profile concurrent needs a number of clients (concurrency = 8, --concurrency 8)")
-        if self.concurrency is not None and p != Kind.CONCURRENT:
-            raise ValueError(
-                f"concurrency applies to the concurrent profile, not to {p} (a sweep's is max_concurrency)"
-            )
-        if p == Kind.SWEEP:
-            if not self.targets:
-                raise ValueError(
-                    "a sweep needs latency targets to find the rate that holds them (targets = {ttft_s = 2.0, tpot_s = 0.2}, --target ttft_s=2.0)"
-                )
-            if not load.QUEUE_TARGETS & set(self.targets):
-                raise ValueError(
-                    "a sweep needs a ttft_s or e2e_s target: a growing queue shows only there, a tpot_s target alone cannot see it"
-                )
-        if (
-            self.arrivals is not None
-            and p != Kind.SWEEP
-            and self.arrivals != {Kind.CONSTANT: "constant", Kind.POISSON: "poisson"}.get(p)
-        ):
-            raise ValueError(
-                f"arrivals applies to the sweep profile, not to {p} (the profile is its own arrival process)"
-            )
-        self.arrivals = {
-            Kind.CONSTANT: "constant",
-            Kind.POISSON: "poisson",
-            Kind.SWEEP: self.arrivals or "poisson",
-        }.get(p)
-        if self.duration_s is None and self.requests is None:
-            self.duration_s = DEFAULT_DURATION_S
-        agent_set = [
-            f
-            for f in AGENT_FIELDS
-            if f in self.model_fields_set and getattr(self, f) != type(self).model_fields[f].default
-        ]
-        if self.workload is None:
-            self.workload = "agent" if agent_set else "synthetic"
-        if self.workload == "synthetic" and agent_set:
-            raise ValueError(
-                f"{', '.join(agent_set)} shape(s) the agent workload, not the synthetic one (workload = 'agent')"
-            )
-        if (
-            self.workload == "agent"
-            and "prompt_tokens" in self.model_fields_set
-            and self.prompt_tokens != type(self).model_fields["prompt_tokens"].default
-        ):
-            raise ValueError(
-                "prompt_tokens sizes the synthetic workload; the agent one is sized by system_tokens, task_tokens and turn_tokens"
-            )
-        return self
-
-    def reply_tokens(self, prompt: DatasetPrompt) -> int:
-        """A dataset record's output length: its reply's (in words), capped by max_tokens."""
-        return max(2, min(prompt.output_words, self.max_tokens))
-
-    def _cut(self) -> tuple[list[float], list[TraceRequest]]:
-        """The trace's send times and requests this run sends: cut by `requests` and `duration_s`."""
-        return traces.cut(
-            recorded(self.trace or "", self.block_tokens),
-            count=self.requests,
-            duration_s=self.duration_s,
-            time_scale=self.time_scale,
-        )
-
-    def replayed(self) -> list[TraceRequest]:
-        """The trace's requests this run sends (trace profile)."""
-        return self._cut()[1]
-
-    def profile_of(self) -> Profile:
-        """The single run's profile (not for a sweep, which is several)."""
-        if self.profile == Kind.TRACE:
-            return load.trace(self._cut()[0], Path(self.trace or "").stem)
-        if self.profile == Kind.SYNCHRONOUS:
-            return load.synchronous()
-        if self.profile == Kind.CONCURRENT:
-            return load.concurrent(self.concurrency or 1)
-        if self.profile == Kind.CONSTANT:
-            return load.constant(self.rate or 0.0)
-        if self.profile == Kind.POISSON:
-            return load.poisson(self.rate or 0.0, self.seed)
-        raise ValueError("a sweep is several runs")
-
-    def request_tokens(self) -> int:
-        """The most tokens one request holds by the stated sizes: a synthetic prompt and
-        its reply, or an agent conversation's last turn as agent-load counts it."""
-        if self.workload == "trace":
-            return max(r.input_length + r.output_length for r in self.replayed())
-        if self.workload == "dataset":
-            data = read_prompts(self.dataset or "")
-            return max(sum(len(c.split()) for _, c in p.messages) + self.reply_tokens(p) for p in data.prompts)
-        if self.workload != "agent":
-            return self.prompt_tokens + self.max_tokens
-        return conversation_tokens(self.system_tokens, self.task_tokens, self.turns, self.turn_tokens, self.max_tokens)
-
-
-def recorded(path: str, block_tokens: int) -> tuple[TraceRequest, ...]:
-    """A trace file's requests (`read_unchanged`); a bad file raises a TraceError (a
-    ValueError naming the line), which the params' check reports."""
-    return tuple(read_unchanged(traces.read_trace, path, block_tokens))
-
-
-def read_prompts(path: str) -> Dataset:
-    """A dataset file's prompts (`read_unchanged`); a bad file raises a DatasetError."""
-    return read_unchanged(datasets.read_dataset, path)
-
-
-# -- workloads ------------------------------------------------------------------------------------
-
-
-class Workload:
-    """Request i's messages and label; built before an open-loop run starts its clock."""
-
-    def __init__(self, params: LoadParams, salt: str, shared: str):
-        self.p = params
-        self.salt = salt
-        self.system = words(params.system_tokens, f"{shared}/system") if params.workload == "agent" else ""
-        self._piece = lru_cache(maxsize=4096)(words)
-        self._block = lru_cache(maxsize=65536)(lambda block: words(params.block_tokens, f"{salt}/h{block}").split(" "))
-        self.trace = params.replayed() if params.workload == "trace" else []
-        self.implied = traces.implied_cached_tokens(self.trace, params.block_tokens) if self.trace else []
-
-    def _trace_prompt(self, request: TraceRequest, i: int) -> str:
-        """Equal hash ids as equal text (a block's words, seeded by its id and this run):
-        a block the trace shares is a shared prefix on the server; the last block is as
-        long as the request's input_length leaves it. Words are about a token each."""
-        if not request.hash_ids:
-            return words(request.input_length, f"{self.salt}/r{i}")
-        size = self.p.block_tokens
-        pieces = []
-        for j, block in enumerate(request.hash_ids):
-            pieces.append(" ".join(self._block(block)[: min(size, request.input_length - j * size)]))
-        return " ".join(pieces)
-
-    def prepare(self, i: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        p = self.p
-        if p.workload == "dataset":
-            prompts = read_prompts(p.dataset or "").prompts
-            prompt = prompts[i % len(prompts)]
-            return prompt.as_messages(), {"index": i, "record": i % len(prompts), "max_tokens": p.reply_tokens(prompt)}
-        if p.workload == "trace":
-            request = self.trace[i]
-            label = {
-                "index": i,
-                "max_tokens": request.output_length,
-                "input_length": request.input_length,
-                "implied_cached_tokens": self.implied[i],
-            }
-            return [{"role": "user", "content": self._trace_prompt(request, i)}], label
-        if p.workload != "agent":
-            return [{"role": "user", "content": words(p.prompt_tokens, f"{self.salt}/{i}")}], {"index": i}
-        generation, k = divmod(i, p.conversations * p.turns)
-        turn, conv = divmod(k, p.conversations)
-        who = f"{self.salt}/g{generation}/c{conv}"
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": "Task: " + self._piece(p.task_tokens, f"{who}/task")},
-        ]
-        for t in range(turn):
-            messages.append({"role": "assistant", "content": self._piece(p.max_tokens, f"{who}/reply{t}")})
-            messages.append({"role": "user", "content": "Tool output: " + self._piece(p.turn_tokens, f"{who}/tool{t}")})
-        return messages, {"index": i, "conversation": conv, "turn": turn, "generation": generation}
-
 
 # -- one run --------------------------------------------------------------------------------------
 
@@ -426,14 +140,20 @@ def _trace_reuse(
         reported, implied, prompts = reported + cached, implied + implied_here, prompts + prompt
         sources.add(field)
     if prompts:
-        put = {"mode": mode, "scenario": scenario, "context": context, "kind": SampleKind.SUMMARY}
-        sink.measurement(metric=metrics.TRACE_REUSE, value=reported / prompts, source=", ".join(sorted(sources)), **put)
-        sink.measurement(
-            metric=metrics.TRACE_IMPLIED_REUSE,
-            value=implied / prompts,
-            source="trace hash_ids over the server's prompt_tokens",
-            **put,
-        )
+
+        def put(metric: Metric, value: float, source: str) -> None:
+            sink.measurement(
+                metric=metric,
+                value=value,
+                source=source,
+                mode=mode,
+                scenario=scenario,
+                context=context,
+                kind=SampleKind.SUMMARY,
+            )
+
+        put(metrics.TRACE_REUSE, reported / prompts, ", ".join(sorted(sources)))
+        put(metrics.TRACE_IMPLIED_REUSE, implied / prompts, "trace hash_ids over the server's prompt_tokens")
 
 
 async def run_profile(
@@ -458,7 +178,7 @@ async def run_profile(
 
     before = await read_counters(http, target)
     async with QueueSampler(http, target, sink, phase=scenario) as sampler:
-        result = await load.run(
+        result = await dispatch.run(
             profile,
             send,
             prepare=workload.prepare,
@@ -473,7 +193,7 @@ async def run_profile(
     if params.workload == "trace":
         _trace_reuse(sink, target, result.records, mode=mode, scenario=scenario, context=ctx)
     numbers: dict[str, float] = {}
-    for stat in load.run_stats(result, params.targets):
+    for stat in run_stats(result, params.targets):
         sink.measurement(
             metric=stat.metric,
             value=stat.value,
@@ -554,7 +274,7 @@ async def sweep(
     http: httpx.AsyncClient, target: ProbeTarget, sink: Sink, params: LoadParams, mode: Mode, workload: Any
 ) -> None:
     """Synchronous, then maximum throughput, then `rates` rates between the two (GuideLLM's
-    sweep); then the knee: the highest rate whose goodput holds (`arms.workloads.profiles.knee`).
+    sweep); then the knee: the highest rate whose goodput holds (`arms.workloads.sweep.knee`).
 
     The knee walks up from the lowest rate and stops at the first that does not hold, so no
     higher rate can change it: with `stop_at_saturation` the sweep stops there, records
@@ -577,19 +297,19 @@ async def sweep(
         )
         return numbers
 
-    first = await step(load.synchronous())
-    top = await step(load.concurrent(params.max_concurrency))
+    first = await step(profiles.synchronous())
+    top = await step(profiles.concurrent(params.max_concurrency))
     sync_rps, max_rps = (
         first.get(metrics.REQUEST_THROUGHPUT_RPS.name, 0.0),
         top.get(metrics.REQUEST_THROUGHPUT_RPS.name, 0.0),
     )
-    planned = load.sweep_rates(sync_rps, max_rps, params.rates)
+    planned = sweep_rates(sync_rps, max_rps, params.rates)
     for i, rate in enumerate(planned):
         if target.stalls.tripped:
             break  # the stall guard stopped the probe: the rates not run are not measured
-        constant = load.constant(rate)
+        constant = profiles.constant(rate)
         profile = (
-            load.poisson(rate, load.step_seed(params.seed, constant.scenario))
+            profiles.poisson(rate, profiles.step_seed(params.seed, constant.scenario))
             if params.arrivals == "poisson"
             else constant
         )
@@ -603,7 +323,7 @@ async def sweep(
                 f"{numbers.get(metrics.SCHEDULE_LAG_P99_S.name, 0.0) * 1000:.0f} ms; {skipped} higher rate(s) not run"
             )
             break
-    found = load.knee(points, params.fraction)
+    found = knee(points, params.fraction)
     ctx = params.context
 
     def put(metric: Metric, value: float, source: str = "") -> None:
@@ -619,9 +339,9 @@ async def sweep(
 
     put(metrics.MAX_GOODPUT_RPS, found.max_goodput_rps, found.point.scenario if found.point else "")
     put(metrics.MAX_GOODPUT_OFFERED_RPS, found.point.offered_rps if found.point else 0.0, found.text())
-    put(metrics.SYNCHRONOUS_RPS, sync_rps, load.synchronous().scenario)
-    put(metrics.MAX_THROUGHPUT_RPS, max_rps, load.concurrent(params.max_concurrency).scenario)
-    put(metrics.SWEEP_FRACTION, params.fraction, load.targets_text(params.targets))
+    put(metrics.SYNCHRONOUS_RPS, sync_rps, profiles.synchronous().scenario)
+    put(metrics.MAX_THROUGHPUT_RPS, max_rps, profiles.concurrent(params.max_concurrency).scenario)
+    put(metrics.SWEEP_FRACTION, params.fraction, targets_text(params.targets))
     put(metrics.SWEEP_RUNS, len(points), "synchronous, maximum throughput, then the rates")
     put(metrics.SWEEP_RATES_SKIPPED, skipped, stopped or "every planned rate ran")
     if skipped and params.duration_s:
@@ -630,68 +350,6 @@ async def sweep(
             skipped * params.duration_s,
             f"{skipped} run(s) of {params.duration_s:g} s not spent",
         )
-
-
-# -- the curve, for the command line, JSON and the report --------------------------------------
-
-CURVE_METRICS = tuple(
-    m.name
-    for m in (
-        metrics.OFFERED_RPS,
-        metrics.REQUEST_THROUGHPUT_RPS,
-        metrics.GOODPUT_RPS,
-        metrics.TARGET_ATTAINMENT,
-        metrics.OUTPUT_TPS,
-        metrics.TTFT_P50_S,
-        metrics.TTFT_P99_S,
-        metrics.TPOT_P50_S,
-        metrics.TPOT_P99_S,
-        metrics.E2E_P99_S,
-        metrics.ERROR_RATE,
-        metrics.QUEUE_DEPTH_MEAN,
-        metrics.QUEUE_DEPTH_MAX,
-        metrics.SCHEDULE_LAG_P99_S,
-        metrics.IN_FLIGHT_CAP_WAITS,
-    )
-)
-
-
-def curve_rows(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (mode, context, run) from stored measurement rows (dicts with metric,
-    scenario, mode, context, trial, value): the run's summary numbers, median over repeats,
-    ordered by offered rate. The sweep's own cell is not a run and is left out."""
-    cells: dict[tuple[str, int, str], dict[str, list[float]]] = {}
-    for m in measurements:
-        if kind_of(m) != SampleKind.SUMMARY or m["scenario"] == SWEEP_SCENARIO or m["metric"] not in CURVE_METRICS:
-            continue
-        key = (str(m["mode"]), int(m.get("context", 0)), str(m["scenario"]))
-        cells.setdefault(key, {}).setdefault(str(m["metric"]), []).append(float(m["value"]))
-    rows = []
-    for (mode, context, scenario), values in cells.items():
-        if metrics.OFFERED_RPS.name not in values:
-            continue
-        row: dict[str, Any] = {
-            "mode": mode,
-            "context": context,
-            "scenario": scenario,
-            "open_loop": load.is_open_loop(scenario),
-        }
-        row.update({metric: statistics.median(v) for metric, v in values.items()})
-        rows.append(row)
-    return sorted(
-        rows, key=lambda r: (r["mode"] != Mode.CANONICAL.value, r["mode"], r["context"], r[metrics.OFFERED_RPS.name])
-    )
-
-
-def sweep_result(measurements: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    """(mode, context) -> the sweep cell's numbers and sources (max_goodput_rps and the rest)."""
-    out: dict[tuple[str, int], dict[str, Any]] = {}
-    for m in measurements:
-        if m["scenario"] == SWEEP_SCENARIO and kind_of(m) == SampleKind.SUMMARY:
-            cell = out.setdefault((str(m["mode"]), int(m.get("context", 0))), {})
-            cell[str(m["metric"])] = float(m["value"])
-            cell[f"{m['metric']}_source"] = str(m.get("source", ""))
-    return out
 
 
 def extras(measurements: list[dict[str, Any]], requests: list[dict[str, Any]]) -> dict[str, Any]:

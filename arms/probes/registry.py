@@ -1,8 +1,9 @@
 """Probe names -> the function and parameter model.
 
 The set is open: the built-in probes (named by `campaign.core.states.ProbeName`) register
-here on import, and a campaign's plugin module registers its own with `register`, after
-which a queue item can name it (`flows.resolve.known_names` checks files against what
+here on import, and a campaign's plugin module registers its own the same way,
+`register(ProbeSpec(...))` (the one call every kind registers with,
+`campaign.core.registry`), after which a queue item can name it (`flows.resolve.known_names` checks files against what
 is registered)."""
 
 from __future__ import annotations
@@ -80,12 +81,14 @@ class ProbeSpec:
 # Probe fields set from the queue item itself (its `contexts`), never through overrides.
 ITEM_FIELDS = {"context": "contexts", "contexts": "contexts"}
 
-PROBES: Registry[ProbeSpec] = Registry("probe", missing="probe {name!r} is not available yet; available: {known}")
+PROBES: Registry[ProbeSpec] = Registry(
+    "probe", lambda spec: spec.name, missing="probe {name!r} is not available yet; available: {known}"
+)
 
 
 def register(spec: ProbeSpec) -> ProbeSpec:
-    """Register a probe under its name (the campaign file's spelling)."""
-    return PROBES.add(spec.name, spec)
+    """Register a probe (built-in or a campaign's own) under its name (the campaign file's spelling)."""
+    return PROBES.register(spec)
 
 
 for _spec in (

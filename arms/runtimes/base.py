@@ -43,7 +43,7 @@ from arms.runtimes.launching import (
 from arms.runtimes.options import option_problems
 from arms.runtimes.start_failures import StartFailures
 from arms.runtimes.telemetry import Telemetry
-from campaign.core.schema import ModelEntry, RuntimeEntry
+from campaign.core.serving import ModelEntry, RuntimeEntry
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from campaign.core.schema import ArmEntry, ModelEntry, RuntimeEntry
+from campaign.core.schema import ArmEntry
+from campaign.core.serving import ModelEntry, RuntimeEntry
 
 
 class RuntimeOptions(BaseModel):

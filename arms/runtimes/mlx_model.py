@@ -87,7 +87,10 @@ def convert(gguf: Path, out: Path) -> None:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     except ImportError as exc:
         raise LaunchError(f"converting {gguf.name} for MLX needs the mlx extra (pip install '.[mlx]'): {exc}") from exc
-    weights, meta = mx.load(str(gguf), return_metadata=True)
+    loaded = mx.load(str(gguf), return_metadata=True)
+    if not isinstance(loaded, tuple):  # a GGUF always has metadata; anything else is not one
+        raise LaunchError(f"{gguf.name}: MLX read no GGUF metadata from it")
+    weights, meta = loaded
     arch = str(meta.get("general.architecture", "?"))
     if arch != "llama":
         raise LaunchError(
@@ -129,12 +132,12 @@ def convert(gguf: Path, out: Path) -> None:
     (out / "config.json").write_text(json.dumps(config, indent=1))
 
     tokens = [str(t) for t in meta["tokenizer.ggml.tokens"]]
-    merges = [tuple(str(m).split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
+    merges = [_merge(str(m)) for m in meta.get("tokenizer.ggml.merges", [])]
     tokenizer = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    kinds = meta.get("tokenizer.ggml.token_type")
-    kinds = kinds.tolist() if hasattr(kinds, "tolist") else list(kinds or [])
+    types = meta.get("tokenizer.ggml.token_type")
+    kinds = list(types.tolist() if types is not None and hasattr(types, "tolist") else types or [])
     tokenizer.add_special_tokens([t for t, k in zip(tokens, kinds) if int(k) == _CONTROL_TOKEN])
     tokenizer.save(str(out / "tokenizer.json"))
     tokenizer_config: dict[str, Any] = {
@@ -149,6 +152,12 @@ def convert(gguf: Path, out: Path) -> None:
         tokenizer_config["chat_template"] = str(meta["tokenizer.chat_template"])
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1))
     (out / "source.json").write_text(json.dumps({"gguf": gguf.name, "bytes": gguf.stat().st_size}))
+
+
+def _merge(text: str) -> tuple[str, str]:
+    """One BPE merge as the GGUF writes it ("a b") as the pair the tokenizer takes."""
+    left, _, right = text.partition(" ")
+    return left, right
 
 
 def _quantization(tensors: dict[str, Any]) -> dict[str, Any]:

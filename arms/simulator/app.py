@@ -20,10 +20,11 @@ from typing import Any
 from aiohttp import web
 
 from arms.simulator.clock import Clock
-from arms.simulator.engine import ContextLimitError, Engine, SimRequest
+from arms.simulator.engine import Engine
 from arms.simulator.profile import SimProfile
 from arms.simulator.prometheus import render_prometheus
 from arms.simulator.reply import ReplyPolicy
+from arms.simulator.request import ContextLimitError, SimRequest
 from arms.simulator.responses import DeltaRenderer, error_body, final_extras, usage
 from arms.simulator.tokens import content_text, render_prompt
 

@@ -7,6 +7,8 @@ a returning one re-prefills its whole history in chunks, and while it does, ever
 stream starves (one engine step does both, so prefill chunks lengthen every decode step);
 speculative decoding emits several tokens per step at a per-step cost. Rates vary between
 server starts and drift during a run (`arms.simulator.variation`): each engine is one start.
+A request inside it is `arms.simulator.request`; its slots, and how a prompt picks one,
+`arms.simulator.slots`.
 """
 
 from __future__ import annotations
@@ -15,125 +17,17 @@ import asyncio
 import itertools
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
 from arms.simulator.cache import PrefixCache, common_prefix_len
 from arms.simulator.clock import Clock, ScaledClock
 from arms.simulator.profile import SimProfile
-from arms.simulator.reply import ReplyContext, ReplyPlan, ReplyPolicy, at_least, text_rng, words_policy
+from arms.simulator.reply import ReplyContext, ReplyPolicy, at_least, text_rng, words_policy
+from arms.simulator.request import ContextLimitError, Emission, SimRequest
+from arms.simulator.slots import Slot, choose_slot
 from arms.simulator.variation import RunVariation
-
-RequestState = Literal["queued", "prefill", "decode", "done", "cancelled"]
-SlotState = Literal["idle", "prefill", "decode"]
-
-
-class ContextLimitError(ValueError):
-    """A request whose prompt plus max_tokens does not fit the per-request context."""
-
-    def __init__(self, prompt_tokens: int, max_tokens: int, ctx_size: int) -> None:
-        self.prompt_tokens = prompt_tokens
-        self.max_tokens = max_tokens
-        self.ctx_size = ctx_size
-        super().__init__(
-            f"the request needs {prompt_tokens + max_tokens} tokens "
-            f"({prompt_tokens} prompt + {max_tokens} max_tokens) but the context size is {ctx_size}"
-        )
-
-
-@dataclass(frozen=True)
-class Emission:
-    """Tokens one request got from one engine step (several when speculation accepted drafts).
-
-    `finish_reason` is set on the last emission of a request ("length", "stop",
-    "tool_calls", or "cancelled"). `model_time` is the engine clock at the end of the step.
-    """
-
-    tokens: list[str]
-    finish_reason: str | None
-    model_time: float
-    draft_tokens: int = 0
-    accepted_tokens: int = 0
-
-
-class SimRequest:
-    """One chat request inside the engine: its prompt, progress, reply and event stream."""
-
-    def __init__(
-        self,
-        request_id: int,
-        prompt: list[str],
-        max_tokens: int,
-        plan: ReplyPlan,
-        submitted_at: float,
-        draft_rng: random.Random,
-    ) -> None:
-        self.id = request_id
-        self.prompt = prompt
-        self.max_tokens = max_tokens
-        self.plan = plan
-        self.target = min(len(plan.tokens), max_tokens)
-        self.state: RequestState = "queued"
-        self.slot_id: int | None = None
-        self.admit_seq = 0
-        self.cached_tokens = 0
-        self.prefilled = 0
-        self.generated: list[str] = []
-        self.draft_tokens = 0
-        self.accepted_tokens = 0
-        self.submitted_at = submitted_at
-        self.admitted_at: float | None = None
-        self.first_token_at: float | None = None
-        self.finished_at: float | None = None
-        self.finish_reason: str | None = None
-        self._draft_rng = draft_rng
-        self._events: asyncio.Queue[Emission] = asyncio.Queue()
-
-    @property
-    def prompt_tokens(self) -> int:
-        return len(self.prompt)
-
-    @property
-    def completion_tokens(self) -> int:
-        return len(self.generated)
-
-    @property
-    def to_prefill(self) -> int:
-        """Prompt tokens still to be processed before the first token."""
-        return len(self.prompt) - self.cached_tokens - self.prefilled
-
-    @property
-    def done(self) -> bool:
-        return self.state in ("done", "cancelled")
-
-    async def events(self) -> AsyncIterator[Emission]:
-        """Emissions as the engine produces them; ends after the one with a finish_reason."""
-        while True:
-            emission = await self._events.get()
-            yield emission
-            if emission.finish_reason is not None:
-                return
-
-    async def collect(self) -> list[Emission]:
-        """Wait for the whole reply (the non-streaming path)."""
-        return [e async for e in self.events()]
-
-
-@dataclass
-class Slot:
-    """One parallel sequence: the tokens its KV state holds and the request using it."""
-
-    id: int
-    tokens: list[str] = field(default_factory=list)
-    request: SimRequest | None = None
-    last_used: int = 0
-
-    @property
-    def state(self) -> SlotState:
-        if self.request is None:
-            return "idle"
-        return "decode" if self.request.state == "decode" else "prefill"
 
 
 @dataclass
@@ -159,29 +53,6 @@ class _Step:
     duration: float
     prefill: list[tuple[Slot, SimRequest, int]]
     decode: list[tuple[Slot, SimRequest]]
-
-
-def choose_slot(slots: Sequence[Slot], prompt: Sequence[str], min_match: int) -> Slot | None:
-    """The idle slot a prompt should run in, or None when every slot is busy.
-
-    Affinity first: the idle slot sharing the longest prefix with the prompt, if that
-    prefix is at least `min_match`. Otherwise an empty slot (lowest id), otherwise the
-    least recently used idle slot — whose old conversation is the one to evict.
-    """
-    idle = [s for s in slots if s.request is None]
-    if not idle:
-        return None
-    best, best_len = idle[0], -1
-    for slot in idle:
-        n = common_prefix_len(slot.tokens, prompt)
-        if n > best_len:
-            best, best_len = slot, n
-    if best_len >= min_match:
-        return best
-    empty = [s for s in idle if not s.tokens]
-    if empty:
-        return empty[0]
-    return min(idle, key=lambda s: s.last_used)
 
 
 class Engine:
@@ -304,7 +175,7 @@ class Engine:
         req.state = "cancelled"
         req.finish_reason = "cancelled"
         req.finished_at = now
-        req._events.put_nowait(Emission([], "cancelled", now))
+        req.deliver(Emission([], "cancelled", now))
         self._admit_waiting(now)
         self._wake.set()
 
@@ -486,7 +357,7 @@ class Engine:
             return
         accepted = 0
         for _ in range(p.draft_k):
-            if req._draft_rng.random() < p.acceptance:
+            if req.draft_rng.random() < p.acceptance:
                 accepted += 1
             else:
                 break
@@ -513,4 +384,4 @@ class Engine:
             req.finished_at = t
             slot.request = None
             slot.last_used = next(self._use_tick)
-        req._events.put_nowait(Emission(list(tokens), finish, t, drafted, accepted))
+        req.deliver(Emission(list(tokens), finish, t, drafted, accepted))

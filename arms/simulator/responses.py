@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from arms.simulator.engine import SimRequest
 from arms.simulator.reply import ReplyPlan
+from arms.simulator.request import SimRequest
 from arms.simulator.tokens import CALL_PREFIX
 
 

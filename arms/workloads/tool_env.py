@@ -103,4 +103,4 @@ def call(name: str, arguments: str | dict[str, Any]) -> str:
 def check(task: Task, text: str) -> bool:
     """A trial passes only on the right final number."""
     match = _ANSWER_RE.search(text or "")
-    return bool(match) and abs(float(match.group(1)) - task.answer) < 0.01
+    return match is not None and abs(float(match.group(1)) - task.answer) < 0.01

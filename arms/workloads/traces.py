@@ -126,7 +126,8 @@ def cut(
     if not requests:
         return [], []
     start = requests[0].timestamp_ms
-    times, kept = [], []
+    times: list[float] = []
+    kept: list[TraceRequest] = []
     for request in requests:
         at = (request.timestamp_ms - start) / 1000.0 * time_scale
         if (count is not None and len(kept) >= count) or (duration_s is not None and at >= duration_s):

@@ -6,7 +6,7 @@ worth something if the ablation changes that mechanism and nothing else: an abla
 also drops two slots, or runs another quant, measures the sum of both changes, and the
 credit goes to a confound (seed 000: "the win was four slots, not the prefix cache",
 where the two recipes also differed in their prefill chunks). Which recipe fields make
-up a mechanism is a fact about `campaign.core.schema.Recipe`, named once here, so the load
+up a mechanism is a fact about `campaign.core.serving.Recipe`, named once here, so the load
 check (`flows.resolve`) can hold every other field equal and a reader can see what
 "switched off" may touch.
 

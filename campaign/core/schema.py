@@ -17,57 +17,25 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
+    AliasChoices,
     Field,
     field_validator,
     model_validator,
 )
 
+from campaign.core.serving import (
+    HOST_PATTERN,
+    ID_PATTERN,
+    ModelEntry,
+    Recipe,
+    RuntimeEntry,
+    Strict,
+)
 from campaign.core.states import Mode, ProbeName
 
-# an id, a device or a host: what can also name a Prefect deployment, tag and limit
-NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
-_ID = rf"^{NAME}$"
-_HOST = rf"^({NAME})?$"  # empty: where `campaign run` runs
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
-
-def parse_size(value: int | str) -> int:
-    """Byte sizes as people write them in serving recipes ("8G", "48GB", "512MiB")."""
-    if isinstance(value, bool):
-        raise ValueError("expected a size such as 8G or 512M")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError("expected a size >= 0")
-        return value
-    match = _SIZE.match(str(value))
-    if not match:
-        raise ValueError(f"expected a size such as 8G, 512M or 4096B, found {value!r}")
-    number, unit, _ = match.groups()
-    return int(float(number) * _UNITS[unit.upper()])
-
-
-def unitless_size(value: Any) -> str:
-    """What a size written as a bare number should have said ('' when `value` is not one).
-
-    Why refused in a campaign file: llama.cpp's --cache-ram and the habits of serving
-    recipes count in MiB, so `prefix_cache = 256` means 256 MiB to whoever wrote it, and
-    read as bytes it is a cache too small to hold one prompt, with nothing said. 0 is 0 in
-    every unit."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value == 0:
-        return ""
-    shown = int(value) if float(value).is_integer() else value
-    return f'a size with its unit: write "{shown}M" or "{shown}MiB" ("{shown}G" for GiB, "{shown}B" for bytes)'
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
-
-
-class CampaignMeta(_Strict):
-    name: str = Field(pattern=_ID, description="short name; keys the campaign in the store")
+class CampaignMeta(Strict):
+    name: str = Field(pattern=ID_PATTERN, description="short name; keys the campaign in the store")
     title: str = Field(default="", description="a one-line title, the heading of the report")
     question: str = Field(
         default="",
@@ -99,15 +67,15 @@ class CampaignMeta(_Strict):
         default=3,
         ge=2,
         le=50,
-        description="the blocks an item with a gate and no repeats runs (fewer cannot decide a comparison); with max_blocks, "
+        description="the blocks an item with a gate and no blocks runs (fewer cannot decide a comparison); with max_blocks, "
         "the blocks it runs before its gate is first looked at",
     )
     max_blocks: int | None = Field(
         default=None,
         ge=2,
         le=50,
-        description="every item with a gate and no repeats adds blocks until that gate is settled, at most this many "
-        "(its verdicts then use confidence sequences); unset: each item runs its repeats, min_blocks where it sets none",
+        description="every item with a gate and no blocks adds blocks until that gate is settled, at most this many "
+        "(its verdicts then use confidence sequences); unset: each item runs its blocks, min_blocks where it sets none",
     )
     keep_servers: bool = Field(
         default=True,
@@ -116,126 +84,8 @@ class CampaignMeta(_Strict):
     )
 
 
-class Sampling(_Strict):
-    """The model vendor's sampling parameters: what `canonical` mode sends.
-
-    `ignore_eos` and `min_tokens` set how long replies are, not how tokens are drawn, so
-    greedy requests send them too; a probe's own values win (decode sends both by default,
-    so that every trial generates exactly max_tokens).
-    """
-
-    temperature: float = Field(default=1.0, ge=0, description="sampling temperature of canonical requests")
-    top_p: float | None = Field(default=None, gt=0, le=1, description="nucleus sampling; sent only when set")
-    top_k: int | None = Field(default=None, ge=0, description="top-k sampling; sent only when set")
-    min_p: float | None = Field(default=None, ge=0, le=1, description="min-p sampling; sent only when set")
-    presence_penalty: float | None = Field(default=None, description="sent only when set")
-    repetition_penalty: float | None = Field(
-        default=None, description="sent only when set, under the runtime's own name (llama.cpp: repeat_penalty)"
-    )
-    ignore_eos: bool | None = Field(
-        default=None, description="keep generating past end-of-sequence (llama.cpp, vLLM, SGLang)"
-    )
-    min_tokens: int | None = Field(
-        default=None, ge=0, description="no end-of-sequence before this many tokens (vLLM, SGLang)"
-    )
-
-
-class ModelEntry(_Strict):
-    name: str = Field(description="the model's name; an arm names it in `model`")
-    quant: str = Field(
-        description="the quantisation (q4_k_m, awq, ...); a name may have several entries, one per quant"
-    )
-    bits_per_weight: float = Field(
-        gt=0,
-        le=32,
-        description="shown in the report; on the simulator, decode speed scales with options.reference_bits / bits_per_weight",
-    )
-    served_id: str | None = Field(
-        default=None, description="the id the server should report; identity is checked against it"
-    )
-    path: str | None = Field(default=None, description="model file or directory, for runtimes that load one")
-    kv_bytes_per_token: int = Field(default=131072, ge=1, description="converts cache sizes in bytes to tokens")
-    sampling: Sampling = Field(default_factory=Sampling, description="the vendor's sampling, sent in canonical mode")
-    description: str = Field(default="", description="free text, shown in the report")
-
-    @property
-    def key(self) -> str:
-        return f"{self.name}/{self.quant}"
-
-    @property
-    def request_id(self) -> str:
-        """The model id requests name: `served_id`, else name-quant (what a runtime that
-        takes a served name is launched with, so the two agree)."""
-        return self.served_id or f"{self.name}-{self.quant}"
-
-
-class RuntimeEntry(_Strict):
-    name: str = Field(pattern=_ID, description="the runtime's name; an arm names it in `runtime`")
-    adapter: str = Field(
-        description="what launches and reads the server: simulator, llamacpp, vllm, sglang, mlx-lm, omlx, mtplx, "
-        "mlx-dspark, or external (a server at `url`, never launched); see docs/runtimes.md",
-    )
-    argv: list[str] = Field(default_factory=list, description="launch argv template; {placeholders} filled per arm")
-    env: dict[str, str] = Field(default_factory=dict, description="environment variables added to the server's own")
-    health_path: str = Field(default="/health", description="polled after the start; probes begin once it answers 200")
-    startup_timeout_s: float = Field(
-        default=120.0, gt=0, description="seconds the server gets to become healthy before the start fails"
-    )
-    url: str | None = Field(default=None, description="external server: measure this URL, launch nothing")
-    device: str = Field(default="local", pattern=_ID, description="arms on one device never run at once")
-    host: str = Field(
-        default="",
-        pattern=_HOST,
-        description="the host (a `campaign worker --host NAME`) its arms run on; empty: where `campaign run` runs",
-    )
-    seeks: str = Field(default="", description="what this runtime offers")
-    how: str = Field(default="", description="how it serves (free text, shown in the report)")
-    cost: str = Field(default="", description="what it costs")
-    options: dict[str, Any] = Field(default_factory=dict, description="adapter-specific settings")
-
-
-class Recipe(_Strict):
-    """The serving recipe: the knobs a person tunes."""
-
-    slots: int = Field(
-        default=1, ge=1, le=1024, description="sequences the server runs at once (llama.cpp -np, vLLM --max-num-seqs)"
-    )
-    prefill_chunk: int = Field(
-        default=512, ge=1, description="prompt tokens per engine step (llama.cpp -b/-ub, vLLM --max-num-batched-tokens)"
-    )
-    interleave_chunk: int | None = Field(
-        default=None,
-        ge=1,
-        description="prompt tokens per step while another slot decodes; only the simulator has this knob (absent = prefill_chunk)",
-    )
-    prefix_cache: int | None = Field(
-        default=None, description="prefix-cache size with its unit (8G, 256M, 512MiB); absent = off"
-    )
-    session_cache_cap: int | None = Field(default=None, description="per-session cache cap with its unit (48G, 512M)")
-    speculative: bool = Field(default=False, description="speculative decoding on")
-    draft: str | None = Field(default=None, description="draft model or speculative method")
-    draft_k: int = Field(default=4, ge=1, le=64, description="tokens drafted per step when speculative")
-    offloads: list[str] = Field(
-        default_factory=list,
-        description="names of work moved off the main path ('specprefill'); part of the recipe and of the 'offloads' "
-        "mechanism an attribution gate may credit; no adapter turns them into flags (use extra_args)",
-    )
-    extra_args: list[str] = Field(default_factory=list, description="appended to the runtime argv")
-
-    @field_validator("prefix_cache", "session_cache_cap", mode="before")
-    @classmethod
-    def _size(cls, value: Any) -> Any:
-        return None if value is None else parse_size(value)
-
-    @model_validator(mode="after")
-    def _draft_needs_spec(self) -> Recipe:
-        if self.draft and not self.speculative:
-            raise ValueError("draft is set but speculative = false; set speculative = true or remove draft")
-        return self
-
-
-class ArmEntry(_Strict):
-    id: str = Field(pattern=_ID, description="the arm's id; gates and queue items name it")
+class ArmEntry(Strict):
+    id: str = Field(pattern=ID_PATTERN, description="the arm's id; gates and queue items name it")
     model: str = Field(description="a models[].name")
     quant: str | None = Field(default=None, description="which quant of that model; needed when it has several")
     runtime: str = Field(description="a runtimes[].name")
@@ -253,14 +103,14 @@ class ArmEntry(_Strict):
     )
     host: str | None = Field(
         default=None,
-        pattern=_HOST,
+        pattern=HOST_PATTERN,
         description="the host this arm runs on, when not its runtime's host ('' = where `campaign run` runs)",
     )
     description: str = Field(default="", description="free text, shown on the arm's page of the report")
 
 
-class GateEntry(_Strict):
-    id: str = Field(pattern=_ID, description="the gate's id; a queue item feeds it by `gate`")
+class GateEntry(Strict):
+    id: str = Field(pattern=ID_PATTERN, description="the gate's id; a queue item feeds it by `gate`")
     title: str = Field(default="", description="the claim in words, shown in status and the report")
     predicate: str = Field(description="what decides the verdict: a built-in predicate (docs/gates.md) or a plugin's")
     params: dict[str, Any] = Field(
@@ -295,7 +145,7 @@ def read_items(gate: GateEntry, feeding: Sequence[str]) -> list[str] | None:
     reads only theirs, so another item's runs of the same arms (other settings, another
     question) never enter its verdict; a gate nobody feeds, or `reads = "all"`, reads all.
     One definition for the verdicts (`gates.engine.gate_rows`) and the checks of what a
-    gate pools (`campaign.core.loader.pooled_pairs`)."""
+    gate pools (`campaign.core.pooling.pooled_pairs`)."""
     return list(feeding) if feeding and gate.reads == "own-items" else None
 
 
@@ -335,9 +185,11 @@ class OverrideKeys:
         return {**self.probe, **self.sim_keys()}
 
 
-class QueueItem(_Strict):
+class QueueItem(Strict):
     id: str | None = Field(
-        default=None, pattern=_ID, description="the item's key (absent: the title, lower-cased, non-alphanumerics as -)"
+        default=None,
+        pattern=ID_PATTERN,
+        description="the item's key (absent: the title, lower-cased, non-alphanumerics as -)",
     )
     title: str = Field(description="what the item measures, shown in status and the report")
     arms: list[str] = Field(min_length=1, description="the arms to run; each gets its own server start in every block")
@@ -364,12 +216,15 @@ class QueueItem(_Strict):
         description="probe parameters (max_tokens, prompt_tokens, repeats, ...), recipe.<field>, and on the simulator "
         "sim.<field>; any other key is refused with the valid ones listed",
     )
-    repeats: int | None = Field(
+    blocks: int | None = Field(
         default=None,
         ge=1,
         le=50,
+        # `repeats`: the key's earlier name, still read; a probe's own `repeats` (decode's
+        # timed requests) lives in `overrides` and is another thing
+        validation_alias=AliasChoices("blocks", "repeats"),
         description="blocks: in each, every arm gets its own server start, in an order randomised from campaign.seed "
-        "(unset: campaign.min_blocks for an item with a gate, else 1)",
+        "(unset: campaign.min_blocks for an item with a gate, else 1; `repeats` is read as this key)",
     )
     min_blocks: int | None = Field(
         default=None,
@@ -382,7 +237,7 @@ class QueueItem(_Strict):
         ge=2,
         le=50,
         description="adaptive: after each block the item's gate is evaluated, and the item stops once it is pass or fail, "
-        "at most this many blocks (instead of repeats; its verdicts then use confidence sequences)",
+        "at most this many blocks (instead of a fixed number in `blocks`; its verdicts then use confidence sequences)",
     )
     retries: int = Field(
         default=0, ge=0, le=5, description="re-runs of an arm whose measurement crashed (not of a blocked one)"
@@ -392,11 +247,18 @@ class QueueItem(_Strict):
         default_factory=dict, description="the one recipe variable changed, e.g. {session_cache_cap = '100G'}"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name_for_blocks(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "blocks" in data and "repeats" in data:
+            raise ValueError("blocks and repeats name the same number (repeats is its earlier name): set blocks only")
+        return data
+
     @model_validator(mode="after")
     def _blocks(self) -> QueueItem:
-        if self.max_blocks is not None and self.repeats is not None:
+        if self.max_blocks is not None and self.blocks is not None:
             raise ValueError(
-                f"repeats = {self.repeats} is a fixed number of blocks and max_blocks = {self.max_blocks} an adaptive budget: set one"
+                f"blocks = {self.blocks} is a fixed number of blocks and max_blocks = {self.max_blocks} an adaptive budget: set one"
             )
         if self.max_blocks is not None and self.min_blocks is not None and self.min_blocks > self.max_blocks:
             raise ValueError(f"min_blocks = {self.min_blocks} is more than max_blocks = {self.max_blocks}")
@@ -434,7 +296,7 @@ class QueueItem(_Strict):
         return self.id or slugify(self.title)
 
 
-class CampaignSpec(_Strict):
+class CampaignSpec(Strict):
     campaign: CampaignMeta = Field(description="the campaign's name and settings")
     models: list[ModelEntry] = Field(min_length=1, description="the models the arms serve")
     runtimes: list[RuntimeEntry] = Field(min_length=1, description="the serving runtimes the arms start")
@@ -459,16 +321,16 @@ class CampaignSpec(_Strict):
         return next(q for q in self.queue if q.key == key)
 
     def blocks(self, item: QueueItem) -> BlockBudget:
-        """How many blocks an item runs: its repeats (fixed), or, adaptive, from min to max
+        """How many blocks an item runs: its `blocks` (fixed), or, adaptive, from min to max
         blocks (its own or the campaign's `max_blocks`; the campaign's applies to an item
-        that has a gate and no repeats). An item with a gate and neither runs
+        that has a gate and no `blocks`). An item with a gate and neither runs
         `campaign.min_blocks` blocks: one block cannot decide a comparison, so the default
         design is one that can. The one place for that fact."""
         budget = item.max_blocks
-        if budget is None and self.campaign.max_blocks is not None and item.gate and item.repeats is None:
+        if budget is None and self.campaign.max_blocks is not None and item.gate and item.blocks is None:
             budget = self.campaign.max_blocks
         if budget is None:
-            fixed = item.repeats if item.repeats is not None else (self.campaign.min_blocks if item.gate else 1)
+            fixed = item.blocks if item.blocks is not None else (self.campaign.min_blocks if item.gate else 1)
             return BlockBudget(fixed, fixed, False)
         least = item.min_blocks if item.min_blocks is not None else min(self.campaign.min_blocks, budget)
         return BlockBudget(least, budget, True)
@@ -504,30 +366,6 @@ class CampaignSpec(_Strict):
 
     def model_for(self, arm: ArmEntry) -> ModelEntry:
         return next(m for m in self.models if m.name == arm.model and (arm.quant is None or m.quant == arm.quant))
-
-
-def recipe_differences(a: Recipe, b: Recipe) -> list[str]:
-    """The recipe fields in which two recipes differ, in the order Recipe declares them."""
-    return [name for name in Recipe.model_fields if getattr(a, name) != getattr(b, name)]
-
-
-_SIZE_FIELDS = ("prefix_cache", "session_cache_cap")
-
-
-def recipe_value_text(field: str, value: Any) -> str:
-    """A recipe value as a person wrote it: sizes as 48G, booleans as TOML, absent as unset."""
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if field in _SIZE_FIELDS and isinstance(value, int):
-        for unit in ("T", "G", "M", "K"):
-            if value and value % _UNITS[unit] == 0:
-                return f"{value // _UNITS[unit]}{unit}"
-        return str(value)
-    if isinstance(value, str):
-        return repr(value)
-    return str(value)
 
 
 def slugify(text: str) -> str:

@@ -22,8 +22,9 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from campaign.core import schema
-from campaign.core.schema import NAME
+from campaign.core import schema, serving
+from campaign.core.serving import NAME
+from campaign.core.units import SIZE_FIELDS
 
 # The first ```toml block of the page: a campaign that loads and runs on the simulator
 # (a test loads it, and checks its overrides and sizes, as `campaign check` does).
@@ -150,13 +151,13 @@ SECTIONS: tuple[Section, ...] = (
     Section("[campaign]", schema.CampaignMeta, "The campaign itself. Exactly one, required."),
     Section(
         "[[models]]",
-        schema.ModelEntry,
+        serving.ModelEntry,
         "One entry per model and quant; at least one.",
         ("An arm picks its model by `model`, and by `quant` when one name has several entries.",),
     ),
     Section(
         "[models.sampling]",
-        schema.Sampling,
+        serving.Sampling,
         "The model vendor's sampling, sent with every canonical request (greedy requests send "
         "temperature 0). A key left unset is not sent, so the server's default applies.",
         (
@@ -167,7 +168,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "[[runtimes]]",
-        schema.RuntimeEntry,
+        serving.RuntimeEntry,
         "How a server is started (or, with `url`, found); at least one.",
         (
             "`argv` is a template: `{model}`, `{model_cache}`, `{host}`, `{port}`, `{context}`, `{slots}`, "
@@ -190,7 +191,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         "[arms.recipe]",
-        schema.Recipe,
+        serving.Recipe,
         "The serving recipe: the knobs a person tunes. Each adapter turns the fields into its "
         "runtime's flags; a field a runtime has no knob for is not passed (docs/runtimes.md).",
         (
@@ -215,14 +216,15 @@ SECTIONS: tuple[Section, ...] = (
         "[[queue]]",
         schema.QueueItem,
         "What to measure, in order; at least one item. Each item runs its probes on its arms, "
-        "`repeats` times over (blocks), and feeds its gate.",
+        "`blocks` times over, and feeds its gate.",
         (
-            "`repeats` here counts blocks (server starts per arm); `overrides.repeats` is a probe's "
-            "own parameter (decode: timed requests per context and mode).",
-            "`max_blocks` instead of `repeats` adds blocks until the item's gate is settled: "
+            "`blocks` counts server starts per arm (its earlier name `repeats` is still read); "
+            "`overrides.repeats` is a probe's own parameter (decode: timed requests per context and mode).",
+            "`max_blocks` instead of `blocks` adds blocks until the item's gate is settled: "
             "`min_blocks` first, then one at a time, each followed by the gate's verdict, whose "
-            'intervals are then confidence sequences ([gates.md](gates.md), "Adding blocks until '
-            'settled"). A settled item stays done when the budget is raised later; one that spent '
+            "intervals are then confidence sequences "
+            '([gates.md](gates.md), "Adding blocks until settled"). '
+            "A settled item stays done when the budget is raised later; one that spent "
             "its budget goes on.",
             "A key in `overrides` that is not valid for the item's probes is refused with the valid "
             "ones listed (`campaign check` shows them).",
@@ -302,7 +304,7 @@ def _pattern_words(pattern: str) -> str:
 
 def type_text(model: type[BaseModel], name: str, info: FieldInfo) -> str:
     """The type column: the type in words, then its limits."""
-    if model is schema.Recipe and name in schema._SIZE_FIELDS:  # parsed by schema.parse_size
+    if model is serving.Recipe and name in SIZE_FIELDS:  # parsed by units.parse_size
         words = "size"
     else:
         words = type_words(info.annotation)

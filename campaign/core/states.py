@@ -38,6 +38,17 @@ class AttemptState(StrEnum):
     INTERRUPTED = "interrupted"
 
 
+class AttemptClaim(StrEnum):
+    """What claiming an attempt found (`Store.claim_attempt`): a `new` attempt made, an
+    interrupted one `resumed`, the newest one `done` already (nothing to run), or `busy`
+    (another live holder runs it now)."""
+
+    NEW = "new"
+    RESUMED = "resumed"
+    DONE = "done"
+    BUSY = "busy"
+
+
 class ProbeRunState(StrEnum):
     RUNNING = "running"
     DONE = "done"

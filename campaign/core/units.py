@@ -10,6 +10,7 @@ nothing of the project, so every layer may use it.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 
@@ -80,3 +81,53 @@ def size(value: int | None) -> str:
         if value >= step:
             return f"{value / step:.1f} {unit}"
     return f"{value} B"
+
+
+# -- sizes as a campaign file writes them
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(value: int | str) -> int:
+    """Byte sizes as people write them in serving recipes ("8G", "48GB", "512MiB")."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 8G or 512M")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("expected a size >= 0")
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"expected a size such as 8G, 512M or 4096B, found {value!r}")
+    number, unit, _ = match.groups()
+    return int(float(number) * _UNITS[unit.upper()])
+
+
+def unitless_size(value: Any) -> str:
+    """What a size written as a bare number should have said ('' when `value` is not one).
+
+    Why refused in a campaign file: llama.cpp's --cache-ram and the habits of serving
+    recipes count in MiB, so `prefix_cache = 256` means 256 MiB to whoever wrote it, and
+    read as bytes it is a cache too small to hold one prompt, with nothing said. 0 is 0 in
+    every unit."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value == 0:
+        return ""
+    shown = int(value) if float(value).is_integer() else value
+    return f'a size with its unit: write "{shown}M" or "{shown}MiB" ("{shown}G" for GiB, "{shown}B" for bytes)'
+
+
+def recipe_value_text(field: str, value: Any) -> str:
+    """A recipe value as a person wrote it: sizes as 48G, booleans as TOML, absent as unset."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if field in SIZE_FIELDS and isinstance(value, int):
+        for unit in ("T", "G", "M", "K"):
+            if value and value % _UNITS[unit] == 0:
+                return f"{value // _UNITS[unit]}{unit}"
+        return str(value)
+    if isinstance(value, str):
+        return repr(value)
+    return str(value)

@@ -92,7 +92,8 @@ def _bring_to_baseline(conn: Any) -> list[str]:
                 continue
             current = model.columns.get(column.name) if model is not None else None
             source = current if current is not None else column
-            default = source.default.arg if source.default is not None and not callable(source.default.arg) else None
+            arg = getattr(source.default, "arg", None)  # a scalar default's value (ColumnDefault.arg)
+            default = None if arg is None or callable(arg) else arg
             kind = source.type.compile(conn.dialect)
             conn.execute(
                 text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind} DEFAULT {_literal(default)}')

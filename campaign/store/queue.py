@@ -45,6 +45,7 @@ def claim_runner(store: Store, name: str, command: str = "") -> bool:
     """
     from sqlalchemy import delete
     from sqlalchemy.exc import IntegrityError
+    from sqlmodel import col
 
     me, host = os.getpid(), this_machine()
     for _ in range(5):
@@ -68,11 +69,11 @@ def claim_runner(store: Store, name: str, command: str = "") -> bool:
             )
         with store.session() as s:  # only this exact stale row: a newer claim is kept
             s.exec(
-                delete(RunnerRow).where(  # type: ignore[call-overload]
-                    RunnerRow.campaign_name == name,
-                    RunnerRow.pid == row.pid,
-                    RunnerRow.host == row.host,  # type: ignore[arg-type]
-                    RunnerRow.started_at == row.started_at,  # type: ignore[arg-type]
+                delete(RunnerRow).where(
+                    col(RunnerRow.campaign_name) == name,
+                    col(RunnerRow.pid) == row.pid,
+                    col(RunnerRow.host) == row.host,
+                    col(RunnerRow.started_at) == row.started_at,
                 )
             )
             s.commit()
@@ -82,13 +83,14 @@ def claim_runner(store: Store, name: str, command: str = "") -> bool:
 def release_runner(store: Store, name: str) -> None:
     """Give the campaign up, if this process holds it."""
     from sqlalchemy import delete
+    from sqlmodel import col
 
     with store.session() as s:
         s.exec(
-            delete(RunnerRow).where(  # type: ignore[call-overload]
-                RunnerRow.campaign_name == name,
-                RunnerRow.pid == os.getpid(),
-                RunnerRow.host == this_machine(),  # type: ignore[arg-type]
+            delete(RunnerRow).where(
+                col(RunnerRow.campaign_name) == name,
+                col(RunnerRow.pid) == os.getpid(),
+                col(RunnerRow.host) == this_machine(),
             )
         )
         s.commit()
@@ -103,6 +105,38 @@ def current_runner(store: Store, name: str) -> str | None:
     if on_this_machine(row.host) and not same_process_alive(row.pid, row.process_start):
         return None
     return _describe_runner(row)
+
+
+# Which state a queue item may move to from each: the one rule every writer of an item's
+# state goes through (`move_item`; `register` checks it for the rows it writes itself). An
+# item starts (pending -> running), ends (running -> done, failed, blocked), or goes back to
+# pending: stopped or left by a dead process (running), a waiting reason said again
+# (pending), a blocked item re-checked or a done one asked for more blocks (finished). A
+# rerun starts a finished item again. A finished item never becomes another finished state
+# without running, nor does a pending one finish without starting.
+ITEM_MOVES: dict[ItemState, frozenset[ItemState]] = {
+    ItemState.PENDING: frozenset({ItemState.PENDING, ItemState.RUNNING}),
+    ItemState.RUNNING: frozenset({ItemState.RUNNING, ItemState.PENDING, *TERMINAL_ITEM_STATES}),
+    **{state: frozenset({ItemState.PENDING, ItemState.RUNNING}) for state in TERMINAL_ITEM_STATES},
+}
+
+
+class ItemMoveRefused(ValueError):
+    """A queue item was asked to move where `ITEM_MOVES` does not allow."""
+
+
+def item_may_move(before: str, after: ItemState) -> bool:
+    """Whether an item in state `before` may move to `after` (`ITEM_MOVES`)."""
+    return after in ITEM_MOVES.get(ItemState(before), frozenset())
+
+
+def move_item(store: Store, campaign_id: int, key: str, state: ItemState, reason: str = "") -> None:
+    """Move queue item `key` to `state` with `reason`, logged as an event
+    (`Store.set_item_state`), after checking the move is one `ITEM_MOVES` allows."""
+    before = next((row.state for row in store.items(campaign_id) if row.key == key), None)
+    if before is not None and not item_may_move(before, state):
+        raise ItemMoveRefused(f"queue item {key!r} cannot move from {before} to {state}")
+    store.set_item_state(campaign_id, key, state, reason)
 
 
 def register(store: Store, spec: CampaignSpec, source_path: str = "", simulated: Collection[str] = ()) -> CampaignRow:
@@ -153,18 +187,19 @@ def register(store: Store, spec: CampaignSpec, source_path: str = "", simulated:
 
         items = {i.key: i for i in s.exec(select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id))}
         for position, item in enumerate(spec.queue):
-            rec = items.get(item.key) or QueueItemRow(
+            entry = items.get(item.key) or QueueItemRow(
                 campaign_id=campaign_id, key=item.key, position=position, title=item.title
             )
-            rec.position, rec.title, rec.gate = position, item.title, item.gate
-            rec.spec_json = item.model_dump_json()
-            if rec.state == ItemState.DONE and rec.id is not None:
+            entry.position, entry.title, entry.gate = position, item.title, item.gate
+            entry.spec_json = item.model_dump_json()
+            if entry.state == ItemState.DONE and entry.id is not None:
                 most = spec.blocks(item).most
-                missing = 0 if rec.reason.startswith(SETTLED) else _blocks_missing(s, campaign_id, item, most)
-                if missing:  # the file now asks for more blocks: the next run adds them, keeping the ones done
-                    rec.state = ItemState.PENDING
-                    rec.reason = f"{most} blocks asked, {most - missing} done: the next run adds the rest"
-            s.add(rec)
+                missing = 0 if entry.reason.startswith(SETTLED) else _blocks_missing(s, campaign_id, item, most)
+                if missing and item_may_move(entry.state, ItemState.PENDING):  # the file now asks for more
+                    # blocks: the next run adds them, keeping the ones done
+                    entry.state = ItemState.PENDING
+                    entry.reason = f"{most} blocks asked, {most - missing} done: the next run adds the rest"
+            s.add(entry)
         s.commit()
     return row
 
@@ -216,11 +251,11 @@ def recover(store: Store, campaign_id: int, release_lease: Callable[[str], bool]
             notes.append(f"released the device slot held by attempt {att.id}")
         for run in store.probe_runs(att.id or 0):
             if run.state == ProbeRunState.RUNNING:
-                store.update(ProbeRunRow, run.id, state=ProbeRunState.INTERRUPTED, ended_at=utcnow())
+                store.update(ProbeRunRow, run.id or 0, state=ProbeRunState.INTERRUPTED, ended_at=utcnow())
         notes.append(f"attempt {att.id} ({att.item_key}/{att.arm_id}) was interrupted ({gone}); it will be continued")
     for item in store.items(campaign_id):
         if item.state == ItemState.RUNNING and item.key not in live_items:
-            store.set_item_state(campaign_id, item.key, ItemState.PENDING, "interrupted; resuming")
+            move_item(store, campaign_id, item.key, ItemState.PENDING, "interrupted; resuming")
     return notes
 
 

@@ -1,7 +1,7 @@
 """The campaign database's repository: every read and write of its rows (`Store`), on
 SQLite (WAL) or any SQLAlchemy URL. The tables are `campaign.store.tables`, their migrations
 `campaign.store.migrate`, the URL and engine `campaign.store.database`, attempt liveness
-`campaign.store.liveness`.
+`campaign.store.liveness`, the measurement frame `campaign.store.measurements`.
 
 Why our own store and not Prefect's: Prefect observes and schedules, but its state does
 not survive a killed process the way a campaign must. Here attempts are never overwritten,
@@ -17,25 +17,22 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import text
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, SQLModel, col, select
 
-from campaign.core import metrics
 from campaign.core.processes import process_start
-from campaign.core.states import AttemptState, ItemState, ProbeRunState, SampleKind, Verdict
+from campaign.core.states import AttemptState, ItemState
 from campaign.store.database import database_url, engine_for, public_url, resolve_url
 from campaign.store.liveness import this_host, this_machine
+from campaign.store.measurements import RequestOutcome, read_frame, request_outcome
 from campaign.store.tables import (
     BLOCK_FIELDS,
     ArmRow,
     AttemptRow,
     CampaignRow,
     EventRow,
-    MeasurementRow,
     ProbeRunRow,
     QueueItemRow,
     RequestRow,
@@ -43,102 +40,6 @@ from campaign.store.tables import (
     VerdictRow,
     utcnow,
 )
-
-MEASUREMENT_COLUMNS = list(MeasurementRow.model_fields)
-# columns every frame row carries beside the measurement's own (frame name -> SQL over
-# its attempt `t` and probe run `r`): which block (server run) measured it, in which
-# place of the block's order, under which probe settings (the probe run's; rows from
-# before those were recorded fall back to the item's, on the attempt) and which server
-# recipe, and which attempt of its (item, arm, repeat)
-ATTEMPT_FRAME_COLUMNS = {
-    "block_id": "t.block_id",
-    "block_order": "t.block_order",
-    "settings_hash": "COALESCE(NULLIF(r.settings_hash, ''), t.settings_hash)",
-    "recipe_hash": "t.recipe_hash",
-    "attempt_number": "t.number",
-    "server_block": "COALESCE(NULLIF(t.server_block, ''), t.block_id)",  # the start it ran on (`gates.cells.block_of`)
-    # where it ran and what it served: an ablation must share its subject's placement and model
-    "host": "t.host",
-    "machine": "t.machine",
-    "device_lease": "t.device_lease",  # '<device limit>/<lease id>': the limit names the device
-    "served_model": "t.served_model",
-    "fingerprint": "t.fingerprint",
-}
-FRAME_COLUMNS = [*MEASUREMENT_COLUMNS, *ATTEMPT_FRAME_COLUMNS]
-MEASUREMENT_TEXT_COLUMNS = (
-    "item_key",
-    "arm_id",
-    "probe",
-    "scenario",
-    "mode",
-    "kind",
-    "metric",
-    "unit",
-    "source",
-    "block_id",
-    "settings_hash",
-    "recipe_hash",
-    "host",
-    "machine",
-    "device_lease",
-    "served_model",
-    "fingerprint",
-    "server_block",
-)
-_MEASUREMENTS_SQL = """
-SELECT {columns} FROM measurement m
-{join}
-WHERE m.campaign_id = :cid
-{latest}
-"""
-_ATTEMPT_JOIN = "LEFT JOIN attempt t ON t.id = m.attempt_id LEFT JOIN probe_run r ON r.id = m.probe_run_id"
-# the SQL twin of newest_done_attempts (a test checks they agree)
-_LATEST_CLAUSE = """
-  AND m.probe_run_id IN (
-    SELECT p.id FROM probe_run p JOIN attempt a ON a.id = p.attempt_id
-    WHERE a.campaign_id = :cid AND p.state = :run_done)
-  AND m.attempt_id IN (
-    SELECT MAX(a.id) FROM attempt a
-    WHERE a.campaign_id = :cid AND a.state = :attempt_done
-      AND a.overrides_json = (
-        SELECT b.overrides_json FROM attempt b
-        WHERE b.campaign_id = :cid AND b.state = :attempt_done
-          AND b.item_key = a.item_key AND b.arm_id = a.arm_id
-        ORDER BY b.id DESC LIMIT 1)
-    GROUP BY a.item_key, a.arm_id, a.repeat)
-"""
-
-
-@dataclass
-class RequestOutcome:
-    """An attempt's requests as its probes counted them (`Store.request_outcome`)."""
-
-    requests: int = 0
-    failed: int = 0
-    kinds: dict[str, int] = field(default_factory=dict)  # error kind -> failed requests
-    errors: list[str] = field(default_factory=list)  # raw messages, the first ones
-
-    @property
-    def all_failed(self) -> bool:
-        return self.requests > 0 and self.failed >= self.requests
-
-
-def newest_done_attempts(attempts: Iterable[AttemptRow]) -> dict[tuple[str, str, int], int]:
-    """The attempt each verdict reads: per (item, arm, repeat), the newest finished one
-    that ran with the same overrides as the newest finished attempt of its (item, arm).
-
-    A rerun adds newer attempts; older ones stay in the history, unread by gates. Repeats
-    measured under different settings are never pooled: after `campaign rerun X --set
-    max_tokens=96` has finished only some repeats, the others' older attempts (other
-    overrides) drop out of the verdict instead of being mixed into its medians.
-    """
-    done = sorted((a for a in attempts if a.state == AttemptState.DONE), key=lambda a: a.id or 0)
-    settings = {(a.item_key, a.arm_id): a.overrides_json for a in done}  # the newest wins
-    newest: dict[tuple[str, str, int], int] = {}
-    for att in done:
-        if att.overrides_json == settings[(att.item_key, att.arm_id)]:
-            newest[(att.item_key, att.arm_id, att.repeat)] = att.id or 0
-    return newest
 
 
 def _block_fields(block: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -188,6 +89,7 @@ class Store:
             return
         with self.engine.begin() as conn:
             for table, values_list in runs:
+                # SQLModel sets __table__ on every table class; its types do not declare it
                 conn.execute(table.__table__.insert(), values_list)  # type: ignore[attr-defined]
 
     def add_all(self, rows: Iterable[SQLModel]) -> None:
@@ -215,31 +117,31 @@ class Store:
             query = select(CampaignRow)
             if name:
                 query = query.where(CampaignRow.name == name)
-            return s.exec(query.order_by(CampaignRow.updated_at.desc())).first()  # type: ignore[attr-defined]
+            return s.exec(query.order_by(col(CampaignRow.updated_at).desc())).first()
 
     def campaigns(self) -> list[CampaignRow]:
         with self.session() as s:
-            return list(s.exec(select(CampaignRow).order_by(CampaignRow.name)))
+            return list(s.exec(select(CampaignRow).order_by(col(CampaignRow.name))))
 
     def items(self, campaign_id: int) -> list[QueueItemRow]:
         with self.session() as s:
-            q = select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id).order_by(QueueItemRow.position)
+            q = select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id).order_by(col(QueueItemRow.position))
             return list(s.exec(q))
 
     def item_row(self, campaign_id: int, key: str) -> QueueItemRow | None:
         with self.session() as s:
-            q = select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id, QueueItemRow.key == key)
+            q = select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id, col(QueueItemRow.key) == key)
             return s.exec(q).first()
 
     def arms(self, campaign_id: int) -> list[ArmRow]:
         with self.session() as s:
-            return list(s.exec(select(ArmRow).where(ArmRow.campaign_id == campaign_id).order_by(ArmRow.arm_id)))
+            return list(s.exec(select(ArmRow).where(ArmRow.campaign_id == campaign_id).order_by(col(ArmRow.arm_id))))
 
     def set_item_state(self, campaign_id: int, key: str, state: ItemState, reason: str = "") -> None:
         """Move a queue item and log the transition as an event, in one commit."""
         with self.session() as s:
             row = s.exec(
-                select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id, QueueItemRow.key == key)
+                select(QueueItemRow).where(QueueItemRow.campaign_id == campaign_id, col(QueueItemRow.key) == key)
             ).one()
             before = row.state
             row.state = state
@@ -270,7 +172,7 @@ class Store:
                 q = q.where(AttemptRow.item_key == item_key)
             if arm_id is not None:
                 q = q.where(AttemptRow.arm_id == arm_id)
-            return list(s.exec(q.order_by(AttemptRow.id)))
+            return list(s.exec(q.order_by(col(AttemptRow.id))))
 
     def new_attempt(
         self,
@@ -328,7 +230,7 @@ class Store:
         from sqlalchemy import update
         from sqlalchemy.exc import IntegrityError
 
-        me = {
+        me: dict[str, Any] = {
             "owner_pid": os.getpid(),
             "owner_start": process_start(os.getpid()),
             "host": this_host(),
@@ -339,21 +241,21 @@ class Store:
         try:
             with self.session() as s:
                 if self.engine.dialect.name == "postgresql":
-                    s.exec(select(CampaignRow.id).where(CampaignRow.id == campaign_id).with_for_update())
+                    s.exec(select(CampaignRow.id).where(col(CampaignRow.id) == campaign_id).with_for_update())
                 else:
-                    s.exec(update(CampaignRow).where(CampaignRow.id == campaign_id).values(id=CampaignRow.id))  # type: ignore[call-overload, arg-type]
+                    s.exec(update(CampaignRow).where(col(CampaignRow.id) == campaign_id).values(id=CampaignRow.id))
                 rows = list(
                     s.exec(
                         select(AttemptRow)
                         .where(
-                            AttemptRow.campaign_id == campaign_id,
-                            AttemptRow.item_key == item_key,
-                            AttemptRow.arm_id == arm_id,
-                            AttemptRow.repeat == repeat,
+                            col(AttemptRow.campaign_id) == campaign_id,
+                            col(AttemptRow.item_key) == item_key,
+                            col(AttemptRow.arm_id) == arm_id,
+                            col(AttemptRow.repeat) == repeat,
                         )
-                        .order_by(AttemptRow.id)
+                        .order_by(col(AttemptRow.id))
                     )
-                )  # type: ignore[arg-type]
+                )
                 newest = rows[-1] if rows else None
                 if newest is not None and newest.state == AttemptState.RUNNING:
                     return "busy", newest
@@ -362,9 +264,9 @@ class Store:
                 if newest is not None and newest.state == AttemptState.INTERRUPTED:
                     taken = s.exec(
                         update(AttemptRow)
-                        .where(  # type: ignore[call-overload]
-                            AttemptRow.id == newest.id,
-                            AttemptRow.state == AttemptState.INTERRUPTED,  # type: ignore[arg-type]
+                        .where(
+                            col(AttemptRow.id) == newest.id,
+                            col(AttemptRow.state) == AttemptState.INTERRUPTED,
                         )
                         .values(state=AttemptState.RUNNING, error="", ended_at=None, **me)
                     )
@@ -409,9 +311,9 @@ class Store:
         with self.engine.begin() as conn:
             done = conn.execute(
                 update(AttemptRow)
-                .where(  # type: ignore[arg-type]
-                    AttemptRow.id == attempt_id,
-                    AttemptRow.state == AttemptState.RUNNING,  # type: ignore[arg-type]
+                .where(
+                    col(AttemptRow.id) == attempt_id,
+                    col(AttemptRow.state) == AttemptState.RUNNING,
                 )
                 .values(heartbeat_at=utcnow())
             )
@@ -424,24 +326,24 @@ class Store:
         from sqlalchemy import update
 
         cond = [
-            AttemptRow.id == attempt_id,
-            AttemptRow.state == AttemptState.RUNNING,
-            AttemptRow.owner_pid == expected.owner_pid,
-            AttemptRow.host == expected.host,
+            col(AttemptRow.id) == attempt_id,
+            col(AttemptRow.state) == AttemptState.RUNNING,
+            col(AttemptRow.owner_pid) == expected.owner_pid,
+            col(AttemptRow.host) == expected.host,
         ]
         cond.append(
-            AttemptRow.heartbeat_at == expected.heartbeat_at
+            col(AttemptRow.heartbeat_at) == expected.heartbeat_at
             if expected.heartbeat_at is not None
-            else AttemptRow.heartbeat_at.is_(None)
-        )  # type: ignore[union-attr]
+            else col(AttemptRow.heartbeat_at).is_(None)
+        )
         with self.engine.begin() as conn:
-            done = conn.execute(update(AttemptRow).where(*cond).values(**fields))  # type: ignore[arg-type]
+            done = conn.execute(update(AttemptRow).where(*cond).values(**fields))
         return done.rowcount == 1
 
     def probe_runs(self, attempt_id: int) -> list[ProbeRunRow]:
         with self.session() as s:
             return list(
-                s.exec(select(ProbeRunRow).where(ProbeRunRow.attempt_id == attempt_id).order_by(ProbeRunRow.id))
+                s.exec(select(ProbeRunRow).where(ProbeRunRow.attempt_id == attempt_id).order_by(col(ProbeRunRow.id)))
             )
 
     # -- measurements -------------------------------------------------------------
@@ -449,91 +351,13 @@ class Store:
     def measurements_frame(
         self, campaign_id: int, latest_only: bool = True, *, columns: list[str] | None = None, categorical: bool = False
     ) -> pd.DataFrame:
-        """Measurements as a frame, read with one SQL query (an ORM object per row is what
-        made 200,000-row reports slow).
-
-        With `latest_only`, only what verdicts read: rows of the newest finished attempt
-        per (item, arm, repeat) -- see `newest_done_attempts` -- from probe runs that
-        completed. `categorical` stores text columns as pandas categories, which makes
-        comparisons and groupbys integer work.
-
-        Every row carries its attempt's block (`FRAME_COLUMNS`, joined in the same
-        query): `block_id` (one id per block, i.e. per server run of each arm; shared
-        by the arms of the block, new under other settings), `block_order` (the arm's
-        0-based place in its block; <NA> for attempts made before blocks),
-        `settings_hash` (its probe run's settings, a cell's `settings`), `recipe_hash`
-        ('' before blocks) and `attempt_number`. Pair
-        arms only within a `block_id`. `columns` picks any of them.
-        """
-        wanted = columns or FRAME_COLUMNS
-        unknown = [c for c in wanted if c not in MEASUREMENT_COLUMNS and c not in ATTEMPT_FRAME_COLUMNS]
-        if unknown:
-            raise KeyError(
-                f"no measurement frame column {', '.join(map(repr, unknown))}; columns: {', '.join(FRAME_COLUMNS)}"
-            )
-        joined = any(c in ATTEMPT_FRAME_COLUMNS for c in wanted)
-        sql = _MEASUREMENTS_SQL.format(
-            columns=", ".join(ATTEMPT_FRAME_COLUMNS[c] if c in ATTEMPT_FRAME_COLUMNS else f"m.{c}" for c in wanted),
-            join=_ATTEMPT_JOIN if joined else "",
-            latest=_LATEST_CLAUSE if latest_only else "",
-        )
-        params: dict[str, Any] = {"cid": campaign_id}
-        if latest_only:
-            params |= {"run_done": ProbeRunState.DONE.value, "attempt_done": AttemptState.DONE.value}
-        with self.engine.connect() as conn:
-            frame = pd.read_sql(text(sql), conn, params=params)
-        frame.columns = wanted
-        for col in ("id", "campaign_id", "attempt_id", "probe_run_id", "context", "trial", "repeat", "attempt_number"):
-            if col in frame:
-                frame[col] = frame[col].astype("int64")
-        if "block_order" in frame:  # NULL for attempts made before blocks
-            frame["block_order"] = frame["block_order"].astype("Int64")
-        if "value" in frame:
-            frame["value"] = frame["value"].astype(float)
-        if "simulated" in frame:
-            frame["simulated"] = frame["simulated"].astype(bool)
-        for col in MEASUREMENT_TEXT_COLUMNS:
-            if col in frame:
-                frame[col] = frame[col].fillna("").astype("category" if categorical else str)
-        return frame
+        """The campaign's measurements as one frame (`measurements.read_frame`, which says
+        what each column is and which rows verdicts read)."""
+        return read_frame(self.engine, campaign_id, latest_only, columns=columns, categorical=categorical)
 
     def request_outcome(self, attempt_id: int, errors: int = 200) -> RequestOutcome:
-        """How the requests of an attempt's finished probe runs went, from the summary
-        rows every probe writes per cell (`arms.probes.failures.record_errors`):
-        `requests` and `requests_failed`, with any phase prefix (`baseline_requests`),
-        summed; failures by kind from the `requests_failed_<kind>` rows (the kind is
-        their source); and the raw messages of the first `errors` failed requests."""
-        runs = "SELECT p.id FROM probe_run p WHERE p.attempt_id = :aid AND p.state = :done"
-        params = {"aid": attempt_id, "done": ProbeRunState.DONE.value, "summary": SampleKind.SUMMARY.value}
-        tally = {"tally": f"%{metrics.REQUESTS.name}%"}
-        out = RequestOutcome()
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    f"SELECT m.metric, m.source, m.value FROM measurement m WHERE m.attempt_id = :aid AND m.kind = :summary "
-                    f"AND m.metric LIKE :tally AND m.probe_run_id IN ({runs})"
-                ),
-                {**params, **tally},
-            ).all()
-            for metric, source, value in rows:
-                if metric.endswith(metrics.REQUESTS.name):
-                    out.requests += int(value)
-                elif metric.endswith(metrics.REQUESTS_FAILED.name):
-                    out.failed += int(value)
-                elif metrics.FAILED_KIND_PREFIX in metric:
-                    out.kinds[source or ""] = out.kinds.get(source or "", 0) + int(value)
-            if out.failed:
-                out.errors = [
-                    e
-                    for (e,) in conn.execute(
-                        text(
-                            f"SELECT r.error FROM request_record r WHERE r.probe_run_id IN ({runs}) AND r.error <> '' "
-                            "ORDER BY r.id LIMIT :n"
-                        ),
-                        {**params, "n": errors},
-                    )
-                ]
-        return out
+        """How an attempt's requests went (`measurements.request_outcome`)."""
+        return request_outcome(self.engine, attempt_id, errors)
 
     def samples(self, probe_run_ids: Iterable[int]) -> list[SampleRow]:
         return self._of_runs(SampleRow, probe_run_ids)
@@ -555,7 +379,9 @@ class Store:
         """Every verdict computed for the campaign, oldest first: each gate's looks."""
         with self.session() as s:
             return list(
-                s.exec(select(VerdictRow).where(VerdictRow.campaign_id == campaign_id).order_by(VerdictRow.id)).all()
+                s.exec(
+                    select(VerdictRow).where(VerdictRow.campaign_id == campaign_id).order_by(col(VerdictRow.id))
+                ).all()
             )
 
     def latest_verdicts(self, campaign_id: int) -> dict[str, VerdictRow]:
@@ -564,14 +390,6 @@ class Store:
             latest[row.gate_id] = row
         return latest
 
-    def verdict_history(self, campaign_id: int, gate_id: str) -> list[VerdictRow]:
-        with self.session() as s:
-            q = select(VerdictRow).where(VerdictRow.campaign_id == campaign_id, VerdictRow.gate_id == gate_id)
-            return list(s.exec(q.order_by(VerdictRow.id)))
-
     def events(self, campaign_id: int) -> list[EventRow]:
         with self.session() as s:
-            return list(s.exec(select(EventRow).where(EventRow.campaign_id == campaign_id).order_by(EventRow.id)))
-
-
-VERDICT_ORDER = [Verdict.PASS, Verdict.FAIL, Verdict.CONTROL, Verdict.BLOCKED, Verdict.INCONCLUSIVE, Verdict.PENDING]
+            return list(s.exec(select(EventRow).where(EventRow.campaign_id == campaign_id).order_by(col(EventRow.id))))

@@ -85,7 +85,8 @@ CAMPAIGN = e2e_campaign()
 def test_campaign_end_to_end(tmp_path: Path, prefect_harness: None) -> None:
     from flows.campaign_flow import campaign_flow
     from gates.cells import Selector
-    from gates.compare import Rigor, compare
+    from gates.compare import compare
+    from gates.rigor import Rigor
 
     path = tmp_path / "e2e.toml"
     path.write_text(CAMPAIGN)

@@ -42,10 +42,13 @@ except ImportError as exc:  # pragma: no cover - depends on the machine
 from arms.client import stream_chat
 from arms.measures import record_payload
 from arms.probes import cache_probe, decode
-from arms.probes.base import MemorySink, ProbeTarget, QueueSampler, chat, identify, read_counters
+from arms.probes.base import MemorySink, ProbeTarget, chat, identify
+from arms.probes.counters import read_counters
 from arms.probes.prompts import VIA_TEMPLATE, sized_conversation, sizing_tolerance
+from arms.probes.queue_sampler import QueueSampler
 from arms.runtimes.launching import LaunchContext, LaunchError
-from arms.runtimes.llamacpp import LlamaCppAdapter, cache_events
+from arms.runtimes.llamacpp import LlamaCppAdapter
+from arms.runtimes.llamacpp_telemetry import cache_events
 from arms.server import ServerProcess, ServerStartError, free_port
 from campaign.core.schema import CampaignSpec
 from campaign.core.states import Mode

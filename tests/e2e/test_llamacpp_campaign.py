@@ -156,7 +156,8 @@ def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -
     assert verdict.verdict in ("pass", "fail", "inconclusive") and "ttft_later_median_s" in verdict.reason
     # every verdict is what the stored rows say, recomputed with the same primitive
     from gates.cells import Selector
-    from gates.compare import Rigor, compare
+    from gates.compare import compare
+    from gates.rigor import Rigor
 
     sel = Selector(metric="ttft_later_median_s", probe="agent-load", scenario="summary")
     win = compare(

@@ -12,7 +12,7 @@ seeds -- where the numbers hang on the seed (a tool loop of 3 trials, a draft-ac
 draw), the intervals must make the verdict `inconclusive` instead.
 
 How seeds reach the simulator: each arm's seed is derived from the campaign name and the
-arm id (`flows/arm_flow.py`, `_launch_context`), so renaming the campaign reseeds every
+arm id (`flows/launch.py`, `launch_context`), so renaming the campaign reseeds every
 arm, and nothing else changes.
 
 The three seeds are three campaigns, run side by side (their probes mostly wait on the

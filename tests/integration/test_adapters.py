@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from arms.probes import cache_probe
-from arms.probes.base import MemorySink, ProbeTarget, read_counters
+from arms.probes.base import MemorySink, ProbeTarget
+from arms.probes.counters import read_counters
 from arms.runtimes import catalog as registry
 from arms.runtimes.external import ExternalAdapter
 from arms.server import ServerProcess, free_port

@@ -152,7 +152,7 @@ def _stopped_at_the_first_settled_block(store: Store, path: Path) -> None:
     on blocks 0..k is open for every k < n-1 past the least and settled at n-1, and the
     item's reason says n."""
     from campaign.core.loader import read_campaign
-    from flows.campaign_flow import settled
+    from flows.verdicts import settled
 
     spec = read_campaign(path)
     camp = store.campaign("adaptive")

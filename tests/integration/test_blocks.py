@@ -21,7 +21,8 @@ from tests.unit.test_blocks import _campaign, _seed_with_varying_order, _spec  #
 
 @pytest.mark.integration
 def test_blocks_are_stored_on_attempts_and_carried_by_the_frame(tmp_path: Path, prefect_harness: None) -> None:
-    from flows.campaign_flow import block_order, campaign_flow
+    from flows.blocks import block_order
+    from flows.campaign_flow import campaign_flow
 
     seed = _seed_with_varying_order("k", ["A", "B"], 3)
     queue = [queue_item("k", ["A", "B"], ["decode"], contexts=[1024], repeats=3, overrides={"repeats": 2, "warmup": 0})]
@@ -45,7 +46,7 @@ def test_blocks_are_stored_on_attempts_and_carried_by_the_frame(tmp_path: Path, 
     assert {a.recipe_hash for a in attempts if a.arm_id == "A"} != {a.recipe_hash for a in attempts if a.arm_id == "B"}
 
     # every server start has its own run seed (the simulator's per-start draw), from the start's identity
-    from flows.arm_flow import run_seed
+    from flows.launch import run_seed
 
     seeds = [json.loads(a.server_cmdline.split("--profile-json ", 1)[1])["run_seed"] for a in attempts]
     assert seeds == [run_seed("blocks", "k", a.arm_id, a.repeat, a.number) for a in attempts]
@@ -211,7 +212,7 @@ def test_an_arm_whose_every_request_failed_fails_the_item_and_the_run_exits_1(tm
 
 
 def test_block_order_is_a_reproducible_permutation_drawn_per_block() -> None:
-    from flows.campaign_flow import block_order
+    from flows.blocks import block_order
 
     arms = ["A", "B", "C", "D"]
     orders = {(seed, block): block_order(seed, "k", block, arms) for seed in range(20) for block in range(5)}
@@ -222,7 +223,7 @@ def test_block_order_is_a_reproducible_permutation_drawn_per_block() -> None:
     assert any(orders[(0, b)] != orders[(1, b)] for b in range(5))  # another seed, another order
     assert any(block_order(0, "k", 0, arms) != block_order(0, other, 0, arms) for other in ("j", "l", "m"))  # per item
     # the string seed goes through SHA-512, not hash(): the same in a fresh process
-    code = "from flows.campaign_flow import block_order; print(block_order(7, 'k', 3, ['A', 'B', 'C', 'D']))"
+    code = "from flows.blocks import block_order; print(block_order(7, 'k', 3, ['A', 'B', 'C', 'D']))"
     fresh = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

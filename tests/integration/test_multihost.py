@@ -166,7 +166,7 @@ def test_failed_and_blocked_arms_end_in_states_named_for_them() -> None:
     and stays readable as the state's data by an in-process caller."""
     from prefect.client.schemas.objects import StateType
 
-    from flows.arm_flow import outcome_of, run_state
+    from flows.arm_states import outcome_of, run_state
     from flows.contracts import ArmOutcome
 
     def outcome(state: str, message: str = "") -> ArmOutcome:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from aiohttp import web
 
-from arms.probes import agent_load, cache_ceiling, cache_probe, decode, tool_loop
+from arms.probes import agent_load, agent_pieces, cache_ceiling, cache_probe, decode, tool_loop
 from arms.probes.base import MemorySink, ProbeTarget
 from arms.probes.failures import NOT_RUN, READ_TIMEOUT, error_kind
 from arms.probes.prompts import VIA_MESSAGES, WORD_ESTIMATE, sizing_tolerance
@@ -214,12 +214,12 @@ def test_agent_load_sizes_its_prompts_in_the_servers_tokens(tmp_path: Path) -> N
                 posts.append(request.url.path)
 
             async with httpx.AsyncClient(base_url=url, event_hooks={"request": [hook]}) as http:
-                plan = await agent_load._plan(http, params, "sized", params.conversations)
+                plan = await agent_pieces.size_pieces(http, params, "sized", params.conversations)
 
                 async def count(messages: list[dict[str, Any]]) -> int:
                     return len((await http.post("/tokenize", json={"messages": messages})).json()["tokens"])
 
-                anchor = list(agent_load._ANCHOR)
+                anchor = list(agent_pieces.ANCHOR)
                 system = [{"role": "system", "content": plan.system}, *anchor]
                 return plan, len(posts), await count(system) - await count(anchor)
 
@@ -262,7 +262,7 @@ def test_agent_load_without_a_server_tokenizer_keeps_its_word_counts() -> None:
     async def plan() -> Any:
         transport = httpx.MockTransport(lambda request: httpx.Response(404))
         async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
-            return await agent_load._plan(http, params, "s", params.conversations)
+            return await agent_pieces.size_pieces(http, params, "s", params.conversations)
 
     got = asyncio.run(plan())
     assert (len(got.system.split()), got.tasks, got.tools) == (150, (300, 300), ((120, 120), (120, 120)))
@@ -545,7 +545,7 @@ def _metrics_client(delays: list[float], fail_every: int = 0) -> tuple[Any, list
 def _sample(
     duration: float, delays: list[float], interval: float = 0.2, fail_every: int = 0
 ) -> tuple[Any, MemorySink, list[float]]:
-    from arms.probes.base import QueueSampler
+    from arms.probes.queue_sampler import QueueSampler
 
     sink = MemorySink()
 
@@ -597,8 +597,8 @@ def test_log_tail_reads_only_what_was_added(tmp_path: Path) -> None:
     import os
     import threading
 
-    from arms.probes.base import read_counters
-    from arms.runtimes.llamacpp import TELEMETRY, LlamaCppTelemetry
+    from arms.probes.counters import read_counters
+    from arms.runtimes.llamacpp_telemetry import TELEMETRY, LlamaCppTelemetry
 
     log = tmp_path / "server.log"
     lookup, hit = (

@@ -46,15 +46,11 @@ from arms.runtimes.launching import (
     switch,
     whole,
 )
-from arms.runtimes.llamacpp import (
-    TOOLS_TEMPLATE,
-    LlamaCppAdapter,
-    LlamaCppOptions,
-    cache_events,
-    ensure_model,
-    llama_server_binary,
-    parse_slots,
-)
+from arms.runtimes.llamacpp import LlamaCppAdapter
+from arms.runtimes.llamacpp_argv import TOOLS_TEMPLATE
+from arms.runtimes.llamacpp_install import ensure_model, llama_server_binary
+from arms.runtimes.llamacpp_options import LlamaCppOptions
+from arms.runtimes.llamacpp_telemetry import cache_events, parse_slots
 from arms.runtimes.openai_compat import (
     OpenAICompatAdapter,
     expand_path,
@@ -989,15 +985,16 @@ def test_simulator_style_travels_with_the_launch(tmp_path: Path) -> None:
 
 
 def test_one_registry_style() -> None:
-    reg: Registry[int] = Registry("widget")
-    reg.add("b", 2)
-
-    @reg.register("a")
-    def a() -> None: ...
-
-    assert reg.names() == ["a", "b"] and reg.get("b") == 2 and reg.get("a") is a and "a" in reg
+    """Every kind registers with one call, `register(item)`, the item carrying its name."""
+    reg: Registry[tuple[str, int]] = Registry("widget", lambda item: item[0])
+    assert reg.register(("b", 2)) == ("b", 2)
+    reg.register(("a", 1))
+    assert reg.names() == ["a", "b"] and reg.get("b") == ("b", 2) and "a" in reg and len(reg) == 2
+    reg.register(("a", 3))  # a plugin's own replaces a built-in of its name
+    assert reg.get("a") == ("a", 3) and list(reg) == ["a", "b"]
     with pytest.raises(KeyError, match="no widget named 'c'; known: a, b"):
         reg.get("c")
+    assert registry.ADAPTERS.get("vllm").name == "vllm"
     with pytest.raises(KeyError, match="no runtime adapter named 'nope'; known: .*llamacpp"):
         registry.get("nope")
     assert probe_registry.get("decode").name == "decode" and "decode" in probe_registry.names()

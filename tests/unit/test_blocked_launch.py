@@ -110,8 +110,8 @@ def test_a_run_without_the_binary_ends_the_attempt_blocked(tmp_path: Path, db_ur
     spec = load_campaign(llama(tmp_path, binary=str(tmp_path / "no-llama-server"), path=str(gguf)))
     store = Store(db_url)
     camp = store.add(CampaignRow(name="llama"))
-    attempt = Attempt.claim(store, camp.id or 0, "decode", "A", {}, 0, fresh=True)
-    outcome = _run_arm(spec, store, spec.item("decode"), attempt, {}, tmp_path / "work")
+    attempt = Attempt.claim(store, camp.id or 0, "decode", "A", {}, fresh=True)
+    outcome = _run_arm(spec, store, spec.item("decode"), attempt, tmp_path / "work")
     assert outcome.state == AttemptState.BLOCKED, outcome
     assert outcome.message == f"options.binary '{tmp_path / 'no-llama-server'}' is not an executable file"
     (row,) = store.attempts(camp.id or 0)

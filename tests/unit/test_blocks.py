@@ -38,7 +38,7 @@ def _arms(ids: str) -> list[dict]:
 
 def _seed_with_varying_order(item_key: str, arms: list[str], blocks: int) -> int:
     """The first campaign seed whose blocks do not all run in one order."""
-    from flows.campaign_flow import block_order
+    from flows.blocks import block_order
 
     return next(s for s in range(100) if len({tuple(block_order(s, item_key, b, arms)) for b in range(blocks)}) > 1)
 
@@ -47,34 +47,36 @@ def _seed_with_varying_order(item_key: str, arms: list[str], blocks: int) -> int
 
 
 def test_block_plan_runs_block_by_block_with_one_id_per_block(tmp_path: Path) -> None:
-    from flows.campaign_flow import block_order, block_plan, with_item_overrides
+    from flows.blocks import block_order, block_plan
+    from flows.overrides import with_item_overrides
 
     queue = [queue_item("k", ["A", "B", "C"], ["decode"], contexts=[1024], repeats=3, overrides={"repeats": 2})]
     _, spec = _spec(_campaign("plan", 5, "ABC", queue), tmp_path)
     item = spec.item("k")
     plan = block_plan(spec, item)
-    assert [(b, a) for b, a, _ in plan] == [(b, a) for b in range(3) for a in block_order(5, "k", b, ["A", "B", "C"])]
-    for b, a, block in plan:
-        assert block["block_order"] == block_order(5, "k", b, ["A", "B", "C"]).index(a)
-    settings = {block["settings_hash"] for _, _, block in plan}
+    order = {b: block_order(5, "k", b, ["A", "B", "C"]) for b in range(3)}
+    assert [(s.block.index, s.arm_id) for s in plan] == [(b, a) for b in range(3) for a in order[b]]
+    for s in plan:
+        assert s.block.order == order[s.block.index].index(s.arm_id)
+    settings = {s.block.settings_hash for s in plan}
     assert len(settings) == 1 and len(next(iter(settings))) == 16  # common to all arms
-    ids = {b: {block["block_id"] for bb, _, block in plan if bb == b} for b in range(3)}
+    ids = {b: {s.block.id for s in plan if s.block.index == b} for b in range(3)}
     assert all(len(v) == 1 for v in ids.values()) and len({next(iter(v)) for v in ids.values()}) == 3
     assert ids[0] == {f"k/b0/{next(iter(settings))[:8]}"}
-    recipes = {a: block["recipe_hash"] for _, a, block in plan}
+    recipes = {s.arm_id: s.block.recipe_hash for s in plan}
     assert len(set(recipes.values())) == 3  # three recipes (slots 1, 2, 3)
 
     # other settings (a rerun's --set): new settings hash, new block ids, same recipes
     rerun = with_item_overrides(spec, "k", {"max_tokens": 12})
     again = block_plan(rerun, rerun.item("k"))
-    assert {blk["settings_hash"] for _, _, blk in again} != settings
-    assert not {blk["block_id"] for _, _, blk in again} & {blk["block_id"] for _, _, blk in plan}
-    assert {a: blk["recipe_hash"] for _, a, blk in again} == recipes
+    assert {s.block.settings_hash for s in again} != settings
+    assert not {s.block.id for s in again} & {s.block.id for s in plan}
+    assert {s.arm_id: s.block.recipe_hash for s in again} == recipes
     # a recipe.* rerun moves the recipes, not the settings
     slots = with_item_overrides(spec, "k", {"recipe.slots": 8})
     moved = block_plan(slots, slots.item("k"))
-    assert {blk["settings_hash"] for _, _, blk in moved} == settings
-    assert all(blk["recipe_hash"] != recipes[a] for _, a, blk in moved)
+    assert {s.block.settings_hash for s in moved} == settings
+    assert all(s.block.recipe_hash != recipes[s.arm_id] for s in moved)
 
 
 def test_a_probe_runs_settings_are_its_parameters_not_the_items(tmp_path: Path) -> None:
@@ -113,7 +115,7 @@ def test_a_file_a_probe_reads_is_its_content_in_the_settings(tmp_path: Path) -> 
     another host) is one cell, the trace edited in place is another."""
     import shutil
 
-    from arms.probes.load import LoadParams
+    from arms.probes.load_params import LoadParams
     from flows.overrides import probe_settings_hash
 
     trace = tmp_path / "agents.jsonl"

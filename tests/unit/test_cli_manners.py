@@ -150,7 +150,7 @@ def test_probe_requests_the_name_the_runtime_serves_its_model_under(monkeypatch:
 
     listed = httpx.MockTransport(lambda request: httpx.Response(200, json={"data": [{"id": "some/cached-hub-model"}]}))
     real_client = httpx.Client
-    monkeypatch.setattr(probe_cli.httpx, "Client", lambda **kw: real_client(transport=listed, **kw))
+    monkeypatch.setattr(httpx, "Client", lambda **kw: real_client(transport=listed, **kw))
     mlx_lm = runtimes.get("mlx-lm").dialect.request_model
     assert mlx_lm == "default_model"
     assert probe_cli._reachable_model("http://mlx", None, mlx_lm) == "default_model"

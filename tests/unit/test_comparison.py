@@ -19,8 +19,10 @@ from scipy import stats as st
 from campaign.core.schema import GateEntry
 from campaign.core.states import Verdict
 from gates import blockstats
+from gates.arm_cells import cell_stats
 from gates.catalog import params_model
-from gates.cells import Selector, arm_errors, cell_stats
+from gates.cells import Selector
+from gates.counters import arm_errors
 from gates.engine import evaluate
 from gates.intervals import median_interval, rate_interval
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from arms.probes.load import LoadParams, Workload
+from arms.probes.load_params import LoadParams
+from arms.probes.load_workload import Workload
 from arms.workloads.datasets import DatasetError, read_dataset
 
 SHAREGPT = [

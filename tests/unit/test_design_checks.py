@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from campaign.core.mechanisms import MECHANISMS
-from campaign.core.schema import CampaignFileError, Recipe
+from campaign.core.schema import CampaignFileError
+from campaign.core.serving import Recipe
 from flows.resolve import load_campaign
 from tests.campaigns import campaign_file, gate, item, problems, simulator, table, write_campaign
 
@@ -273,7 +274,7 @@ def test_the_pass_bar_is_the_edge_of_the_gates_own_test() -> None:
     import statistics
 
     from gates import blockstats
-    from gates.compare import alpha_of
+    from gates.rigor import alpha_of
 
     for blocks, family in ((3, 4), (5, 4), (3, 1), (8, 9)):
         bar = blockstats.pass_bar(blocks, family, 0.95)
@@ -289,7 +290,7 @@ def test_the_pass_bar_is_the_edge_of_the_gates_own_test() -> None:
 
 
 def test_three_blocks_under_holm_over_four_gates_are_warned_of_and_five_are_not(tmp_path: Path) -> None:
-    from flows.resolve import design_warnings
+    from flows.design_warnings import design_warnings
 
     few = design_warnings(load_campaign(write_campaign(tmp_path, campaign(_comparisons(4, 3)))))
     assert len(few) == 4 and few[0] == (
@@ -303,7 +304,7 @@ def test_three_blocks_under_holm_over_four_gates_are_warned_of_and_five_are_not(
 
 
 def test_fewer_blocks_than_a_gate_decides_on_are_warned_of_as_never_deciding(tmp_path: Path) -> None:
-    from flows.resolve import design_warnings
+    from flows.design_warnings import design_warnings
 
     (one,) = design_warnings(load_campaign(write_campaign(tmp_path, campaign(_comparisons(1, 1)))))
     assert one.startswith(
@@ -313,7 +314,7 @@ def test_fewer_blocks_than_a_gate_decides_on_are_warned_of_as_never_deciding(tmp
 
 
 def test_an_exploratory_gate_stays_out_of_the_family_it_is_warned_about(tmp_path: Path) -> None:
-    from flows.resolve import design_warnings
+    from flows.design_warnings import design_warnings
 
     text = campaign(_comparisons(4, 3)).replace('id = "g3"\n', 'id = "g3"\nexploratory = true\n')
     warned = design_warnings(load_campaign(write_campaign(tmp_path, text)))

@@ -153,7 +153,7 @@ def test_the_minimal_example_loads_and_checks(tmp_path: Path) -> None:
 def test_the_minimal_example_with_its_gate_loads_and_checks(tmp_path: Path) -> None:
     """The page's second block, added as it says: the item feeds the gate over 3 blocks."""
     first, gate = toml_blocks(page("campaign-file.md"))[:2]
-    gated = first.replace('name = "first"', 'name = "first-gated"') + 'repeats = 3\ngate = "fast"\n\n' + gate
+    gated = first.replace('name = "first"', 'name = "first-gated"') + 'blocks = 3\ngate = "fast"\n\n' + gate
     loads_and_checks(tmp_path, "gated.toml", gated)
     assert load_campaign(tmp_path / "gated.toml").queue[0].gate == "fast"
 

@@ -1,4 +1,4 @@
-"""Load profiles (`arms.workloads.profiles`), the `load` probe, its gates and its report curves.
+"""Load profiles (`arms.workloads.profiles`, sent by `arms.workloads.dispatch`), the `load` probe, its gates and its report curves.
 
 The open-loop cases use a fake server (a coroutine that takes as long as it is told), so
 "the schedule was kept while requests piled up" is checked without any real server's
@@ -21,8 +21,9 @@ from arms.measures import NS, RequestRecord
 from arms.probes import load as load_probe
 from arms.probes.base import MemorySink, ProbeTarget
 from arms.runtimes import catalog as registry
+from arms.workloads import dispatch, load_stats, sweep
 from arms.workloads import profiles as load
-from arms.workloads.profiles import Point
+from arms.workloads.sweep import Point
 from campaign.core.schema import GateEntry
 from campaign.core.states import Verdict
 from campaign.core.units import pct
@@ -123,7 +124,7 @@ def test_each_step_of_a_sweep_draws_its_own_arrivals() -> None:
 
 def test_the_arrival_process_is_the_profiles_own_and_named_in_its_params() -> None:
     """The constant profile's JSON said `arrivals: "poisson"`: now it says what ran."""
-    from arms.probes.load import LoadParams
+    from arms.probes.load_params import LoadParams
 
     assert LoadParams(profile="constant", rate=2).arrivals == "constant"
     assert LoadParams(profile="poisson", rate=2).arrivals == "poisson"
@@ -137,20 +138,20 @@ def test_the_arrival_process_is_the_profiles_own_and_named_in_its_params() -> No
 def test_open_loop_keeps_its_schedule_while_requests_pile_up() -> None:
     """Each request takes 0.5 s; at 20 req/s for 0.5 s an open loop still sends all 10 on
     time (10 in flight at once), where a closed loop would send one."""
-    result = asyncio.run(load.run(load.constant(20), fake_server(0.5), duration_s=0.5))
+    result = asyncio.run(dispatch.run(load.constant(20), fake_server(0.5), duration_s=0.5))
     assert len(result.records) == 10
     assert result.peak_in_flight == 10 and result.cap_waits == 0
     lags = [r.send_ns - r.scheduled_ns for r in result.records]
     assert max(lags) < 0.03 * NS, lags  # sent on schedule, not after the previous one ended
-    closed = asyncio.run(load.run(load.synchronous(), fake_server(0.5), duration_s=0.5))
+    closed = asyncio.run(dispatch.run(load.synchronous(), fake_server(0.5), duration_s=0.5))
     assert len(closed.records) == 1  # the closed loop waited for the server: what the open loop must not do
 
 
 def test_a_full_in_flight_cap_is_counted_and_shows_in_the_lag() -> None:
-    result = asyncio.run(load.run(load.constant(20), fake_server(0.3), duration_s=0.3, max_in_flight=2))
+    result = asyncio.run(dispatch.run(load.constant(20), fake_server(0.3), duration_s=0.3, max_in_flight=2))
     assert len(result.records) == 6
     assert result.cap_waits == 4 and result.peak_in_flight == 2
-    stats = {s.metric.name: s for s in load.run_stats(result, {})}
+    stats = {s.metric.name: s for s in load_stats.run_stats(result, {})}
     assert stats["in_flight_cap_waits"].value == 4 and "cap of 2" in stats["in_flight_cap_waits"].source
     assert stats["schedule_lag_max_s"].value > 0.2  # the waits are in the lag, never hidden
 
@@ -166,7 +167,7 @@ def test_stop_sends_the_rest_of_the_schedule_at_once() -> None:
         sent_ns[i] = time.perf_counter_ns()  # the clock the schedule is on
         return record(0, error="not run: stopped")
 
-    result = asyncio.run(load.run(load.constant(10), send, duration_s=5.0, stop=lambda: len(calls) >= 2))
+    result = asyncio.run(dispatch.run(load.constant(10), send, duration_s=5.0, stop=lambda: len(calls) >= 2))
     assert len(result.records) == 50 and all(r.scheduled_ns is not None for r in result.records)
     # the schedule spans 5 s; after the stop nothing waits for its time: the last request
     # went out seconds before it was due (a clock comparison, not a wall-time limit, so a
@@ -188,8 +189,8 @@ def test_run_stats_goodput_counts_failures_as_misses_over_the_window() -> None:
     ]
     for i, r in enumerate(records):
         r.scheduled_ns = int(i * 0.5 * NS)
-    result = load.RunResult(load.constant(2), records, 0, records[-1].end_ns + int(1.0 * NS), 2.5, 256)
-    stats = {s.metric.name: s.value for s in load.run_stats(result, {"ttft_s": 1.0, "tpot_s": 0.05})}
+    result = dispatch.RunResult(load.constant(2), records, 0, records[-1].end_ns + int(1.0 * NS), 2.5, 256)
+    stats = {s.metric.name: s.value for s in load_stats.run_stats(result, {"ttft_s": 1.0, "tpot_s": 0.05})}
     assert stats["requests_met"] == 3
     assert stats["goodput_rps"] == pytest.approx(3 / 2.5)  # over the schedule's window
     assert stats["target_attainment"] == pytest.approx(3 / 5)
@@ -202,12 +203,12 @@ def test_run_stats_goodput_counts_failures_as_misses_over_the_window() -> None:
     assert stats["ttft_p50_s"] == pytest.approx(0.15)  # of the 4 that succeeded
     assert stats["tpot_p99_s"] == pytest.approx(0.02)
     assert "schedule_lag_p99_s" in stats
-    assert load.meets(records[4], {"tpot_s": 0.001}) and not load.meets(records[3], {})
+    assert load_stats.meets(records[4], {"tpot_s": 0.001}) and not load_stats.meets(records[3], {})
 
 
 def test_sweep_rates_and_the_knee() -> None:
-    assert load.sweep_rates(1.0, 3.0, 4) == [1.5, 2.0, 2.5, 3.0]
-    assert load.sweep_rates(2.0, 2.0, 2) == [3.0, 4.0]  # no scaling: up to twice the synchronous rate
+    assert sweep.sweep_rates(1.0, 3.0, 4) == [1.5, 2.0, 2.5, 3.0]
+    assert sweep.sweep_rates(2.0, 2.0, 2) == [3.0, 4.0]  # no scaling: up to twice the synchronous rate
     pts = [
         Point("synchronous", 1.0, 1.0, 1.0, False),
         Point("concurrency=32", 3.0, 0.3, 0.1, False),
@@ -216,10 +217,10 @@ def test_sweep_rates_and_the_knee() -> None:
         Point("rate=2.5", 2.5, 1.2, 0.5),
         Point("rate=3", 3.0, 2.8, 0.93),
     ]
-    knee = load.knee(pts, 0.9)
+    knee = sweep.knee(pts, 0.9)
     assert knee.point.scenario == "rate=2" and knee.max_goodput_rps == 1.9  # rate=3 held above a break: noise
     assert knee.broke_at.scenario == "rate=2.5" and "rate=2.5 met 50%" in knee.text()
-    none = load.knee([Point("synchronous", 1.0, 0.2, 0.2, False), Point("rate=2", 2.0, 0.1, 0.05)], 0.9)
+    none = sweep.knee([Point("synchronous", 1.0, 0.2, 0.2, False), Point("rate=2", 2.0, 0.1, 0.05)], 0.9)
     assert none.max_goodput_rps == 0.0 and "no rate held" in none.text()
 
 

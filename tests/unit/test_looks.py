@@ -121,6 +121,7 @@ def test_an_open_verdict_counts_the_blocks_the_sequence_needs() -> None:
     from gates import compare
     from gates.calibration import Design, VariationModel, block_frame
     from gates.cells import Selector
+    from gates.rigor import Rigor
 
     rng = np.random.default_rng(7)
     for _ in range(50):
@@ -132,7 +133,7 @@ def test_an_open_verdict_counts_the_blocks_the_sequence_needs() -> None:
             Selector(metric="decode_tps", probe="decode"),
             higher_is_better=True,
             threshold=0.10,
-            rigor=compare.Rigor(),
+            rigor=Rigor(),
         )
         cmp = out.comparisons[0]
         said = re.search(r"about (\d+) blocks in all", out.text())

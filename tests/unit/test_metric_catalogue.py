@@ -150,7 +150,7 @@ def test_an_also_metric_is_checked_too(tmp_path: Path) -> None:
 
 
 def test_a_gate_on_seconds_reads_lower_as_better_unless_it_says_otherwise(tmp_path: Path) -> None:
-    from flows.resolve import direction_warnings
+    from flows.design_warnings import direction_warnings
     from gates.engine import params_for
 
     spec = _load(tmp_path, gate_toml('metric = "ttft_s", min_gain = 0.3'))
@@ -212,7 +212,7 @@ def test_a_ttft_gate_without_a_direction_decides_the_right_way() -> None:
 def test_check_prints_the_plan_and_refuses_what_run_would(
     tmp_path: Path, examples: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cli.commands import check
+    from cli.plan import check
 
     check(examples / "demo.toml", db=str(tmp_path / "none.db"))
     out = capsys.readouterr().out
@@ -240,7 +240,7 @@ def test_the_time_estimate_comes_from_earlier_blocks_and_never_guesses(examples:
     """Blocks left are timed by the median of the same (item, arm)'s done blocks; blocks
     of an (item, arm) that never ran are counted apart, not guessed."""
     from campaign.store.summary import BlockHistory
-    from cli.commands import time_estimate
+    from cli.plan import time_estimate
     from flows.resolve import load_campaign
 
     spec = load_campaign(examples / "demo.toml")

@@ -133,8 +133,8 @@ def test_every_agent_load_summary_metric_has_its_baseline_copy() -> None:
 
 
 def test_the_load_targets_are_the_latencies_meets_reads() -> None:
-    from arms.probes.load import TargetName
-    from arms.workloads import profiles as load
+    from arms.probes.load_params import TargetName
+    from arms.workloads import load_stats as load
 
     assert (
         set(typing.get_args(TargetName))

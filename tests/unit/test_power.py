@@ -41,7 +41,7 @@ def test_three_blocks_cannot_settle_a_ten_percent_gate_on_fifteen() -> None:
 
 def test_campaign_check_prints_what_the_design_detects() -> None:
     from campaign.core.loader import parse_campaign
-    from cli.commands import plan_lines
+    from cli.plan import plan_lines
     from tests.campaigns import arm, campaign_file, gate
     from tests.campaigns import item as queue_item
 

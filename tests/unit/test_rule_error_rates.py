@@ -20,6 +20,7 @@ from gates import blockstats
 from gates.calibration import VariationModel
 from gates.cells import ArmErrors, Cell, CellStat, Run, stat_from_runs
 from gates.engine import evaluate
+from gates.rigor import Rigor
 
 
 def per_block(
@@ -292,11 +293,11 @@ def _verdicts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> list[Verdict]:
     """The predicate's verdict on each drawn campaign, its stats read as they were drawn."""
-    from gates import library
+    from gates import shared_cells
 
     verdicts = []
     for stats in drawn:
-        monkeypatch.setattr(library, "_arm_stats", lambda *_a, _s=stats, **_k: (_s, None))
+        monkeypatch.setattr(shared_cells, "arm_stats", lambda *_a, _s=stats, **_k: (_s, None))
         verdicts.append(predicate(pd.DataFrame(), g, params).verdict)
     return verdicts
 
@@ -308,16 +309,16 @@ def test_control_against_identical_subjects_passes_falsely_at_most_five_percent(
     beats the best subject" is false at the boundary. Comparing the control with the
     subject whose observed median is best (chosen from the data) passed it 6-8% of the
     time; testing every subject, with Bonferroni over them, holds it under 5%."""
-    from gates import library
+    from gates import control
 
     rng = np.random.default_rng(31)
     verdicts: list[Verdict] = []
     for n in (3, 4, 5):
         subjects = [f"S{i}" for i in range(n)]
         g = gate("control", {"metric": "decode_tps", "probe": "decode", "max_advantage": 0.0}, subjects, ["K"])
-        params = library.ControlParams(metric="decode_tps", probe="decode", max_advantage=0.0)
+        params = control.ControlParams(metric="decode_tps", probe="decode", max_advantage=0.0)
         drawn = _drawn_stats([*subjects, "K"], 5, CAMPAIGNS // 3 + (n == 3) * (CAMPAIGNS % 3), rng)
-        verdicts += _verdicts(library.control, params, g, drawn, monkeypatch)
+        verdicts += _verdicts(control.control, params, g, drawn, monkeypatch)
     assert len(verdicts) == CAMPAIGNS
     false_pass = sum(v == Verdict.PASS for v in verdicts) / len(verdicts)
     false_fail = sum(v == Verdict.FAIL for v in verdicts) / len(verdicts)
@@ -329,16 +330,16 @@ def test_best_of_among_identical_arms_is_decided_by_its_fixed_candidate_alone(mo
     """best_of's candidate is the first subject, named before the runs: among 3 to 5
     identical arms it passes (beats every other) and fails (surely beaten by one) each at
     most 5% of the time, however the observed ranking falls."""
-    from gates import library
+    from gates import best_of
 
     rng = np.random.default_rng(32)
     verdicts: list[Verdict] = []
     for n in (3, 4, 5):
         arms = [f"A{i}" for i in range(n)]
         g = gate("best_of", {"metric": "decode_tps", "probe": "decode"}, arms[:1], arms[1:])
-        params = library.BestOfParams(metric="decode_tps", probe="decode")
+        params = best_of.BestOfParams(metric="decode_tps", probe="decode")
         verdicts += _verdicts(
-            library.best_of,
+            best_of.best_of,
             params,
             g,
             _drawn_stats(arms, 5, CAMPAIGNS // 3 + (n == 3) * (CAMPAIGNS % 3), rng),
@@ -399,13 +400,13 @@ def test_goodput_at_its_boundary_is_wrong_at_most_five_percent_either_way(run_sd
     runs pooled as independent trials failed a typical-run share of exactly min_share
     15-70% of the time. One share per run, a t interval over them (probit scale, at least
     the exact interval of the pooled requests), is wrong within 5% each way."""
-    from gates import library
+    from gates import goodput
 
     rng = np.random.default_rng(41 + int(run_sd * 100))
     g = gate("goodput", GOODPUT, ["B"])
-    params = library.GoodputParams.model_validate(GOODPUT)
+    params = goodput.GoodputParams.model_validate(GOODPUT)
     verdicts = [
-        library.goodput(_goodput_rows(rng, run_sd, request_sd), g, params).verdict for _ in range(GOODPUT_CAMPAIGNS)
+        goodput.goodput(_goodput_rows(rng, run_sd, request_sd), g, params).verdict for _ in range(GOODPUT_CAMPAIGNS)
     ]
     false_pass = sum(v == Verdict.PASS for v in verdicts) / len(verdicts)
     false_fail = sum(v == Verdict.FAIL for v in verdicts) / len(verdicts)
@@ -592,7 +593,7 @@ def _subject_at(failed: int, requests: int) -> tuple[CellStat, CellStat]:
 def _error_verdicts(rate: float, requests: int, draws: int, rng: np.random.Generator) -> list[Verdict]:
     from gates import compare
 
-    rigor = compare.Rigor()
+    rigor = Rigor()
     return [
         compare.compare_cells(*_subject_at(int(k), requests), True, 0.1, rigor).verdict
         for k in rng.binomial(requests, rate, draws)
@@ -618,13 +619,13 @@ def test_a_subject_surely_over_the_error_limit_fails_and_one_not_surely_over_is_
     assert sum(v == Verdict.FAIL for v in verdicts) / len(verdicts) >= 0.85
     from gates import compare
 
-    cmp = compare.compare_cells(*_subject_at(2, 30), True, 0.1, compare.Rigor())
+    cmp = compare.compare_cells(*_subject_at(2, 30), True, 0.1, Rigor())
     assert cmp.verdict == Verdict.INCONCLUSIVE, cmp.notes
     assert (
         "S failed 2/30 requests (0.0667 [0.00818, 0.221] 95% CI): http_503 2: over 0.05, but not surely: cannot decide"
         in cmp.notes
     ), cmp.notes
-    surely = compare.compare_cells(*_subject_at(8, 30), True, 0.1, compare.Rigor())
+    surely = compare.compare_cells(*_subject_at(8, 30), True, 0.1, Rigor())
     assert surely.verdict == Verdict.FAIL and not surely.statistical, surely.notes
     assert "S failed 8/30 requests (0.267 [0.123, 0.459] 95% CI): http_503 8 > 0.05: cannot pass" in surely.notes, (
         surely.notes

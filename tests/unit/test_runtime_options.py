@@ -15,7 +15,7 @@ import pytest
 from arms.runtimes import catalog
 from arms.runtimes.hf_model import HfFolderOptions
 from arms.runtimes.launching import LaunchContext, LaunchError, LaunchFacts, RuntimeOptions
-from arms.runtimes.llamacpp import DEFAULT_CACHE_REUSE, DEFAULT_LOG_VERBOSITY
+from arms.runtimes.llamacpp_options import DEFAULT_CACHE_REUSE, DEFAULT_LOG_VERBOSITY
 from arms.runtimes.mlx_model import MlxFolderOptions
 from arms.runtimes.options import option_problems
 from arms.runtimes.simulator import SimulatorAdapter, profile_for

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from campaign.core.schema import CampaignFileError, parse_size
+from campaign.core.schema import BlockBudget, CampaignFileError
+from campaign.core.units import parse_size
 from flows.resolve import load_campaign
 from tests.campaigns import arm, campaign_file, gate, item, problems, simulator, write_campaign
 
@@ -158,3 +159,25 @@ def test_unknown_keys_list_seed_confidence_and_exploratory(tmp_path: Path) -> No
         )
     )
     assert (spec.campaign.seed, spec.campaign.confidence, spec.gates[0].exploratory) == (7, 0.9, True)
+
+
+def test_an_items_blocks_are_read_under_their_earlier_name_too(tmp_path: Path) -> None:
+    """`blocks = 3` and `repeats = 3` (the key's earlier name) plan the same three blocks;
+    naming both is refused with the field's path, since they are one number."""
+    with_blocks = campaign_file(
+        runtimes=[simulator()],
+        arms=[arm("A", context=4096), arm("B", context=4096)],
+        gates=[gate("g", "threshold", {"metric": "decode_tps", "value": 0.9}, ["A"])],
+        queue=[item("one", ["A"], ["decode"], gate="g", blocks=3)],
+    )
+    old_name = with_blocks.replace("blocks = 3", "repeats = 3")
+    assert "repeats = 3" in old_name
+    for name, text in (("new", with_blocks), ("old", old_name)):
+        (tmp_path / name).mkdir()
+        spec = load_campaign(write_campaign(tmp_path / name, text))
+        assert spec.blocks(spec.item("one")) == BlockBudget(least=3, most=3, adaptive=False), name
+    both = with_blocks.replace("blocks = 3", "blocks = 3\nrepeats = 3")
+    (tmp_path / "both").mkdir()
+    with pytest.raises(CampaignFileError) as err:
+        load_campaign(write_campaign(tmp_path / "both", both))
+    assert "queue" in str(err.value) and "set blocks only" in str(err.value)

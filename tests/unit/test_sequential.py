@@ -173,8 +173,8 @@ def test_a_budget_that_cannot_work_is_refused_naming_the_field(tmp_path: Path, f
 
 
 def test_the_plan_and_the_design_warning_speak_of_the_budget(tmp_path: Path) -> None:
-    from cli.commands import plan_lines
-    from flows.resolve import power_warnings
+    from cli.plan import plan_lines
+    from flows.design_warnings import power_warnings
 
     spec = _load(_file(tmp_path, [item("q", ["A", "B"], ["decode"], gate="g", max_blocks=8)]))
     lines = plan_lines(spec)

@@ -1,5 +1,5 @@
 """Kept servers: which consecutive queue items run on one server start per arm and block
-(`flows.campaign_flow.planned_groups`, the rule `server_group` applies during a run).
+(`flows.groups.planned_groups`, the rule `server_group` applies during a run).
 
 Each rule is the reason a kept server could be told apart from a fresh one by a verdict:
 two items feeding one gate would count one server run twice; another recipe or another
@@ -27,7 +27,7 @@ TTFT_GATE = gate("ttft", "relative_improvement", {"metric": "ttft_s", "probe": "
 def _groups(
     tmp_path: Path, queue: list[dict[str, Any]], gates: list[dict[str, Any]] | None = None, **kw: Any
 ) -> list[list[str]]:
-    from flows.campaign_flow import planned_groups
+    from flows.groups import planned_groups
     from flows.resolve import load_campaign
 
     runtimes = kw.pop("runtimes", None)
@@ -98,7 +98,7 @@ def test_a_group_runs_on_past_finished_items_and_stops_at_the_first_that_cannot_
 
 
 def test_the_plan_counts_one_start_per_arm_and_block_for_a_group(tmp_path: Path) -> None:
-    from cli.commands import plan_lines
+    from cli.plan import plan_lines
     from flows.resolve import load_campaign
 
     path = tmp_path / "c.toml"

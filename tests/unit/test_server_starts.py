@@ -2,9 +2,9 @@
 
 With `campaign.keep_servers`, consecutive items that run the same arms share one server
 start per arm and block: the first item's attempt starts it, the others' attempts are
-chained onto it (`flows.campaign_flow.server_group`). Each chained attempt records the
+chained onto it (`flows.groups.server_group`). Each chained attempt records the
 block of the start it ran on (`server_block`), and a gate reading several of those items
-counts each start once (`gates.cells.block_of`): three starts read through two items are
+counts each start once (`gates.runs.block_of`): three starts read through two items are
 three blocks, not six. A kept server is reused only where everything that reaches its
 launch matches (`sim.*` overrides included), and a gate that reads every item's rows
 pools no unlike recipes of one arm.
@@ -104,7 +104,8 @@ def test_identical_arms_on_kept_servers_pass_and_fail_at_their_error_rate() -> N
     item that read it (six pseudo-blocks of three starts, each pair twice) passes about
     12% and fails about 12%."""
     from gates.cells import Selector
-    from gates.compare import Rigor, compare
+    from gates.compare import compare
+    from gates.rigor import Rigor
 
     campaigns = 400
     rows = kept_frame(np.random.default_rng(2024), campaigns=campaigns)
@@ -127,7 +128,7 @@ def test_identical_arms_on_kept_servers_pass_and_fail_at_their_error_rate() -> N
 def test_block_of_is_the_start_a_row_was_measured_on() -> None:
     """A chained attempt's rows: the lead's block; an attempt on its own server (no
     start recorded, or a frame without the column): its own block id, else item and repeat."""
-    from gates.cells import block_of
+    from gates.runs import block_of
 
     rows = pd.DataFrame(
         {
@@ -244,7 +245,7 @@ def test_an_item_with_other_simulator_overrides_gets_servers_of_its_own(
 ) -> None:
     """`sim.*` reaches the simulator's launch, as a recipe does: a kept server launched
     without it would run the item on the first item's profile, stored under the item's."""
-    from flows.campaign_flow import planned_groups
+    from flows.groups import planned_groups
 
     cache = {**CACHE, "overrides": {**CACHE["overrides"], **overrides}}
     assert [[q.key for q in g] for g in planned_groups(_spec(tmp_path, [DECODE, cache]))] == [["decode"], ["cache"]]
@@ -255,7 +256,7 @@ def test_an_item_with_other_simulator_overrides_gets_servers_of_its_own(
 
 def test_why_an_item_is_not_on_the_kept_servers_is_said(tmp_path: Path) -> None:
     """The launch settings that differ, with both values; an unset one says so."""
-    from flows.campaign_flow import _apart
+    from flows.groups import _apart
 
     fast = {**CACHE, "overrides": {**CACHE["overrides"], "sim.decode_tps": 80, "recipe.slots": 4}}
     spec = _spec(tmp_path, [{**DECODE, "overrides": {"sim.decode_tps": 40}}, fast])
@@ -272,7 +273,7 @@ def test_the_run_records_why_an_item_gets_its_own_servers(tmp_path: Path, db_url
     """`server_group` leaves the item out and logs an event naming the setting."""
     from campaign.store import queue
     from flows.arm_flow import SERVER_NOT_KEPT
-    from flows.campaign_flow import server_group
+    from flows.groups import server_group
     from flows.resolve import simulated_adapters
 
     spec = _spec(tmp_path, [DECODE, {**CACHE, "overrides": {**CACHE["overrides"], "sim.decode_tps": 80}}])
@@ -291,18 +292,16 @@ def test_a_chained_attempt_whose_stored_settings_differ_is_not_run_on_the_kept_s
 ) -> None:
     """At run time too: an interrupted attempt continues with the overrides stored on it
     (a rerun's `--set sim.*`), so it joins a kept server only when they launch the same."""
-    from flows.arm_flow import launch_refusal
-    from flows.contracts import Link
+    from flows.contracts import Block, Link
+    from flows.launch import launch_refusal
 
     spec = _spec(tmp_path, [DECODE, CACHE])
     store = Store(db_url)
     cid = store.add(CampaignRow(name="starts")).id
-    link = Link(
-        item_key="cache", repeat=0, block={"block_id": "cache/b0/s"}, overrides=dict(spec.item("cache").overrides)
-    )
+    link = Link(item=spec.item("cache"), block=Block(index=0, id="cache/b0/s"))
     lead = spec.item("decode")
     assert launch_refusal(spec, store, cid, link, "A", lead, fresh=False) == ""
-    att = store.new_attempt(cid, "cache", "A", {**link.overrides, "sim.decode_tps": 80}, 0)
+    att = store.new_attempt(cid, "cache", "A", {**link.item.overrides, "sim.decode_tps": 80}, 0)
     store.update(AttemptRow, att.id, state=AttemptState.INTERRUPTED)
     assert launch_refusal(spec, store, cid, link, "A", lead, fresh=False) == "sim.decode_tps differs (unset vs 80)"
     assert launch_refusal(spec, store, cid, link, "A", lead, fresh=True) == ""  # a fresh attempt takes the link's
@@ -372,8 +371,8 @@ def test_a_gate_reading_every_item_pools_only_the_cells_it_reads(tmp_path: Path)
 
 
 def test_the_items_a_gate_reads_are_one_definition() -> None:
-    """The loader's and the engine's reading of `reads` are the same function."""
-    from campaign.core import loader
+    """The pooling check's and the engine's reading of `reads` are the same function."""
+    from campaign.core import pooling
     from gates import engine
 
-    assert engine.read_items is loader.read_items
+    assert engine.read_items is pooling.read_items

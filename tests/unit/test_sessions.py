@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from arms.probes.agent_load import AgentLoadParams
+from arms.probes.agent_load_params import AgentLoadParams
 from arms.workloads.sessions import SessionsError, read_sessions
 
 SESSION = {

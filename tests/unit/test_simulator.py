@@ -19,10 +19,12 @@ import pytest
 
 from arms.simulator.cache import PrefixCache, common_prefix_len
 from arms.simulator.clock import VirtualClock
-from arms.simulator.engine import ContextLimitError, Engine, Slot, choose_slot
+from arms.simulator.engine import Engine
 from arms.simulator.profile import SimProfile
 from arms.simulator.reply import ReplyContext, ReplyPlan, ToolCallPlan
+from arms.simulator.request import ContextLimitError
 from arms.simulator.responses import DeltaRenderer
+from arms.simulator.slots import Slot, choose_slot
 from arms.simulator.tokens import call_token, count_tokens, render_prompt
 
 # --------------------------------------------------------------------------- helpers

@@ -78,7 +78,7 @@ def test_repeats_under_different_overrides_are_never_pooled(db_url: str) -> None
     """Three repeats ran with the item's settings; a rerun with `max_tokens=96` finished
     only repeat 0. The verdict reads repeat 0's rerun alone, not it pooled with repeats 1
     and 2 of the old settings (the SQL query and its Python twin agree)."""
-    from campaign.store.store import newest_done_attempts
+    from campaign.store.measurements import newest_done_attempts
 
     store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
@@ -172,7 +172,7 @@ def test_old_attempts_get_empty_block_fields_and_the_frame_carries_every_rows_bl
     `newest_done_attempts` still agree on which attempts count."""
     import sqlalchemy as sa
 
-    from campaign.store.store import FRAME_COLUMNS, newest_done_attempts
+    from campaign.store.measurements import FRAME_COLUMNS, newest_done_attempts
     from campaign.store.tables import AttemptRow
 
     raw = sa.create_engine(db_url)
@@ -373,7 +373,7 @@ def test_request_outcome_sums_every_cells_requests_and_failures(db_url: str) -> 
     assert (outcome.requests, outcome.failed) == (8, 8) and outcome.all_failed
     assert outcome.kinds == {"HTTP 400": 6, "stream broken": 2}
     assert outcome.errors == ['HTTP 400: {"error": {"message": "too long"}}']
-    from flows.arm_flow import all_failed_reason
+    from flows.probe_task import all_failed_reason
 
     assert all_failed_reason(outcome) == "8/8 requests failed, HTTP 400: too long"
     empty = store.request_outcome(store.new_attempt(camp.id, "k", "B", {}).id)
@@ -470,7 +470,7 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
     from pydantic import BaseModel
 
     from arms.probes import registry
-    from flows import arm_flow
+    from flows import probe_task
 
     store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
@@ -502,7 +502,7 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
         store_url=store.public_url,
         campaign_id=camp.id,
         attempt_id=att.id,
-        repeat=0,
+        block=0,
         item_key="k",
         arm_id="A",
         probe="decode",
@@ -517,9 +517,9 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
     )
     if fail:
         with pytest.raises(RuntimeError, match="went away"):
-            arm_flow.run_probe.fn(job)
+            probe_task.run_probe.fn(job)
     else:
-        arm_flow.run_probe.fn(job)
+        probe_task.run_probe.fn(job)
     assert seen == [(ProbeRunState.FAILED if fail else ProbeRunState.DONE, 50)]
 
 
@@ -739,8 +739,9 @@ def test_a_read_only_command_never_migrates_and_says_what_to_run(tmp_path: Path)
 def test_device_limits_are_named_per_host() -> None:
     """Two hosts' `local` devices are two limits; a runtime without a host keeps the bare
     name; an arm's own `host` moves it (and its device) off its runtime's host."""
-    from campaign.core.schema import ArmEntry, CampaignMeta, CampaignSpec, ModelEntry, RuntimeEntry
-    from flows.campaign_flow import device_limit_name
+    from campaign.core.schema import ArmEntry, CampaignMeta, CampaignSpec
+    from campaign.core.serving import ModelEntry, RuntimeEntry
+    from flows.lanes import device_limit_name
 
     spec = CampaignSpec.model_construct(
         campaign=CampaignMeta(name="c"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import create_engine
+from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
 import campaign.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
@@ -16,7 +17,7 @@ config = context.config
 target_metadata = SQLModel.metadata
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
@@ -33,6 +34,8 @@ if connection is not None:
     _run(connection)
 else:
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise RuntimeError("alembic: no database URL (pass -x url=... or set sqlalchemy.url)")
     engine = create_engine(url)
     with engine.begin() as conn:
         _run(conn)
