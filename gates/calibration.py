@@ -266,7 +266,7 @@ def run_adaptive(
 ) -> StopTally:
     """`campaigns` campaigns that add blocks one at a time from `least` to `design.blocks`,
     evaluate `gate` after each and stop at the first pass or fail, as an item with
-    `max_blocks` does (`flows.campaign_flow.settled`). With `sequential` the gate reads
+    `max_blocks` does (`flows.verdicts.settled`). With `sequential` the gate reads
     confidence sequences (what the flow does); without, the fixed-design t interval is
     re-tested after every block (what looking at a fixed design and adding blocks until it
     shows a verdict amounts to). With `looks` each look tests at alpha / looks (Bonferroni

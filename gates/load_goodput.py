@@ -1,7 +1,7 @@
 """The `load_goodput` predicate: goodput at a rate, or a sweep's maximum.
 
 goodput_rps = requests that met every target / the window the load was offered over
-(`arms.workloads.profiles`); failures count as misses. The window is fixed by the
+(`arms.workloads.load_stats`); failures count as misses. The window is fixed by the
 schedule, so the share met is the only random part: the interval is the exact met /
 window of each server run, and the CI over runs (requests of one run share its draw, so
 they are never the unit). Scenario `sweep` reads `max_goodput_rps`, whose source names

@@ -32,7 +32,7 @@ ATTEMPT_FRAME_COLUMNS = {
     "settings_hash": "COALESCE(NULLIF(r.settings_hash, ''), t.settings_hash)",
     "recipe_hash": "t.recipe_hash",
     "attempt_number": "t.number",
-    "server_block": "COALESCE(NULLIF(t.server_block, ''), t.block_id)",  # the start it ran on (`gates.cells.block_of`)
+    "server_block": "COALESCE(NULLIF(t.server_block, ''), t.block_id)",  # the start it ran on (`gates.runs.block_of`)
     # where it ran and what it served: an ablation must share its subject's placement and model
     "host": "t.host",
     "machine": "t.machine",

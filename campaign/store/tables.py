@@ -133,14 +133,14 @@ class AttemptRow(SQLModel, table=True):
     # the arm's 0-based place in the block's randomised order (NULL on rows made before
     # blocks), `block_id` the same for every arm of the block and new for other settings;
     # `settings_hash` the item's settings common to its arms, `recipe_hash` this arm's
-    # server (`flows.campaign_flow.block_plan` writes them; see docs/architecture.md)
+    # server (`flows.blocks.block_plan` writes them; see docs/architecture.md)
     block_order: int | None = None
     block_id: str = ""
     settings_hash: str = ""
     recipe_hash: str = ""
     # the server start it ran on, for an attempt chained onto a kept server: the block of
     # the attempt that started it ('' = a start of its own, its `block_id`). One start is
-    # one run however many items it served (`gates.cells.block_of`).
+    # one run however many items it served (`gates.runs.block_of`).
     server_block: str = ""
 
 
