@@ -17,9 +17,9 @@ from campaign.core.states import BUDGET_SPENT, TERMINAL_ITEM_STATES, Verdict
 from campaign.store import queue
 from campaign.store.store import Store
 from campaign.store.tables import VerdictRow
-from flows.holm_level import least_holm_level
 from flows.progress import emit
 from gates.engine import canonical_only, evaluate, evaluate_family, gate_rows, read_items
+from gates.family import least_holm_level
 from gates.looks import Look, added_after_look, look_at, looks_for, sequence_reason
 
 

@@ -16,6 +16,7 @@ decision. Every member's reason says how large the family is.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from campaign.core.schema import GateEntry
 from campaign.core.states import Verdict
@@ -77,3 +78,22 @@ def adjust(results: Mapping[str, GateResult], gates: Sequence[GateEntry], confid
         evidence = {**r.evidence, "family_size": m, "p_pass_adjusted": p_pass_adj, "p_fail_adjusted": p_fail_adj}
         out[gid] = r.model_copy(update={"verdict": verdict, "reason": reason, "evidence": evidence})
     return out
+
+
+@dataclass(frozen=True)
+class HolmLevel:
+    """The family's planned size and the least Holm level of one of its claims."""
+
+    members: int
+    level: float
+
+    def admits(self, p: float) -> bool:
+        """Whether a claim's deciding p is within the level: no Holm adjustment can undo it."""
+        return p <= self.level
+
+
+def least_holm_level(gates: Sequence[GateEntry], gate: GateEntry, confidence: float) -> HolmLevel:
+    """`gate`'s alpha (its own `confidence`, else the campaign's) over the size of the
+    family the campaign's gates can form (`planned_members`, at least 1)."""
+    members = max(1, len(planned_members(gates)))
+    return HolmLevel(members, alpha_of(float(gate.params.get("confidence", confidence))) / members)

@@ -1,11 +1,10 @@
 """An adaptive item stops only on a p-value within alpha / (the family's planned size)
-(`flows.holm_level`), the one rule `flows.verdicts.settled` and `design_of` read."""
+(`gates.family`), the one rule `flows.verdicts.settled` and `design_of` read."""
 
 from __future__ import annotations
 
 from campaign.core.schema import GateEntry
-from flows.holm_level import least_holm_level
-from gates.family import planned_members
+from gates.family import least_holm_level, planned_members
 from gates.rigor import alpha_of
 
 
