@@ -180,12 +180,13 @@ def settled(store: Store, spec: CampaignSpec, campaign_id: int, item: QueueItem,
     line = f"{result.verdict}: {result.reason}" if result.reason else str(result.verdict)
     if result.verdict not in (Verdict.PASS, Verdict.FAIL):
         return False, line
-    if "p_pass" not in result.evidence or gate.exploratory:
+    if not result.comparative or gate.exploratory:
         return True, line
-    if result.verdict == Verdict.FAIL and not result.evidence.get("statistical_fail", True):
+    if result.verdict == Verdict.FAIL and not result.statistical_fail:
         return True, line  # a rule made it (every request failed): no p-value to adjust
     holm = least_holm_level(spec.gates, gate, spec.campaign.confidence)
-    p = float(result.evidence["p_pass" if result.verdict == Verdict.PASS else "p_fail"])
+    p_pass, p_fail = result.p_values
+    p = p_pass if result.verdict == Verdict.PASS else p_fail
     if holm.admits(p):
         return True, line
     members = holm.members
