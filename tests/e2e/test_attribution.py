@@ -46,7 +46,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) ->
     head, _, tail = text.rpartition("\n[[queue]]\n")
     assert 'id = "cache-probe"' in tail  # the last item is the cache-probe, which no gate reads
     shape = "overrides = { conversations = 3, turns = 10,"
-    assert head.count(shape) == 2 and head.count("repeats = 5  #") == 2, "the load items changed: update this test"
+    assert head.count(shape) == 2 and head.count("blocks = 5  #") == 2, "the load items changed: update this test"
     path = tmp_path / "svc.toml"
     # as shipped (5 blocks per load item), on a faster clock, without the single-conversation baseline no gate reads
     fast = f'overrides = {{ "sim.time_scale" = {TIME_SCALE}, baseline = false, conversations = 3, turns = 10,'

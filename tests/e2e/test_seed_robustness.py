@@ -53,11 +53,11 @@ def sized_down(text: str, name: str, device: str = "local") -> str:
         if key and key.group(1) in KEEP:
             item = item.replace("contexts = [8192, 32768]", "contexts = [32768]")
             item = item.replace('depends_on = ["smoke"]\n', "")
-            item = re.sub(r"^repeats = \d+\n", "", item, flags=re.MULTILINE)
+            item = re.sub(r"^(?:repeats|blocks) = \d+\n", "", item, flags=re.MULTILINE)
             assert item.count("\noverrides = { ") == 1 and "time_scale" not in item, item
             # 3 blocks (what a comparative verdict needs), on a clock ten times faster
             item = item.replace(
-                "\noverrides = { ", f'\nrepeats = {BLOCKS}\noverrides = {{ "sim.time_scale" = {TIME_SCALE}, '
+                "\noverrides = { ", f'\nblocks = {BLOCKS}\noverrides = {{ "sim.time_scale" = {TIME_SCALE}, '
             )
             kept.append(item)
     assert len(kept) == len(KEEP), "an item of the replay was renamed: update KEEP"
