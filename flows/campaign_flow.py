@@ -19,6 +19,7 @@ from campaign.core.schema import CampaignFileError, CampaignSpec
 from campaign.core.states import ItemState
 from campaign.store import queue
 from campaign.store.store import Store
+from campaign.store.study import expanded
 from campaign.store.summary import PREFECT_API_EVENT
 from flows import interrupt, placement
 from flows import overrides as override_keys
@@ -30,6 +31,7 @@ from flows.overrides import with_item_overrides
 from flows.prefect_api import configured_api_url
 from flows.progress import emit
 from flows.resolve import load_campaign, simulated_adapters
+from flows.search import run_search, search_finished
 from flows.verdicts import compute_verdicts
 
 
@@ -80,6 +82,7 @@ def _run_queue(
     problem = placement.placement_problem(spec)
     if problem:
         raise placement.PlacementUnavailable(problem)
+    spec = expanded(store, spec)  # a search's trials and confirmation so far
     row = queue.register(store, spec, campaign_path, simulated_adapters())
     campaign_id = row.id
     assert campaign_id is not None
@@ -102,6 +105,15 @@ def _run_queue(
     verdicts = None  # as of the last item run
     while True:
         item = queue.next_item(store, spec, campaign_id)
+        if item is None and not search_finished(store, spec):
+            try:
+                spec = run_search(store, spec, campaign_id, workdir, simulated_adapters())
+            except interrupt.CampaignInterrupted as exc:
+                publish(store, spec.campaign.name)
+                return {"campaign": spec.campaign.name, "interrupted": str(exc)}
+            queue.register(store, spec, campaign_path, simulated_adapters())
+            publish(store, spec.campaign.name)
+            continue
         if item is None:
             break
         try:
@@ -192,11 +204,11 @@ def rerun_flow(
     instead of the old one; older attempts stay as history. `overrides` are as
     `flows.overrides.check_rerun` makes them (bare recipe fields as recipe.<field>);
     anything else is refused here."""
-    file_spec = load_campaign(campaign_path)
+    store = Store(store_url)
+    file_spec = expanded(store, load_campaign(campaign_path))
     problems = override_keys.check(file_spec, file_spec.item(item_key), overrides, "overrides")
     if problems:
         raise CampaignFileError(campaign_path, problems)
-    store = Store(store_url)
     taken = queue.claim_runner(store, file_spec.campaign.name, "campaign rerun")
     try:
         row = queue.register(store, file_spec, campaign_path, simulated_adapters())

@@ -78,9 +78,7 @@ def _paired_blocks(spec: CampaignSpec, gate: GateEntry) -> tuple[int, str, str] 
 def _planned_looks(spec: CampaignSpec, gate: GateEntry, family: int, confidence: float) -> int:
     """The planned looks an adaptive gate's test is Bonferroni-adjusted over, or 1 where it
     reads the confidence sequence (`gates.looks.looks_for`, as the flow decides)."""
-    plans = [
-        (spec.blocks(q).least, spec.blocks(q).most) for q in spec.queue if q.gate == gate.id and spec.blocks(q).adaptive
-    ]
+    plans = [(spec.blocks(q).least, spec.blocks(q).most) for q in spec.feeding(gate.id) if spec.blocks(q).adaptive]
     return looks_for(plans, (1.0 - confidence) / 2 / max(family, 1))
 
 

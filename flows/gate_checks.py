@@ -130,7 +130,7 @@ def _ablation_mismatch(
 def items_read(spec: CampaignSpec, gate: GateEntry) -> tuple[list[QueueItem], str]:
     """The items whose measurements a gate reads (as `flows.verdicts.compute_verdicts`
     selects them) and how to say which."""
-    feeding = [q for q in spec.queue if q.gate == gate.id]
+    feeding = spec.feeding(gate.id)
     if read_items(gate, [q.key for q in feeding]) is not None:
         return (
             feeding,

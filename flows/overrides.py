@@ -247,7 +247,7 @@ def unshared_context_problems(spec: CampaignSpec) -> list[str]:
     for g, gate in enumerate(spec.gates):
         if not gate.baseline or gate.params.get("context") is not None:
             continue
-        feeding = [q for q in spec.queue if q.gate == gate.id]
+        feeding = spec.feeding(gate.id)
         items = feeding if feeding and gate.reads == "own-items" else list(spec.queue)
         probe = gate.params.get("probe")
 

@@ -29,6 +29,7 @@ from campaign.core.schema import (
 )
 from flows.gate_checks import ablation_problems, metric_problems, probe_pooling_problems
 from flows.overrides import FILE_OVERRIDES
+from flows.search_checks import search_problems
 from gates import catalog as gate_predicates
 
 
@@ -68,6 +69,7 @@ def load_campaign(path: str | Path) -> CampaignSpec:
         + metric_problems(spec)
         + ablation_problems(spec)
         + probe_pooling_problems(spec)
+        + search_problems(spec)
     )
     if problems:
         raise CampaignFileError(path, problems)

@@ -38,7 +38,7 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
     current: dict[str, Look] = {}
     designs: dict[str, Design] = {}
     for gate in spec.gates:
-        feeding = [q for q in spec.queue if q.gate == gate.id]
+        feeding = spec.feeding(gate.id)
         if feeding and not any(items[q.key].state in TERMINAL_ITEM_STATES for q in feeding if q.key in items):
             continue  # nothing measured for it yet: stays pending
         rows = gate_rows(gate, frame, [q.key for q in feeding])
@@ -56,8 +56,8 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
         result = results[gate.id]
         spent = [
             items[q.key].reason
-            for q in spec.queue
-            if q.gate == gate.id and q.key in items and items[q.key].reason.startswith(BUDGET_SPENT)
+            for q in spec.feeding(gate.id)
+            if q.key in items and items[q.key].reason.startswith(BUDGET_SPENT)
         ]
         if spent and result.verdict == Verdict.INCONCLUSIVE:
             result = result.model_copy(update={"reason": f"inconclusive at budget ({spent[0]}): {result.reason}"})
@@ -162,7 +162,7 @@ def settled(store: Store, spec: CampaignSpec, campaign_id: int, item: QueueItem,
     Rows of this item's later blocks (an earlier, interrupted run may have left some) are
     cut, so a resumed run stops exactly where an uninterrupted one would."""
     gate = spec.gate(str(item.gate))
-    feeding = [q for q in spec.queue if q.gate == gate.id]
+    feeding = spec.feeding(gate.id)
     rows = gate_rows(gate, store.measurements_frame(campaign_id), [q.key for q in feeding])
     if not rows.empty:
         rows = rows[(rows["item_key"] != item.key) | (rows["repeat"] <= last_block)]

@@ -75,6 +75,13 @@ class RuntimeAdapter:
     # or crashing a launch; docs/runtimes.md's table is generated from its fields
     options_model: ClassVar[type[RuntimeOptions]] = RuntimeOptions
 
+    # the recipe fields a search may vary on this runtime (`[search].space`): a field that
+    # does not change its server would spend starts on identical arms. interleave_chunk is
+    # the simulator's alone; an adapter that never launches (`launches = False`) has none
+    search_fields: ClassVar[frozenset[str]] = frozenset(
+        {"slots", "prefill_chunk", "prefix_cache", "session_cache_cap", "speculative", "draft", "draft_k"}
+    )
+
     # -- launching: the argv template (the runtime entry's, else `default_argv`), then `flags`
     default_argv: ClassVar[tuple[str, ...]] = ()
     flags: ClassVar[tuple[Row, ...]] = ()

@@ -59,6 +59,7 @@ class ExternalAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "external"
     description: ClassVar[str] = "any OpenAI-compatible server at a URL (nothing is launched)"
     launches: ClassVar[bool] = False
+    search_fields: ClassVar[frozenset[str]] = frozenset()
     telemetry: ClassVar[Telemetry] = Telemetry(metrics_path=None)
     dialect: ClassVar[Dialect] = Dialect(refused_fields=NON_STANDARD_FIELDS)
 

@@ -105,6 +105,7 @@ class SimulatorAdapter(RuntimeAdapter):
     default_argv: ClassVar[tuple[str, ...]] = ("{python}", "-m", "arms.simulator")
     uses_runtime_argv: ClassVar[bool] = False
     appends_extra_args: ClassVar[bool] = False
+    search_fields: ClassVar[frozenset[str]] = RuntimeAdapter.search_fields | {"interleave_chunk"}
     flags: ClassVar[tuple[Row, ...]] = (*HOST_PORT, flag("--profile-json", profile_json))
     cache_flush: ClassVar[str | None] = "/flush_cache"
     telemetry: ClassVar[Telemetry] = Telemetry(

@@ -22,6 +22,7 @@ from pydantic_core import ErrorDetails
 
 from campaign.core.pooling import check_pooling, item_label
 from campaign.core.schema import RECIPE_PREFIX, CampaignFileError, CampaignSpec, OverrideKeys
+from campaign.core.search import CONTEXT, MODEL, OFF, SEARCH_ITEM_PREFIX
 from campaign.core.serving import Recipe
 from campaign.core.states import ProbeName
 from campaign.core.units import SIZE_FIELDS, unitless_size
@@ -152,7 +153,58 @@ def _check_references(
         *_gate_references(spec, known_predicates),
         *_queue_references(spec),
         *_confirmations(spec),
+        *_search_references(spec, probes),
     ]
+
+
+def _search_references(spec: CampaignSpec, probes: set[str]) -> list[str]:
+    """The search's base arm, each searched value as the base's recipe takes it (a range's
+    two ends, every choice), its models and contexts, and its probes."""
+    search = spec.search
+    if search is None:
+        return []
+    arms = {a.id for a in spec.arms}
+    if search.base not in arms:
+        return [f"search.base: arm {search.base!r} does not exist (arms: {', '.join(sorted(arms))})"]
+    base = spec.arm(search.base)
+    problems: list[str] = []
+    models = {m.key: m for m in spec.models} | {m.name: m for m in spec.models}
+    for name, dim in search.space.items():
+        for k, value in enumerate(dim.ends()):
+            where = (
+                f"search.space.{name}.{'choices[' + str(k) + ']' if dim.choices is not None else ('low', 'high')[k]}"
+            )
+            if name == MODEL:
+                if str(value) not in models:
+                    problems.append(
+                        f"{where}: found {value!r}, expected one of the models (name/quant): {', '.join(sorted(m.key for m in spec.models))}"
+                    )
+            elif name == CONTEXT:
+                if not isinstance(value, int) or value < 256:
+                    problems.append(f"{where}: found {value!r}, expected a context of at least 256 tokens")
+            else:
+                try:
+                    Recipe.model_validate({**base.recipe.model_dump(), name: None if value == OFF else value})
+                except ValidationError as exc:
+                    why = "; ".join(e["msg"] for e in exc.errors())
+                    problems.append(f"{where}: found {value!r}, which the recipe refuses ({why})")
+    for i, obj in enumerate(search.objectives):
+        if obj.probe not in probes:
+            problems.append(
+                f"search.objectives[{i}].probe: found {obj.probe!r}, expected one of: {', '.join(sorted(probes))}"
+            )
+    for i, c in enumerate(search.constraints):
+        if c.probe is not None and c.probe not in probes:
+            problems.append(
+                f"search.constraints[{i}].probe: found {c.probe!r}, expected one of: {', '.join(sorted(probes))}"
+            )
+    keys = {q.key for q in spec.queue} | {g.id for g in spec.gates}
+    taken = sorted(k for k in keys if k.startswith(SEARCH_ITEM_PREFIX))
+    if taken:
+        problems.append(
+            f"search: the ids {', '.join(taken)} start with {SEARCH_ITEM_PREFIX!r}, which the search's own items and gates use"
+        )
+    return problems
 
 
 def _unknown_probes(spec: CampaignSpec, probes: set[str]) -> list[str]:
@@ -246,6 +298,11 @@ def _queue_references(spec: CampaignSpec) -> list[str]:
             problems.append(
                 f"{where}.gate: found {item.gate!r}, expected one of the gates: {', '.join(sorted(gates)) or '(none defined)'}"
             )
+        for j, extra in enumerate(item.also_gates):
+            if extra not in gates:
+                problems.append(
+                    f"{where}.also_gates[{j}]: found {extra!r}, expected one of the gates: {', '.join(sorted(gates)) or '(none defined)'}"
+                )
         for dep in item.depends_on:
             if dep not in items:
                 problems.append(

@@ -44,7 +44,7 @@ class PooledPair(NamedTuple):
 
 def items_read(spec: CampaignSpec, gate: GateEntry) -> list[QueueItem]:
     """The queue items whose rows `gate` reads (`read_items`, as its verdict does), in queue order."""
-    feeding = [q for q in spec.queue if q.gate == gate.id]
+    feeding = spec.feeding(gate.id)
     return feeding if read_items(gate, [q.key for q in feeding]) is not None else list(spec.queue)
 
 
@@ -58,7 +58,7 @@ def pooled_pairs(spec: CampaignSpec) -> Iterator[PooledPair]:
     reads every item pools the others' rows only in the cells it reads (`_check_pooling`).
     """
     for gate in spec.gates:
-        yield from _pairs(spec, gate.id, [q for q in spec.queue if q.gate == gate.id])
+        yield from _pairs(spec, gate.id, spec.feeding(gate.id))
 
 
 def _pairs(spec: CampaignSpec, gate: str, items: list[QueueItem]) -> Iterator[PooledPair]:
@@ -183,13 +183,13 @@ def check_pooling(spec: CampaignSpec, models: Mapping[str, type[BaseModel]] | No
         ]
     for entry in spec.gates:
         read = items_read(spec, entry)
-        fed = [q for q in read if q.gate == entry.id]
+        fed = [q for q in read if q in spec.feeding(entry.id)]
         if read == fed:
             continue  # it reads the items feeding it, checked above
         why = "its reads = 'all'" if fed else "no item feeds it"
         readings, compared = _readings(entry, models or {}), set(entry.arms_read())
         for gate, first, second, one, two in _pairs(spec, entry.id, read):
-            if first.gate == second.gate == gate:
+            if first in fed and second in fed:
                 continue  # both feed it, checked above
             arms = [
                 a

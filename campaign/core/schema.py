@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from campaign.core.search import SearchSpec
 from campaign.core.serving import (
     HOST_PATTERN,
     ID_PATTERN,
@@ -208,6 +209,10 @@ class QueueItem(Strict):
         description="canonical (the model's sampling, the only mode gates read) and/or greedy (temperature 0, diagnostic)",
     )
     gate: str | None = Field(default=None, description="the gate this item's measurements feed")
+    also_gates: list[str] = Field(
+        default_factory=list,
+        description="more gates that read this item's measurements (only `gate` decides when an adaptive item stops)",
+    )
     depends_on: list[str] = Field(
         default_factory=list, description="items that must be done first; while one is not, this one waits"
     )
@@ -304,7 +309,19 @@ class CampaignSpec(Strict):
     gates: list[GateEntry] = Field(
         default_factory=list, description="claims over the measurements, each decided by a predicate"
     )
-    queue: list[QueueItem] = Field(min_length=1, description="what to measure, in order: probes on arms, feeding gates")
+    queue: list[QueueItem] = Field(
+        default_factory=list, description="what to measure, in order: probes on arms, feeding gates"
+    )
+    search: SearchSpec | None = Field(
+        default=None,
+        description="a search over recipe fields, run after the queue; its winner confirmed on fresh runs (docs/search.md)",
+    )
+
+    @model_validator(mode="after")
+    def _something_to_run(self) -> CampaignSpec:
+        if not self.queue and self.search is None:
+            raise ValueError("queue: the campaign has nothing to run; add a [[queue]] item or a [search]")
+        return self
 
     # -- lookups used everywhere downstream ---------------------------------------
 
@@ -319,6 +336,11 @@ class CampaignSpec(Strict):
 
     def item(self, key: str) -> QueueItem:
         return next(q for q in self.queue if q.key == key)
+
+    def feeding(self, gate_id: str) -> list[QueueItem]:
+        """The items whose measurements a gate reads as its own: those naming it in `gate`
+        or `also_gates`. The one place for that fact."""
+        return [q for q in self.queue if q.gate == gate_id or gate_id in q.also_gates]
 
     def blocks(self, item: QueueItem) -> BlockBudget:
         """How many blocks an item runs: its `blocks` (fixed), or, adaptive, from min to max
@@ -338,7 +360,7 @@ class CampaignSpec(Strict):
     def adaptive_gates(self) -> set[str]:
         """Gates fed by an item that adds blocks until they are settled. Their intervals are
         confidence sequences (`gates.blockstats`), since that item looks after every block."""
-        return {q.gate for q in self.queue if q.gate and self.blocks(q).adaptive}
+        return {g for q in self.queue if q.gate and self.blocks(q).adaptive for g in (q.gate, *q.also_gates)}
 
     def recipe_for(self, arm_id: str, item: QueueItem | None = None) -> Recipe:
         """The arm's recipe as this item runs it: `recipe.*` overrides of the item, then

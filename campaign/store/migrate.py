@@ -19,6 +19,11 @@ import campaign.store.tables  # noqa: F401  (registers the tables on SQLModel.me
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 BASELINE_REVISION = "0001"  # the schema as the last version without migrations made it
+# Our revision's table. Not alembic's default `alembic_version`: a search's Optuna study
+# lives in the same database (`campaign.store.study`), and Optuna keeps its own alembic
+# revision there under the default name.
+VERSION_TABLE = "campaign_schema_version"
+_OLD_VERSION_TABLE = "alembic_version"
 _ADVISORY_LOCK = 0x63616D70  # one Postgres advisory lock: one process migrates at a time
 
 
@@ -45,10 +50,33 @@ def head_revision() -> str:
 
 def schema_revision(engine: Engine) -> str | None:
     """The revision the database is at; None for an empty or a pre-migration database."""
+    with engine.connect() as conn:
+        return _context(conn).get_current_revision()
+
+
+def _context(conn: Any) -> Any:
     from alembic.runtime.migration import MigrationContext
 
-    with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+
+
+def _adopt_old_version_table(conn: Any, known: set[str]) -> None:
+    """A database migrated before our revision had a table of its own: its revision was in
+    alembic's default table. Move it to ours, and drop the old table when nothing else
+    (an Optuna study) keeps a revision there."""
+    inspector = inspect(conn)
+    if inspector.has_table(VERSION_TABLE) or not inspector.has_table(_OLD_VERSION_TABLE):
+        return
+    rows = [r[0] for r in conn.execute(text(f"SELECT version_num FROM {_OLD_VERSION_TABLE}"))]
+    ours = [r for r in rows if r in known]
+    if not ours:
+        return
+    conn.execute(text(f"CREATE TABLE {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
+    conn.execute(text(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES (:v)"), {"v": ours[0]})
+    if len(ours) == len(rows):
+        conn.execute(text(f"DROP TABLE {_OLD_VERSION_TABLE}"))
+    else:
+        conn.execute(text(f"DELETE FROM {_OLD_VERSION_TABLE} WHERE version_num = :v"), {"v": ours[0]})
 
 
 def _literal(value: Any) -> str:
@@ -79,7 +107,7 @@ def _bring_to_baseline(conn: Any) -> list[str]:
     inspector = inspect(conn)
     done: list[str] = []
     for table in baseline.sorted_tables:
-        if table.name == "alembic_version":
+        if table.name in (VERSION_TABLE, _OLD_VERSION_TABLE):
             continue
         if not inspector.has_table(table.name):
             Table(table.name, MetaData(), *[c.copy() for c in table.columns]).create(conn)
@@ -146,16 +174,16 @@ def upgrade(engine: Engine) -> str:
     version raises `SchemaTooNew`. Each process migrates under the database's write lock
     (`_migrating`), so a racer finds the revision the winner left."""
     from alembic import command
-    from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
     head = head_revision()
     with _migrating(engine) as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
-        if current == head:
-            return f"at {head} already"
         config = _alembic_config(conn)
         known = {rev.revision for rev in ScriptDirectory.from_config(config).walk_revisions()}
+        _adopt_old_version_table(conn, known)
+        current = _context(conn).get_current_revision()
+        if current == head:
+            return f"at {head} already"
         if current is not None and current not in known:
             raise SchemaTooNew(
                 f"the database is at schema revision {current}, which this version does not know "

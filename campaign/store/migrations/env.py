@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
 import campaign.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+from campaign.store.migrate import VERSION_TABLE
 
 config = context.config
 target_metadata = SQLModel.metadata
@@ -24,6 +25,7 @@ def _run(connection: Connection) -> None:
         # SQLite cannot ALTER most things: batch mode copies the table instead
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        version_table=VERSION_TABLE,
     )
     with context.begin_transaction():
         context.run_migrations()
