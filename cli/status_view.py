@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from campaign.store.store import Store
-from campaign.store.summary import AttemptLink, Summary, attempt_links, summarize, ui_base
+from campaign.core.search import is_trial_item
+from campaign.store.summary import AttemptLink, ItemView, Summary, attempt_links, summarize, ui_base
 from flows.prefect_api import configured_api_url
 from reports.answer import answers, question, usual_level
 
@@ -41,6 +42,7 @@ def render_status(console: Console, store: Store, name: str | None = None, verbo
         render_answer(console, s, width)
         if verbose:
             _render_gates(console, s, width)
+    _render_search(console, store, s, width)
     _render_queue(console, s, width)
     for flag in s.flags:
         console.print(f"[yellow]identity[/yellow] arm {flag.arm_id}: {flag.message}")
@@ -97,20 +99,76 @@ def _render_gates(console: Console, s: Summary, width: int) -> None:
     console.print(gates)
 
 
+def _render_search(console: Console, store: Store, s: Summary, width: int) -> None:
+    """The search's answer (the confirmed winner beside the search's own claim) and
+    where it stands, under the gates' answer."""
+    if s.spec.search is None:
+        return
+    from campaign.store.study import summary as search_summary
+    from reports.search_view import search_answer
+
+    found = search_summary(store, s.spec)
+    if found is None:
+        return
+    import textwrap
+
+    answer = search_answer(s, found)
+    console.print("[bold]Search[/bold]", highlight=False)
+    for i, text in enumerate((f"{answer.verdict.upper()}: {answer.headline}", answer.claimed, answer.progress)):
+        if not text:
+            continue
+        for j, line in enumerate(textwrap.wrap(text, width=max(width - 4, 30), break_on_hyphens=False)):
+            style = STATE_STYLE.get(answer.verdict, "") if i == 0 and j == 0 else ""
+            shown = escape(line)
+            if style:
+                word = escape(answer.verdict.upper())
+                shown = f"[{style}]{word}[/]" + shown[len(word) :]
+            console.print(("  " if j == 0 else "    ") + shown, highlight=False)
+
+
+def collapsed_items(items: list[ItemView]) -> list[ItemView]:
+    """The queue with a search's trial items folded into one row: a search makes tens of
+    them, each one block of one arm, and the table is for the campaign's items."""
+    trials = [i for i in items if is_trial_item(i.key)]
+    if len(trials) <= 1:
+        return items
+    counts: dict[str, int] = {}
+    for i in trials:
+        counts[str(i.state)] = counts.get(str(i.state), 0) + 1
+    state = next(iter(counts)) if len(counts) == 1 else ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    folded = ItemView(
+        key="search trials",
+        title=f"{len(trials)} trial arms, one server run each (the base two)",
+        state=state,
+        reason="; ".join(f"{i.key}: {i.reason}" for i in trials if str(i.state) in ("failed", "blocked"))[:200],
+        gate=None,
+        arms=[f"{len(trials)} arms"],
+        probes=trials[0].probes,
+        attempts=sum(i.attempts for i in trials),
+    )
+    first = items.index(trials[0])
+    rest = [i for i in items if not is_trial_item(i.key)]
+    return [*rest[:first], folded, *rest[first:]]
+
+
 def _render_queue(console: Console, s: Summary, width: int) -> None:
-    notes = ["; ".join(x for x in (item.overrides, item.reason, item.isolation) if x) for item in s.items]
+    items = collapsed_items(s.items)
+    notes = ["; ".join(x for x in (item.overrides, item.reason, item.isolation) if x) for item in items]
     columns = {
-        "item": [i.key for i in s.items],
-        "arms": ["/".join(i.arms) for i in s.items],
-        "gate": [i.gate or "" for i in s.items],
-        "state": [str(i.state) for i in s.items],
-        "tries": [str(i.attempts) for i in s.items],
+        "item": [i.key for i in items],
+        "arms": ["/".join(i.arms) for i in items],
+        "gate": [i.gate or "" for i in items],
+        "state": [str(i.state) for i in items],
+        "tries": [str(i.attempts) for i in items],
     }
     fixed = [
-        min(_arms_max(width) if name in ("arms", "item") else 99, _longest([name, *values]))
+        min(
+            {"arms": _arms_max(width), "item": _arms_max(width), "gate": _arms_max(width) - 2}.get(name, 99),
+            _longest([name, *values]),
+        )
         for name, values in columns.items()
     ]
-    title_w, note_w = fit(width, fixed, _longest(i.title for i in s.items), _longest(notes))
+    title_w, note_w = fit(width, fixed, _longest(i.title for i in items), _longest(notes))
     queue = Table(title="Campaign queue", title_justify="left")
     queue.add_column("item", width=fixed[0], overflow="fold")
     if title_w:
@@ -118,7 +176,7 @@ def _render_queue(console: Console, s: Summary, width: int) -> None:
     for name, w in zip(list(columns)[1:], fixed[1:]):
         queue.add_column(name, width=w, overflow="fold")
     queue.add_column("note", width=note_w, overflow="fold")
-    for item, note in zip(s.items, notes):
+    for item, note in zip(items, notes):
         queue.add_row(
             escape(item.key),
             *([escape(item.title)] if title_w else []),

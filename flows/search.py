@@ -19,15 +19,24 @@ from campaign.core.search import MODEL, SearchPlan, SearchState, TrialArm, descr
 from campaign.core.states import ItemState
 from campaign.store import queue
 from campaign.store.store import Store
-from campaign.store.study import ABLATED, CONFIRMED, FINISHED, expanded, find_study, state_of, storage, study_name
+from campaign.store.study import (
+    ABLATED,
+    CONFIRMED,
+    FINISHED,
+    PICK,
+    STOPPED,
+    expanded,
+    find_study,
+    state_of,
+    storage,
+    study_name,
+)
 from flows.lanes import run_item
 from flows.progress import emit
 from flows.search_loop import SearchLoop, TrialOutcome, maximizing, open_study
 from gates.arm_cells import cell_stats
 from gates.cells import Selector
 from gates.search_pick import pick, search_gain
-
-STOPPED, PICK = "stopped", "pick"
 
 
 def search_finished(store: Store, spec: CampaignSpec) -> bool:

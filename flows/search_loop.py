@@ -25,12 +25,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from campaign.core.metrics import direction as catalogue_direction
 from campaign.core.search import SearchPlan, SearchSpec, TrialArm
-from campaign.store.study import ARM, CONSTRAINTS, REASON, REUSED
+from campaign.store import study as study_store
+from campaign.store.study import (
+    ARM,
+    BASE_CONSTRAINTS,
+    BASE_REASON,
+    BASE_RUNS,
+    BASE_SECONDS,
+    CONSTRAINTS,
+    REASON,
+    REUSED,
+    RUNS,
+    SECONDS,
+)
 from gates.search_pick import Measured, improved
 
-RUNS, SECONDS, BASE_RUNS = "runs", "seconds", "base_runs"
 MAX_REPEATS = 25  # proposals in a row of arms already measured: the sampler has nothing new
 
 
@@ -50,14 +60,7 @@ class TrialOutcome:
 
 
 def maximizing(search: SearchSpec) -> tuple[bool, ...]:
-    """Each objective's direction: its own, else the catalogue's."""
-    out = []
-    for obj in search.objectives:
-        if obj.direction is not None:
-            out.append(obj.direction == "maximize")
-        else:
-            out.append(bool(catalogue_direction(obj.metric)))
-    return tuple(out)
+    return search.maximizing()
 
 
 def distributions(search: SearchSpec) -> dict[str, Any]:
@@ -150,8 +153,8 @@ class SearchLoop:
         attrs = self.study.user_attrs
         return TrialOutcome(
             tuple(tuple(r) for r in attrs[BASE_RUNS]),
-            tuple(attrs.get("base_" + CONSTRAINTS, ())),
-            str(attrs.get("base_" + REASON, "")),
+            tuple(attrs.get(BASE_CONSTRAINTS, ())),
+            str(attrs.get(BASE_REASON, "")),
         )
 
     def feasible(self, got: TrialOutcome) -> bool:
@@ -159,16 +162,10 @@ class SearchLoop:
         return all(c.violation(v) <= 0 for c, v in zip(self.search.constraints, got.constraint_values, strict=False))
 
     def starts(self) -> int:
-        """Server starts spent: the base's two runs, and one per trial arm measured."""
-        base = len(self.study.user_attrs.get(BASE_RUNS, ())) or (2 if "base_" + REASON in self.study.user_attrs else 0)
-        return base + sum(
-            1 for t in self._trials() if ARM in t.user_attrs and not t.user_attrs.get(REUSED) and t.state.is_finished()
-        )
+        return study_store.starts(self.study)
 
     def seconds(self) -> float:
-        return float(self.study.user_attrs.get("base_" + SECONDS, 0.0)) + sum(
-            float(t.user_attrs.get(SECONDS, 0.0)) for t in self._trials()
-        )
+        return study_store.seconds(self.study)
 
     def measured(self) -> list[Measured]:
         """Every arm with runs, the base included, for the nomination (`gates.search_pick`)."""
@@ -245,16 +242,16 @@ class SearchLoop:
 
     def _measure_base(self) -> None:
         attrs = self.study.user_attrs
-        if BASE_RUNS in attrs or "base_" + REASON in attrs:
+        if BASE_RUNS in attrs or BASE_REASON in attrs:
             return
         base = self.plan.arm_for(self.plan.base_params())
         got = self._timed(base)
-        self.study.set_user_attr("base_" + SECONDS, got.seconds)
+        self.study.set_user_attr(BASE_SECONDS, got.seconds)
         if not got.ok:
-            self.study.set_user_attr("base_" + REASON, got.reason)
+            self.study.set_user_attr(BASE_REASON, got.reason)
             raise BaseFailed(f"the base arm {base.arm_id} could not be measured: {got.reason}")
         self.study.set_user_attr(BASE_RUNS, [list(r) for r in got.runs])
-        self.study.set_user_attr("base_" + CONSTRAINTS, list(got.constraint_values))
+        self.study.set_user_attr(BASE_CONSTRAINTS, list(got.constraint_values))
         if all(self.dists[k]._contains(self.dists[k].to_internal_repr(v)) for k, v in base.params.items()):
             import optuna
 

@@ -180,7 +180,7 @@ def _test_of(look: dict[str, Any]) -> str:
 def _reruns(data: ReportData, gate_id: str) -> int:
     """Reruns of the items that feed the gate: how many tries the verdict took."""
     spec = data.summary.spec
-    feeding = {q.key for q in spec.queue if q.gate == gate_id}
+    feeding = {q.key for q in spec.feeding(gate_id)}
     numbers: dict[tuple[str, str, int], int] = {}
     for a in data.attempts_of([arm for q in spec.queue if q.key in feeding for arm in q.arms]):
         if a.item_key in feeding:

@@ -206,6 +206,14 @@ class SearchSpec(Strict):
                 raise ValueError("model takes choices (name/quant of the models)")
         return value
 
+    def maximizing(self) -> tuple[bool, ...]:
+        """Each objective's direction: its own, else the catalogue's."""
+        from campaign.core.metrics import direction
+
+        return tuple(
+            o.direction == "maximize" if o.direction is not None else bool(direction(o.metric)) for o in self.objectives
+        )
+
     def probes(self) -> list[str]:
         return list(dict.fromkeys([o.probe for o in self.objectives] + [c.probe for c in self.constraints if c.probe]))
 
