@@ -69,13 +69,74 @@ def plan_lines(spec: Any, history: dict[tuple[str, str], Any] | None = None) -> 
     from flows.design_warnings import detectable_lines
 
     lines += detectable_lines(spec)
+    lines += search_plan_lines(spec)
     span = f"{least_starts} to {starts}" if least_starts != starts else f"{starts}"
+    searching = ""
+    if spec.search is not None:
+        c = spec.search.confirm
+        confirm = (1 + c.max_candidates) * (c.max_blocks or c.blocks or spec.campaign.min_blocks + 2)
+        budget = spec.search.budget.starts
+        searching = f", and the search's {budget if budget is not None else 'timed'} + up to {confirm} (confirmation)"
     lines.append(
-        f"{len(spec.queue)} queue items, {len(spec.arms)} arms, {len(spec.gates)} gates, {span} server starts in all"
+        f"{len(spec.queue)} queue items, {len(spec.arms)} arms, {len(spec.gates)} gates, {span} server starts"
+        f"{searching} in all"
     )
-    if history is not None:
+    if history is not None and (spec.queue or spec.search is None):
         lines.append(time_estimate(spec, history))
     return lines
+
+
+def search_plan_lines(spec: Any) -> list[str]:
+    """What a `[search]` would do: its space and grid, how many trials its budget buys
+    (one server start each, the base two), and the confirmation's server starts."""
+    search = spec.search
+    if search is None:
+        return []
+    from campaign.core.search import describe
+
+    space = "; ".join(
+        f"{name} {', '.join(map(str, d.choices))}"
+        if d.choices is not None
+        else f"{name} {d.low}..{d.high}{' (log)' if d.log else ''}"
+        for name, d in search.space.items()
+    )
+    grid = search.grid_size()
+    if search.budget.starts is not None:
+        trials = max(0, search.budget.starts - 2)
+        fits = (
+            f"the base (2 server starts), then up to {trials} trial arms (1 each; a repeated proposal reuses its run)"
+        )
+    else:
+        fits = "the base (2 server starts), then trial arms until the time is spent (1 start each)"
+    if search.budget.minutes is not None:
+        fits += f"; at most {search.budget.minutes:g} minutes"
+    confirm = search.confirm
+    blocks = confirm.max_blocks or confirm.blocks or spec.campaign.min_blocks + 2
+    most_arms = 1 + confirm.max_candidates
+    conf = (
+        f"then the best {confirm.top} (and any within the noise of the best, at most {confirm.max_candidates}) on "
+        f"{'up to ' if confirm.max_blocks else ''}{blocks} fresh blocks beside the base: up to {most_arms * blocks} server starts"
+    )
+    objectives = ", ".join(
+        f"{'max' if up else 'min'} {o.metric} ({o.probe}{', ' + o.scenario if o.scenario else ''})"
+        for o, up in zip(search.objectives, search.maximizing())
+    )
+    lines = [
+        f"search from {search.base} ({describe(_base_params(spec))}): {search.sampler} over {space}; "
+        f"a grid of {grid} arms",
+        f"search objective: {objectives}"
+        + (f"; constraints: {', '.join(c.text() for c in search.constraints)}" if search.constraints else ""),
+        f"search budget {search.budget.starts or '-'} starts{'' if search.budget.minutes is None else f' / {search.budget.minutes:g} min'}: {fits}; {conf}",
+    ]
+    if search.budget.starts is not None and search.budget.starts - 2 >= grid:
+        lines.append(f"search: the budget covers the whole grid ({grid} arms); sampler = 'grid' measures each once")
+    return lines
+
+
+def _base_params(spec: Any) -> dict[str, Any]:
+    from campaign.core.search import SearchPlan
+
+    return SearchPlan(spec).base_params()
 
 
 def time_estimate(spec: Any, history: dict[tuple[str, str], Any]) -> str:

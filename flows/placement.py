@@ -35,6 +35,7 @@ import time
 from typing import cast
 
 from campaign.core.schema import CampaignSpec
+from campaign.core.search import SEARCH_ITEM_PREFIX, is_trial_item
 from campaign.core.states import AttemptClaim, AttemptState
 from campaign.store.liveness import holder_gone
 from campaign.store.store import Store
@@ -107,6 +108,13 @@ def arm_tags(spec: CampaignSpec, item_key: str, arm_id: str, device: str) -> lis
         f"device:{device}",
         f"host:{spec.host_of(arm_id) or 'local'}",
         f"runtime:{runtime.name}",
+        *(
+            ["search:trial"]
+            if is_trial_item(item_key)
+            else ["search:confirm"]
+            if item_key.startswith(SEARCH_ITEM_PREFIX)
+            else []
+        ),
     ]
 
 

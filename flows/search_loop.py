@@ -87,13 +87,34 @@ def make_sampler(search: SearchSpec) -> Any:
     if search.sampler == "random":
         return optuna.samplers.RandomSampler(seed=search.seed)
     if search.sampler == "grid":
-        return optuna.samplers.GridSampler({k: d.grid() for k, d in search.space.items()}, seed=search.seed)
+        return _Grid({k: d.grid() for k, d in search.space.items()}, seed=search.seed)
     if search.sampler == "gp":
         return optuna.samplers.GPSampler(seed=search.seed, n_startup_trials=min(10, _starts(search) // 3 or 1))
+    import warnings
+
     startup = max(3, min(10, _starts(search) // 3))
-    return optuna.samplers.TPESampler(
-        seed=search.seed, n_startup_trials=startup, multivariate=True, group=True, constant_liar=True
-    )
+    with warnings.catch_warnings():  # multivariate/group: marked experimental, and the better TPE on joint fields
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=search.seed, n_startup_trials=startup, multivariate=True, group=True, constant_liar=True
+        )
+
+
+def _grid_sampler() -> Any:
+    import optuna
+
+    class Grid(optuna.samplers.GridSampler):
+        """Optuna's grid, told trial by trial: its own stop (`Study.stop`) works only
+        inside `Study.optimize`; the loop's stop rule ends the grid instead."""
+
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            return None
+
+    return Grid
+
+
+def _Grid(space: dict[str, list[Any]], seed: int) -> Any:
+    return _grid_sampler()(space, seed=seed)
 
 
 def _starts(search: SearchSpec) -> int:
@@ -101,7 +122,11 @@ def _starts(search: SearchSpec) -> int:
 
 
 def open_study(storage: Any, name: str, search: SearchSpec) -> Any:
+    import logging
+
     import optuna
+
+    optuna.logging.set_verbosity(logging.WARNING)
 
     return optuna.create_study(
         study_name=name,
