@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from campaign.store.store import Store
 from campaign.core.search import is_trial_item
+from campaign.store.store import Store
 from campaign.store.summary import AttemptLink, ItemView, Summary, attempt_links, summarize, ui_base
 from flows.prefect_api import configured_api_url
 from reports.answer import answers, question, usual_level

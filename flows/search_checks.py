@@ -40,6 +40,14 @@ def search_problems(spec: CampaignSpec) -> list[str]:
                 f"search.objectives[{i}].direction: {obj.metric!r} has no direction in the catalogue; "
                 "set direction = 'maximize' or 'minimize'"
             )
+    if search.sampler == "gp":
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            problems.append(
+                "search.sampler: 'gp' is Optuna's GPSampler, which needs PyTorch (pip install torch); "
+                "'tpe' needs nothing more"
+            )
     runtime = spec.runtime(spec.arm(search.base).runtime)
     try:
         adapter = runtime_registry.get(runtime.adapter)

@@ -390,3 +390,37 @@ def curve_chart(
         )
         chart.add(c.name, sorted(c.points), **kwargs)
     return _finish(chart, chart_id)
+
+
+def scatter_chart(
+    chart_id: str,
+    title: str,
+    series: list[tuple[str, list[tuple[float, float]], int]],
+    *,
+    x_title: str,
+    y_title: str,
+    height: int = 300,
+) -> Markup:
+    """Points without lines, one series a colour: trials of a search, a Pareto front."""
+    if not any(points for _, points, _ in series):
+        return empty(title, "no points yet")
+    styles = [Series(name, [], color=color) for name, _, color in series]
+    chart = pygal.XY(
+        **_common(
+            chart_id,
+            title,
+            x_title,
+            y_title,
+            styles,
+            height=height,
+            formatter=_value,
+            value_formatter=plain,
+            x_value_formatter=plain,
+            stroke=False,
+            show_dots=True,
+            dots_size=4,
+        )
+    )
+    for name, points, _ in series:
+        chart.add(name, points)
+    return _finish(chart, chart_id)

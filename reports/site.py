@@ -20,7 +20,8 @@ from jinja2 import Environment, PackageLoader
 
 from campaign.core.units import num
 from campaign.store.store import Store
-from reports import agent_load, arm_page, coverage, gate_page, index_page, mechanisms, raw
+from campaign.store.study import summary as search_summary
+from reports import agent_load, arm_page, coverage, gate_page, index_page, mechanisms, raw, search_page
 from reports.answer import question
 from reports.data import ReportData, load
 
@@ -48,7 +49,7 @@ def _env() -> Environment:
     return env
 
 
-PAGE_PATTERNS = ("index.html", "gates/*.html", "arms/*.html", "arms/*.requests.jsonl")
+PAGE_PATTERNS = ("index.html", "search.html", "gates/*.html", "arms/*.html", "arms/*.requests.jsonl")
 
 
 def default_folder(root: Path | str, campaign_name: str) -> Path:
@@ -90,8 +91,12 @@ def write_site(store: Store, name: str | None, out: Path | str, timings: dict[st
 
     raws = raw.write(store, data.campaign_id, out / "arms", data.arm_pages)
     clock.lap("raw records")
+    found = search_summary(store, data.summary.spec)
+    search = search_page.build(data, found) if found is not None else None
+    if search is not None:
+        _write(out / "search.html", env.get_template("search.html").render(**common, root="", p=search))
     index = out / "index.html"
-    _write(index, env.get_template("index.html").render(**common, root="", **_index_context(data)))
+    _write(index, env.get_template("index.html").render(**common, root="", search=search, **_index_context(data)))
     clock.lap("index")
     template = env.get_template("gate.html")
     for gate in data.summary.gates:

@@ -134,6 +134,7 @@ def campaign_file(
     arms: Sequence[Mapping[str, Any]] = (),
     gates: Sequence[Mapping[str, Any]] = (),
     queue: Sequence[Mapping[str, Any]] = (),
+    search: Mapping[str, Any] | None = None,
     **campaign: Any,
 ) -> str:
     """A whole campaign file: `[campaign]` (name and the fields given), then the models
@@ -145,6 +146,8 @@ def campaign_file(
     parts += [table("arms", a) for a in arms]
     parts += [table("gates", g) for g in gates]
     parts += [table("queue", q) for q in queue]
+    if search is not None:
+        parts.append(table("search", search, array=False))
     return "\n".join(parts)
 
 

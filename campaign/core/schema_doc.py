@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from campaign.core import schema, serving
+from campaign.core import schema, search, serving
 from campaign.core.serving import NAME
 from campaign.core.units import SIZE_FIELDS
 
@@ -215,7 +215,7 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "[[queue]]",
         schema.QueueItem,
-        "What to measure, in order; at least one item. Each item runs its probes on its arms, "
+        "What to measure, in order; at least one item unless the file has a `[search]`. Each item runs its probes on its arms, "
         "`blocks` times over, and feeds its gate.",
         (
             "`blocks` counts server starts per arm (its earlier name `repeats` is still read); "
@@ -234,8 +234,26 @@ SECTIONS: tuple[Section, ...] = (
             "one setting; otherwise the file is refused, naming both items.",
             "`depends_on` and `confirms` name items by key: `id`, else the title lower-cased with "
             "each run of other characters as `-` (`decode on A` is `decode-on-a`).",
+            "`also_gates` lets one item's blocks feed several gates (a search's confirmation does: the "
+            "winner against the base and against each runner-up, on the same fresh blocks).",
         ),
     ),
+    Section(
+        "[search]",
+        search.SearchSpec,
+        "A search over recipe fields, run after the queue (docs/search.md); optional. Each trial is an "
+        "arm with an id from its settings, measured on one server start (the base on two); the best are "
+        "then confirmed on fresh blocks by ordinary gates.",
+        (
+            "`space` keys: " + ", ".join(f"`{f}`" for f in search.SEARCHABLE_RECIPE) + ", `model` "
+            "(choices `name/quant`) and `context`; `objective` is one table, or `objectives` a list of two.",
+        ),
+    ),
+    Section("[search.space.FIELD]", search.Dimension, "One field's values: `choices`, or `low` and `high`."),
+    Section("[search.objective]", search.Objective, "What a trial is scored on."),
+    Section("[[search.constraints]]", search.Constraint, "A bound a trial must meet to count."),
+    Section("[search.budget]", search.Budget, "The search's budget; whichever is spent first ends it."),
+    Section("[search.confirm]", search.Confirm, "How the nominated arms are confirmed on fresh blocks."),
 )
 
 _SCALARS = {int: "integer", float: "number", str: "string", bool: "boolean"}
@@ -367,7 +385,7 @@ def _top_level() -> list[str]:
             header = f"[[{name}]]"
             count = "at least one" if any(getattr(m, "min_length", None) for m in info.metadata) else "any number"
         else:
-            header, count = f"[{name}]", "exactly one"
+            header, count = f"[{name}]", "exactly one" if info.is_required() else "optional"
         rows.append(f"| [`{header}`]({_link(header)}) | {count} | {cell(info.description or '')} |")
     return rows
 

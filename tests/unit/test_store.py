@@ -565,12 +565,15 @@ def test_migrations_make_exactly_the_models_schema(db_url: str) -> None:
     from alembic.runtime.migration import MigrationContext
     from sqlmodel import SQLModel
 
-    from campaign.store.migrate import head_revision, schema_revision
+    from campaign.store.migrate import VERSION_TABLE, head_revision, schema_revision
 
     store = Store(db_url)
     assert schema_revision(store.engine) == head_revision()
     with store.engine.connect() as conn:
-        diffs = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), SQLModel.metadata)
+        diffs = compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE}),
+            SQLModel.metadata,
+        )
     assert diffs == []
 
 
@@ -783,3 +786,42 @@ def test_one_liveness_rule_for_attempts_runners_and_device_slots() -> None:
     assert holder_gone(False, me, started, silent_s=30, stale_s=60) is None  # elsewhere, still beating
     assert holder_gone(False, 1, None, silent_s=61, stale_s=60) == "silent for 61 s (limit 60 s)"
     assert holder_gone(False, 1, None, None, 60) is None  # elsewhere and never beat: no proof
+
+
+def test_our_revision_moves_out_of_alembics_default_table_and_optuna_lives_beside(tmp_path: Path) -> None:
+    """A database migrated when our revision was in alembic's default table
+    (`alembic_version`) keeps its rows and has the revision moved to ours; then an Optuna
+    study (whose own alembic revision is in `alembic_version`) is created in the same
+    file, and both the store and the study open it again."""
+    import sqlite3
+
+    import optuna
+
+    from campaign.store.migrate import VERSION_TABLE, head_revision, schema_revision
+
+    made = Store(f"sqlite:///{tmp_path / 'new.db'}")
+    del made
+    old = tmp_path / "old.db"
+    with sqlite3.connect(tmp_path / "new.db") as src, sqlite3.connect(old) as dst:
+        src.backup(dst)  # a consistent copy, then laid out as the previous version left it
+        (rev,) = dst.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+        dst.execute(f"DROP TABLE {VERSION_TABLE}")
+        dst.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
+        dst.execute("INSERT INTO alembic_version VALUES (?)", (rev,))
+        dst.execute(
+            "INSERT INTO campaign (name, title, source_path, file_digest, spec_json, created_at, updated_at) "
+            "VALUES ('kept', '', '', '', '', '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+        )
+    url = f"sqlite:///{old}"
+    store = Store(url)
+    assert schema_revision(store.engine) == head_revision() and store.campaign("kept") is not None
+    with sqlite3.connect(old) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert VERSION_TABLE in tables and "alembic_version" not in tables
+    study = optuna.create_study(study_name="s", storage=optuna.storages.RDBStorage(url))
+    study.enqueue_trial({"x": 1.0})
+    with sqlite3.connect(old) as conn:
+        (theirs,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert theirs != rev  # Optuna's own revision, in its own table
+    assert schema_revision(Store(url).engine) == head_revision()
+    assert optuna.load_study(study_name="s", storage=url).study_name == "s"
