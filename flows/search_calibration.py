@@ -31,7 +31,7 @@ from campaign.core.search import BEATS_BASE, SearchPlan, TrialArm
 from flows.search_loop import SearchLoop, TrialOutcome, maximizing, open_study
 from gates.calibration import Design, VariationModel, block_frame
 from gates.engine import evaluate_family
-from gates.search_pick import pick
+from gates.search_pick import pick, search_gain
 
 CONVERSATIONS = 4
 CACHE_GAIN = {"off": 0.80, "256M": 0.90, "1G": 1.00, "4G": 0.97}
@@ -98,6 +98,7 @@ class SearchRun:
     winner_truth: float
     verdict: str  # of the winner against the base on fresh blocks
     optimum: float
+    claimed: float = math.nan  # what the search's own runs said the winner gains over the base
 
 
 def run_one(
@@ -156,7 +157,15 @@ def run_one(
     )
     frame = block_frame(design, model, rng, item="search-confirm")
     results = evaluate_family(gates, {g.id: frame for g in gates}, confidence=spec.campaign.confidence)
-    return SearchRun(tuple(order[1:]), chosen.winner, truths[chosen.winner], str(results[BEATS_BASE].verdict), optimum)
+    claimed = search_gain(loop.measured(), chosen.winner, plan.base.id)
+    return SearchRun(
+        tuple(order[1:]),
+        chosen.winner,
+        truths[chosen.winner],
+        str(results[BEATS_BASE].verdict),
+        optimum,
+        math.nan if claimed is None else claimed,
+    )
 
 
 def _optimum(truth: Callable[[Mapping[str, Any]], float]) -> float:

@@ -15,7 +15,7 @@ from campaign.core.schema import CampaignSpec
 from campaign.core.search import BEATS_BASE, CONFIRM_ITEM, SearchPlan, SearchState, is_trial_item
 from flows.search_loop import SearchLoop, TrialOutcome, open_study
 from gates.search_pick import Measured, pareto_front, pick, run_sd, search_gain
-from tests.campaigns import arm, campaign_file, problems, sim, write_campaign
+from tests.campaigns import arm, campaign_file, problems, write_campaign
 
 SPACE = {
     "slots": {"low": 1, "high": 6},
