@@ -33,7 +33,7 @@ class CampaignProgress:
             transient=False,
         )
         self._unsubscribe: Any = None
-        self.items = self.progress.add_task("queue", total=items or len(spec.queue))
+        self.items = self.progress.add_task("queue", total=items or len(spec.queue) + _search_items(spec))
         self.arm = self.progress.add_task("arm", total=1, visible=False)
         self._probe: dict[str, str] = {}  # arm -> "probe @ context"
         self._requests: dict[str, tuple[int, int]] = {}  # arm -> (requests, failed) in the current probe
@@ -62,11 +62,14 @@ class CampaignProgress:
 
             p.console.print(escape(f"  {block_check_line(data)}"), highlight=False, soft_wrap=True)
         elif kind == "arm-start":
-            item = self.spec.item(data["item"])
-            arm = self.spec.arm(data["arm"])
-            contexts = len(item.contexts) or 1
-            total = sum(contexts for _ in item.probes)
-            p.reset(self.arm, total=max(total, 1), description=escape(f"arm {arm.id}: starting server"), visible=True)
+            # a search's trial items are not in the file's queue: one probe at one context
+            item = next((q for q in self.spec.queue if q.key == data["item"]), None)
+            total = sum((len(item.contexts) or 1) for _ in item.probes) if item is not None else 1
+            p.reset(
+                self.arm, total=max(total, 1), description=escape(f"arm {data['arm']}: starting server"), visible=True
+            )
+        elif kind == "search":
+            p.console.print(escape(f"  search: {data['line']}"), highlight=False, soft_wrap=True)
         elif kind == "probe-start":
             arm_id = str(data["arm"])
             self._probe[arm_id] = f"{data['probe']} @ {data['context']}"
@@ -120,6 +123,16 @@ class CampaignProgress:
         if self._unsubscribe:
             self._unsubscribe()
         self.progress.stop()
+
+
+def _search_items(spec: CampaignSpec) -> int:
+    """The items a search adds at most: a trial item per start its budget allows (the base
+    one item of two starts), and the confirmation (and the ablations)."""
+    search = spec.search
+    if search is None:
+        return 0
+    trials = search.budget.starts - 1 if search.budget.starts is not None else 0
+    return trials + 1 + int(search.confirm.ablate)
 
 
 def request_line(probe: str, n: int, failed: int, data: dict[str, Any]) -> str:

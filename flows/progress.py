@@ -71,6 +71,7 @@ _LINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "item-done": lambda d: f"item {d.get('item')} {d.get('state')}" + (f": {d['reason']}" if d.get("reason") else ""),
     "verdict": lambda d: f"gate {d.get('gate')}: {d.get('verdict')} ({d.get('reason')})",
     "block-check": lambda d: block_check_line(d),
+    "search": lambda d: f"search: {d.get('line')}",
 }
 
 

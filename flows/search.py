@@ -17,6 +17,7 @@ from typing import Any
 from campaign.core.schema import CampaignSpec
 from campaign.core.search import MODEL, SearchPlan, SearchState, TrialArm, describe
 from campaign.core.states import ItemState
+from campaign.core.units import num
 from campaign.store import queue
 from campaign.store.store import Store
 from campaign.store.study import (
@@ -71,8 +72,18 @@ def run_search(
             return TrialOutcome(reason=f"{state}: {row.reason if row is not None else ''}".strip(": "))
         return read_outcome(store, campaign_id, plan, arm.arm_id)
 
+    metric = plan.search.objectives[0].metric
+
     def progress(kind: str, fields: dict[str, Any]) -> None:
-        emit(kind, **fields)
+        arm = str(fields.get("arm"))
+        if kind == "search-trial-start":
+            line = f"trial {arm} ({describe(fields.get('params') or {})})"
+        elif fields.get("failed"):
+            line = f"{arm} failed: {fields['failed']}"
+        else:
+            values = fields.get("values") or []
+            line = f"{arm}: {metric} {num(values[0]) if values else '?'} (one run)"
+        emit("search", line=line)
 
     loop = SearchLoop(plan, study, measure, progress)
     why = loop.run()
@@ -102,7 +113,10 @@ def run_search(
         if plan.search.confirm.ablate:
             study.set_user_attr(ABLATED, ablated_fields(plan, state_of(study, plan), chosen.winner))
     study.set_user_attr(FINISHED, True)
-    emit("search-done", stopped=why, winner=chosen.winner, confirm=list(chosen.candidates))
+    emit(
+        "search",
+        line=f"stopped ({why}); confirming {', '.join(chosen.candidates) or 'nothing'} on fresh blocks beside {plan.base.id}",
+    )
     return expanded(store, spec)
 
 
