@@ -168,12 +168,23 @@ def _exit_if_failed(store: Any, name: str, keys: list[str] | None = None) -> Non
     (an arm crashed, or every request of an arm failed), so the campaign's numbers are
     not all there. One line per item with its reason, after the status table. A gate
     that fails leaves its item `done`: that is a result, exit 0."""
+    from campaign.core.search import is_trial_item
     from campaign.core.states import ItemState
 
     row = store.campaign(name)
     if row is None or row.id is None:
         return
-    failed = [i for i in store.items(row.id) if i.state == ItemState.FAILED and (keys is None or i.key in keys)]
+    from campaign.core.schema import CampaignSpec
+
+    search = CampaignSpec.model_validate_json(row.spec_json).search if row.spec_json else None
+    base = f"search-{search.base}" if search is not None else None
+    failed = [
+        i
+        for i in store.items(row.id)
+        if i.state == ItemState.FAILED
+        and (keys is None or i.key in keys)
+        and (not is_trial_item(i.key) or i.key == base)
+    ]  # a search's failed trial is a result (recorded with its reason), not a broken measurement; its base's is
     if not failed:
         return
     for item in failed:

@@ -34,7 +34,7 @@ from campaign.store.study import (
 )
 from flows.lanes import run_item
 from flows.progress import emit
-from flows.search_loop import SearchLoop, TrialOutcome, maximizing, open_study
+from flows.search_loop import BaseFailed, SearchLoop, TrialOutcome, maximizing, open_study
 from gates.arm_cells import cell_stats
 from gates.cells import Selector
 from gates.search_pick import pick, search_gain
@@ -82,11 +82,18 @@ def run_search(
             line = f"{arm} failed: {fields['failed']}"
         else:
             values = fields.get("values") or []
-            line = f"{arm}: {metric} {num(values[0]) if values else '?'} (one run)"
+            how = "proposed again: its run reused" if fields.get("reused") else "one run"
+            line = f"{arm}: {metric} {num(values[0]) if values else '?'} ({how})"
         emit("search", line=line)
 
     loop = SearchLoop(plan, study, measure, progress)
-    why = loop.run()
+    try:
+        why = loop.run()
+    except BaseFailed as exc:  # nothing can be compared with a base that gave no value
+        study.set_user_attr(STOPPED, str(exc))
+        study.set_user_attr(FINISHED, True)
+        emit("search", line=f"stopped: {exc}")
+        return expanded(store, spec)
     measured = loop.measured()
     chosen = pick(
         measured,

@@ -274,8 +274,10 @@ class SearchLoop:
         self.study.set_user_attr(BASE_SECONDS, got.seconds)
         if not got.ok:
             self.study.set_user_attr(BASE_REASON, got.reason)
+            self.progress("search-trial-done", {"arm": base.arm_id, "failed": got.reason})
             raise BaseFailed(f"the base arm {base.arm_id} could not be measured: {got.reason}")
         self.study.set_user_attr(BASE_RUNS, [list(r) for r in got.runs])
+        self.progress("search-trial-done", {"arm": base.arm_id, "values": list(self._values(got))})
         self.study.set_user_attr(BASE_CONSTRAINTS, list(got.constraint_values))
         if all(self.dists[k]._contains(self.dists[k].to_internal_repr(v)) for k, v in base.params.items()):
             import optuna
@@ -343,7 +345,10 @@ class SearchLoop:
             trial.set_constraint(c.text(), c.violation(v))
         values = self._values(got)
         self.study.tell(trial, list(values))
-        self.progress("search-trial-done", {"arm": trial.user_attrs.get(ARM), "values": list(values)})
+        self.progress(
+            "search-trial-done",
+            {"arm": trial.user_attrs.get(ARM), "values": list(values), "reused": bool(trial.user_attrs.get(REUSED))},
+        )
 
 
 class BaseFailed(RuntimeError):

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from campaign.core.schema import CampaignSpec
+from campaign.core.search import is_trial_item
 from campaign.core.states import SETTLED, AttemptState, ItemState, Verdict
 from campaign.store.store import Store
 from campaign.store.tables import AttemptRow, aware
@@ -291,7 +292,11 @@ class RunCost:
         whose attempts all measured servers they did not start says "0 server starts (all
         kept)". `wall_s` is the whole command's, `before_s` its part before the first
         server start."""
-        blocks = ", ".join(f"{key} {n}" for key, n in self.blocks.items()) or "none"
+        trials = {k: n for k, n in self.blocks.items() if is_trial_item(k)}
+        shown = [f"{key} {n}" for key, n in self.blocks.items() if key not in trials]
+        if trials:  # a search's trial items, folded: tens of items of one block each
+            shown.insert(0, f"{len(trials)} search trials {sum(trials.values())}")
+        blocks = ", ".join(shown) or "none"
         wall = f"{int(wall_s // 60)} min {int(wall_s % 60)} s" if wall_s >= 90 else f"{wall_s:.0f} s"
         starts = f"{self.server_starts} server start{'s' if self.server_starts != 1 else ''}"
         if not self.server_starts and self.kept:
