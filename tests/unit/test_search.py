@@ -251,3 +251,43 @@ def test_two_objectives_nominate_the_pareto_front() -> None:
     front = pareto_front(measured, (True, False))
     assert [m.arm_id for m in front] == ["S1", "S2"]
     assert pick(measured, (True, False), "A", top=2, most=4).candidates == ("S1", "S2")
+
+
+def test_a_model_dimension_sets_the_trial_arms_model_and_quant(tmp_path: Path) -> None:
+    body = campaign_file(
+        models=[
+            {"name": "m", "quant": "q4", "bits_per_weight": 4.5},
+            {"name": "m", "quant": "q8", "bits_per_weight": 8.5},
+        ],
+        arms=[arm("A", quant="q4", recipe={"slots": 2})],
+        search=search(space={"model": {"choices": ["m/q4", "m/q8"]}, "slots": {"low": 1, "high": 4}}),
+    )
+    from flows.resolve import load_campaign
+
+    plan = SearchPlan(load_campaign(write_campaign(tmp_path, body)))
+    assert plan.arm_for({"model": "m/q4", "slots": 2}).arm_id == "A"
+    q8 = plan.arm_for({"model": "m/q8", "slots": 2})
+    grown = plan.expand(SearchState(arms=(q8,)))
+    assert grown.arm(q8.arm_id).quant == "q8" and grown.arm(q8.arm_id).recipe.slots == 2
+    found = problems(tmp_path, body.replace('"m/q8"]', '"m/q9"]'))
+    assert any(p.startswith("search.space.model.choices[1]: found 'm/q9'") for p in found), found
+
+
+def test_trial_runs_are_tagged_and_folded_in_the_queue_table(tmp_path: Path) -> None:
+    from campaign.store.summary import ItemView
+    from cli.status_view import collapsed_items
+    from flows.placement import arm_tags
+
+    plan = SearchPlan(spec_of(tmp_path))
+    a = plan.arm_for({"slots": 4, "prefill_chunk": 1024, "prefix_cache": "1G"})
+    grown = plan.expand(SearchState(arms=(a,), confirmed=(a.arm_id,)))
+    assert "search:trial" in arm_tags(grown, f"search-{a.arm_id}", a.arm_id, "local")
+    assert "search:confirm" in arm_tags(grown, CONFIRM_ITEM, a.arm_id, "local")
+    views = [
+        ItemView(
+            key=q.key, title=q.title, state="done", reason="", gate=q.gate, arms=q.arms, probes=q.probes, attempts=1
+        )
+        for q in grown.queue
+    ]
+    folded = collapsed_items(views)
+    assert [v.key for v in folded] == ["search trials", CONFIRM_ITEM] and folded[0].attempts == 2
