@@ -18,3 +18,4 @@ from tests.unit.test_store import (  # noqa: F401 - collected here with this lan
     test_the_sign_of_trial_becomes_the_rows_kind,
     test_unfinished_probe_runs_are_not_read,
 )
+from tests.unit.test_search import test_a_search_resumes_where_it_stopped_with_its_budget  # noqa: F401

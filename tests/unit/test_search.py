@@ -181,8 +181,12 @@ def test_a_failed_start_is_a_failed_trial_with_its_reason_never_a_zero(tmp_path:
     assert all(x.arm_id not in {t.user_attrs["arm"] for t in failed} for x in loop.measured())
 
 
-def test_a_search_resumes_where_it_stopped_with_its_budget(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'study.db'}"
+def test_a_search_resumes_where_it_stopped_with_its_budget(tmp_path: Path, db_url: str) -> None:
+    """On the campaign's own database (SQLite here, PostgreSQL in the integration lane),
+    beside the store's tables."""
+    from campaign.store.store import Store
+
+    url = Store(db_url).url
     spec = spec_of(tmp_path, budget={"starts": 9}, sampler="tpe")
     plan = SearchPlan(spec)
 
@@ -291,3 +295,48 @@ def test_trial_runs_are_tagged_and_folded_in_the_queue_table(tmp_path: Path) -> 
     ]
     folded = collapsed_items(views)
     assert [v.key for v in folded] == ["search trials", CONFIRM_ITEM] and folded[0].attempts == 2
+
+
+def test_two_objectives_run_as_a_multi_objective_study(tmp_path: Path) -> None:
+    spec = spec_of(
+        tmp_path,
+        sampler="tpe",
+        budget={"starts": 10},
+        objective=[
+            {"metric": "decode_tps", "probe": "decode"},
+            {"metric": "ttft_s", "probe": "decode", "direction": "minimize"},
+        ],
+    )
+    plan = SearchPlan(spec)
+
+    def two(arm: Any) -> TrialOutcome:
+        slots = arm.params.get("slots", 2)
+        n = 2 if arm.arm_id == "A" else 1
+        return TrialOutcome(tuple((10.0 * slots, 0.1 * slots) for _ in range(n)))
+
+    loop, _ = loop_for(spec, optuna.storages.InMemoryStorage(), two)
+    loop.run()
+    assert [d.name for d in loop.study.directions] == ["MAXIMIZE", "MINIMIZE"]
+    chosen = pick(loop.measured(), spec.search.maximizing(), "A", 2, 4)
+    assert chosen.why.startswith("the Pareto front") and chosen.winner is not None
+    grown = plan.expand(SearchState(arms=(), confirmed=chosen.candidates))
+    assert {BEATS_BASE, f"{BEATS_BASE}-ttft_s"} <= {g.id for g in grown.gates}
+
+
+def test_an_adaptive_confirmation_reads_every_gate_as_a_sequence(tmp_path: Path) -> None:
+    spec = spec_of(tmp_path, confirm={"max_blocks": 8})
+    plan = SearchPlan(spec)
+    a, b = plan.arm_for({"slots": 4}), plan.arm_for({"slots": 3})
+    grown = plan.expand(SearchState(arms=(a, b), confirmed=(a.arm_id, b.arm_id)))
+    assert grown.blocks(grown.item(CONFIRM_ITEM)).adaptive
+    assert {BEATS_BASE, f"search-vs-{b.arm_id}"} <= grown.adaptive_gates()
+
+
+def test_check_plans_the_search_and_what_its_budget_buys(tmp_path: Path) -> None:
+    from cli.plan import plan_lines
+
+    lines = plan_lines(spec_of(tmp_path, budget={"starts": 12}))
+    text = "\n".join(lines)
+    assert "a grid of 36 arms" in text and "up to 10 trial arms" in text
+    assert "up to 25 server starts" in text  # (the base + 4 candidates at most) x 5 fresh blocks
+    assert lines[-1].endswith("and the search's 12 + up to 25 (confirmation) in all")
