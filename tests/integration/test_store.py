@@ -2,6 +2,7 @@
 PostgreSQL database (tests/integration/conftest.py gives `db_url`): one body of tests,
 both backends."""
 
+from tests.unit.test_search import test_a_search_resumes_where_it_stopped_with_its_budget  # noqa: F401
 from tests.unit.test_store import (  # noqa: F401 - collected here with this lane's db_url
     test_a_resumed_probe_run_is_counted_once,
     test_claim_attempt_takes_each_arm_once,
@@ -18,4 +19,3 @@ from tests.unit.test_store import (  # noqa: F401 - collected here with this lan
     test_the_sign_of_trial_becomes_the_rows_kind,
     test_unfinished_probe_runs_are_not_read,
 )
-from tests.unit.test_search import test_a_search_resumes_where_it_stopped_with_its_budget  # noqa: F401
