@@ -33,8 +33,6 @@ import sys
 import time
 from pathlib import Path
 
-from scipy import stats as st
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flows.search_calibration import (  # noqa: E402
@@ -44,12 +42,9 @@ from flows.search_calibration import (  # noqa: E402
     starts_to_reach,
     surface,
 )
-from gates.calibration import VariationModel  # noqa: E402
+from gates.calibration import VariationModel, rate_text  # noqa: E402
 
-
-def ci(k: int, n: int) -> str:
-    r = st.binomtest(k, n).proportion_ci(0.95, method="exact")
-    return f"{k / n:6.1%} [{r.low:.1%}, {r.high:.1%}]"
+ci = rate_text
 
 
 def main() -> None:

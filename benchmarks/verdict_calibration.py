@@ -51,8 +51,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from scipy import stats as st
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gates.calibration import (  # noqa: E402
@@ -61,15 +59,13 @@ from gates.calibration import (  # noqa: E402
     blocks_after_look,
     calibrate,
     gates_for,
+    rate_text,
     rerun_until_pass,
     run_adaptive,
 )
 from tests.campaigns import arm, campaign_file, gate, model, simulator  # noqa: E402
 
-
-def ci(k: int, n: int) -> str:
-    r = st.binomtest(k, n).proportion_ci(0.95, method="exact")
-    return f"{k / n:6.1%} [{r.low:.1%}, {r.high:.1%}]"
+ci = rate_text
 
 
 def e2e_campaign(seed: int, blocks: int) -> str:

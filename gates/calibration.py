@@ -362,3 +362,12 @@ def replace_blocks(design: Design, blocks: int) -> Design:
         design.probe,
         design.base,
     )
+
+
+def rate_text(k: int, n: int) -> str:
+    """'  2.5% [1.2%, 4.5%]': k of n as a rate with its exact (Clopper-Pearson) 95%
+    interval, as every calibration benchmark prints a rate."""
+    from scipy import stats as st
+
+    r = st.binomtest(k, n).proportion_ci(0.95, method="exact")
+    return f"{k / n:6.1%} [{r.low:.1%}, {r.high:.1%}]"

@@ -315,8 +315,28 @@ def xy_chart(
     next value."""
     if not any(points for _, points, _ in series):
         return empty(title, "no samples")
+    chart = _xy(
+        chart_id,
+        title,
+        series,
+        x_title,
+        y_title,
+        height,
+        interpolate=None,
+        show_dots=False,
+        fill=False,
+        stroke_style={"width": 2},
+        allow_interruptions=True,
+    )
+    for name, points, _ in series:
+        chart.add(name, _steps(points))
+    return _finish(chart, chart_id)
+
+
+def _xy(chart_id: str, title: str, series: list[Any], x_title: str, y_title: str, height: int, **style: Any) -> Any:
+    """A pygal XY chart in the series' colours, values written plainly."""
     styles = [Series(name, [], color=color) for name, _, color in series]
-    chart = pygal.XY(
+    return pygal.XY(
         **_common(
             chart_id,
             title,
@@ -327,16 +347,9 @@ def xy_chart(
             formatter=_value,
             value_formatter=plain,
             x_value_formatter=plain,
-            interpolate=None,
-            show_dots=False,
-            fill=False,
-            stroke_style={"width": 2},
-            allow_interruptions=True,
+            **style,
         )
     )
-    for name, points, _ in series:
-        chart.add(name, _steps(points))
-    return _finish(chart, chart_id)
 
 
 def _steps(points: list[tuple[float, float | None]]) -> list[tuple[float, float | None]]:
@@ -404,23 +417,7 @@ def scatter_chart(
     """Points without lines, one series a colour: trials of a search, a Pareto front."""
     if not any(points for _, points, _ in series):
         return empty(title, "no points yet")
-    styles = [Series(name, [], color=color) for name, _, color in series]
-    chart = pygal.XY(
-        **_common(
-            chart_id,
-            title,
-            x_title,
-            y_title,
-            styles,
-            height=height,
-            formatter=_value,
-            value_formatter=plain,
-            x_value_formatter=plain,
-            stroke=False,
-            show_dots=True,
-            dots_size=4,
-        )
-    )
+    chart = _xy(chart_id, title, series, x_title, y_title, height, stroke=False, show_dots=True, dots_size=4)
     for name, points, _ in series:
         chart.add(name, points)
     return _finish(chart, chart_id)
