@@ -29,6 +29,12 @@ def _nothing_to_do(store: Any, spec: Any, file: Path, recheck_blocked: bool) -> 
     row = store.campaign(spec.campaign.name)
     if row is None or row.id is None or row.file_digest != file_digest(file):
         return None  # new, or the file changed: register it and run
+    if spec.search is not None:
+        from campaign.store.study import expanded, search_finished
+
+        if not search_finished(store, spec):
+            return None  # the search has trials left to propose
+        spec = expanded(store, spec)  # its trials and confirmation are the queue's items now
     if queue.work_left(store, spec, row.id, recheck_blocked):
         return None
     counts: dict[str, int] = {}

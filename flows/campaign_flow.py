@@ -19,7 +19,7 @@ from campaign.core.schema import CampaignFileError, CampaignSpec
 from campaign.core.states import ItemState
 from campaign.store import queue
 from campaign.store.store import Store
-from campaign.store.study import expanded
+from campaign.store.study import expanded, search_finished
 from campaign.store.summary import PREFECT_API_EVENT
 from flows import interrupt, placement
 from flows import overrides as override_keys
@@ -31,7 +31,7 @@ from flows.overrides import with_item_overrides
 from flows.prefect_api import configured_api_url
 from flows.progress import emit
 from flows.resolve import load_campaign, simulated_adapters
-from flows.search import run_search, search_finished
+from flows.search import run_search
 from flows.verdicts import compute_verdicts
 
 

@@ -27,7 +27,6 @@ from campaign.store.study import (
     PICK,
     STOPPED,
     expanded,
-    find_study,
     state_of,
     storage,
     study_name,
@@ -38,13 +37,6 @@ from flows.search_loop import BaseFailed, SearchLoop, TrialOutcome, maximizing, 
 from gates.arm_cells import cell_stats
 from gates.cells import Selector
 from gates.search_pick import pick, search_gain
-
-
-def search_finished(store: Store, spec: CampaignSpec) -> bool:
-    """Whether the search phase has ended (its confirmation items are then in the queue)."""
-    if spec.search is None:
-        return True
-    return state_of(find_study(store, spec.campaign.name), SearchPlan(spec)).finished
 
 
 def run_search(

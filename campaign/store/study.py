@@ -79,6 +79,14 @@ def state_of(study: Any | None, plan: SearchPlan) -> SearchState:
     )
 
 
+def search_finished(store: Store, spec: Any) -> bool:
+    """Whether the campaign's search phase has ended (true without a search): then its
+    confirmation items are in the expanded queue, and a run has only those left."""
+    if spec.search is None:
+        return True
+    return state_of(find_study(store, spec.campaign.name), SearchPlan(spec)).finished
+
+
 def expanded(store: Store, spec: Any) -> Any:
     """The campaign as its search has grown it so far (the file's own without a search)."""
     if spec.search is None:

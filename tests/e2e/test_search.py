@@ -96,6 +96,10 @@ def test_a_search_killed_mid_way_resumes_and_confirms_its_winner(tmp_path: Path)
     )
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "Traceback" not in resumed.stderr
+    again = subprocess.run(
+        [*cli, "run", str(path), "--db", str(db)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0 and again.stdout.startswith("nothing to do"), again.stdout + again.stderr
 
     with sqlite3.connect(db) as conn:
         states = dict(conn.execute("select state, count(*) from trials group by state").fetchall())
