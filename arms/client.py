@@ -136,6 +136,8 @@ async def _stream_chat(
                     record.send_stamp_source = SEND_FALLBACK if sent is None else SEND_HEADERS_SENT
                     if record.retries:  # the user waited from the first send: so do the times
                         record.send_ns, record.send_stamp_source = first_send, SEND_FIRST_ATTEMPT
+                    timed = response.extensions.get("campaign.timed_stream")
+                    record.connect_ns = getattr(timed, "connect_ns", None)
                     record.status = response.status_code
                     if response.status_code >= 400:
                         detail = (await response.aread())[:300].decode("utf-8", errors="replace")
@@ -179,6 +181,15 @@ async def _stream_chat(
             )
         return record
     return record
+
+
+async def warm_connections(http: httpx.AsyncClient, connections: int) -> int:
+    """Open `connections` pooled connections before a run (`TimedAiohttpTransport.warm`);
+    0 on a client without the timed transport."""
+    transport = getattr(http, "timed_transport", None)
+    if transport is None or connections <= 0:
+        return 0
+    return int(await transport.warm(str(http.base_url).rstrip("/") + "/v1/models", connections))
 
 
 async def get_text(http: httpx.AsyncClient, path: str, timeout: float = 10.0) -> str:

@@ -93,6 +93,7 @@ class RequestRecord:
     stamp_source: str = ""  # STAMP_*: how event_ns were taken ("" when no body was read)
     send_stamp_source: str = ""  # SEND_*: how send_ns was taken
     scheduled_ns: int | None = None  # a load profile's planned send (arms/workloads/profiles.py); None: unscheduled
+    connect_ns: int | None = None  # time spent opening a new connection for this request; None: a pooled one
 
     @property
     def ok(self) -> bool:
@@ -184,11 +185,18 @@ def e2e_s(record: RequestRecord) -> float | None:
 
 def schedule_lag_s(record: RequestRecord) -> float | None:
     """Actual send - scheduled send, for a request a load profile scheduled: how far the
-    client fell behind its own schedule (the wait for an in-flight cap included). None for
-    an unscheduled request."""
+    client fell behind its own schedule (the wait for an in-flight cap included), from the
+    schedule to the moment the request could be written: a new connection's time
+    (`connect_ns`, the server's and the network's, not the client's) is apart. None for an
+    unscheduled request."""
     if record.scheduled_ns is None or not record.send_ns:
         return None
-    return (record.send_ns - record.scheduled_ns) / NS
+    return (record.send_ns - record.scheduled_ns - (record.connect_ns or 0)) / NS
+
+
+def connect_s(record: RequestRecord) -> float | None:
+    """The time this request spent opening a new connection; None on a pooled one."""
+    return None if record.connect_ns is None else record.connect_ns / NS
 
 
 def token_event_times(record: RequestRecord) -> list[int]:

@@ -114,6 +114,7 @@ class TimedStream(httpx.AsyncByteStream):
     def __init__(self, response: aiohttp.ClientResponse, read_timeout: float | None = None):
         self._response = response
         self.arrivals: ArrivalIndex | None = None
+        self.connect_ns: int | None = None  # the time this request spent opening its connection
         self.stalled = False
         self._read_timeout = read_timeout
         self._timer: asyncio.TimerHandle | None = None
@@ -188,7 +189,18 @@ class TimedAiohttpTransport(httpx.AsyncBaseTransport):
             if holder is not None:
                 holder.send_ns = time.perf_counter_ns()
 
+        async def on_connect_start(_session: Any, ctx: SimpleNamespace, _params: Any) -> None:
+            if ctx.trace_request_ctx is not None:
+                ctx.trace_request_ctx.connect_start = time.perf_counter_ns()
+
+        async def on_connect_end(_session: Any, ctx: SimpleNamespace, _params: Any) -> None:
+            holder = ctx.trace_request_ctx
+            if holder is not None and getattr(holder, "connect_start", None) is not None:
+                holder.connect_ns = time.perf_counter_ns() - holder.connect_start
+
         trace.on_request_headers_sent.append(on_headers_sent)
+        trace.on_connection_create_start.append(on_connect_start)
+        trace.on_connection_create_end.append(on_connect_end)
         if fresh:  # one new connection per request: for the single retry after a refusal
             connector = _StampingConnector(limit=self.max_connections, force_close=True, ttl_dns_cache=300)
         else:
@@ -232,7 +244,7 @@ class TimedAiohttpTransport(httpx.AsyncBaseTransport):
             sock_connect=timeout.get("connect"),
             sock_read=timeout.get("read"),
         )
-        holder = SimpleNamespace(send_ns=None)
+        holder = SimpleNamespace(send_ns=None, connect_start=None, connect_ns=None)
         try:
             response = await session.request(
                 method,
@@ -254,7 +266,30 @@ class TimedAiohttpTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectError(f"connection failed: {exc}", request=request) from exc
         except aiohttp.ClientResponseError as exc:
             raise httpx.RemoteProtocolError(f"malformed response: {exc.message}", request=request) from exc
-        return response, holder.send_ns, TimedStream(response, timeout.get("read"))
+        stream = TimedStream(response, timeout.get("read"))
+        stream.connect_ns = holder.connect_ns
+        return response, holder.send_ns, stream
+
+    async def warm(self, url: str, connections: int, timeout: float = 10.0) -> int:
+        """Open up to `connections` pooled connections before a run's schedule starts, by
+        as many concurrent GETs of `url` (each holds its connection until all are open):
+        the first request on a connection then does not pay for opening it, so a run of
+        256 streams does not start with a ramp of 256 connects. Returns how many opened."""
+        if self._session is None or self._session.closed:
+            self._session = self._make_session()
+        session = self._session
+        limit = aiohttp.ClientTimeout(total=timeout)
+
+        async def one() -> bool:
+            try:
+                async with session.get(url, timeout=limit, skip_auto_headers=("User-Agent",)) as response:
+                    await response.read()
+                    return response.status < 500
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                return False
+
+        done = await asyncio.gather(*(one() for _ in range(max(0, min(connections, self.max_connections)))))
+        return sum(done)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response, send_ns, stream = await self.open(

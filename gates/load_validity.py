@@ -1,16 +1,24 @@
 """What a load run must show of its client for a gate to read it.
 
-A verdict needs a valid measurement: an open-loop run in which the client fell behind its
-own schedule (`schedule_lag_p99_s` over `max_schedule_lag_s`; a closed loop has no
-schedule, its lag is the client's overhead) or whose times fell back from
-byte-arrival stamping to read time (`stamp_fallbacks`), or whose client process used
-more than `max_client_cpu_share` of a core (`client_cpu_share`, default 0.9: the loop that
-stamps every byte had no room), measured the client as much as the server. Any cell a
-gate reads with such a run, subject or baseline, makes the gate `inconclusive`, and the
-reason names the arm, the cell and the run. The default bound, 10 ms, is
-`benchmarks/load_lag.py`'s: the lag this client keeps under on two cores up to hundreds
-of requests per second (its floor is the event loop's 1 ms timer). The report's coverage
-matrix marks runs with the same rule (`run_faults`).
+A run is client-bound when the client's own overhead is a material share of what it
+measured. Each rule is relative to the run's own numbers where it can be:
+
+- an open-loop run whose schedule lag p99 (`schedule_lag_p99_s`, a new connection's time
+  apart) is over the larger of `max_schedule_lag_s` (10 ms, `benchmarks/load_lag.py`'s:
+  the lag this client keeps under on two cores up to hundreds of requests per second)
+  and `lag_share_of_ttft` (1%) of the run's own TTFT p50: against a server that answers
+  in seconds, tens of milliseconds of lag are noise, against one that answers in 50 ms
+  they are not. A closed loop has no schedule: its lag is the client's overhead;
+- a client process that used more than `max_client_cpu_share` of a core (0.9: the loop
+  that stamps every byte had no room);
+- an event loop that woke a 10 ms ticker later than `max_loop_lag_s` at p99 (50 ms): a
+  neighbour process stealing the core shows here even when the client's own CPU share
+  does not;
+- times that fell back from byte-arrival stamping to read time (`stamp_fallbacks`).
+
+Any cell a gate reads with such a run, subject or baseline, makes the gate
+`inconclusive`, and the reason names the arm, the cell, the run and the rule, with its
+numbers. The report's coverage matrix marks runs with the same rule (`run_faults`).
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from gates.runs import block_of
 SWEEP = "sweep"
 DEFAULT_MAX_SCHEDULE_LAG_S = 0.010  # benchmarks/load_lag.py's bound (module doc)
 DEFAULT_MAX_CLIENT_CPU_SHARE = 0.9  # of one core: the event loop that stamps every byte had no room left
+DEFAULT_LAG_SHARE_OF_TTFT = 0.01  # of the run's TTFT p50: lag below it is noise in what the gate reads
+DEFAULT_MAX_LOOP_LAG_S = 0.050  # p99 of the 10 ms ticker's lateness: the loop was not the client's
 
 
 class ClientValidity(Rigor):
@@ -37,6 +47,16 @@ class ClientValidity(Rigor):
         default=DEFAULT_MAX_SCHEDULE_LAG_S,
         gt=0,
         description="a run whose schedule lag p99 exceeds this measured the client: a gate reading it is inconclusive",
+    )
+    lag_share_of_ttft: float = Field(
+        default=DEFAULT_LAG_SHARE_OF_TTFT,
+        ge=0,
+        description="the lag bound is the larger of max_schedule_lag_s and this share of the run's TTFT p50",
+    )
+    max_loop_lag_s: float = Field(
+        default=DEFAULT_MAX_LOOP_LAG_S,
+        gt=0,
+        description="a run whose event loop woke a 10 ms ticker later than this at p99 was a busy client: inconclusive",
     )
     allow_stamp_fallback: bool = Field(
         default=False,
@@ -80,16 +100,27 @@ def run_faults(part: pd.DataFrame, arm: str, p: ClientValidity | None = None) ->
         def value(metric: str, run: pd.DataFrame = run) -> float:
             return float(run.loc[run["metric"] == metric, "value"].max()) if (run["metric"] == metric).any() else 0.0
 
-        lag, fallen, cpu = (
+        lag, fallen, cpu, loop, ttft = (
             value(metrics.SCHEDULE_LAG_P99_S.name),
             value(metrics.STAMP_FALLBACKS.name),
             value(metrics.CLIENT_CPU_SHARE.name),
+            value(metrics.LOOP_LAG_P99_S.name),
+            value(metrics.TTFT_P50_S.name),
         )
-        if lag > p.max_schedule_lag_s and is_open_loop(
-            str(step)
-        ):  # a closed loop's lag is its own overhead, no schedule
+        bound = max(p.max_schedule_lag_s, p.lag_share_of_ttft * ttft)
+        if lag > bound and is_open_loop(str(step)):  # a closed loop's lag is its own overhead, no schedule
+            why = (
+                f"{p.lag_share_of_ttft:.0%} of the run's TTFT p50 {ttft * 1000:.0f} ms"
+                if bound > p.max_schedule_lag_s
+                else f"{p.max_schedule_lag_s * 1000:g} ms"
+            )
             out.append(
-                f"{arm} {step} (block {block}): the client fell behind its schedule, lag p99 {lag * 1000:.0f} ms > {p.max_schedule_lag_s * 1000:g} ms"
+                f"{arm} {step} (block {block}): the client fell behind its schedule, lag p99 {lag * 1000:.0f} ms > {why}"
+            )
+        if loop > p.max_loop_lag_s:
+            out.append(
+                f"{arm} {step} (block {block}): the client's event loop fell behind its schedule, a 10 ms ticker "
+                f"woke p99 {loop * 1000:.0f} ms late > {p.max_loop_lag_s * 1000:g} ms (a busy client or machine)"
             )
         if cpu > p.max_client_cpu_share:
             out.append(

@@ -40,12 +40,14 @@ so every rate asks for the same work.
 
 from __future__ import annotations
 
+import math
 import statistics
 import uuid
 from typing import Any
 
 import httpx
 
+from arms.client import warm_connections
 from arms.measures import (
     RequestRecord,
     e2e_s,
@@ -177,6 +179,7 @@ async def run_profile(
         return record
 
     before = await read_counters(http, target)
+    await warm_connections(http, warm_count(profile, params.max_in_flight))
     async with QueueSampler(http, target, sink, phase=scenario) as sampler:
         result = await dispatch.run(
             profile,
@@ -258,6 +261,17 @@ async def run(target: ProbeTarget, sink: Sink, params: LoadParams) -> None:
                 await run_profile(http, target, sink, params, profile, mode, workload(profile))
                 continue
             await sweep(http, target, sink, params, mode, workload)
+
+
+def warm_count(profile: Profile, cap: int) -> int:
+    """Connections to open before a run: a closed loop's clients all send at its start, so
+    its concurrency (capped); an open loop's requests in flight are about its rate times a
+    response's time, so its rate rounded up (at least one, at most the in-flight cap). Not
+    the cap itself: a server that serves a connection per thread (llama-server) would hold
+    a thread for each idle one."""
+    if not profile.open_loop:
+        return min(cap, max(1, profile.concurrency))
+    return min(cap, max(1, math.ceil(profile.rate or 1)))
 
 
 def queue_growth(depths: list[float]) -> float:

@@ -18,7 +18,7 @@ import asyncio
 import gc
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from arms.client import gc_paused
@@ -39,10 +39,43 @@ class RunResult:
     peak_in_flight: int = 0
     cap_waits: int = 0
     cpu_s: float = 0.0  # the client process's CPU time over the run (all its threads)
+    loop_lags_ns: list[int] = field(default_factory=list)  # how late the loop woke each tick (`LoopTicker`)
 
     @property
     def span_s(self) -> float:
         return max(0.0, (self.end_ns - self.start_ns) / NS)
+
+
+class LoopTicker:
+    """How late the client's event loop runs: a task that sleeps `period` again and again
+    and records how much later than asked it woke each time. Every stamp the client takes
+    (a send, a byte's arrival) waits for the loop as this ticker does, so a loop late by
+    more than a bound measured the client, whatever its CPU share says (a busy neighbour
+    process steals the core without the client's CPU time showing it)."""
+
+    def __init__(self, period_s: float = 0.01):
+        self.period_s = period_s
+        self.lags_ns: list[int] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        period = int(self.period_s * NS)
+        while True:
+            asked = time.perf_counter_ns()
+            await asyncio.sleep(self.period_s)
+            self.lags_ns.append(max(0, time.perf_counter_ns() - asked - period))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
 
 
 Send = Callable[[int, Any], Awaitable[RequestRecord]]
@@ -73,12 +106,18 @@ async def run(
     """
     gc.collect()  # before the clock starts: then the collector stays off for the whole run
     cpu0 = time.process_time()
+    ticker = LoopTicker()
     with gc_paused:  # a collection between two requests would land on a scheduled send (tens of ms)
-        if profile.open_loop:
-            result = await _open_loop(profile, send, prepare, duration_s, requests, max_in_flight, stop)
-        else:
-            result = await _closed_loop(profile, send, prepare, duration_s, requests, stop)
+        ticker.start()
+        try:
+            if profile.open_loop:
+                result = await _open_loop(profile, send, prepare, duration_s, requests, max_in_flight, stop)
+            else:
+                result = await _closed_loop(profile, send, prepare, duration_s, requests, stop)
+        finally:
+            await ticker.stop()
     result.cpu_s = time.process_time() - cpu0
+    result.loop_lags_ns = ticker.lags_ns
     return result
 
 

@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from arms.measures import (
+    NS,
     SEND_FALLBACK,
     SOURCE_CLIENT_ESTIMATE,
     SOURCE_SERVER,
     STAMP_DATA_RECEIVED,
     RequestRecord,
     completion_tokens,
+    connect_s,
     e2e_s,
     itl_s,
     percentile,
@@ -169,6 +171,14 @@ def run_stats(result: RunResult, targets: Mapping[TargetName, float]) -> list[St
             Stat(row, percentile(gaps, q) or 0.0, f"{len(gaps)} gaps")
             for q, row in zip(PERCENTILES, ITL_PERCENTILES, strict=True)
         )
+    connects = [v for r in records if (v := connect_s(r)) is not None]
+    out.append(Stat(metrics.CONNECTS, float(len(connects)), "requests that opened a connection"))
+    if connects:
+        out.append(Stat(metrics.CONNECT_P50_S, percentile(connects, 50) or 0.0, f"{len(connects)} connects"))
+        out.append(Stat(metrics.CONNECT_P99_S, percentile(connects, 99) or 0.0, f"{len(connects)} connects"))
+    if result.loop_lags_ns:
+        loop = [v / NS for v in result.loop_lags_ns]
+        out.append(Stat(metrics.LOOP_LAG_P99_S, percentile(loop, 99) or 0.0, f"{len(loop)} ticks of 10 ms"))
     lags = [v for r in records if (v := schedule_lag_s(r)) is not None]
     if lags:
         out.append(Stat(metrics.SCHEDULE_LAG_P50_S, percentile(lags, 50) or 0.0, f"{len(lags)} sends"))

@@ -378,3 +378,24 @@ def test_parsing_a_whole_stream_fills_the_record() -> None:
     assert record.tool_calls == [{"id": "c1", "name": "add", "arguments": '{"a": 1}'}]
     assert record.usage == {"completion_tokens": 4} and record.timings == {"cache_n": 0}
     assert record.malformed_events == 1 and record.error == "malformed SSE: 1 event(s) were not JSON"
+
+
+async def test_a_new_connections_time_is_kept_apart_and_a_warmed_pool_pays_none(loopback) -> None:
+    """The first request on a new connection records how long opening it took
+    (`connect_ns`), a pooled one records none; after `warm_connections(n)`, n requests sent
+    at once all find a connection open; and the schedule lag leaves the connect out."""
+    from arms.client import warm_connections
+    from arms.measures import schedule_lag_s
+
+    url = await loopback(TOKENS)
+    async with make_http_client(url, 8) as http:
+        first = await stream_chat(http, BODY)
+        second = await stream_chat(http, BODY)
+    assert first.ok and second.ok
+    assert first.connect_ns is not None and first.connect_ns > 0 and second.connect_ns is None
+    async with make_http_client(url, 8) as http:
+        assert await warm_connections(http, 6) == 6
+        burst = await asyncio.gather(*(stream_chat(http, BODY) for _ in range(6)))
+    assert all(r.ok and r.connect_ns is None for r in burst), [r.connect_ns for r in burst]
+    first.scheduled_ns = first.send_ns - first.connect_ns - 2_000_000  # 2 ms late, connect apart
+    assert abs((schedule_lag_s(first) or 0) - 0.002) < 1e-9

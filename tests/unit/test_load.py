@@ -522,6 +522,48 @@ def test_the_sweep_cell_is_found_when_rows_carry_their_settings() -> None:
     assert swept.verdict == Verdict.PASS, swept.reason
 
 
+def test_the_lag_bound_is_relative_to_what_the_run_measured_and_a_busy_loop_is_named() -> None:
+    """A ramp of connections against a slow server (TTFT p50 20 s) lags 80 ms: 0.4% of what
+    the gate reads, so the run is valid; 300 ms is 1.5% of it, so it is not, and the reason
+    says against what. A client whose event loop woke a ticker 120 ms late is refused
+    whatever its lag, naming the loop."""
+
+    def rows(extra: dict[str, tuple[float, str]]) -> pd.DataFrame:
+        b = runs_rows("B", "rate=2", [37, 39, 38, 36], offered=40, window=20)
+        a = [
+            r
+            for i, m in enumerate([20, 21, 19, 22])
+            for r in run_rows("A", "rate=2", met=m, offered=40, window=20, block=i, extra=extra if i == 2 else None)
+        ]
+        return pd.DataFrame(b + a)
+
+    params = {"scenario": "rate=2", "min_gain": 0.3}
+    slow = {"ttft_p50_s": (20.0, "")}
+    ramp = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({**slow, "schedule_lag_p99_s": (0.080, "")}))
+    assert ramp.verdict == Verdict.PASS, ramp.reason
+    late = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({**slow, "schedule_lag_p99_s": (0.300, "")}))
+    assert late.verdict == Verdict.INCONCLUSIVE
+    assert "lag p99 300 ms > 1% of the run's TTFT p50 20000 ms" in late.reason, late.reason
+    busy = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"loop_lag_p99_s": (0.120, "")}))
+    assert busy.verdict == Verdict.INCONCLUSIVE and "event loop" in busy.reason and "120 ms late > 50 ms" in busy.reason
+    calm = evaluate(gate("load_goodput", params, ["B"], ["A"]), rows({"loop_lag_p99_s": (0.004, "")}))
+    assert calm.verdict == Verdict.PASS
+
+
+async def test_the_loop_ticker_sees_a_blocked_event_loop() -> None:
+    import time as clock
+
+    from arms.workloads.dispatch import LoopTicker
+
+    ticker = LoopTicker()
+    ticker.start()
+    await asyncio.sleep(0.05)
+    clock.sleep(0.12)  # the loop held by something else, as a busy client's is
+    await asyncio.sleep(0.03)
+    await ticker.stop()
+    assert max(ticker.lags_ns) >= 90_000_000 and min(ticker.lags_ns) < 20_000_000, ticker.lags_ns
+
+
 # -- the probe on the simulator ----------------------------------------------------------------------------
 
 SIM = {"prefill_tps": 2000.0, "decode_tps": 60.0, "batch_penalty": 0.1}

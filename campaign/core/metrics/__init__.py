@@ -137,7 +137,9 @@ def markdown() -> str:
         "`metric` (and `also_metric`, `guard_metric`, ...); `campaign check` refuses a name that is",
         "not here or that no probe of the gate's items stores. A comparative gate reads the",
         "direction given here unless it sets `higher_is_better`; how each number is computed is",
-        'in `docs/measurement.md` ("Measurement definitions").',
+        'in `docs/measurement.md` ("Measurement definitions"). "Each load run" is one row per run',
+        "of the load probe, its scenario the run's: `synchronous`, `concurrency=N`, `poisson=R`,",
+        "`constant=R` or `trace=<name>`.",
     ]
     for probe in ALL_PROBES:
         lines += ["", f"## {probe}", "", *probe_table(probe)]

@@ -23,7 +23,9 @@ COUNTING = (CACHE_PROBE, DECODE, AGENT_LOAD, LOAD)
 # a probe's own request tally, one row per scenario or summary
 TALLYING = ALL_PROBES
 
-LOAD_RUNS = "each run: synchronous, concurrency=N, poisson=R, constant=R"
+# a load run's scenario, one row per run: synchronous, concurrency=N, poisson=R, constant=R
+# or trace=<name> (docs/metrics.md says so once, above its tables)
+LOAD_RUNS = "each load run"
 
 
 @dataclass(frozen=True)

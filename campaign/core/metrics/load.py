@@ -169,6 +169,18 @@ ITL_P50_S, ITL_P90_S, ITL_P99_S, ITL_MAX_S = (
 SCHEDULE_LAG_P50_S, SCHEDULE_LAG_P99_S, SCHEDULE_LAG_MAX_S = (
     _percentile("schedule_lag", "send lag against the schedule", p) for p in ("p50", "p99", "max")
 )
+CONNECT_P50_S, CONNECT_P99_S = (
+    _percentile("connect", "time to open a new connection, for the requests that opened one", p) for p in ("p50", "p99")
+)
+CONNECTS = _m("connects", "count", "new connections during the run (after its warm-up)", (LOAD,), LOAD_RUNS)
+LOOP_LAG_P99_S = _m(
+    "loop_lag_p99_s",
+    "s",
+    "p99 of how late the client's event loop woke a 10 ms ticker",
+    (LOAD,),
+    LOAD_RUNS,
+    False,
+)
 
 
 # -- agent-load's baseline pass (one conversation alone): its own copy of the summary and
