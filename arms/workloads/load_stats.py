@@ -42,10 +42,12 @@ from arms.measures import (
     itl_s,
     percentile,
     schedule_lag_s,
+    token_event_times,
     tpot_s,
     ttft_s,
 )
 from arms.workloads.dispatch import RunResult
+from arms.workloads.steady import per_second, steady_window
 from campaign.core import metrics
 from campaign.core.metrics import Metric
 
@@ -158,11 +160,16 @@ def run_stats(result: RunResult, targets: Mapping[TargetName, float]) -> list[St
                 f"sends that waited for the cap of {result.max_in_flight} in flight",
             )
         )
+    # a closed loop sends its next request when the last one ended: a slow response delays
+    # the sends after it, and the latencies of the requests it kept from being sent are never
+    # measured (coordinated omission). Its percentiles are per request as sent, and say so;
+    # an open loop keeps its schedule, so its latencies are not subject to it
+    omission = "" if result.profile.open_loop else "; closed loop: subject to coordinated omission"
     for fn, rows in LATENCIES:
         values = [v for r in ok if (v := fn(r)) is not None]
         if values:
             out.extend(
-                Stat(row, percentile(values, q) or 0.0, f"{len(values)} requests")
+                Stat(row, percentile(values, q) or 0.0, f"{len(values)} requests{omission}")
                 for q, row in zip(PERCENTILES, rows, strict=True)
             )
     gaps = [g for r in ok for g in itl_s(r)]
@@ -171,6 +178,14 @@ def run_stats(result: RunResult, targets: Mapping[TargetName, float]) -> list[St
             Stat(row, percentile(gaps, q) or 0.0, f"{len(gaps)} gaps")
             for q, row in zip(PERCENTILES, ITL_PERCENTILES, strict=True)
         )
+    series = per_second([t for r in ok for t in token_event_times(r)], result.start_ns, result.end_ns)
+    steady = steady_window(series)
+    if steady is None:
+        out.append(Stat(metrics.STEADY_WINDOW_S, 0.0, f"never reached a steady state over {len(series)} s (MSER-5)"))
+    else:
+        where = f"{steady.start_s:.0f}-{steady.end_s:.0f} s of {len(series)} s (MSER-5)"
+        out.append(Stat(metrics.STEADY_WINDOW_S, steady.window_s, where))
+        out.append(Stat(metrics.STEADY_OUTPUT_TPS, steady.rate, where))
     connects = [v for r in records if (v := connect_s(r)) is not None]
     out.append(Stat(metrics.CONNECTS, float(len(connects)), "requests that opened a connection"))
     if connects:

@@ -131,3 +131,30 @@ def test_a_sweep_stops_at_the_first_rate_that_does_not_hold_and_says_why(tmp_pat
     assert stopped.values("sweep_time_saved_s", scenario="sweep")[0] == pytest.approx(skipped * 2.5)
     assert whole.values("sweep_rates_skipped", scenario="sweep") == [0]
     assert len([r for r in load_probe.curve_rows(whole.measurements) if r["open_loop"]]) == 4
+
+
+@pytest.mark.integration
+def test_a_ramp_of_256_connections_to_a_slow_server_is_no_client_fault(tmp_path: Path) -> None:
+    """256 requests sent at once-per-4-ms to a slow server (TTFT in seconds): the client
+    opens its connections before the schedule starts, so no request pays a connect, the
+    lag leaves connects out, and the validity rules (lag against 1% of the run's TTFT p50,
+    the loop's own lateness, the CPU share) find nothing; the run stores its connect count,
+    its loop lag and its steady window."""
+    from gates.load_validity import run_faults
+    from tests.simproc import simulator
+
+    params = load_probe.LoadParams(
+        profile="constant", rate=250.0, requests=256, max_in_flight=256, prompt_tokens=600, max_tokens=4
+    )
+    sink = MemorySink()
+    with simulator(tmp_path, slots=64, prefill_tps=20000.0, decode_tps=50.0) as url:
+        asyncio.run(load_probe.run(sim_target(url), sink, params))
+    assert not sink.values("errors")
+    assert sink.values("connects") == [0.0]  # every connection was open before the first send
+    ttft = sink.values("ttft_p50_s")[0]
+    lag = sink.values("schedule_lag_p99_s")[0]
+    assert ttft > 1.0 and lag < 0.01 * ttft, (lag, ttft)
+    assert sink.values("loop_lag_p99_s") and sink.values("steady_window_s")
+    rows = pd.DataFrame(rows_of("A", sink))
+    summary = rows[rows["kind"] == "summary"]
+    assert run_faults(summary, "A") == [], run_faults(summary, "A")

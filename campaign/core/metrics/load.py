@@ -173,6 +173,17 @@ CONNECT_P50_S, CONNECT_P99_S = (
     _percentile("connect", "time to open a new connection, for the requests that opened one", p) for p in ("p50", "p99")
 )
 CONNECTS = _m("connects", "count", "new connections during the run (after its warm-up)", (LOAD,), LOAD_RUNS)
+STEADY_OUTPUT_TPS = _m(
+    "steady_output_tps",
+    "tok/s",
+    "output tokens per second in the run's steady window (MSER-5)",
+    (LOAD,),
+    LOAD_RUNS,
+    True,
+)
+STEADY_WINDOW_S = _m(
+    "steady_window_s", "s", "the steady window's length; 0: the run never reached a steady state", (LOAD,), LOAD_RUNS
+)
 LOOP_LAG_P99_S = _m(
     "loop_lag_p99_s",
     "s",
