@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -86,13 +85,12 @@ def test_stalling_server_stops_the_probe_after_two_stalls(tmp_path: Path) -> Non
     with simulator(
         tmp_path, prefill_tps=20000.0, decode_tps=300.0, faults={"stall_every": 1, "stall_after_tokens": 2}
     ) as url:
-        t0 = time.perf_counter()
         proc = campaign("probe", url, *DECODE, "--repeats", "3", "--read-timeout", "1", "--json", str(out))
-        elapsed = time.perf_counter() - t0
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "4 requests, 0 ok, 2 failed, 2 not run" in proc.stdout
     assert "stopped after 2 consecutive stalls" in proc.stdout and "read timeout" in proc.stdout
-    assert elapsed < 20  # two 1 s stalls and process start-up; before, every request stalled
+    # two requests stalled and two were never sent: the stop, not the wall time (a busy
+    # machine stretches any wall time), is what shows the probe did not wait on every stall
     doc = json.loads(out.read_text())
     assert [r["error"].split(":")[0] for r in doc["requests"]] == ["timeout", "timeout", "not run", "not run"]
 
