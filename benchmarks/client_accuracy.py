@@ -392,6 +392,12 @@ class Result:
     errors: int
     stamp_sources: str = ""
     reads: int = 0  # socket reads handed to aiohttp (aiohttp-based clients only)
+    # the same errors against the time each token was written (not scheduled): the client's
+    # own error, with the emitter's lateness taken out (what a capacity measurement asks)
+    own_ttft_p50_ms: float = float("nan")
+    own_ttft_p99_ms: float = float("nan")
+    own_itl_p50_ms: float = float("nan")
+    own_itl_p99_ms: float = float("nan")
 
     @property
     def events_per_s(self) -> float:
@@ -443,7 +449,13 @@ def measure(client: str, url: str, streams: int, tokens: int, probe: ProbeRun | 
         results = asyncio.run(fn(url, streams, tokens))
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     reads = ReadCounter.count if client != "httpx" else 0
+    return score(client, streams, results, wall, cpu, reads)
+
+
+def score(client: str, streams: int, results: list[Stream], wall: float, cpu: float, reads: int = 0) -> Result:
+    """A client's errors and capacity from its streams' stamps."""
     ttft, itl, lag = [], [], []
+    own_ttft, own_itl = [], []
     events = 0
     for s in results:
         if not s.stamps:
@@ -451,8 +463,10 @@ def measure(client: str, url: str, streams: int, tokens: int, probe: ProbeRun | 
         events += len(s.stamps)
         k0, sched0, sent0, t0 = s.stamps[0]
         ttft.append((t0 - sched0) / 1e6)
-        for (_, sa, _, ta), (_, sb, _, tb) in zip(s.stamps, s.stamps[1:]):
+        own_ttft.append((t0 - sent0) / 1e6)
+        for (_, sa, wa, ta), (_, sb, wb, tb) in zip(s.stamps, s.stamps[1:]):
             itl.append(abs((tb - ta) - (sb - sa)) / 1e6)
+            own_itl.append(abs((tb - ta) - (wb - wa)) / 1e6)
         lag.extend((sent - sched) / 1e6 for _, sched, sent, _ in s.stamps)
     sources = sorted({s.stamp_source for s in results if s.stamp_source})
     return Result(
@@ -469,6 +483,10 @@ def measure(client: str, url: str, streams: int, tokens: int, probe: ProbeRun | 
         sum(1 for s in results if s.error or not s.stamps),
         ", ".join(sources),
         reads,
+        pct(own_ttft, 50),
+        pct(own_ttft, 99),
+        pct(own_itl, 50),
+        pct(own_itl, 99),
     )
 
 

@@ -47,7 +47,6 @@ from typing import Any
 
 import httpx
 
-from arms.client import warm_connections
 from arms.measures import (
     RequestRecord,
     e2e_s,
@@ -59,14 +58,14 @@ from arms.measures import (
     ttft_s,
 )
 from arms.measures import prompt_tokens as usage_prompt_tokens
-from arms.probes.base import ProbeTarget, Sink, chat
+from arms.probes.base import READ_TIMEOUT_S, ProbeTarget, Sink
 from arms.probes.counters import read_counters, record_counter_deltas
 from arms.probes.failures import NOT_RUN, error_kind, record_errors, record_failure
 from arms.probes.load_curve import SWEEP_SCENARIO, curve_rows, sweep_result
 from arms.probes.load_params import LoadParams
-from arms.probes.load_workload import Workload
+from arms.probes.load_workload import LoadRequests
 from arms.probes.queue_sampler import QueueSampler
-from arms.workloads import dispatch, profiles
+from arms.workloads import dispatch, profiles, shards
 from arms.workloads.dispatch import RunResult
 from arms.workloads.load_stats import run_stats, targets_text
 from arms.workloads.profiles import Kind, Profile
@@ -165,31 +164,43 @@ async def run_profile(
     params: LoadParams,
     profile: Profile,
     mode: Mode,
-    workload: Workload,
+    requests: LoadRequests,
 ) -> tuple[RunResult, dict[str, float]]:
-    """One run of one profile, every row of it written; returns it and its per-run numbers."""
+    """One run of one profile, every row of it written; returns it and its per-run numbers.
+    Sent by this process, or by `client_procs` worker processes (`arms.workloads.shards`)."""
     scenario, ctx = profile.scenario, params.context
-
-    async def send(i: int, item: tuple[list[dict[str, Any]], dict[str, Any]]) -> RequestRecord:
-        messages, label = item
-        tokens = int(label.get("max_tokens", params.max_tokens))  # a trace's own output length
-        extra = {"ignore_eos": True, "min_tokens": tokens} if params.ignore_eos else None
-        record = await chat(http, target, messages, mode, tokens, extra=extra)
-        record.label = label
-        return record
-
     before = await read_counters(http, target)
-    await warm_connections(http, warm_count(profile, params.max_in_flight))
+    warm = warm_count(profile, params.max_in_flight)
+    procs = params.client_procs or shards.auto_procs(warm)
+    if procs == 1:
+        await requests.warm(http, warm)
     async with QueueSampler(http, target, sink, phase=scenario) as sampler:
-        result = await dispatch.run(
-            profile,
-            send,
-            prepare=workload.prepare,
-            duration_s=params.duration_s,
-            requests=params.requests,
-            max_in_flight=params.max_in_flight,
-            stop=lambda: target.stalls.tripped,
-        )
+        if procs > 1:
+            result = await shards.run(
+                requests,
+                profile,
+                procs=procs,
+                duration_s=params.duration_s,
+                requests=params.requests,
+                max_in_flight=params.max_in_flight,
+                warm=warm,
+            )
+            for record in sorted(result.records, key=lambda r: r.end_ns):  # each process guarded its own
+                target.stalls.observe(record, target.read_timeout or READ_TIMEOUT_S)
+        else:
+
+            async def send(i: int, item: Any) -> RequestRecord:
+                return await requests.send(http, i, item)
+
+            result = await dispatch.run(
+                profile,
+                send,
+                prepare=requests.prepare,
+                duration_s=params.duration_s,
+                requests=params.requests,
+                max_in_flight=params.max_in_flight,
+                stop=requests.stopped,
+            )
     for trial, record in enumerate(result.records):
         sink.request(record, scenario=scenario, mode=mode, trial=trial)
         _per_request(sink, record, mode=mode, scenario=scenario, context=ctx, trial=trial)
@@ -253,8 +264,8 @@ async def run(target: ProbeTarget, sink: Sink, params: LoadParams) -> None:
         for mode in params.modes:
             shared = f"load-{run_id}-{mode}"
 
-            def workload(profile: Profile, shared: str = shared) -> Workload:
-                return Workload(params, f"{shared}-{profile.scenario}", shared)
+            def workload(profile: Profile, shared: str = shared, mode: Mode = mode) -> LoadRequests:
+                return LoadRequests(target, params, mode, f"{shared}-{profile.scenario}", shared)
 
             if params.profile != Kind.SWEEP:
                 profile = params.profile_of()

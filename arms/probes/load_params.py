@@ -101,6 +101,12 @@ class LoadParams(BaseModel):
         le=4096,
         description="open loop: requests in flight at most; a send that finds it full waits, and is counted",
     )
+    client_procs: int = Field(
+        default=1,
+        ge=0,
+        le=64,
+        description="client processes that send each run (one schedule, one clock); 0 = one per 128 streams a run holds open, at most the cores less one",
+    )
     modes: list[Mode] = Field(default_factory=lambda: [Mode.CANONICAL])
     context: int = 0
 

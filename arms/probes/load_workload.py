@@ -1,17 +1,26 @@
 """The load probe's workload: request i's messages and label, built before an open-loop
 run starts its clock -- a synthetic prompt, an agent conversation's turn, a dataset
-record, or a trace request whose shared hash-id blocks are shared text.
+record, or a trace request whose shared hash-id blocks are shared text -- and how a
+request is sent (`LoadRequests`, which also crosses to the client processes of a run
+sent by several, `arms.workloads.shards`).
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from functools import lru_cache
 from typing import Any
 
+import httpx
+
+from arms.client import warm_connections
+from arms.measures import RequestRecord
+from arms.probes.base import ProbeTarget, chat
 from arms.probes.load_params import LoadParams, read_prompts
 from arms.probes.prompts import words
 from arms.workloads import traces
 from arms.workloads.traces import TraceRequest
+from campaign.core.states import Mode
 
 
 class Workload:
@@ -66,3 +75,46 @@ class Workload:
             messages.append({"role": "assistant", "content": self._piece(p.max_tokens, f"{who}/reply{t}")})
             messages.append({"role": "user", "content": "Tool output: " + self._piece(p.turn_tokens, f"{who}/tool{t}")})
         return messages, {"index": i, "conversation": conv, "turn": turn, "generation": generation}
+
+
+class LoadRequests:
+    """How one run of the load probe builds and sends request i (`shards.Requester`).
+
+    Picklable: the target, parameters and names cross to a client process, and each
+    process builds its own `Workload` (its caches are not worth copying) on first use."""
+
+    def __init__(self, target: ProbeTarget, params: LoadParams, mode: Mode, salt: str, shared: str):
+        self.target, self.params, self.mode, self.salt, self.shared = target, params, mode, salt, shared
+        self._workload: Workload | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_workload": None}
+
+    @property
+    def workload(self) -> Workload:
+        if self._workload is None:
+            self._workload = Workload(self.params, self.salt, self.shared)
+        return self._workload
+
+    def client(self, pool: int) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+        return self.target.client(pool)
+
+    async def warm(self, http: httpx.AsyncClient, connections: int) -> int:
+        return await warm_connections(http, connections)
+
+    def prepare(self, i: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        return self.workload.prepare(i)
+
+    async def send(
+        self, http: httpx.AsyncClient, i: int, item: tuple[list[dict[str, Any]], dict[str, Any]]
+    ) -> RequestRecord:
+        messages, label = item
+        p = self.params
+        tokens = int(label.get("max_tokens", p.max_tokens))  # a trace's own output length
+        extra = {"ignore_eos": True, "min_tokens": tokens} if p.ignore_eos else None
+        record = await chat(http, self.target, messages, self.mode, tokens, extra=extra)
+        record.label = label
+        return record
+
+    def stopped(self) -> bool:
+        return self.target.stalls.tripped

@@ -38,12 +38,36 @@ class RunResult:
     max_in_flight: int
     peak_in_flight: int = 0
     cap_waits: int = 0
-    cpu_s: float = 0.0  # the client process's CPU time over the run (all its threads)
+    cpu_s: float = 0.0  # the client's CPU time over the run (all its processes and threads)
     loop_lags_ns: list[int] = field(default_factory=list)  # how late the loop woke each tick (`LoopTicker`)
+    indices: list[int] = field(default_factory=list)  # each record's request index (its place in the run)
+    procs: int = 1  # client processes that sent the run (`arms.workloads.shards`)
+    busiest_cpu_s: float | None = None  # the busiest process's CPU time, when several sent it
+
+    @property
+    def client_cpu_s(self) -> float:
+        """CPU time of the process that had the least room: a process stamps its own
+        streams, so it is one process's share of a core that can make its stamps late."""
+        return self.cpu_s if self.busiest_cpu_s is None else self.busiest_cpu_s
 
     @property
     def span_s(self) -> float:
         return max(0.0, (self.end_ns - self.start_ns) / NS)
+
+
+@dataclass(frozen=True)
+class Part:
+    """Which of a run's requests this process sends: those whose index is `shard` modulo
+    `procs`, from a start every process shares (`start_ns`, on the machine's monotonic
+    clock, so the stamps of all processes compare). A closed loop's clients are split the
+    same way. The whole run is `Part()`."""
+
+    shard: int = 0
+    procs: int = 1
+    start_ns: int | None = None
+
+    def clients(self, concurrency: int) -> int:
+        return concurrency // self.procs + (1 if self.shard < concurrency % self.procs else 0)
 
 
 class LoopTicker:
@@ -91,6 +115,7 @@ async def run(
     requests: int | None = None,
     max_in_flight: int = 256,
     stop: Callable[[], bool] = lambda: False,
+    part: Part = Part(),
 ) -> RunResult:
     """Run one profile: `send(i, prepare(i))` for each request i, on the profile's schedule.
 
@@ -103,6 +128,7 @@ async def run(
     The cyclic garbage collector is off for the whole run, not only while streams are in
     flight: at a low rate there are moments with nothing in flight, and a collection then
     would delay the next scheduled send by tens of milliseconds.
+    `part` runs this process's share of a run that several processes send.
     """
     gc.collect()  # before the clock starts: then the collector stays off for the whole run
     cpu0 = time.process_time()
@@ -111,9 +137,9 @@ async def run(
         ticker.start()
         try:
             if profile.open_loop:
-                result = await _open_loop(profile, send, prepare, duration_s, requests, max_in_flight, stop)
+                result = await _open_loop(profile, send, prepare, duration_s, requests, max_in_flight, stop, part)
             else:
-                result = await _closed_loop(profile, send, prepare, duration_s, requests, stop)
+                result = await _closed_loop(profile, send, prepare, duration_s, requests, stop, part)
         finally:
             await ticker.stop()
     result.cpu_s = time.process_time() - cpu0
@@ -129,10 +155,12 @@ async def _open_loop(
     requests: int | None,
     cap: int,
     stop: Callable[[], bool],
+    part: Part,
 ) -> RunResult:
     offsets, window = profile.offsets(duration_s, requests)
-    items = [prepare(i) for i in range(len(offsets))]
-    records: list[RequestRecord | None] = [None] * len(offsets)
+    mine = range(part.shard, len(offsets), part.procs)
+    items = {i: prepare(i) for i in mine}
+    records: dict[int, RequestRecord] = {}
     freed = asyncio.Event()
     state = {"in_flight": 0, "peak": 0, "waits": 0}
 
@@ -146,9 +174,9 @@ async def _open_loop(
             freed.set()
 
     tasks: list[asyncio.Task[None]] = []
-    start = time.perf_counter_ns()
-    for i, offset in enumerate(offsets):
-        due = start + int(offset * NS)
+    start = part.start_ns or time.perf_counter_ns()
+    for i in mine:
+        due = start + int(offsets[i] * NS)
         if not stop():
             wait = (due - time.perf_counter_ns()) / NS
             if wait > 0:
@@ -162,9 +190,10 @@ async def _open_loop(
         state["peak"] = max(state["peak"], state["in_flight"])
         tasks.append(asyncio.create_task(one(i, due)))
     await asyncio.gather(*tasks)
-    done = [r for r in records if r is not None]
+    indices = sorted(records)
+    done = [records[i] for i in indices]
     end = max((r.end_ns for r in done), default=time.perf_counter_ns())
-    return RunResult(profile, done, start, end, window, cap, state["peak"], state["waits"])
+    return RunResult(profile, done, start, end, window, cap, state["peak"], state["waits"], indices=indices)
 
 
 async def _closed_loop(
@@ -174,12 +203,13 @@ async def _closed_loop(
     duration_s: float | None,
     requests: int | None,
     stop: Callable[[], bool],
+    part: Part,
 ) -> RunResult:
     if duration_s is None and requests is None:
         raise ValueError("a closed-loop run needs a duration or a request count")
     records: dict[int, RequestRecord] = {}
-    counter = iter(range(requests if requests is not None else 1 << 62))
-    start = time.perf_counter_ns()
+    counter = iter(range(part.shard, requests if requests is not None else 1 << 62, part.procs))
+    start = part.start_ns or time.perf_counter_ns()
     deadline = None if duration_s is None else start + int(duration_s * NS)
     state = {"in_flight": 0, "peak": 0}
 
@@ -200,9 +230,10 @@ async def _closed_loop(
             record.scheduled_ns = ready
             records[i] = record
 
-    await asyncio.gather(*(client() for _ in range(profile.concurrency)))
-    done = [records[i] for i in sorted(records)]
+    await asyncio.gather(*(client() for _ in range(part.clients(profile.concurrency))))
+    indices = sorted(records)
+    done = [records[i] for i in indices]
     end = max((r.end_ns for r in done), default=time.perf_counter_ns())
-    result = RunResult(profile, done, start, end, 0.0, profile.concurrency, state["peak"], 0)
+    result = RunResult(profile, done, start, end, 0.0, profile.concurrency, state["peak"], 0, indices=indices)
     result.window_s = result.span_s
     return result

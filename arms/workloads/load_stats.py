@@ -140,8 +140,9 @@ def run_stats(result: RunResult, targets: Mapping[TargetName, float]) -> list[St
         out.append(
             Stat(
                 metrics.CLIENT_CPU_SHARE,
-                result.cpu_s / span,
-                f"{result.cpu_s:.3g} s of the client's CPU over {span:.3g} s",
+                result.client_cpu_s / span,
+                f"{result.cpu_s:.3g} s of the client's CPU over {span:.3g} s"
+                + (f"; {result.procs} client processes, the busiest's share" if result.procs > 1 else ""),
             )
         )
     fallen = sum(1 for r in ok if r.stamp_source != STAMP_DATA_RECEIVED or r.send_stamp_source == SEND_FALLBACK)

@@ -161,3 +161,72 @@ def test_a_ramp_of_256_connections_to_a_slow_server_is_no_client_fault(tmp_path:
     # client's event loop on time (the suite's other workers) is named as such, and only that
     faults = [f for f in run_faults(summary, "A") if "event loop" not in f]
     assert faults == [], faults
+
+
+@pytest.mark.integration
+def test_a_run_sent_by_two_client_processes_is_one_run_on_one_clock(tmp_path: Path) -> None:
+    """`client_procs = 2`: an open loop and a closed loop, each sent by two worker processes
+    from one start. Every request is sent once and stored once, in request order; the
+    sends keep the one schedule (each send after its scheduled time, on the shared clock);
+    the peak in flight is counted over both processes; the CPU share names them."""
+    from tests.simproc import simulator
+
+    open_loop = load_probe.LoadParams(profile="constant", rate=40.0, requests=60, max_tokens=4, client_procs=2)
+    closed = load_probe.LoadParams(profile="concurrent", concurrency=6, requests=30, max_tokens=4, client_procs=2)
+    sinks = {"open": MemorySink(), "closed": MemorySink()}
+    with simulator(tmp_path, slots=8, prefill_tps=20000.0, decode_tps=200.0) as url:
+        asyncio.run(load_probe.run(sim_target(url), sinks["open"], open_loop))
+        asyncio.run(load_probe.run(sim_target(url), sinks["closed"], closed))
+    for name, sink in sinks.items():
+        assert not sink.values("errors"), name
+        requests = sink.requests
+        assert [r["trial"] for r in requests] == list(range(len(requests))), name
+        assert len(requests) == (60 if name == "open" else 30), name
+        share = [m for m in sink.measurements if m["metric"] == "client_cpu_share"]
+        assert share and "2 client processes" in share[0]["source"], share
+    sends = sorted((r["scheduled_ns"], r["send_ns"]) for r in sinks["open"].requests)
+    assert all(sent >= due for due, sent in sends), sends[:3]
+    gaps = {b[0] - a[0] for a, b in zip(sends, sends[1:])}  # one schedule: 25 ms apart, whichever process sent
+    assert min(gaps) >= 24_999_999 and max(gaps) <= 25_000_001, sorted(gaps)[:3]  # ns rounding
+    # sent at 40 req/s over 1.5 s by two processes: the schedule is one, so the window is
+    assert sinks["open"].values("window_s") == [pytest.approx(1.5, abs=0.05)]
+    assert sinks["closed"].values("in_flight_peak")[0] <= 6
+
+
+@pytest.mark.integration
+def test_a_cpu_burner_beside_the_client_is_refused_and_named(tmp_path: Path) -> None:
+    """The other side of the ramp test: the same kind of run with a thread burning CPU in
+    the client's own process (a busy neighbour sharing the client's core and lock). The
+    validity rules find it and say which fired, with numbers, so a gate reading the run is
+    inconclusive rather than crediting the server with the client's lateness."""
+    import sys
+    import threading
+
+    from gates.load_validity import run_faults
+    from tests.simproc import simulator
+
+    params = load_probe.LoadParams(profile="constant", rate=20.0, requests=40, max_tokens=8)
+    sink = MemorySink()
+    done = threading.Event()
+
+    def burn() -> None:
+        while not done.is_set():
+            sum(range(10_000))
+
+    switch = sys.getswitchinterval()
+    with simulator(tmp_path, slots=8, prefill_tps=20000.0, decode_tps=100.0) as url:
+        sys.setswitchinterval(0.1)  # the burner keeps the interpreter 100 ms at a time
+        burner = threading.Thread(target=burn, daemon=True)
+        burner.start()
+        try:
+            asyncio.run(load_probe.run(sim_target(url), sink, params))
+        finally:
+            done.set()
+            burner.join()
+            sys.setswitchinterval(switch)
+    rows = pd.DataFrame(rows_of("A", sink))
+    faults = run_faults(rows[rows["kind"] == "summary"], "A")
+    assert faults, sink.values("client_cpu_share")
+    named = " ".join(faults)
+    assert "of a core" in named or "event loop" in named or "fell behind its schedule" in named, faults
+    assert any(ch.isdigit() for ch in named)

@@ -20,6 +20,7 @@ from scipy import stats
 from arms.measures import NS, RequestRecord
 from arms.probes import load as load_probe
 from arms.probes.base import MemorySink, ProbeTarget
+from arms.probes.load_workload import Workload
 from arms.runtimes import catalog as registry
 from arms.workloads import dispatch, load_stats, sweep
 from arms.workloads import profiles as load
@@ -247,7 +248,7 @@ def test_agent_workload_shares_prefixes_turn_over_turn() -> None:
     p = load_probe.LoadParams(
         profile="synchronous", conversations=2, turns=3, system_tokens=20, task_tokens=10, turn_tokens=5, max_tokens=4
     )
-    w = load_probe.Workload(p, "s", "shared")
+    w = Workload(p, "s", "shared")
     (m0, l0), (m1, _), (m2, l2), (m4, l4) = (w.prepare(i) for i in (0, 1, 2, 4))
     assert (l0["conversation"], l0["turn"]) == (0, 0) and (l2["conversation"], l2["turn"]) == (0, 1) and l4["turn"] == 2
     assert m2[: len(m0)] == m0 and len(m2) == len(m0) + 2  # turn 1 extends turn 0's prompt
