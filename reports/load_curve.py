@@ -18,7 +18,8 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from arms.probes.load_curve import curve_rows, sweep_result
+from arms.probes.load_curve import SWEEP_SCENARIO, curve_rows, sweep_result
+from arms.workloads.profiles import is_open_loop
 from campaign.core import metrics
 from campaign.core.states import ProbeName, SampleKind
 from campaign.core.units import num
@@ -48,6 +49,7 @@ class LoadCurve:
     latency_chart: Markup
     goodput_chart: Markup
     runs: int
+    notes: list[str]
 
 
 def load_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -112,9 +114,10 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
                 goodput.append(charts.Curve(marker, [(x, 0.0), (x, y)], color=2, mode=mode, dashed=True))
                 summary += f"; max goodput {num(y)} req/s at {text}"
             title = f"load · {item}{f' · context {int(context)}' if int(context) else ''} · {mode}"
+            notes = run_notes(records, mode, int(context))
             if len(points) < 2:  # one point is not a curve: its numbers say more than a dot
                 none = charts.empty("Latency against offered rate", "one run, no curve")
-                out.append(LoadCurve(title, mode, summary, none, Markup(""), 1))
+                out.append(LoadCurve(title, mode, summary, none, Markup(""), 1, notes))
                 continue
             out.append(
                 LoadCurve(
@@ -136,9 +139,43 @@ def runs(rows: pd.DataFrame, arm_id: str, chart_prefix: str) -> list[LoadCurve]:
                         y_title="req/s",
                     ),
                     len(points),
+                    notes,
                 )
             )
     return out
+
+
+def run_notes(records: list[dict[str, Any]], mode: str, context: int) -> list[str]:
+    """What the page must say about how a run's numbers were taken: which runs are closed
+    loops (their latencies are subject to coordinated omission), and which never reached a
+    steady state (their whole-run numbers include the warm-up), with how many of their
+    runs over blocks."""
+    mine = [
+        r
+        for r in records
+        if str(r["mode"]) == mode and int(r.get("context", 0)) == context and r["scenario"] != SWEEP_SCENARIO
+    ]
+    scenarios = list(dict.fromkeys(str(r["scenario"]) for r in mine))
+    notes = []
+    closed = [s for s in scenarios if not is_open_loop(s)]
+    if closed:
+        notes.append(
+            f"Closed loop ({', '.join(closed)}): each client sends when its last answer came back, so a slow "
+            "response delays the sends after it and their latencies are per request as sent, subject to "
+            "coordinated omission"
+            + ("; the open-loop runs keep their schedule and are not." if len(closed) < len(scenarios) else ".")
+        )
+    windows: dict[str, list[float]] = {}
+    for r in mine:
+        if r["metric"] == metrics.STEADY_WINDOW_S.name:
+            windows.setdefault(str(r["scenario"]), []).append(float(r["value"]))
+    never = [f"{s} ({sum(w == 0 for w in v)} of {len(v)})" for s, v in windows.items() if any(w == 0 for w in v)]
+    if never:
+        notes.append(
+            f"Never reached a steady state (MSER-5 on tokens per second), runs over blocks: {', '.join(never)}; "
+            "their whole-run numbers include the warm-up."
+        )
+    return notes
 
 
 def _one_run(r: dict[str, Any]) -> str:

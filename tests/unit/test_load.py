@@ -697,3 +697,21 @@ def test_a_trace_profile_sends_at_its_times_and_its_window_gives_its_mean_rate()
         load.trace([1.0, 0.5], "bad")
     with pytest.raises(ValueError, match="at least one"):
         load.trace([], "empty")
+
+
+def test_the_page_says_which_runs_are_closed_loops_and_which_never_settled() -> None:
+    """Coordinated omission and the steady window are said on the arm page, per run: a
+    closed loop's latencies are marked; a run whose steady window was 0 in any block is
+    named with how many of its runs never settled; a settled open loop gets neither."""
+    from reports.load_curve import run_notes
+
+    def row(scenario: str, window: float) -> dict[str, Any]:
+        return {"scenario": scenario, "mode": "canonical", "context": 0, "metric": "steady_window_s", "value": window}
+
+    records = [row("synchronous", 4.0), row("concurrency=8", 0.0), row("concurrency=8", 3.0), row("rate=2", 5.0)]
+    notes = run_notes(records, "canonical", 0)
+    assert len(notes) == 2
+    assert "synchronous, concurrency=8" in notes[0] and "coordinated omission" in notes[0]
+    assert "open-loop runs keep their schedule" in notes[0]
+    assert "concurrency=8 (1 of 2)" in notes[1] and "rate=2" not in notes[1]
+    assert run_notes([row("rate=2", 5.0)], "canonical", 0) == []
