@@ -8,6 +8,7 @@ so a killed campaign leaves enough behind for resume to clean up.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from arms.runtimes import catalog as runtimes
 from arms.runtimes.base import RuntimeAdapter
 from arms.runtimes.launching import LaunchBlocked, LaunchSpec
 from arms.server import ServerProcess, ServerStartError, free_port
+from arms.telemetry.sources import where_of
 from campaign.core.processes import rss_of_group
 from campaign.core.schema import CampaignSpec, QueueItem
 from campaign.core.states import AttemptClaim, AttemptState, ProbeRunState
@@ -363,6 +365,7 @@ def _probe_attempt(
                 cached_tokens_field=target.cached_field,
                 log_path=target.log_path,
                 settings_hash=probe_settings_hash(probe, params, overrides),
+                **telemetry_fields(served),
             )
             run_probe.with_options(task_run_name=job.name)(job)
     interrupt.check()
@@ -371,6 +374,20 @@ def _probe_attempt(
         return attempt.failed(failure)
     server = served.server
     return attempt.done(rss_of_group(server.pgid) if server and server.pgid else None)
+
+
+def telemetry_fields(served: Served) -> dict[str, Any]:
+    """Where the server runs, for the probe task's telemetry: a simulator reads its own
+    device; a server this campaign started (or one at a loopback URL) this machine's,
+    limited to its process group and the devices its environment lets it see."""
+    server = served.server
+    env = {**os.environ, **((server.env or {}) if server else {})}
+    where = where_of(served.target.simulated, server is not None, served.target.base_url)
+    return {
+        "telemetry": str(where),
+        "server_pgid": server.pgid if server else None,
+        "visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+    }
 
 
 def _run_link(spec: CampaignSpec, store: Store, link: Link, arm_id: str, fresh: bool, served: Served) -> ArmOutcome:

@@ -193,6 +193,12 @@ class ProbeRun(_Frozen):
     cached_tokens_field: str
     log_path: str | None = None
     settings_hash: str = ""
+    # where the server runs, for the devices the telemetry reads (`arms.telemetry.sources`):
+    # its process group (its own processes on a device are not "others") and the devices
+    # its environment lets it see
+    telemetry: str = "none"
+    server_pgid: int | None = None
+    visible_devices: str | None = None
 
     @property
     def name(self) -> str:

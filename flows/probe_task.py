@@ -15,6 +15,10 @@ from arms.probes import registry as probes
 from arms.probes.base import ProbeTarget
 from arms.probes.failures import NOT_RUN, error_kind
 from arms.runtimes import catalog as runtimes
+from arms.telemetry.record import CountingSink, record_telemetry
+from arms.telemetry.sampler import TelemetrySampler
+from arms.telemetry.sources import Where, devices_for
+from campaign.core.processes import group_processes
 from campaign.core.states import ProbeRunState
 from campaign.store.measurements import RequestOutcome
 from campaign.store.store import Store
@@ -53,10 +57,21 @@ def run_probe(job: ProbeRun) -> int:
     sink = StoreSink(
         store, job.campaign_id, job.attempt_id, run.id, job.item_key, arm_id, probe, job.simulated, context, job.block
     )
+    counted = CountingSink(sink)
+    sampler = _sampler(job)
     try:
         try:
-            interrupt.run_cancellable(pspec.run(target, sink, params))
+            if sampler is not None:
+                sampler.measure_idle(IDLE_S[job.telemetry])
+                sampler.start()
+            try:
+                interrupt.run_cancellable(pspec.run(target, counted, params))
+            finally:
+                telemetry = sampler.stop() if sampler is not None else None
             interrupt.check()  # a probe that ends after a stop request may hold broken requests
+            if telemetry is not None:
+                at = counted.context if counted.context is not None else context
+                record_telemetry(sink, telemetry, counted.output_tokens, context=at)
         except BaseException:
             try:
                 sink.close()
@@ -77,6 +92,20 @@ def run_probe(job: ProbeRun) -> int:
     store.update(ProbeRunRow, run.id, state=ProbeRunState.DONE, ended_at=utcnow())
     emit("probe-done", arm=arm_id, probe=probe, context=context)
     return run.id or 0
+
+
+# seconds of idle power read before each probe run: the simulator's idle draw is flat, a
+# real device's settles over a second of samples
+IDLE_S = {str(Where.SIMULATED): 0.1, str(Where.LOCAL): 1.0, str(Where.NONE): 0.0}
+
+
+def _sampler(job: ProbeRun) -> TelemetrySampler | None:
+    """The telemetry sampler of the job's server, or None when no device can be read."""
+    where = Where(job.telemetry)
+    pids = frozenset(p.pid for p in group_processes(job.server_pgid)) if job.server_pgid else frozenset()  # type: ignore[attr-defined]
+    env = {"CUDA_VISIBLE_DEVICES": job.visible_devices} if job.visible_devices is not None else {}
+    devices = devices_for(where, job.base_url, env, pids)
+    return TelemetrySampler(devices) if devices else None
 
 
 def all_failed_reason(outcome: RequestOutcome) -> str | None:

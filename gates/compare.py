@@ -56,6 +56,7 @@ from gates.arm_cells import cell_stats
 from gates.blockstats import Estimate
 from gates.cells import Cell, CellStat, Selector
 from gates.claims import gate_p, holm_fails, worst
+from gates.energy_validity import ENERGY_METRICS, block_caveats, device_refusal
 from gates.error_limit import error_note, flaky, subject_errors
 from gates.intervals import MEDIAN_METHOD
 from gates.rigor import Rigor, ci_label, is_sequential, runs_note
@@ -295,7 +296,8 @@ class Outcome:
     stats: dict[str, dict[Cell, CellStat]]
     comparisons: list[Comparison] = field(default_factory=list)
     missing: str = ""  # non-empty: pending, and why
-    unmatched: str = ""  # non-empty: inconclusive, the arms ran at different settings
+    unmatched: str = ""  # non-empty: inconclusive, the arms ran at different settings (or devices)
+    caveats: list[str] = field(default_factory=list)  # what the verdict rests on that it must say
 
     @property
     def verdict(self) -> Verdict:
@@ -332,6 +334,8 @@ class Outcome:
         said = list(dict.fromkeys(n for c in self.comparisons for n in c.notes)) if notes else []
         if self.unmatched:
             said.append(self.unmatched)
+        if notes:
+            said.extend(self.caveats)
         if said:
             out += "; " + "; ".join(said)
         return out
@@ -356,6 +360,7 @@ class Outcome:
             **(gate_p(self.comparisons) if self.comparisons else {}),  # no comparison: no claim of the family
             **({"missing": self.missing} if self.missing else {}),
             **({"unmatched": self.unmatched} if self.unmatched else {}),
+            **({"caveats": self.caveats} if self.caveats else {}),
         }
 
 
@@ -452,7 +457,11 @@ def compare(
                 out.comparisons.append(
                     compare_cells(stats[s][cell], stats[b][cell], higher_is_better, threshold, rigor)
                 )
-    out.unmatched = "; ".join(dict.fromkeys(unmatched))
+    if sel.metric in ENERGY_METRICS:
+        arms = list(dict.fromkeys([*subjects, *baselines]))
+        unmatched.append(device_refusal(rows, arms))
+        out.caveats = block_caveats(rows, arms)
+    out.unmatched = "; ".join(dict.fromkeys(u for u in unmatched if u))
     if holm:
         holm_fails(out.comparisons, rigor)
     return out

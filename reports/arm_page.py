@@ -13,7 +13,7 @@ from campaign.core.units import SIZE_FIELDS, size
 from campaign.store.store import Store
 from campaign.store.summary import attempt_links, server_starters
 from campaign.store.tables import ArmRow
-from reports import agent_load, latency, load_curve, trace_replay
+from reports import agent_load, energy, latency, load_curve, trace_replay
 from reports.data import ReportData, canonical_first
 from reports.raw import Answer, RawFiles
 
@@ -37,6 +37,7 @@ class ArmPage:
     replays: list[trace_replay.ReplayRun] = field(default_factory=list)
     latency: latency.ArmLatency | None = None
     counter_notes: list[str] = field(default_factory=list)
+    telemetry: list[energy.TelemetryRun] = field(default_factory=list)
 
 
 def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage:
@@ -117,6 +118,7 @@ def build(store: Store, data: ReportData, arm: ArmRow, raw: RawFiles) -> ArmPage
             if aid in g.subjects or aid in g.baseline
         ],
         load_curves=load_curve.runs(load_curve.load_rows(data.frame), aid, f"arm-{data.arm_pages[aid]}"),
+        telemetry=energy.arm_runs(store, data, aid),
         replays=trace_replay.runs(store.requests, data.frame, aid, f"arm-{data.arm_pages[aid]}"),
         latency=latency.build(data.frame, aid, f"arm-{data.arm_pages[aid]}-latency"),
         counter_notes=counter_notes(data, aid),

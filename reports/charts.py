@@ -417,7 +417,30 @@ def scatter_chart(
     """Points without lines, one series a colour: trials of a search, a Pareto front."""
     if not any(points for _, points, _ in series):
         return empty(title, "no points yet")
-    chart = _xy(chart_id, title, series, x_title, y_title, height, stroke=False, show_dots=True, dots_size=4)
+    xs = [x for _, points, _ in series for x, _ in points]
+    ys = [y for _, points, _ in series for _, y in points]
+    chart = _xy(
+        chart_id,
+        title,
+        series,
+        x_title,
+        y_title,
+        height,
+        stroke=False,
+        show_dots=True,
+        dots_size=4,
+        xrange=_padded(xs),  # a point on the frame's edge is half hidden: leave a margin
+        range=_padded(ys),
+    )
     for name, points, _ in series:
         chart.add(name, points)
     return _finish(chart, chart_id)
+
+
+def _padded(values: list[float], share: float = 0.1) -> tuple[float, float]:
+    """The values' range widened by `share` of its span each way (of the value, when all
+    are equal), not below 0 when none is negative."""
+    low, high = min(values), max(values)
+    pad = (high - low) * share or abs(high) * share or 1.0
+    bottom = low - pad
+    return (max(0.0, bottom) if low >= 0 else bottom, high + pad)

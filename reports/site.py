@@ -21,7 +21,7 @@ from jinja2 import Environment, PackageLoader
 from campaign.core.units import num
 from campaign.store.store import Store
 from campaign.store.study import summary as search_summary
-from reports import agent_load, arm_page, coverage, gate_page, index_page, mechanisms, raw, search_page
+from reports import agent_load, arm_page, coverage, energy, gate_page, index_page, mechanisms, raw, search_page
 from reports.answer import question
 from reports.data import ReportData, load
 
@@ -124,6 +124,7 @@ def _index_context(data: ReportData) -> dict[str, Any]:
         "decode_runtime": index_page.decode_per_runtime(data),
         "decode_quant": index_page.decode_per_quant(data),
         "reuse_chart": index_page.reuse_by_scenario(data),
+        "energy": energy.build(data),
         "runtimes": index_page.runtime_offerings(data),
         "quants": index_page.quant_offerings(data),
         "identity": index_page.identity_rows(data),

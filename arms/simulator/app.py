@@ -1,7 +1,7 @@
 """The HTTP front end: an OpenAI-compatible aiohttp application over the engine.
 
 Routes: GET /health, GET /v1/models, POST /v1/chat/completions (streaming and not),
-GET /metrics (Prometheus), GET /slots, POST /tokenize, POST /flush_cache. Fault knobs that concern the wire
+GET /metrics (Prometheus), GET /device (the simulated accelerator), GET /slots, POST /tokenize, POST /flush_cache. Fault knobs that concern the wire
 (HTTP 503, malformed SSE, stalls, crashing after N requests) are applied here; the
 engine stays a clean model of serving.
 """
@@ -88,6 +88,7 @@ def make_app(
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/device", device)
     app.router.add_get("/slots", slots)
     app.router.add_post("/tokenize", tokenize)
     app.router.add_post("/flush_cache", flush_cache)
@@ -127,6 +128,12 @@ async def metrics(request: web.Request) -> web.Response:
     engine = request.app[STATE_KEY].engine
     text = render_prometheus(engine.counters.as_dict(), engine.gauges())
     return web.Response(text=text, content_type="text/plain", charset="utf-8", headers={"X-Prometheus-Format": "0.0.4"})
+
+
+async def device(request: web.Request) -> web.Response:
+    """The simulated accelerator's reading (`arms.simulator.power`): what NVML would say."""
+    engine = request.app[STATE_KEY].engine
+    return web.json_response(engine.power.reading(engine.clock.now(), engine.gauges()["memory_bytes"]))
 
 
 async def slots(request: web.Request) -> web.Response:

@@ -23,6 +23,7 @@ from typing import Any
 
 from arms.simulator.cache import PrefixCache, common_prefix_len
 from arms.simulator.clock import Clock, ScaledClock
+from arms.simulator.power import PowerMeter
 from arms.simulator.profile import SimProfile
 from arms.simulator.reply import ReplyContext, ReplyPolicy, at_least, text_rng, words_policy
 from arms.simulator.request import ContextLimitError, Emission, SimRequest
@@ -73,6 +74,7 @@ class Engine:
         self.counters = Counters()
         # this start's rate factors (1.0 throughout when the profile does not vary)
         self.variation = RunVariation(profile)
+        self.power = PowerMeter(profile)  # what this start draws (/device)
         self._queue: deque[SimRequest] = deque()
         self._request_ids = itertools.count(1)
         self._admit_seq = itertools.count(1)
@@ -304,6 +306,7 @@ class Engine:
                 await self._wake.wait()
                 continue
             end = start + step.duration
+            self.power.on_step(start, step.duration, sum(n for _, _, n in step.prefill), len(step.decode))
             await self.clock.sleep_until(end)
             self._apply(step, end)
             chained_end = end

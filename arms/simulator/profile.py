@@ -171,6 +171,21 @@ class SimProfile(BaseModel):
     run_seed: int = Field(
         0, description="Seeds this server start's draw and drift, with seed: random.Random(f'run:{seed}:{run_seed}')."
     )
+    # -- what the simulated accelerator draws (arms.simulator.power); a fixture's numbers,
+    # shaped like a GPU server's (idle, a busy floor, energy per prefill and decode token)
+    device_name: str = Field("simulated accelerator", min_length=1, description="The device /device reports.")
+    idle_w: float = Field(60.0, ge=0, description="Power with nothing running.")
+    busy_w: float = Field(
+        40.0, ge=0, description="Extra power while any engine step runs (weights read), whatever its batch."
+    )
+    prefill_j_per_token: float = Field(0.02, ge=0, description="Energy per prompt token prefilled.")
+    decode_j_per_token: float = Field(0.25, ge=0, description="Energy per token decoded.")
+    power_run_sd: float = Field(
+        0.03, ge=0, le=2, description="sd of log(busy power) between server starts, drawn once per start."
+    )
+    power_limit_w: float = Field(
+        400.0, gt=0, description="Above it the device reports a power-capped clock (throttled)."
+    )
     faults: FaultKnobs = Field(default_factory=FaultKnobs)
 
     @property

@@ -188,3 +188,21 @@ def test_small_campaign_on_llama_server(tmp_path: Path, prefect_harness: None) -
     assert (
         "S3 (cache off)" in cache.reason or "win itself is not established" in cache.reason or "no win" in cache.reason
     ), cache.reason
+    # energy: a real server on this machine is read through NVML, else RAPL; a machine
+    # with neither stores no telemetry row (never a 0) and every page says so
+    import os
+
+    from arms.telemetry.nvml import nvml_devices
+    from arms.telemetry.rapl import rapl_devices
+    from reports.site import write_site
+
+    telemetry = frame[frame["scenario"] == "telemetry"]
+    index = write_site(store, "llama-small", tmp_path / "site")
+    arm_page = (index.parent / "arms" / "s1.html").read_text()
+    if nvml_devices(os.environ) or rapl_devices():
+        assert (telemetry["metric"] == "energy_j").any() and (telemetry["value"] > 0).all()
+        assert 'id="energy"' in index.read_text() and "Power during each probe run" in arm_page
+    else:
+        assert telemetry.empty, telemetry
+        assert 'id="energy-none"' in index.read_text() and "not measured on this machine" in index.read_text()
+        assert 'id="telemetry-none"' in arm_page

@@ -26,7 +26,11 @@ through (`metrics.TTFT_S`), with the lookups over them.
 from __future__ import annotations
 
 import difflib
+import re
+from collections.abc import Iterable
 from dataclasses import replace
+
+from campaign.core.metrics.energy import *  # noqa: F403
 
 # the entries, re-exported: every constant is read as `metrics.<NAME>`
 from campaign.core.metrics.entry import *  # noqa: F403
@@ -143,12 +147,34 @@ def markdown() -> str:
     ]
     for probe in ALL_PROBES:
         lines += ["", f"## {probe}", "", *probe_table(probe)]
+    lines += [
+        "",
+        "## telemetry (every probe)",
+        "",
+        "One row each per probe run ([energy.md](energy.md)); none where no device can be read.",
+        "",
+        *_table(m for m in METRICS.values() if m.scenarios == TELEMETRY),
+    ]
     return "\n".join(lines) + "\n"
 
 
 def probe_table(probe: str) -> list[str]:
-    """The metrics `probe` stores, as a markdown table (metrics.md and probes.md)."""
+    """The metrics `probe` stores, as a markdown table (metrics.md and probes.md); the
+    telemetry every probe run stores is one table of its own, not repeated per probe."""
+    return _table((m for m in METRICS.values() if probe in m.probes and m.scenarios != TELEMETRY), probe)
+
+
+def scenarios_of(metric: Metric, probe: str) -> str:
+    """The scenarios `metric` is stored under by `probe`: where its text names them per
+    probe ("cache-probe: cold, ...; decode: decode; ..."), that probe's part, else all."""
+    parts = re.split(rf"; (?=(?:{'|'.join(map(re.escape, ALL_PROBES))}): )", metric.scenarios)
+    mine = [p.split(": ", 1)[1] for p in parts if p.startswith(f"{probe}: ")]
+    return mine[0] if mine else metric.scenarios
+
+
+def _table(entries: Iterable[Metric], probe: str = "") -> list[str]:
     rows = ["| metric | unit | direction | scenarios | meaning |", "| --- | --- | --- | --- | --- |"]
-    for m in sorted((m for m in METRICS.values() if probe in m.probes), key=lambda m: m.name):
-        rows.append(f"| `{m.name}` | {m.unit} | {m.direction} | {m.scenarios} | {m.meaning} |")
+    for m in sorted(entries, key=lambda m: m.name):
+        where = scenarios_of(m, probe) if probe else m.scenarios
+        rows.append(f"| `{m.name}` | {m.unit} | {m.direction} | {where} | {m.meaning} |")
     return rows
