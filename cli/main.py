@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cli import commands, examples, new, plan, probe, reports, simulate  # noqa: F401  (each adds its commands)
+from cli import commands, compare, examples, new, plan, probe, reports, simulate  # noqa: F401  (each adds its commands)
 from cli.app import CannotRun, UsageError, app, err
 from cli.db import db_app
 from cli.trace import trace_app
@@ -29,6 +29,7 @@ ORDER = (
     "new",
     "probe",
     "export",
+    "compare",
     "ui",
 )
 

@@ -262,6 +262,7 @@ def _attach(
     )
     identity = interrupt.run_cancellable(identify(target))
     identity.update({k: v for k, v in adapter.identity_extras(base_url).items() if k not in identity})
+    identity["runtime_version"] = adapter.version(identity)  # what `campaign compare` sets side by side
     if speaks is not adapter:
         identity["recognised_as"] = speaks.name
     identity["flags"] = _identity_flags(spec, arm_id, identity)

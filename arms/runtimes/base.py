@@ -103,6 +103,7 @@ class RuntimeAdapter:
     health_status: ClassVar[HealthStatus | None] = None  # None: 200 means ready
     identity_path: ClassVar[str | None] = None  # where the server says what it serves (beyond /v1/models)
     identity_keys: ClassVar[tuple[str, ...]] = ()  # the fields of that answer worth keeping
+    distribution: ClassVar[str] = ""  # the installed package that is the runtime, for its version
 
     def launch(self, ctx: LaunchContext) -> LaunchSpec | None:
         """The argv to start a server for this arm; None when the runtime is external.
@@ -206,6 +207,23 @@ class RuntimeAdapter:
     def identity_extras(self, base_url: str, timeout: float = 5.0) -> dict[str, Any]:
         """What the server says about its model beyond the served id; {} where nothing more."""
         return {}
+
+    def version(self, identity: Mapping[str, Any]) -> str:
+        """Which build of the runtime served, for comparing across builds (`campaign
+        compare`): the server's own word where its identity answer gives one
+        (`build_info`, `version`), else the installed package's version, else ""."""
+        for key in ("build_info", "version"):
+            if identity.get(key):
+                return str(identity[key])
+        if self.distribution:
+            from importlib.metadata import PackageNotFoundError
+            from importlib.metadata import version as installed
+
+            try:
+                return f"{self.distribution} {installed(self.distribution)}"
+            except PackageNotFoundError:
+                return ""
+        return ""
 
     def parse_identity(self, doc: Any) -> dict[str, Any]:
         """The `identity_keys` of the runtime's own identity answer."""

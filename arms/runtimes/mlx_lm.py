@@ -43,6 +43,7 @@ def draft_model(facts: LaunchFacts) -> str:
 @dataclass(frozen=True)
 class MlxLmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "mlx-lm"
+    distribution: ClassVar[str] = "mlx-lm"
     description: ClassVar[str] = "mlx-lm HTTP server (mlx_lm.server)"
     # the campaign's interpreter: a console script is on PATH only in an activated venv
     default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "mlx_lm", "server")

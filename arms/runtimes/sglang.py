@@ -69,6 +69,7 @@ HICACHE = ("prefix_cache", "options.hierarchical_cache")
 @dataclass(frozen=True)
 class SglangAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "sglang"
+    distribution: ClassVar[str] = "sglang"
     cache_flush: ClassVar[str | None] = "/flush_cache"  # documented; SGLang cannot run here
     description: ClassVar[str] = "SGLang server (RadixAttention prefix cache)"
     options_model: ClassVar[type[RuntimeOptions]] = SglangOptions

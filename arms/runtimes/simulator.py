@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -107,6 +108,7 @@ class SimulatorAdapter(RuntimeAdapter):
     appends_extra_args: ClassVar[bool] = False
     search_fields: ClassVar[frozenset[str]] = RuntimeAdapter.search_fields | {"interleave_chunk"}
     flags: ClassVar[tuple[Row, ...]] = (*HOST_PORT, flag("--profile-json", profile_json))
+
     cache_flush: ClassVar[str | None] = "/flush_cache"
     telemetry: ClassVar[Telemetry] = Telemetry(
         metric_names={
@@ -132,3 +134,11 @@ class SimulatorAdapter(RuntimeAdapter):
         """A profile's `cached_tokens_style` makes the simulator answer like another runtime."""
         style = profile_for(facts.ctx, facts.opts_as(SimulatorOptions)).get("cached_tokens_style")
         return _STYLE_FIELDS[style] if style else None
+
+    def version(self, identity: Mapping[str, Any]) -> str:
+        """The simulator's build as its /v1/models says (the profile's `build`)."""
+        for entry in identity.get("models_meta") or []:
+            meta = entry.get("meta") if isinstance(entry, Mapping) else None
+            if isinstance(meta, Mapping) and meta.get("build"):
+                return f"simulator build {meta['build']}"
+        return "simulator"

@@ -133,6 +133,7 @@ VLLM_START_FAILURES = VllmStartFailures(
 @dataclass(frozen=True)
 class VllmAdapter(OpenAICompatAdapter):
     name: ClassVar[str] = "vllm"
+    distribution: ClassVar[str] = "vllm"
     description: ClassVar[str] = "vLLM OpenAI-compatible server (python -m vllm.entrypoints.openai.api_server)"
     options_model: ClassVar[type[RuntimeOptions]] = VllmOptions
     default_argv: ClassVar[tuple[str, ...]] = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")

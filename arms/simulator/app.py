@@ -118,7 +118,13 @@ async def models(request: web.Request) -> web.Response:
         "id": p.model,
         "object": "model",
         "owned_by": "simulator",
-        "meta": {"simulated": True, "slots": p.slots, "ctx_size": p.ctx_size, "time_scale": p.time_scale},
+        "meta": {
+            "simulated": True,
+            "build": p.build,
+            "slots": p.slots,
+            "ctx_size": p.ctx_size,
+            "time_scale": p.time_scale,
+        },
     }
     return web.json_response({"object": "list", "data": [entry]})
 

@@ -84,6 +84,9 @@ class SimProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field("sim-model", min_length=1, description="Served model id; also seeds greedy text.")
+    build: str = Field(
+        "1", min_length=1, description="The build it reports (/v1/models meta): stands in for a runtime's version."
+    )
     slots: int = Field(4, ge=1, description="Parallel sequences (llama.cpp --parallel).")
     ctx_size: int = Field(32768, ge=2, description="Per-request limit on prompt + max_tokens.")
     prefill_tps: float = Field(4000.0, gt=0, description="Prompt tokens per second.")

@@ -54,6 +54,7 @@ def test_command_summaries_wrap_at_the_terminal_not_where_the_docstring_broke() 
             "new",
             "probe",
             "export",
+            "compare",
             "ui",
             "db",
             "trace",
