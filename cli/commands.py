@@ -17,7 +17,18 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.app import CannotRun, DbOption, UsageError, app, console, err, open_store, prefect_env, process_started
+from cli.app import (
+    CannotRun,
+    DbOption,
+    UsageError,
+    app,
+    console,
+    err,
+    open_existing_store,
+    open_store,
+    prefect_env,
+    process_started,
+)
 from cli.plan import load_checked, print_warnings
 
 
@@ -333,3 +344,52 @@ def worker(
         raise UsageError(str(exc)) from None
     except WorkerCannotStart as exc:
         raise CannotRun(str(exc)) from None
+
+
+@app.command()
+def rejudge(
+    file: Annotated[
+        Path | None,
+        typer.Argument(
+            help="campaign file whose gate definitions to judge by (default: those stored with the campaign)"
+        ),
+    ] = None,
+    db: DbOption = None,
+    name: Annotated[
+        str | None, typer.Option("--campaign", help="campaign name (default: the file's, or the latest)")
+    ] = None,
+) -> None:
+    """Judge every gate again from the stored measurements, under today's code and gate
+    definitions; each verdict keeps what it was before."""
+    from campaign.core.schema import CampaignSpec
+    from campaign.store.tables import CampaignRow
+    from cli.status_view import render_status
+    from flows.verdicts import rejudge as rejudge_all
+
+    store = open_existing_store(db)
+    spec = load_checked(file) if file is not None else None
+    row = store.campaign(spec.campaign.name if spec is not None else name)
+    if row is None or row.id is None or not row.spec_json:
+        raise UsageError(f"no campaign {'named ' + repr(name) + ' ' if name else ''}in {store.url} to re-judge")
+    stored = CampaignSpec.model_validate_json(row.spec_json)
+    if spec is None:
+        spec, source = stored, "the gate definitions stored with the campaign"
+    else:
+        differs = [
+            what
+            for what, mine, theirs in (
+                ("arms", [a.id for a in spec.arms], [a.id for a in stored.arms]),
+                ("queue items", [q.key for q in spec.queue], [q.key for q in stored.queue]),
+            )
+            if mine != theirs
+        ]
+        if differs:
+            raise UsageError(
+                f"{file}: its {' and '.join(differs)} differ from the stored campaign's; a re-judgement reads the "
+                "stored runs under new gate definitions only (changed arms or items are `campaign run`)"
+            )
+        store.update(CampaignRow, row.id, spec_json=spec.model_dump_json(by_alias=True))
+        source = f"the gate definitions of {file}"
+    for gate, was, now in rejudge_all(store, spec, row.id, source):
+        console.print(f"{gate}: {was or 'no verdict'} -> {now}", markup=False, highlight=False)
+    render_status(console, store, row.name)

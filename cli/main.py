@@ -30,6 +30,7 @@ ORDER = (
     "probe",
     "export",
     "compare",
+    "rejudge",
     "ui",
 )
 

@@ -23,12 +23,15 @@ from gates.family import least_holm_level
 from gates.looks import Look, added_after_look, look_at, looks_for, sequence_reason
 
 
-def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list[VerdictRow]:
+def compute_verdicts(
+    store: Store, spec: CampaignSpec, campaign_id: int, stamp: dict[str, Any] | None = None
+) -> list[VerdictRow]:
     """Evaluate every gate from the stored numbers, the comparative ones as one family
     (`gates.engine.evaluate_family`: Holm over the gates measured so far, so a verdict
     can still move to inconclusive as more gates join); write a verdict row when it
     changed, with the look it was (`gates.looks`: which question, how many blocks, which
-    attempts) and the test its looks allow (`design_of`)."""
+    attempts) and the test its looks allow (`design_of`). `stamp` goes into every
+    verdict's evidence (a re-judgement says so, and what each verdict was before it)."""
     frame = store.measurements_frame(campaign_id)
     blocked = queue.blocked_arms(store, campaign_id)
     items = {row.key: row for row in store.items(campaign_id)}
@@ -65,8 +68,12 @@ def compute_verdicts(store: Store, spec: CampaignSpec, campaign_id: int) -> list
         if design.why:
             result = result.model_copy(update={"reason": f"{result.reason}; {design.why}"})
         look_evidence = {**current[gate.id].evidence(), "sequential": design.sequential, "planned_looks": design.looks}
-        evidence = json.dumps({**result.evidence, "look": look_evidence}, default=str, sort_keys=True)
         previous = latest.get(gate.id)
+        extra = {}
+        if stamp is not None:
+            was = {"verdict": previous.verdict, "reason": previous.reason} if previous else None
+            extra = {"rejudged": {**stamp, "was": was}}
+        evidence = json.dumps({**result.evidence, "look": look_evidence, **extra}, default=str, sort_keys=True)
         if (
             previous
             and previous.verdict == result.verdict
@@ -194,3 +201,17 @@ def settled(store: Store, spec: CampaignSpec, campaign_id: int, item: QueueItem,
         False,
         f"{line}; not yet within alpha/{members} = {holm.level:.4f} (p {p:.4f}), which a family of {members} may need",
     )
+
+
+def rejudge(store: Store, spec: CampaignSpec, campaign_id: int, source: str) -> list[tuple[str, str | None, str]]:
+    """Judge every gate again from the stored rows, under `spec`'s gate definitions and
+    today's code, and store the verdicts with what each was before (`stamp`); returns
+    (gate, verdict before, verdict now) per gate judged. The rows are not touched: a
+    re-judgement reads what was measured, it measures nothing."""
+    from campaign.store.tables import utcnow
+
+    before = {g: v.verdict for g, v in store.latest_verdicts(campaign_id).items()}
+    stamp = {"at": utcnow().isoformat(timespec="seconds"), "definitions": source}
+    rows = compute_verdicts(store, spec, campaign_id, stamp)
+    store.log_event(campaign_id, "rejudged", f"{len(rows)} gates re-judged under {source}")
+    return [(row.gate_id, before.get(row.gate_id), row.verdict) for row in rows]

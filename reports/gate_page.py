@@ -45,6 +45,7 @@ class GatePage:
     ci: str = "95% CI"
     paired: list[dict[str, Any]] = field(default_factory=list)  # `paired_blocks`
     reruns: int = 0  # the arms' load curves, on a gate over the load probe
+    rejudged: dict[str, Any] | None = None  # `rejudged`: the verdict before a re-judgement
 
 
 def flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -135,6 +136,7 @@ def build(data: ReportData, gate: GateView) -> GatePage:
             bool(gate.evidence.get("sequential")),
         ),
         reruns=_reruns(data, gate.id),
+        rejudged=rejudged(gate),
     )
 
 
@@ -153,13 +155,17 @@ def history_rows(verdicts: list[Any]) -> list[dict[str, Any]]:
         question = str(look.get("question", ""))
         if question and question not in questions:
             questions[question] = len(questions) + 1
+        try:
+            rejudged = json.loads(row.evidence_json or "{}").get("rejudged")
+        except ValueError:
+            rejudged = None
         out.append(
             {
                 "computed_at": row.computed_at,
                 "verdict": row.verdict,
                 "reason": row.reason,
                 "blocks": look.get("blocks", ""),
-                "test": _test_of(look),
+                "test": _test_of(look) + ("; re-judged from the stored runs" if rejudged else ""),
                 "question": questions.get(question, ""),
                 "complete": look.get("complete", True),
             }
@@ -467,3 +473,10 @@ def _load_chart(
     return load_curve.gate_chart(
         load_curve.load_rows(data.frame), arm_ids, params, f"gate-{data.gate_pages[gate.id]}-load", labels
     )
+
+
+def rejudged(gate: GateView) -> dict[str, Any] | None:
+    """What a re-judgement (`campaign rejudge`) changed: when, under which definitions,
+    and the verdict before it; None when the verdict shown was not a re-judgement."""
+    found = gate.evidence.get("rejudged")
+    return found if isinstance(found, dict) else None

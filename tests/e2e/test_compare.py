@@ -20,11 +20,15 @@ def _campaign(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.integration
 @pytest.mark.cpu_bound
-def test_a_slower_build_is_a_regression_and_fails_the_ci_check(tmp_path: Path, examples: Path) -> None:
+def test_a_slower_build_is_a_regression_fails_the_ci_check_and_old_runs_are_rejudged(
+    tmp_path: Path, examples: Path
+) -> None:
     """Build 2 decodes at 48 tok/s where build 1 did 60: `campaign compare` names each
     side's build, finds output_tps regressed about 20% with its interval over 3 vs 3 runs,
-    and `--fail-on regression:5%` exits 1; the same build against itself exits 0. About
-    two minutes."""
+    and `--fail-on regression:5%` exits 1; the same build against itself exits 0. Then
+    `campaign rejudge` reads the stored runs under a stricter gate: the verdict moves and
+    the gate page keeps the one before; a file with other arms is refused. About two
+    minutes."""
     source = (examples / "energy.toml").read_text()
     slow = source.replace("decode_tps = 60.0", 'decode_tps = 48.0\nbuild = "2"')
     assert slow != source
@@ -52,3 +56,21 @@ def test_a_slower_build_is_a_regression_and_fails_the_ci_check(tmp_path: Path, e
     )
     assert same.returncode == 0, same.stdout + same.stderr
     assert "none established" in same.stdout
+    # the stored runs judged again under a stricter gate: the verdict moves, the page keeps the old one
+    stricter = source.replace("min_gain = 0.2", "min_gain = 0.7")
+    assert stricter != source
+    (tmp_path / "stricter.toml").write_text(stricter)
+    again = _campaign("rejudge", "stricter.toml", "--db", "before.db", cwd=tmp_path)
+    assert again.returncode == 0 and "energy: pass -> fail" in again.stdout, again.stdout + again.stderr
+    report = _campaign("report", "--db", "before.db", "--out", "site", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "site" / "gates" / "energy.html").read_text()
+    assert 'id="rejudged"' in page and "stricter.toml" in page and "needs -70%" in page
+    other = (
+        source.replace('id = "B"', 'id = "C"')
+        .replace('subjects = ["B"]', 'subjects = ["C"]')
+        .replace('arms = ["A", "B"]', 'arms = ["A", "C"]')
+    )
+    (tmp_path / "other.toml").write_text(other)
+    refused = _campaign("rejudge", "other.toml", "--db", "before.db", cwd=tmp_path)
+    assert refused.returncode == 2 and "its arms differ from the stored campaign's" in refused.stderr

@@ -55,6 +55,7 @@ def test_command_summaries_wrap_at_the_terminal_not_where_the_docstring_broke() 
             "probe",
             "export",
             "compare",
+            "rejudge",
             "ui",
             "db",
             "trace",
