@@ -21,7 +21,18 @@ from jinja2 import Environment, PackageLoader
 from campaign.core.units import num
 from campaign.store.store import Store
 from campaign.store.study import summary as search_summary
-from reports import agent_load, arm_page, coverage, energy, gate_page, index_page, mechanisms, raw, search_page
+from reports import (
+    agent_load,
+    arm_page,
+    coverage,
+    energy,
+    gate_page,
+    history_page,
+    index_page,
+    mechanisms,
+    raw,
+    search_page,
+)
 from reports.answer import question
 from reports.data import ReportData, load
 
@@ -49,7 +60,14 @@ def _env() -> Environment:
     return env
 
 
-PAGE_PATTERNS = ("index.html", "search.html", "gates/*.html", "arms/*.html", "arms/*.requests.jsonl")
+PAGE_PATTERNS = (
+    "index.html",
+    "search.html",
+    "gates/*.html",
+    "arms/*.html",
+    "arms/*.requests.jsonl",
+    "history/*.html",
+)
 
 
 def default_folder(root: Path | str, campaign_name: str) -> Path:
@@ -108,6 +126,12 @@ def write_site(store: Store, name: str | None, out: Path | str, timings: dict[st
         page = arm_page.build(store, data, arm, raws)
         _write(out / "arms" / f"{data.arm_pages[arm.arm_id]}.html", template.render(**common, root="../", p=page))
     clock.lap("arms")
+    (out / "history").mkdir(exist_ok=True)
+    template = env.get_template("history.html")
+    for arm in data.arms:
+        history = history_page.build(store, data, arm.arm_id)
+        _write(out / "history" / f"{data.arm_pages[arm.arm_id]}.html", template.render(**common, root="../", p=history))
+    clock.lap("history")
     return index.resolve()
 
 

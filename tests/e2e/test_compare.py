@@ -27,8 +27,9 @@ def test_a_slower_build_is_a_regression_fails_the_ci_check_and_old_runs_are_reju
     side's build, finds output_tps regressed about 20% with its interval over 3 vs 3 runs,
     and `--fail-on regression:5%` exits 1; the same build against itself exits 0. Then
     `campaign rejudge` reads the stored runs under a stricter gate: the verdict moves and
-    the gate page keeps the one before; a file with other arms is refused. About two
-    minutes."""
+    the gate page keeps the one before; a file with other arms is refused. Last, the slow
+    build as a second campaign in the same database: the arm's history page has a point
+    for each. About three minutes."""
     source = (examples / "energy.toml").read_text()
     slow = source.replace("decode_tps = 60.0", 'decode_tps = 48.0\nbuild = "2"')
     assert slow != source
@@ -74,3 +75,13 @@ def test_a_slower_build_is_a_regression_fails_the_ci_check_and_old_runs_are_reju
     (tmp_path / "other.toml").write_text(other)
     refused = _campaign("rejudge", "other.toml", "--db", "before.db", cwd=tmp_path)
     assert refused.returncode == 2 and "its arms differ from the stored campaign's" in refused.stderr
+    # the slower build as a second campaign in the same database: the arm's history page
+    # shows one point per campaign and build, each with its interval
+    (tmp_path / "build2.toml").write_text(slow.replace('name = "energy"', 'name = "energy-build2"'))
+    second = _campaign("run", "build2.toml", "--db", "before.db", cwd=tmp_path)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    report = _campaign("report", "--db", "before.db", "--campaign", "energy", "--out", "site2", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    history = (tmp_path / "site2" / "history" / "a.html").read_text()
+    assert "energy · simulator build 1" in history and "energy-build2 · simulator build 2" in history
+    assert history.count("<tr><td>output_tps</td>") == 2  # a point per campaign and build
