@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import httpx
 
@@ -65,6 +66,41 @@ def healthy(api_url: str, timeout: float = 2.0) -> bool:
     return response.status_code == 200
 
 
+def ui_api_url(api_url: str, timeout: float = 2.0) -> str | None:
+    """Where the server's UI looks for its API (its /ui-settings), or None if it does not say."""
+    try:
+        response = httpx.get(ui_url(api_url) + "ui-settings", timeout=timeout)
+        return str(response.json().get("api_url")) if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+
+
+def port_holder(port: int, host: str = HOST) -> str | None:
+    """What listens on `port` ("PID 123: python -m http.server"), "something" when the port
+    is taken but the process cannot be seen, None when the port is free."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+            return None
+        except OSError:
+            pass
+    import psutil
+
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                try:
+                    return f"PID {conn.pid}: {' '.join(psutil.Process(conn.pid).cmdline())[:120]}"
+                except psutil.Error:
+                    return f"PID {conn.pid}"
+    except psutil.Error:
+        pass
+    return "another process"
+
+
 def server_command(host: str = HOST, port: int = PORT) -> list[str]:
     prefect = Path(sys.executable).with_name("prefect")
     head = [str(prefect)] if prefect.exists() else [sys.executable, "-m", "prefect"]
@@ -78,6 +114,9 @@ def start_server(workdir: Path, command: list[str], api_url: str, timeout_s: flo
     log = workdir / "prefect-server.log"
     env = dict(os.environ, PREFECT_SERVER_ANALYTICS_ENABLED="false")
     env.pop("PREFECT_API_URL", None)
+    # the UI asks /ui-settings where its API is; unset, Prefect answers the default port's,
+    # and a UI on any other port shows no runs ("Can't connect to Server API")
+    env["PREFECT_UI_API_URL"] = env["PREFECT_SERVER_UI_API_URL"] = api_url
     with log.open("ab") as sink:
         proc = subprocess.Popen(
             command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
@@ -191,7 +230,17 @@ def ensure_ui(
         earlier = read_ui_record(record) if record is not None else None
         if earlier is not None and earlier.api_url == api_url:
             pid = earlier.pid  # the server an earlier `campaign ui` started: keep its pid
+        elsewhere = ui_api_url(api_url)
+        if elsewhere is not None and elsewhere.rstrip("/") != api_url.rstrip("/"):
+            raise UiError(
+                f"a Prefect server answers at {api_url}, but its UI looks for its API at {elsewhere}, so its Runs "
+                "page shows nothing of it; stop it and run `campaign ui` again (it starts one whose UI uses its own API)"
+            )
     else:
+        port = urlparse(api_url).port
+        holder = port_holder(port) if port is not None else None
+        if holder is not None:
+            raise UiError(f"port {port} is taken by {holder}, which is not a Prefect server; choose another with --port")
         pid, log = start_server(workdir, command or server_command(), api_url)
         started = True
     if write_config:
