@@ -44,11 +44,25 @@ def publish(store: Store, name: str) -> None:
                 continue
             arms = "/".join(gate.subjects) + (f" vs {'/'.join(gate.baseline)}" if gate.baseline else "")
             md = f"### Gate {gate.id}: {gate.title}\n\n**{gate.verdict}** ({arms})\n\n{gate.reason}\n"
+            md += runs_read(store, s.campaign_id, [*gate.subjects, *gate.baseline])
             create_markdown_artifact(
                 markdown=md, key=artifact_key(name, "gate", gate.id), description=f"{gate.id}: {gate.verdict}"
             )
     except Exception as exc:  # observation only
         log.warning("could not publish Prefect artifacts: %s", exc)
+
+
+def runs_read(store: Store, campaign_id: int, arms: list[str]) -> str:
+    """The flow runs of the arms' finished attempts, as links the Prefect UI opens: where
+    the blocks a verdict read were measured."""
+    from campaign.core.states import AttemptState
+
+    links = [
+        f"[{a.arm_id} block {a.repeat + 1}](/runs/flow-run/{a.flow_run_id})"
+        for a in store.attempts(campaign_id)
+        if a.arm_id in arms and a.state == AttemptState.DONE and a.flow_run_id
+    ]
+    return f"\nRead from the flow runs: {', '.join(links)}\n" if links else ""
 
 
 def publish_report_link(name: str, index_path: str) -> None:

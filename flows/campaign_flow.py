@@ -21,7 +21,7 @@ from campaign.store import queue
 from campaign.store.store import Store
 from campaign.store.study import expanded, search_finished
 from campaign.store.summary import PREFECT_API_EVENT
-from flows import interrupt, placement
+from flows import interrupt, placement, queue_runs
 from flows import overrides as override_keys
 from flows.artifacts import artifact_key, publish
 from flows.devices import release_lease
@@ -101,7 +101,7 @@ def _run_queue(
         items=len(spec.queue),
         artifact=artifact_key(spec.campaign.name, "queue"),
     )
-    publish(store, spec.campaign.name)
+    _show(store, spec, campaign_id)
     verdicts = None  # as of the last item run
     while True:
         item = queue.next_item(store, spec, campaign_id)
@@ -109,32 +109,39 @@ def _run_queue(
             try:
                 spec = run_search(store, spec, campaign_id, workdir, simulated_adapters())
             except interrupt.CampaignInterrupted as exc:
-                publish(store, spec.campaign.name)
+                _show(store, spec, campaign_id)
                 return {"campaign": spec.campaign.name, "interrupted": str(exc)}
             queue.register(store, spec, campaign_path, simulated_adapters())
-            publish(store, spec.campaign.name)
+            _show(store, spec, campaign_id)
             continue
         if item is None:
             break
         try:
             run_group(store, spec, campaign_id, server_group(store, spec, campaign_id, item), workdir)
         except interrupt.CampaignInterrupted as exc:  # returned, not raised: a stop is no flow failure
-            publish(store, spec.campaign.name)
+            _show(store, spec, campaign_id)
             return {"campaign": spec.campaign.name, "interrupted": str(exc)}
         verdicts = compute_verdicts(store, spec, campaign_id)
-        publish(store, spec.campaign.name)
+        _show(store, spec, campaign_id)
     waiting = queue.waiting_reasons(store, spec, campaign_id)
     for key, reason in waiting.items():
         queue.move_item(store, campaign_id, key, ItemState.PENDING, reason)
     if verdicts is None or waiting:  # nothing ran, or items changed state since
         verdicts = compute_verdicts(store, spec, campaign_id)
-        publish(store, spec.campaign.name)
+        _show(store, spec, campaign_id)
     emit("campaign-done", name=spec.campaign.name)
     return {
         "campaign": spec.campaign.name,
         "items": {r.key: str(r.state) for r in store.items(campaign_id)},
         "verdicts": {v.gate_id: str(v.verdict) for v in verdicts},
     }
+
+
+def _show(store: Store, spec: CampaignSpec, campaign_id: int) -> None:
+    """What the Prefect UI shows of the campaign, brought up to date: the queue artifact,
+    the gate artifacts, and a flow run per queue item in its item's state."""
+    publish(store, spec.campaign.name)
+    queue_runs.sync(store, spec, campaign_id)
 
 
 def note_prefect_api(store: Store, campaign_id: int) -> None:

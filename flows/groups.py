@@ -15,7 +15,7 @@ from campaign.core.schema import CampaignSpec, QueueItem
 from campaign.core.states import TERMINAL_ITEM_STATES, AttemptState
 from campaign.store import queue
 from campaign.store.store import Store
-from flows import interrupt
+from flows import interrupt, queue_runs
 from flows.arm_flow import SERVER_NOT_KEPT
 from flows.blocks import Step, block_plan
 from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, Link
@@ -145,6 +145,7 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
         return
     for item in group:
         start_item(store, campaign_id, item)
+    queue_runs.sync(store, spec, campaign_id)  # the items' Prefect runs show them running
     plans = {q.key: {(s.block.index, s.arm_id): s.block for s in block_plan(spec, q)} for q in group}
     outcomes: dict[str, list[ArmOutcome]] = {q.key: [] for q in group}
 

@@ -18,7 +18,7 @@ from campaign.core.schema import CampaignSpec, QueueItem
 from campaign.core.states import AttemptState, ItemState
 from campaign.store import queue
 from campaign.store.store import Store
-from flows import interrupt, placement
+from flows import interrupt, placement, queue_runs
 from flows.arm_flow import arm_flow
 from flows.arm_states import outcome_of
 from flows.artifacts import artifact_key
@@ -65,6 +65,7 @@ def run_item(
     already ran: the same question, asked with more blocks (`gates.looks`).
     """
     start_item(store, campaign_id, item)
+    queue_runs.sync(store, spec, campaign_id)  # the item's Prefect run shows it running
     runs = with_overrides(item, overrides)
     tries = max(retries, item.retries)
 
