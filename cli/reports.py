@@ -89,7 +89,14 @@ def report(
 
 @app.command()
 def export(
-    fmt: Annotated[str, typer.Option("--format", "-f", help="csv or parquet (parquet needs pyarrow)")] = "csv",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="csv, parquet (needs pyarrow) or benchmark-report (llm-d Benchmark Report v0.2.1, a JSON file per server run)",
+        ),
+    ] = "csv",
     out: Annotated[Path, typer.Option("--out", help="output folder")] = Path("export"),
     db: DbOption = None,
     name: Annotated[str | None, typer.Option("--campaign", help="campaign name (default: latest)")] = None,

@@ -1,4 +1,5 @@
-"""`campaign export`: measurements, samples and verdicts as CSV or Parquet tables.
+"""`campaign export`: measurements, samples and verdicts as CSV or Parquet tables, or one
+llm-d Benchmark Report per server run (`reports.benchmark_report`).
 
 Every measurement row is exported (all attempts), with a `counts` column saying whether
 it is one a verdict reads (newest finished attempt, completed probe run); `cells` holds
@@ -16,9 +17,10 @@ import pandas as pd
 from sqlalchemy import text
 
 from campaign.store.store import Store
+from reports.benchmark_report import write_reports
 from reports.data import cell_values
 
-FORMATS = ("csv", "parquet")
+FORMATS = ("csv", "parquet", "benchmark-report")
 
 _SAMPLES_SQL = text(
     """
@@ -63,9 +65,12 @@ def tables(store: Store, campaign_id: int) -> dict[str, pd.DataFrame]:
 
 
 def export(store: Store, campaign_id: int, out: Path | str, fmt: str) -> list[Path]:
-    """Write one file per table into `out`; return their paths."""
+    """Write one file per table (one JSON file per server run for benchmark-report) into
+    `out`; return their paths."""
     if fmt not in FORMATS:
         raise ExportError(f"--format must be one of: {', '.join(FORMATS)}; found {fmt!r}")
+    if fmt == "benchmark-report":
+        return write_reports(store, campaign_id, out)
     if fmt == "parquet":
         require_parquet_engine()
     out = Path(out)
