@@ -240,7 +240,9 @@ def ensure_ui(
         port = urlparse(api_url).port
         holder = port_holder(port) if port is not None else None
         if holder is not None:
-            raise UiError(f"port {port} is taken by {holder}, which is not a Prefect server; choose another with --port")
+            raise UiError(
+                f"port {port} is taken by {holder}, which is not a Prefect server; choose another with --port"
+            )
         pid, log = start_server(workdir, command or server_command(), api_url)
         started = True
     if write_config:
