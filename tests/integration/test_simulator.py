@@ -284,7 +284,7 @@ def test_endpoints_startup_delay_and_profile_json(start_sim: Callable[..., Sim])
     assert sim.client.get("/health").json() == {"status": "ok"}
     model = sim.client.get("/v1/models").json()["data"][0]
     assert model["id"] == "json-model" and model["owned_by"] == "simulator"
-    assert model["meta"] == {"simulated": True, "slots": 2, "ctx_size": 32768, "time_scale": 1.0}
+    assert model["meta"] == {"simulated": True, "build": "1", "slots": 2, "ctx_size": 32768, "time_scale": 1.0}
     slots = sim.client.get("/slots").json()
     assert slots == [{"id": i, "state": "idle", "n_ctx": 32768, "n_tokens": 0} for i in range(2)]
     tok = sim.client.post("/tokenize", json={"content": "one two  three"}).json()
