@@ -73,7 +73,7 @@ class LoadParams(BaseModel):
     )
     trace: str | None = Field(
         default=None,
-        description="trace: a Mooncake-style JSONL file (timestamp ms, input_length, output_length, hash_ids), replayed at its recorded times",
+        description="trace: a Mooncake-style JSONL file (timestamp ms, input_length, output_length, hash_ids), or an Azure LLM inference or BurstGPT CSV, replayed at its recorded times",
     )
     block_tokens: int = Field(
         default=DEFAULT_BLOCK_TOKENS, ge=1, description="trace: tokens per hash id block (Mooncake's traces: 512)"

@@ -10,6 +10,9 @@ output asked for. Between turns the replay waits the recorded think time: from t
 previous assistant message's `t` to that of the last message before the next one (the
 user's or the tool's), 0 without stamps.
 
+A TraceLab coding-agent trace (one LLM round a line, sizes and times without text) is read
+too, told by its first line's shape, and rebuilt as sessions (`arms.workloads.tracelab`).
+
 A leaf of the domain core: plain values, no I/O beyond the file named.
 """
 
@@ -90,10 +93,17 @@ def _session(path: Path, number: int, row: Any) -> Session:
 
 
 def read_sessions(path: str | Path) -> list[Session]:
-    """Every session of a file, checked line by line (blank lines skipped), by start time."""
+    """Every session of a file, checked line by line (blank lines skipped), by start time:
+    this format's, or TraceLab's when the first line is a TraceLab round."""
     source = Path(path)
     text = read_text(source, "sessions", SessionsError)
-    sessions = [_session(source, n, row) for n, row in json_lines(source, text, SessionsError)]
+    rows = json_lines(source, text, SessionsError)
+    if rows and isinstance(rows[0][1], dict) and "messages" not in rows[0][1]:
+        from arms.workloads import tracelab  # imported here: it imports this module
+
+        if tracelab.is_round(rows[0][1]):
+            return tracelab.sessions_from_rows(source, rows)
+    sessions = [_session(source, n, row) for n, row in rows]
     if not sessions:
         raise SessionsError(f"{source}: no sessions (one JSON object per line, with messages)")
     return sorted(sessions, key=lambda s: s.start_s)
