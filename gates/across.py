@@ -80,8 +80,10 @@ class Change:
         runs = f"over {self.before_runs} vs {self.after_runs} runs"
         if math.isnan(self.change):
             return f"{self.metric} {self.arm}{where}: not estimated ({runs}): {self.note}"
-        level = f"{confidence:.0%} CI"
-        body = f"{pct(self.change)} [{pct(self.low)}, {pct(self.high)}] {level} {runs}: {self.label}"
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):  # too few runs for an interval
+            body = f"{pct(self.change)}, no CI {runs}: {self.label}"
+        else:
+            body = f"{pct(self.change)} [{pct(self.low)}, {pct(self.high)}] {confidence:.0%} CI {runs}: {self.label}"
         return f"{self.metric} {self.arm}{where}: {body}{f' ({self.note})' if self.note else ''}"
 
 
@@ -189,8 +191,13 @@ def compare_sides(
     out = []
     for (name, arm, cmp, wide), (moved, _), (alarm, _) in zip(found, changed, alarms, strict=True):
         c, lo, hi = cmp.change
+        if not cmp.statistical:  # a rule decided (too few runs, errors): no interval to show
+            lo = hi = math.nan
         label = (REGRESSION if cmp.gain < 0 else IMPROVEMENT) if moved else UNSETTLED
         note = "" if cmp.statistical else "; ".join(cmp.notes)
+        note = note.replace(f"{arm}@after", f"{arm} on {after.label}").replace(
+            f"{arm}@before", f"{arm} on {before.label}"
+        )
         worst = lo if cmp.higher_is_better else -hi
         if cmp.statistical and fail_on is not None and not alarm and worst < -fail_on:
             if wide is not None and wide.p_fail <= rigor.alpha:
