@@ -72,7 +72,8 @@ def show(
 
 
 def _describe(file: Path, block_tokens: int) -> None:
-    from arms.workloads.traces import TraceError, implied_cached_tokens, read_trace
+    from arms.workloads.trace_formats import read_requests as read_trace
+    from arms.workloads.traces import TraceError, implied_cached_tokens
 
     try:
         requests = read_trace(file, block_tokens)

@@ -45,6 +45,7 @@ class Point:
 class HistoryPage:
     arm_id: str
     what: str  # the arm's model and runtime
+    group: str  # the arm's class and group, as the arm page says them
     campaigns: list[str]
     charts: list[tuple[str, Markup]] = field(default_factory=list)
     rows: list[tuple[str, str, Point]] = field(default_factory=list)  # (metric, cell, point)
@@ -60,7 +61,7 @@ def _version_of(identity_json: str) -> str:
 def build(store: Store, data: ReportData, arm_id: str) -> HistoryPage:
     mine = next(a for a in data.arms if a.arm_id == arm_id)
     key = (mine.model, mine.quant, mine.runtime)
-    page = HistoryPage(arm_id, f"{mine.model}/{mine.quant} on {mine.runtime}", [])
+    page = HistoryPage(arm_id, f"{mine.model}/{mine.quant} on {mine.runtime}", f"{mine.klass} / {mine.group}", [])
     points: dict[tuple[str, str], list[Point]] = {}
     campaigns = sorted(store.campaigns(), key=lambda c: c.created_at)
     for camp in campaigns:

@@ -11,7 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from arms.probes.base import read_unchanged
-from arms.workloads.sessions import Session, read_sessions
+from arms.workloads.sessions import Session
+from arms.workloads.tracelab import read_session_file
 from campaign.core.states import Mode
 
 
@@ -115,7 +116,7 @@ class AgentLoadParams(BaseModel):
 def recorded_sessions(path: str) -> tuple[Session, ...]:
     """A sessions file (`read_unchanged`); a bad file raises a SessionsError (a ValueError
     naming the line)."""
-    return tuple(read_unchanged(read_sessions, path))
+    return tuple(read_unchanged(read_session_file, path))
 
 
 # chat-template tokens counted per message when a conversation's size is estimated

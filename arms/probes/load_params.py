@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, PositiveFloat, model_validator
 
 from arms.probes.agent_load_params import conversation_tokens
 from arms.probes.base import read_unchanged
-from arms.workloads import datasets, profiles, traces
+from arms.workloads import datasets, profiles, trace_formats, traces
 from arms.workloads.datasets import Dataset, DatasetPrompt
 from arms.workloads.load_stats import QUEUE_TARGETS, TargetName
 from arms.workloads.profiles import Kind, Profile
@@ -248,7 +248,7 @@ class LoadParams(BaseModel):
 def recorded(path: str, block_tokens: int) -> tuple[TraceRequest, ...]:
     """A trace file's requests (`read_unchanged`); a bad file raises a TraceError (a
     ValueError naming the line), which the params' check reports."""
-    return tuple(read_unchanged(traces.read_trace, path, block_tokens))
+    return tuple(read_unchanged(trace_formats.read_requests, path, block_tokens))
 
 
 def read_prompts(path: str) -> Dataset:

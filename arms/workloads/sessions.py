@@ -10,8 +10,8 @@ output asked for. Between turns the replay waits the recorded think time: from t
 previous assistant message's `t` to that of the last message before the next one (the
 user's or the tool's), 0 without stamps.
 
-A TraceLab coding-agent trace (one LLM round a line, sizes and times without text) is read
-too, told by its first line's shape, and rebuilt as sessions (`arms.workloads.tracelab`).
+A TraceLab coding-agent trace (one LLM round a line, sizes and times without text) is
+rebuilt as sessions by `arms.workloads.tracelab`, which tells the two formats apart.
 
 A leaf of the domain core: plain values, no I/O beyond the file named.
 """
@@ -93,16 +93,16 @@ def _session(path: Path, number: int, row: Any) -> Session:
 
 
 def read_sessions(path: str | Path) -> list[Session]:
-    """Every session of a file, checked line by line (blank lines skipped), by start time:
-    this format's, or TraceLab's when the first line is a TraceLab round."""
+    """Every session of a file in this format, checked line by line (blank lines
+    skipped), by start time (`arms.workloads.tracelab.read_session_file` reads TraceLab's
+    too, and is what a replay reads)."""
     source = Path(path)
     text = read_text(source, "sessions", SessionsError)
-    rows = json_lines(source, text, SessionsError)
-    if rows and isinstance(rows[0][1], dict) and "messages" not in rows[0][1]:
-        from arms.workloads import tracelab  # imported here: it imports this module
+    return sessions_of(source, json_lines(source, text, SessionsError))
 
-        if tracelab.is_round(rows[0][1]):
-            return tracelab.sessions_from_rows(source, rows)
+
+def sessions_of(source: Path, rows: list[tuple[int, Any]]) -> list[Session]:
+    """The sessions of a file's parsed lines, by start time."""
     sessions = [_session(source, n, row) for n, row in rows]
     if not sessions:
         raise SessionsError(f"{source}: no sessions (one JSON object per line, with messages)")

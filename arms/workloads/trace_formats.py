@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 
-from arms.workloads.traces import DEFAULT_BLOCK_TOKENS, TraceError, TraceRequest, read_mooncake
+from arms.workloads.traces import DEFAULT_BLOCK_TOKENS, TraceError, TraceRequest, read_trace
 
 FORMATS = ("mooncake", "azure", "burstgpt")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -231,9 +231,16 @@ def read_any(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> Trac
     """A trace in any of the formats, told by `detect_format`; `block_tokens` is the size
     of a Mooncake trace's hash id blocks (the CSV formats have none)."""
     source = Path(path)
+    if block_tokens < 1:
+        raise TraceError(f"{source}: block_tokens must be >= 1, found {block_tokens}")
     kind = detect_format(source)
     if kind == "azure":
         return read_azure(source)
     if kind == "burstgpt":
         return read_burstgpt(source)
-    return TraceRead("mooncake", tuple(read_mooncake(source, block_tokens)))
+    return TraceRead("mooncake", tuple(read_trace(source, block_tokens)))
+
+
+def read_requests(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> list[TraceRequest]:
+    """The requests of a trace in any format, in time order: what a replay reads."""
+    return list(read_any(path, block_tokens).requests)

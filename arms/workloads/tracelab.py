@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from arms.workloads.sessions import Session, SessionsError, Turn
+from arms.workloads.jsonl import json_lines, read_text
+from arms.workloads.sessions import Session, SessionsError, Turn, sessions_of
 from arms.workloads.trace_formats import wall_clock_us
 
 FIELDS = ("session_id", "round_index", "input_tokens_total", "output_tokens")
@@ -179,3 +180,12 @@ def sessions_from_rows(path: str | Path, rows: Sequence[tuple[int, Any]]) -> lis
         at = starts[s]
         sessions.append(Session(s, 0.0 if at is None else (at - origin) / 1e6, _turns(rs)))
     return sorted(sessions, key=lambda s: s.start_s)
+
+
+def read_session_file(path: str | Path) -> list[Session]:
+    """The sessions of a file in our format or TraceLab's, told by its first line's shape."""
+    source = Path(path)
+    rows = json_lines(source, read_text(source, "sessions", SessionsError), SessionsError)
+    if rows and is_round(rows[0][1]):
+        return sessions_from_rows(source, rows)
+    return sessions_of(source, rows)

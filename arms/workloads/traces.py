@@ -15,7 +15,7 @@ the last token (a server always computes it). A replay stores it beside what the
 reports, so a cache that evicts or never matches shows as the difference.
 
 An Azure or BurstGPT CSV reads to the same requests, without hash ids
-(`arms.workloads.trace_formats`).
+(`arms.workloads.trace_formats`, which reads every format and is what callers use).
 
 `make_trace` writes a trace of a chosen shape (sessions arriving as a Poisson process,
 each a shared system prompt, then turns whose history grows), so the examples and tests
@@ -92,24 +92,9 @@ def _request(path: Path, number: int, row: Any, block_tokens: int) -> TraceReque
 
 
 def read_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> list[TraceRequest]:
-    """Every request of a trace file, checked line by line (blank lines skipped), in
-    timestamp order. A bad line is refused naming the file, the line and the field.
-
-    Mooncake's JSONL, or an Azure or BurstGPT CSV (`arms.workloads.trace_formats`, which
-    says how each is read and what a BurstGPT file's failed rows were)."""
-    source = Path(path)
-    if block_tokens < 1:
-        raise TraceError(f"{source}: block_tokens must be >= 1, found {block_tokens}")
-    from arms.workloads import trace_formats  # imported here: it imports this module
-
-    if trace_formats.detect_format(source) != "mooncake":
-        return list(trace_formats.read_any(source, block_tokens).requests)
-    return read_mooncake(source, block_tokens)
-
-
-def read_mooncake(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> list[TraceRequest]:
-    """A Mooncake-style JSONL trace's requests, in timestamp order (`read_trace`, which
-    reads the other formats too, is what callers want)."""
+    """Every request of a Mooncake-style JSONL trace, checked line by line (blank lines
+    skipped), in timestamp order. A bad line is refused naming the file, the line and the
+    field. `arms.workloads.trace_formats.read_requests` reads the CSV formats too."""
     source = Path(path)
     if block_tokens < 1:
         raise TraceError(f"{source}: block_tokens must be >= 1, found {block_tokens}")

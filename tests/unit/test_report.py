@@ -73,9 +73,10 @@ def test_a_page_for_every_gate_and_arm(built: tuple[Store, Path, synthetic.Optio
         assert f'href="gates/{data.gate_pages[gate.id]}.html"' in index
     for arm in data.arms:
         assert (site / "arms" / f"{data.arm_pages[arm.arm_id]}.html").exists(), arm.arm_id
+        assert (site / "history" / f"{data.arm_pages[arm.arm_id]}.html").exists(), arm.arm_id
     # "spec" and "Spec" are different gates: neither page overwrites the other
     assert {"spec.html", "spec-2.html"} <= {p.name for p in (site / "gates").iterdir()}
-    assert len(_pages(site)) == 1 + len(data.summary.gates) + len(data.arms)
+    assert len(_pages(site)) == 1 + len(data.summary.gates) + 2 * len(data.arms)  # an arm page and its history
 
 
 def test_hostile_text_is_escaped_in_every_page(built: tuple[Store, Path, synthetic.Options]) -> None:

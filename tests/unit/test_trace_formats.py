@@ -10,7 +10,7 @@ import pytest
 
 from arms.probes.agent_load_params import AgentLoadParams
 from arms.probes.load_params import LoadParams
-from arms.workloads.sessions import SessionsError, read_sessions
+from arms.workloads.sessions import SessionsError
 from arms.workloads.trace_formats import (
     detect_format,
     read_any,
@@ -18,7 +18,9 @@ from arms.workloads.trace_formats import (
     read_burstgpt,
     wall_clock_us,
 )
-from arms.workloads.traces import TraceError, TraceRequest, read_trace, write_trace
+from arms.workloads.trace_formats import read_requests as read_trace
+from arms.workloads.tracelab import read_session_file as read_sessions
+from arms.workloads.traces import TraceError, TraceRequest, write_trace
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "traces"
 AZURE = DATA / "azure_code_sample.csv"
