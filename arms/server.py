@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from arms import tls
 from campaign.core.processes import stop_group
 
 
@@ -93,7 +94,7 @@ class ServerProcess:
         assert self.proc is not None
         deadline = time.monotonic() + self.startup_timeout_s
         last = "no answer yet"
-        with httpx.Client(timeout=2.0) as http:
+        with httpx.Client(timeout=2.0, verify=tls.verified()) as http:
             while time.monotonic() < deadline:
                 code = self.proc.poll()
                 if code is not None:

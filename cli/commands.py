@@ -218,31 +218,48 @@ def _exit_if_failed(store: Any, name: str, keys: list[str] | None = None) -> Non
 
 
 class _quiet_heartbeat:
-    """Sync flow runs start a heartbeat thread that costs about a second each; campaigns
-    keep their own liveness in the store, so turn it off for runs on a temporary server.
-    A configured server keeps Prefect's heartbeats (its UI marks a silent run crashed)."""
+    """Prefect's flow-run heartbeats feed only a zombie-detection automation that a user
+    sets up on their server; a campaign keeps its own liveness in the store (attempt
+    heartbeats, `campaign resume`). Each sync flow run joins its heartbeat thread at its
+    end, which waits for the thread's one-second sleep: half a second a run, a twentieth
+    of the demo's wall time. So they are off, unless the user set their frequency
+    (`PREFECT_FLOWS_HEARTBEAT_FREQUENCY`, in the environment or the active profile)."""
 
     def __enter__(self) -> None:
         from prefect.settings import temporary_settings
 
-        from flows.prefect_api import configured_api_url
-
-        if configured_api_url():
+        if _heartbeat_asked():
             self._ctx = temporary_settings()
         else:
-            self._on_temporary_server(temporary_settings)
+            self._ctx = _without_heartbeats(temporary_settings)
         self._ctx.__enter__()
-
-    def _on_temporary_server(self, temporary_settings: Any) -> None:
-        try:
-            from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY
-
-            self._ctx = temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
-        except ImportError:
-            self._ctx = temporary_settings()
 
     def __exit__(self, *exc: Any) -> None:
         self._ctx.__exit__(*exc)
+
+
+_HEARTBEAT_NAMES = ("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_RUNNER_HEARTBEAT_FREQUENCY")
+
+
+def _heartbeat_asked() -> bool:
+    """Whether the user set Prefect's flow-run heartbeat frequency themselves."""
+    if any(os.environ.get(name) for name in _HEARTBEAT_NAMES):
+        return True
+    try:
+        from prefect.settings import load_current_profile
+
+        profile = load_current_profile()
+    except Exception:
+        return False
+    return any(getattr(key, "name", str(key)) in _HEARTBEAT_NAMES for key in profile.settings)
+
+
+def _without_heartbeats(temporary_settings: Any) -> Any:
+    try:
+        from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY
+    except ImportError:
+        return temporary_settings()
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 @app.command()

@@ -35,7 +35,7 @@ from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, ArmRun, Link, ProbeRun
 from flows.devices import DeviceLock
 from flows.launch import as_attempted, launch_context, launch_refusal, run_seed
 from flows.overrides import probe_params, probe_settings_hash
-from flows.probe_task import all_failed_reason, run_probe
+from flows.probe_run import all_failed_reason, run_probe
 
 
 def _identity_flags(spec: CampaignSpec, arm_id: str, identity: dict[str, Any]) -> list[str]:
@@ -368,7 +368,7 @@ def _probe_attempt(
                 settings_hash=probe_settings_hash(probe, params, overrides),
                 **telemetry_fields(served),
             )
-            run_probe.with_options(task_run_name=job.name)(job)
+            run_probe(job)
     interrupt.check()
     failure = all_failed_reason(store.request_outcome(attempt.id))
     if failure:  # measured nothing: the item's numbers would be empty, not slow

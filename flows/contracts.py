@@ -1,11 +1,11 @@
-"""What crosses between the campaign flow, an arm flow and a probe task: typed, frozen
+"""What crosses between the campaign flow, an arm flow and a probe run: typed, frozen
 values instead of a dict and a dozen scalars.
 
 Why here and frozen: an arm's run is handed from the campaign flow to an arm flow in
 this process or, through a deployment, to a worker on another host, and its outcome
-comes back the same two ways; a probe run is handed to a Prefect task. Each side used
-to build or read a dict by key, so a renamed key failed at run time on the far side of
-a process boundary. A model is checked where it is made (and by Prefect, which validates
+comes back the same two ways; a probe run is handed one job. A dict built on one side
+and read by key on the other fails at run time, on the far side of a process boundary,
+when a key is renamed. A model is checked where it is made (and by Prefect, which validates
 a flow's parameters against its signature, on the worker too), and nobody changes it on
 the way.
 """
@@ -169,7 +169,7 @@ class ArmOutcome:
 
 
 class ProbeRun(_Frozen):
-    """One probe at one context on a running server, for the probe task: where to store
+    """One probe at one context on a running server, for `flows.probe_run.run_probe`: where to store
     its rows (the attempt, its block's number and item), the server and how to talk to it,
     and the probe's resolved parameters (as JSON, validated again by the probe's own model).
     `settings_hash` is what its rows were measured under (`flows.overrides.probe_settings_hash`)."""
@@ -199,8 +199,3 @@ class ProbeRun(_Frozen):
     telemetry: str = "none"
     server_pgid: int | None = None
     visible_devices: str | None = None
-
-    @property
-    def name(self) -> str:
-        """The task run's name: arm-probe@context."""
-        return f"{self.arm_id}-{self.probe}@{self.context}"

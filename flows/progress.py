@@ -4,8 +4,8 @@ to the Prefect run's log.
 A plain observer list rather than Prefect's event system: the terminal must update even
 when no Prefect server is reachable, and listeners are called from worker threads.
 
-The same events, as one line each (`describe`), also go to the log of the Prefect flow or
-task run they happen in, so a long probe shows its turns in the Prefect UI too. They go
+The same events, as one line each (`describe`), also go to the log of the Prefect flow
+run they happen in, so a long probe shows its turns in the Prefect UI too. They go
 through a logger of their own that only talks to the API (nothing more in the terminal,
 where the rich view shows them), and only while a run context exists; whether logs are
 sent at all is Prefect's PREFECT_LOGGING_TO_API_ENABLED.

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import httpx
 from pydantic import ValidationError
 
+from arms import tls
 from arms.runtimes.dialect import Dialect
 from arms.runtimes.launching import (
     LaunchContext,
@@ -243,7 +244,7 @@ class RuntimeAdapter:
             else [self.cache_flush]
         )
         answers = []
-        with httpx.Client(base_url=base_url, timeout=timeout) as http:
+        with httpx.Client(base_url=base_url, timeout=timeout, verify=tls.verified()) as http:
             for path in paths:
                 response = http.post(path)
                 if response.status_code >= 300:

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from arms import tls
 from arms.runtimes.base import RuntimeAdapter
 from arms.runtimes.launching import LaunchContext, LaunchError, RuntimeOptions
 
@@ -99,7 +100,7 @@ class OpenAICompatAdapter(RuntimeAdapter):
         """
         out: dict[str, Any] = {}
         try:
-            with httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout) as http:
+            with httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, verify=tls.verified()) as http:
                 models = http.get("/v1/models")
                 if models.status_code == 200 and models.content.strip():  # identify() notes an empty body
                     data = models.json().get("data") or []

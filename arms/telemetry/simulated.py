@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import httpx
 
+from arms import tls
 from arms.telemetry.device import DeviceInfo, DeviceLost, DeviceReading
 
 TIMEOUT_S = 5.0
@@ -17,7 +18,7 @@ class SimulatedDevice:
 
     def __init__(self, base_url: str):
         self.base_url = base_url.rstrip("/")
-        self._client = httpx.Client(timeout=TIMEOUT_S)
+        self._client = httpx.Client(timeout=TIMEOUT_S, verify=tls.verified())
         self._last: tuple[float, float] | None = None  # (t_s, busy_s) of the last reading
         self._info: DeviceInfo | None = None
 

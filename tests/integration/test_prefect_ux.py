@@ -92,8 +92,9 @@ def test_in_process_arms_send_their_logs_and_heartbeats_to_a_configured_server(
     tmp_path: Path, prefect_server: str
 ) -> None:
     """`campaign run` against a lasting server, arms without a host (run in-process):
-    the arm's progress lines are in the server's log of its flow run, and the run beat
-    its heart there. (A temporary server gets neither: it is gone with the run.)"""
+    the arm's progress lines are in the server's log of its flow run, and, where the user
+    set Prefect's heartbeat frequency (they are off otherwise: `cli.commands`), the run
+    beat its heart there. (A temporary server gets neither: it is gone with the run.)"""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -103,7 +104,7 @@ def test_in_process_arms_send_their_logs_and_heartbeats_to_a_configured_server(
     path.write_text(two_arms("logged"))
     run = subprocess.run(
         [sys.executable, "-m", "cli", "run", str(path), "--workdir", str(tmp_path / "w")],
-        env=_env(tmp_path, prefect_server, db, "run"),
+        env={**_env(tmp_path, prefect_server, db, "run"), "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30"},
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -373,7 +373,7 @@ def test_request_outcome_sums_every_cells_requests_and_failures(db_url: str) -> 
     assert (outcome.requests, outcome.failed) == (8, 8) and outcome.all_failed
     assert outcome.kinds == {"HTTP 400": 6, "stream broken": 2}
     assert outcome.errors == ['HTTP 400: {"error": {"message": "too long"}}']
-    from flows.probe_task import all_failed_reason
+    from flows.probe_run import all_failed_reason
 
     assert all_failed_reason(outcome) == "8/8 requests failed, HTTP 400: too long"
     empty = store.request_outcome(store.new_attempt(camp.id, "k", "B", {}).id)
@@ -470,7 +470,7 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
     from pydantic import BaseModel
 
     from arms.probes import registry
-    from flows import probe_task
+    from flows import probe_run
 
     store = Store(db_url)
     camp = store.add(CampaignRow(name="c"))
@@ -517,9 +517,9 @@ def test_run_probe_stores_every_row_before_the_run_changes_state(
     )
     if fail:
         with pytest.raises(RuntimeError, match="went away"):
-            probe_task.run_probe.fn(job)
+            probe_run.run_probe(job)
     else:
-        probe_task.run_probe.fn(job)
+        probe_run.run_probe(job)
     assert seen == [(ProbeRunState.FAILED if fail else ProbeRunState.DONE, 50)]
 
 

@@ -1,4 +1,10 @@
-"""The probe task: one probe at one context on a running server, its rows stored as it goes.
+"""One probe at one context on a running server, its rows stored as it goes.
+
+A plain call inside the arm's flow run, not a Prefect task run: the flow run is the unit a
+user watches (one arm, one block), its log says when each probe starts and ends
+(`flows.progress`), and the probe run's row holds its state. A task run per probe cost
+its creation and state changes on the API, about a third of a second each with a lasting
+server: a tenth of the demo's wall time for nothing the store does not already say.
 
 Also why an attempt whose every request failed has failed, said as one line: the probe
 runs end done, and only their requests' outcomes tell.
@@ -8,8 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-
-from prefect import task
 
 from arms.probes import registry as probes
 from arms.probes.base import ProbeTarget
@@ -29,7 +33,6 @@ from flows.progress import emit
 from flows.sink import SinkWriteError, StoreSink
 
 
-@task(name="probe")
 def run_probe(job: ProbeRun) -> int:
     """One probe run on a running server, its rows stored as it goes; the probe run's id."""
     store = Store(job.store_url)
