@@ -5,8 +5,9 @@ one. A benchmark, not a test.
 Runs an example campaign in this process (`flows.campaign_flow.campaign_flow`, the flow
 `campaign run` runs) on a fresh database, with httpx's send wrapped so each request to the
 API is timed on the caller's clock, then prints per kind of call (flow run create, state
-changes, task runs, logs, artifacts, reads, other) the count, the total seconds and the
-share of the campaign's wall time, and the calls and seconds per flow run. The calls made
+changes, task runs, logs, artifacts, device-lock leases and holder records, reads,
+other) the count, the total seconds and the share of the campaign's wall time, and the
+calls and seconds per flow run. The calls made
 from the Prefect client's own background threads (log and event workers) are counted
 too; whether they delay the campaign depends on the GIL, not on the wire, so "blocking"
 counts only the calls made on the campaign's own thread.
@@ -39,6 +40,7 @@ KINDS = (
     ("logs", re.compile(r"POST .*/logs")),
     ("artifacts", re.compile(r".*/artifacts")),
     ("events", re.compile(r".*/events")),
+    ("device lock", re.compile(r".*/(v2/concurrency_limits|variables)")),
     ("reads", re.compile(r"^(GET|POST) .*/(filter|flows/|flow_runs/[^/]+$|deployments|health|admin|csrf)")),
 )
 
@@ -90,6 +92,33 @@ def instrument(calls: Calls) -> None:
     httpx.AsyncClient.send = asend  # type: ignore[method-assign]
 
 
+def totals(calls: Calls) -> dict[str, list[float]]:
+    """Per kind: [calls, seconds, seconds on the campaign's thread]."""
+    out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for kind, seconds, blocking in calls.seen:
+        row = out[kind]
+        row[0] += 1
+        row[1] += seconds
+        row[2] += seconds if blocking else 0.0
+    return dict(out)
+
+
+def record_cli(out: str, argv: list[str]) -> None:
+    """Run the campaign CLI in this process with every Prefect call counted, the totals
+    written to `out` (JSON) as the process exits, however it exits: what
+    `benchmarks/campaign_cost.py --compare prefect` runs each campaign under."""
+    import atexit
+    import json
+
+    calls = Calls(os.environ.get("PREFECT_API_URL", ""))
+    instrument(calls)
+    atexit.register(lambda: Path(out).write_text(json.dumps(totals(calls))))
+    from cli.main import main as cli_main
+
+    sys.argv = ["campaign", *argv]
+    cli_main()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--example", default="energy")
@@ -128,19 +157,14 @@ def main() -> int:
         f"{args.example} with a {args.server} Prefect server: {wall:.1f} s wall, {runs} flow runs, {len(calls.seen)} API calls"
     )
     print(f"{'kind':16} {'calls':>6} {'seconds':>8} {'share':>6} {'blocking s':>10} {'per flow run':>13}")
-    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    for kind, seconds, blocking in calls.seen:
-        row = totals[kind]
-        row[0] += 1
-        row[1] += seconds
-        row[2] += seconds if blocking else 0.0
-    for kind, (count, seconds, blocking) in sorted(totals.items(), key=lambda kv: -kv[1][1]):
+    by_kind = totals(calls)
+    for kind, (count, seconds, blocking) in sorted(by_kind.items(), key=lambda kv: -kv[1][1]):
         print(
             f"{kind:16} {int(count):6d} {seconds:8.2f} {seconds / wall:6.1%} {blocking:10.2f} {count / runs:6.1f} calls"
         )
     if calls.others:
         print("other: " + ", ".join(f"{path} x{n}" for path, n in sorted(calls.others.items(), key=lambda kv: -kv[1])))
-    blocking = sum(row[2] for row in totals.values())
+    blocking = sum(row[2] for row in by_kind.values())
     print(f"prefect calls: {blocking:.2f} s on the campaign's thread ({blocking / wall:.1%} of the wall time)")
     return 0
 

@@ -378,7 +378,7 @@ def _probe_attempt(
 
 
 def telemetry_fields(served: Served) -> dict[str, Any]:
-    """Where the server runs, for the probe task's telemetry: a simulator reads its own
+    """Where the server runs, for the probe run's telemetry: a simulator reads its own
     device; a server this campaign started (or one at a loopback URL) this machine's,
     limited to its process group and the devices its environment lets it see."""
     server = served.server
