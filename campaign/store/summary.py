@@ -288,7 +288,7 @@ class RunCost:
     def line(self, wall_s: float, before_s: float = 0.0) -> str:
         """'cost: 8 server starts; blocks per item: k 4, r 3; 1 min 23 s: probing 71% of
         the wall time (the wall time is 1.41x the probing time), servers starting and
-        stopping 12%, start-up 6%, the rest (Prefect flow runs, verdicts) 11%'; a run
+        stopping 12%, start-up 6%, orchestration (Prefect flow runs, verdicts) 11%'; a run
         whose attempts all measured servers they did not start says "0 server starts (all
         kept)". `wall_s` is the whole command's, `before_s` its part before the first
         server start."""
@@ -310,7 +310,7 @@ class RunCost:
                 f": probing {probe:.0%} of the wall time (the wall time is {wall_s / self.probing_s:.2f}x the probing time), "
                 f"servers starting and stopping {servers:.0%}, "
                 f"start-up (imports, checks, the Prefect server) {before:.0%}, "
-                f"the rest (Prefect flow runs, verdicts) {max(0.0, 1 - probe - servers - before):.0%}"
+                f"orchestration (Prefect flow runs, verdicts) {max(0.0, 1 - probe - servers - before):.0%}"
             )
         return f"cost: {starts}; blocks per item: {blocks}; {wall}{share}"
 

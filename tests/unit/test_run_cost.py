@@ -18,7 +18,7 @@ def test_the_cost_line_splits_the_whole_wall_time() -> None:
     parts = dict(
         (name, int(pct))
         for name, pct in re.findall(
-            r"(probing|servers starting and stopping|start-up \(imports, checks, the Prefect server\)|the rest \(Prefect flow runs, verdicts\)) (\d+)%",
+            r"(probing|servers starting and stopping|start-up \(imports, checks, the Prefect server\)|orchestration \(Prefect flow runs, verdicts\)) (\d+)%",
             line,
         )
     )
@@ -26,7 +26,7 @@ def test_the_cost_line_splits_the_whole_wall_time() -> None:
         "probing": 76,
         "servers starting and stopping": 12,
         "start-up (imports, checks, the Prefect server)": 6,
-        "the rest (Prefect flow runs, verdicts)": 6,
+        "orchestration (Prefect flow runs, verdicts)": 6,
     }
     assert "probing 76% of the wall time (the wall time is 1.31x the probing time)" in line  # each ratio says of what
 
@@ -37,7 +37,7 @@ def test_start_up_never_takes_more_than_is_left() -> None:
     line = RunCost(2, {"k": 1}, probing_s=80.0, attempts_s=95.0).line(wall_s=100.0, before_s=30.0)
     assert (
         "start-up (imports, checks, the Prefect server) 5%" in line
-        and "the rest (Prefect flow runs, verdicts) 0%" in line
+        and "orchestration (Prefect flow runs, verdicts) 0%" in line
     )
 
 
