@@ -20,11 +20,13 @@ sys.path.insert(0, str(ROOT))
 
 @pytest.fixture(scope="session")
 def prefect_harness():
-    """One Prefect test server for the session; heartbeats off (they cost ~1 s a flow)."""
-    from prefect.settings import temporary_settings
+    """One Prefect test server for the session; heartbeats off (they cost ~1 s a flow).
+    On two cores shared by three test workers it has answered 503 for longer than the
+    client's 5 retries (a subflow's task run create, in the seed-robustness test): 10."""
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    updates = {}
+    updates: dict = {PREFECT_CLIENT_MAX_RETRIES: 10}
     try:
         from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY
 
