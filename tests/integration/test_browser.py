@@ -186,8 +186,9 @@ def browser() -> Iterator[Browser]:
     assert b.proc.poll() is not None
 
 
-def _visit(b: Browser, url: str) -> dict[str, Any]:
-    """Open `url` in a fresh tab; return what the page did and what it contains."""
+def open_tab(b: Browser, url: str) -> tuple[str, str, int]:
+    """`url` loaded in a fresh 1280x900 tab: its target, its session and the index of its
+    first event in `b.events`."""
     target = b.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = b.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
@@ -200,6 +201,12 @@ def _visit(b: Browser, url: str) -> dict[str, Any]:
     start = len(b.events)
     b.send("Page.navigate", {"url": url}, session=session)
     b.wait_event("Page.loadEventFired", session, start)
+    return target, session, start
+
+
+def _visit(b: Browser, url: str) -> dict[str, Any]:
+    """Open `url` in a fresh tab; return what the page did and what it contains."""
+    target, session, start = open_tab(b, url)
     time.sleep(0.2)  # late console messages
     probe = b.send(
         "Runtime.evaluate",

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.campaigns import campaign_file
-from tests.integration.test_browser import BROWSER, Browser
+from tests.integration.test_browser import BROWSER, Browser, open_tab
 from tests.paths import ROOT
 
 
@@ -64,18 +64,7 @@ def _drawn(browser: Browser, url: str, *wanted: str, timeout: float = 45) -> dic
     draws after its API calls), or as it is at the timeout: its text, a screenshot and
     the requests it made."""
     b = browser
-    target = b.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = b.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-    for domain in ("Page", "Runtime", "Network"):
-        b.send(f"{domain}.enable", session=session)
-    b.send(
-        "Emulation.setDeviceMetricsOverride",
-        {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-        session=session,
-    )
-    start = len(b.events)
-    b.send("Page.navigate", {"url": url}, session=session)
-    b.wait_event("Page.loadEventFired", session, start)
+    target, session, start = open_tab(b, url)
     deadline = time.monotonic() + timeout
     while True:
         text = b.send(
