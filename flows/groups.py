@@ -149,7 +149,7 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
     plans = {q.key: {(s.block.index, s.arm_id): s.block for s in block_plan(spec, q)} for q in group}
     outcomes: dict[str, list[ArmOutcome]] = {q.key: [] for q in group}
 
-    def one(step: Step) -> None:
+    def one(step: Step) -> list[ArmOutcome]:
         number, arm_id = step.block.index, step.arm_id
         chain = [(q, plans[q.key][(number, arm_id)].model_copy(update={"order": step.block.order})) for q in group]
         left = []
@@ -159,11 +159,12 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
             else:
                 outcomes[q.key].append(ArmOutcome(arm_id, AttemptState.DONE, block=number, item_key=q.key))
         if not left:
-            return
+            return []
         (lead, lead_block), rest = left[0], left[1:]
         links = [Link(item=q, block=b) for q, b in rest]
         got = run_attempt(store, spec, campaign_id, lead, workdir, False, 0, arm_id, lead_block, links)
         outcomes[lead.key].append(got)
+        ran = [got]
         for chained in got.then:
             key = chained.item_key
             if chained.state == NOT_RUN_ON_KEPT:  # on a server of its own
@@ -171,8 +172,10 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
                     store, spec, campaign_id, spec.item(key), workdir, False, 0, arm_id, plans[key][(number, arm_id)]
                 )
             outcomes[key].append(chained)
+            ran.append(chained)
+        return ran
 
-    in_lanes(spec, block_plan(spec, group[0]), one)
+    in_lanes(spec, block_plan(spec, group[0]), one, stop=lambda ran: any(o.state == AttemptState.BLOCKED for o in ran))
     stopped: interrupt.CampaignInterrupted | None = None
     for item in group:
         try:

@@ -3,11 +3,17 @@
 Arms on different devices run side by side; the arms of one device run one after another
 in the plan's order, each holding the device's concurrency limit while it runs. An arm on
 another host is dispatched to that host's worker (`flows.placement`).
+
+An arm that ends blocked ends its item's run: no lane starts another of its steps. Blocked
+means the runtime cannot serve the recipe (it refused to start, or serves another model),
+which the next block would only find again, at the cost of a server start per block and of
+blocks of the other arms that no gate can pair; `campaign resume` re-checks it.
 """
 
 from __future__ import annotations
 
 import contextvars
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -74,6 +80,7 @@ def run_item(
             spec,
             steps,
             lambda step: run_attempt(store, spec, campaign_id, runs, workdir, fresh, tries, step.arm_id, step.block),
+            stop=lambda outcome: outcome.state == AttemptState.BLOCKED,
         )
 
     budget = spec.blocks(item)
@@ -134,18 +141,30 @@ def run_attempt(
     return outcome
 
 
-def in_lanes(spec: CampaignSpec, steps: list[Step], run_one: Callable[[Step], T]) -> list[T]:
-    """Run `steps` in the plan's order on each device, the devices side by side."""
+def in_lanes(
+    spec: CampaignSpec, steps: list[Step], run_one: Callable[[Step], T], stop: Callable[[T], bool] = lambda _: False
+) -> list[T]:
+    """Run `steps` in the plan's order on each device, the devices side by side; once a
+    step's result meets `stop`, no lane starts another step (those running finish)."""
     lanes: dict[str, list[Step]] = {}
     for step in steps:
         lanes.setdefault(spec.device_of(step.arm_id), []).append(step)
+    halted = threading.Event()
+
+    def lane(its: list[Step]) -> list[T]:
+        results = []
+        for step in its:
+            if halted.is_set():
+                break
+            results.append(run_one(step))
+            if stop(results[-1]):
+                halted.set()
+        return results
+
     if len(lanes) == 1:
-        return [run_one(s) for s in next(iter(lanes.values()))]
+        return lane(next(iter(lanes.values())))
     with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="device") as pool:
         # each lane runs in a copy of this thread's context, which holds the campaign's
         # flow run: its arms stay subflows of the campaign run (in-process or dispatched)
-        futures = [
-            pool.submit(contextvars.copy_context().run, lambda lane=lane: [run_one(s) for s in lane])
-            for lane in lanes.values()
-        ]
+        futures = [pool.submit(contextvars.copy_context().run, lane, its) for its in lanes.values()]
         return [o for f in futures for o in f.result()]

@@ -85,17 +85,23 @@ def test_blocked_then_fixed_then_resume_passes(tmp_path: Path, prefect_harness: 
     assert verdict.verdict == Verdict.BLOCKED
     assert "'Private ANE procedure-bank compiler is unavailable'" in verdict.reason
     assert {i.key: i.state for i in store.items(camp.id)} == {"ane": ItemState.BLOCKED, "after": ItemState.PENDING}
+    # O's refusal ends the item's run: no block after the one it was refused in starts
+    (refused,) = store.attempts(camp.id, "ane", "O")
+    assert refused.state == AttemptState.BLOCKED
     l_attempts = store.attempts(camp.id, "ane", "L")
+    assert all(a.repeat <= refused.repeat for a in l_attempts), [(a.repeat, a.state) for a in l_attempts]
 
     # the environment is fixed: the runtime build now has its compiler
     path.write_text(ane_campaign(refused=False))
     campaign_flow(str(path), store.url, str(tmp_path / "w"), recheck_blocked=True)
     assert {i.key: i.state for i in store.items(camp.id)} == {"ane": ItemState.DONE, "after": ItemState.DONE}
     assert store.latest_verdicts(camp.id)["7"].verdict == Verdict.PASS
-    assert store.attempts(camp.id, "ane", "L") == l_attempts  # L was done: not measured again
+    l_now = store.attempts(camp.id, "ane", "L")
+    assert l_now[: len(l_attempts)] == l_attempts  # L's done blocks were not measured again
+    assert sorted(a.repeat for a in l_now) == [0, 1, 2]
     for block in range(3):  # a verdict needs three blocks, each its own server start
         states = [a.state for a in store.attempts(camp.id, "ane", "O") if a.repeat == block]
-        assert states == [AttemptState.BLOCKED, AttemptState.DONE]  # history kept
+        assert states == ([AttemptState.BLOCKED] if block == refused.repeat else []) + [AttemptState.DONE]
 
 
 def test_kill_minus_9_mid_arm_then_resume(tmp_path: Path) -> None:
