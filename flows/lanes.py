@@ -5,9 +5,10 @@ in the plan's order, each holding the device's concurrency limit while it runs. 
 another host is dispatched to that host's worker (`flows.placement`).
 
 An arm that ends blocked ends its item's run: no lane starts another of its steps. Blocked
-means the runtime cannot serve the recipe (it refused to start, or serves another model),
-which the next block would only find again, at the cost of a server start per block and of
-blocks of the other arms that no gate can pair; `campaign resume` re-checks it.
+means a cause outside the recipe stops its server (a missing binary, model file or build
+component, absent hardware, no worker on its host), which the next block would only find
+again, at the cost of a start (or a worker's wait) per block and of blocks of the other
+arms that no gate can pair; `campaign resume` re-checks it.
 """
 
 from __future__ import annotations
