@@ -53,6 +53,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from campaign.core.states import Verdict  # noqa: E402
+from campaign.store.store import Store  # noqa: E402
+from campaign.store.tables import VerdictRow  # noqa: E402
 from gates.calibration import (  # noqa: E402
     Design,
     VariationModel,
@@ -97,39 +100,40 @@ def e2e_campaign(seed: int, blocks: int) -> str:
 
 
 def e2e(n: int, blocks: int) -> tuple[int, int, int]:
-    """n campaigns of identical arms on the simulator: (campaigns, passes, fails)."""
+    """n campaigns of identical arms on the simulator: (campaigns, passes, fails), the
+    verdicts read from each campaign's store, not from its printed words."""
     passes = fails = done = 0
     for seed in range(1, n + 1):
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "c.toml"
+            path, db = Path(tmp) / "c.toml", Path(tmp) / "c.db"
             path.write_text(e2e_campaign(seed, blocks))
-            cmd = [sys.executable, "-m", "cli", "run", str(path), "--db", str(Path(tmp) / "c.db")]
             proc = subprocess.run(
-                cmd,
+                [sys.executable, "-m", "cli", "run", str(path), "--db", str(db)],
                 cwd=tmp,
                 capture_output=True,
                 text=True,
                 timeout=900,
                 env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
             )
-            status = subprocess.run(
-                [sys.executable, "-m", "cli", "status", "--db", str(Path(tmp) / "c.db")],
-                cwd=tmp,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            out = status.stdout + proc.stdout
-            line = next((ln for ln in out.splitlines() if "faster" in ln), "")
-            if not line:  # the campaign did not get as far as a verdict: say why, not "no verdict"
-                line = (
-                    f"no verdict (run exit {proc.returncode}): {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}"
-                )
+            verdict = _verdict(db, f"calib{seed}", "faster")
+            if verdict is None:  # the campaign did not get as far as a verdict: say why
+                words = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+                line = f"no verdict (run exit {proc.returncode}): {words}"
+            else:
+                line = f"{verdict.verdict:<13} {verdict.reason}"
             done += 1
-            passes += " pass" in line
-            fails += " fail" in line
-            print(f"  e2e {seed:3d}: {line.strip()[:110]}", flush=True)
+            passes += verdict is not None and verdict.verdict == Verdict.PASS
+            fails += verdict is not None and verdict.verdict == Verdict.FAIL
+            print(f"  e2e {seed:3d}: {line[:110]}", flush=True)
     return done, passes, fails
+
+
+def _verdict(db: Path, campaign: str, gate_id: str) -> VerdictRow | None:
+    if not db.exists():
+        return None
+    store = Store(f"sqlite:///{db}")
+    row = store.campaign(campaign)
+    return store.latest_verdicts(row.id).get(gate_id) if row is not None and row.id is not None else None
 
 
 EFFECTS = (1.0, 1.05, 1.10, 1.15, 1.50)  # true A/B against a +10% gate; 1.10 is its boundary
