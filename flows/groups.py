@@ -20,7 +20,7 @@ from flows.arm_flow import SERVER_NOT_KEPT
 from flows.blocks import Step, block_plan
 from flows.contracts import NOT_RUN_ON_KEPT, ArmOutcome, Link
 from flows.items import end_item, start_item
-from flows.lanes import in_lanes, run_attempt, run_item
+from flows.lanes import ends_item, in_lanes, run_attempt, run_item
 from flows.launch import launch_differences
 
 
@@ -175,7 +175,7 @@ def run_group(store: Store, spec: CampaignSpec, campaign_id: int, group: list[Qu
             ran.append(chained)
         return ran
 
-    in_lanes(spec, block_plan(spec, group[0]), one, stop=lambda ran: any(o.state == AttemptState.BLOCKED for o in ran))
+    in_lanes(spec, block_plan(spec, group[0]), one, stop=lambda ran: any(map(ends_item, ran)))
     stopped: interrupt.CampaignInterrupted | None = None
     for item in group:
         try:

@@ -81,7 +81,7 @@ def run_item(
             spec,
             steps,
             lambda step: run_attempt(store, spec, campaign_id, runs, workdir, fresh, tries, step.arm_id, step.block),
-            stop=lambda outcome: outcome.state == AttemptState.BLOCKED,
+            stop=ends_item,
         )
 
     budget = spec.blocks(item)
@@ -140,6 +140,12 @@ def run_attempt(
         if outcome.state != AttemptState.FAILED:
             break
     return outcome
+
+
+def ends_item(outcome: ArmOutcome) -> bool:
+    """Whether an arm's outcome ends its item's run: it is blocked (why: this module's
+    docstring)."""
+    return outcome.state == AttemptState.BLOCKED
 
 
 def in_lanes(
